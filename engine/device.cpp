@@ -1,0 +1,144 @@
+#include "engine/device.h"
+
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/thread_pool.h"
+
+namespace brigade {
+
+namespace detail {
+// Defined in device_cuda.cpp (CUDA builds): the number of GPUs, or 0 with `why` set.
+int probe_cuda_devices(std::string* why);
+}  // namespace detail
+
+std::string Device::str() const {
+  return (kind == DeviceKind::cpu ? "cpu:" : "cuda:") + std::to_string(index);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
+
+Device Device::parse(std::string_view text) { return parse(text, -1); }
+
+// cuda_devices < 0: ask the machine, but only if the text names a CUDA device, so that
+// parsing "cpu:0" never touches the CUDA driver.
+Device Device::parse(std::string_view text, int cuda_devices) {
+  const std::string quoted = "invalid device \"" + std::string(text) + "\": ";
+  const auto colon = text.find(':');
+  const std::string_view kind_text = text.substr(0, colon);
+  Device device;
+  if (kind_text == "cpu") {
+    device.kind = DeviceKind::cpu;
+  } else if (kind_text == "cuda") {
+    device.kind = DeviceKind::cuda;
+  } else {
+    throw Error(quoted + "expected \"cpu:N\" or \"cuda:N\" with N a non-negative integer");
+  }
+  if (colon != std::string_view::npos) {
+    const std::string_view digits = text.substr(colon + 1);
+    const char* end = digits.data() + digits.size();
+    auto [stop, ec] = std::from_chars(digits.data(), end, device.index);
+    if (digits.empty() || ec != std::errc() || stop != end || device.index < 0)
+      throw Error(quoted + "the index after ':' must be a non-negative integer");
+  }
+  if (device.is_cuda()) {
+    if (cuda_devices < 0) cuda_devices = cuda_device_count();
+    if (cuda_devices == 0)
+      throw Error(quoted + "this machine has no usable CUDA device");
+    if (device.index >= cuda_devices)
+      throw Error(quoted + "this machine has " + std::to_string(cuda_devices) + " CUDA device" +
+                  (cuda_devices == 1 ? "" : "s") + " (cuda:0 to cuda:" +
+                  std::to_string(cuda_devices - 1) + ")");
+  }
+  return device;
+}
+
+void check_device_available(const Device& device) {
+  if (device.is_cpu()) {
+    BRIGADE_CHECK(device.index >= 0, "invalid device " << device << ": negative index");
+    return;
+  }
+  const int count = cuda_device_count();
+  BRIGADE_CHECK(device.index >= 0 && device.index < count,
+                "device " << device << " is not available: this machine has " << count
+                          << " usable CUDA device" << (count == 1 ? "" : "s"));
+}
+
+int cuda_device_count() {
+#if defined(BRIGADE_HAVE_CUDA)
+  // Probed once: the answer cannot change while the process runs, and the warning about a
+  // missing GPU is printed once, not at every call.
+  static const int count = [] {
+    std::string why;
+    const int n = detail::probe_cuda_devices(&why);
+    if (n == 0)
+      std::fprintf(stderr, "brigade: no usable CUDA device (%s); using CPU devices only\n",
+                   why.c_str());
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+// --- The CPU device registry ------------------------------------------------------------
+
+namespace {
+
+struct CpuDeviceState {
+  CpuDeviceOptions options;
+  std::unique_ptr<ThreadPool> pool;                  // created on first use
+  std::vector<std::unique_ptr<ThreadPool>> retired;  // pools replaced by reconfiguration
+};
+
+struct CpuRegistry {
+  std::mutex mutex;
+  std::map<int, CpuDeviceState> devices;
+};
+
+// Never destroyed: streams and pools may still be running while static destructors run.
+CpuRegistry& registry() {
+  static CpuRegistry* r = new CpuRegistry;
+  return *r;
+}
+
+}  // namespace
+
+void configure_cpu_device(int index, CpuDeviceOptions options) {
+  BRIGADE_CHECK(index >= 0, "configure_cpu_device: invalid device cpu:" << index);
+  BRIGADE_CHECK(options.threads >= 1, "configure_cpu_device(cpu:" << index
+                                          << "): threads must be at least 1, got "
+                                          << options.threads);
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& state = r.devices[index];
+  if (state.pool && state.pool->size() != options.threads)
+    state.retired.push_back(std::move(state.pool));
+  state.options = options;
+}
+
+CpuDeviceOptions cpu_device_options(int index) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.devices.find(index);
+  return it == r.devices.end() ? CpuDeviceOptions{} : it->second.options;
+}
+
+ThreadPool& cpu_thread_pool(const Device& device) {
+  BRIGADE_CHECK(device.is_cpu(), "cpu_thread_pool: " << device << " is not a CPU device");
+  BRIGADE_CHECK(device.index >= 0, "cpu_thread_pool: invalid device " << device);
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& state = r.devices[device.index];
+  if (!state.pool) state.pool = std::make_unique<ThreadPool>(state.options.threads);
+  return *state.pool;
+}
+
+}  // namespace brigade

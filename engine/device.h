@@ -1,0 +1,71 @@
+// Device: where memory lives and work runs. `cpu:N` or `cuda:N`.
+//
+// CPU devices are virtual: cpu:0, cpu:1, ... are independent sets of worker threads, each
+// with its own streams and its own memory accounting (an optional capacity), so that one
+// machine without a GPU runs the very same multi-device code a GPU box runs. Any
+// non-negative index names a CPU device; it comes into being on first use.
+//
+// Configuration (configure_cpu_device) is per index. An unconfigured CPU device has ONE
+// compute thread and no memory limit: a pipeline of k stages then uses k compute threads,
+// never oversubscribing a small machine; a single-device program asks for more threads.
+// Reconfiguring is allowed at any time: work already running keeps the pool it started
+// with (old pools are retired, not destroyed), later work uses the new one.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+namespace brigade {
+
+class ThreadPool;
+
+enum class DeviceKind : uint8_t { cpu, cuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+
+  static Device cpu(int index = 0) { return {DeviceKind::cpu, index}; }
+  static Device cuda(int index = 0) { return {DeviceKind::cuda, index}; }
+
+  // "cpu:1", "cuda:0"; "cpu" and "cuda" mean index 0. A cuda index is checked against the
+  // GPUs of this machine (cuda_device_count()). Errors are brigade::Error, e.g.
+  //   invalid device "gpu0": expected "cpu:N" or "cuda:N" with N a non-negative integer
+  //   invalid device "cuda:7": this machine has 2 CUDA devices (cuda:0 to cuda:1)
+  static Device parse(std::string_view text);
+  // The same, against a given number of GPUs (for tests and for tools that plan ahead).
+  static Device parse(std::string_view text, int cuda_devices);
+
+  bool is_cpu() const { return kind == DeviceKind::cpu; }
+  bool is_cuda() const { return kind == DeviceKind::cuda; }
+  std::string str() const;  // "cpu:1"
+
+  friend auto operator<=>(const Device&, const Device&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Device& device);
+
+struct CpuDeviceOptions {
+  int threads = 1;              // compute threads of the device's ThreadPool (>= 1)
+  uint64_t capacity_bytes = 0;  // memory limit of its allocator; 0 = unlimited
+};
+
+void configure_cpu_device(int index, CpuDeviceOptions options);
+CpuDeviceOptions cpu_device_options(int index);
+
+// The compute threads of a CPU device (created on first use). Kernels split their loops
+// over it with parallel_for. Throws for a CUDA device.
+ThreadPool& cpu_thread_pool(const Device& device);
+
+// Number of usable GPUs. 0 in a CPU-only build. In a CUDA build on a machine without GPU
+// or driver, the first call prints one line on stderr saying so and returns 0: the program
+// goes on with CPU devices and never crashes on that.
+int cuda_device_count();
+
+// Throws unless `device` can run work here: a CUDA device index below cuda_device_count().
+void check_device_available(const Device& device);
+
+}  // namespace brigade

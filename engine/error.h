@@ -1,0 +1,95 @@
+// Errors: one exception type, and the macros that turn a failed check into it.
+//
+// brigade::Error is what every layer of Brigade throws. Two kinds of checks produce it:
+//   BRIGADE_CHECK(cond, "message " << value)  a user error (bad shape, bad device name...):
+//                                             the message alone, written for the user.
+//   BRIGADE_CUDA_CHECK(cudaMalloc(&p, n))      a failed library call: the call's text, the
+//   BRIGADE_CUBLAS_CHECK / _CUDNN_ / _NCCL_    library's error string, and file:line.
+// The library macros exist only where the library does (BRIGADE_HAVE_CUDA; <nccl.h>), and
+// they call the library's own error-string function, so the file that uses one includes
+// that library's header anyway (it is calling the library).
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace brigade {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by an allocator that cannot satisfy a request; the message names the device,
+// the request and the usage. A separate type so that a caller may catch only this.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+// "64.0 MiB", "512 B", "1.5 GiB": sizes in error messages and reports.
+std::string format_bytes(uint64_t bytes);
+
+namespace detail {
+[[noreturn]] void throw_library_error(const char* library, const char* call, const char* file,
+                                      int line, long code, const char* what);
+}  // namespace detail
+
+}  // namespace brigade
+
+// A user error: throws brigade::Error whose text is exactly the streamed message.
+#define BRIGADE_CHECK(cond, message)            \
+  do {                                          \
+    if (!(cond)) {                              \
+      std::ostringstream brigade_check_os_;     \
+      brigade_check_os_ << message;             \
+      throw ::brigade::Error(brigade_check_os_.str()); \
+    }                                           \
+  } while (0)
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#define BRIGADE_CUDA_CHECK(call)                                                           \
+  do {                                                                                     \
+    const cudaError_t brigade_status_ = (call);                                            \
+    if (brigade_status_ != cudaSuccess)                                                    \
+      ::brigade::detail::throw_library_error("CUDA", #call, __FILE__, __LINE__,            \
+                                             static_cast<long>(brigade_status_),           \
+                                             cudaGetErrorString(brigade_status_));         \
+  } while (0)
+
+#define BRIGADE_CUBLAS_CHECK(call)                                                         \
+  do {                                                                                     \
+    const cublasStatus_t brigade_status_ = (call);                                         \
+    if (brigade_status_ != CUBLAS_STATUS_SUCCESS)                                          \
+      ::brigade::detail::throw_library_error("cuBLAS", #call, __FILE__, __LINE__,          \
+                                             static_cast<long>(brigade_status_),           \
+                                             cublasGetStatusString(brigade_status_));      \
+  } while (0)
+
+#define BRIGADE_CUDNN_CHECK(call)                                                          \
+  do {                                                                                     \
+    const cudnnStatus_t brigade_status_ = (call);                                          \
+    if (brigade_status_ != CUDNN_STATUS_SUCCESS)                                           \
+      ::brigade::detail::throw_library_error("cuDNN", #call, __FILE__, __LINE__,           \
+                                             static_cast<long>(brigade_status_),           \
+                                             cudnnGetErrorString(brigade_status_));        \
+  } while (0)
+#endif  // BRIGADE_HAVE_CUDA
+
+#if defined(__has_include)
+#if __has_include(<nccl.h>)
+#define BRIGADE_HAVE_NCCL_HEADER 1
+#define BRIGADE_NCCL_CHECK(call)                                                           \
+  do {                                                                                     \
+    const ncclResult_t brigade_status_ = (call);                                           \
+    if (brigade_status_ != ncclSuccess)                                                    \
+      ::brigade::detail::throw_library_error("NCCL", #call, __FILE__, __LINE__,            \
+                                             static_cast<long>(brigade_status_),           \
+                                             ncclGetErrorString(brigade_status_));         \
+  } while (0)
+#endif
+#endif

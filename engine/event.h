@@ -1,0 +1,56 @@
+// Event: a marker in a stream's work, with CUDA semantics.
+//
+//   e.record(s)        marks the point in s's queue reached by everything enqueued so far;
+//   s2.wait(e)         s2's later work waits for that point (no host blocking);
+//   e.query()          true once the marked work has run;
+//   e.synchronize()    blocks the host until it has; throws if that work failed;
+//   elapsed_ms(a, b)   milliseconds between two completed records (same device kind).
+//
+// Re-recording moves the marker; waits already issued keep the record current when they
+// were issued (as in CUDA). An Event is a cheap shared handle.
+//
+// Unlike CUDA, using an event that was never recorded (wait, query, synchronize,
+// elapsed_ms) throws brigade::Error. CUDA treats wait/query on it as "already done", which
+// silently removes the ordering a pipeline depends on: the classic pipeline bug.
+//
+// On CPU streams a record is a position in the stream's FIFO and its time is read from the
+// steady clock when the worker reaches it; on CUDA streams it is a cudaEvent_t.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace brigade {
+
+class Stream;
+
+namespace detail {
+struct EventState;
+class EventRecord;
+}
+
+class Event {
+ public:
+  Event();
+
+  void record(const Stream& stream);
+  bool recorded() const;
+  bool query() const;
+  void synchronize() const;
+
+  uint64_t id() const;
+  std::string str() const;  // "event#7"
+
+  // The record current now (null if never recorded): what a wait captures.
+  std::shared_ptr<detail::EventRecord> current_record() const;
+
+ private:
+  std::shared_ptr<detail::EventState> state_;
+};
+
+// Milliseconds from `start`'s record to `end`'s; both must be recorded and complete, and
+// both on CPU streams or both on CUDA streams.
+float elapsed_ms(const Event& start, const Event& end);
+
+}  // namespace brigade

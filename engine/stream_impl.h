@@ -1,0 +1,66 @@
+// The backend interface behind Stream and Event (not for use above engine/).
+//
+// A StreamImpl is one backend's stream (stream_cpu.cpp, stream_cuda.cpp). An EventRecord is
+// one call of Event::record: a point in one stream's work. Records are immutable once made,
+// which is what gives "a wait captures the record current when it was issued" for free:
+// re-recording an event makes a new record and leaves the old one to those holding it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/device.h"
+
+namespace brigade::detail {
+
+class EventRecord {
+ public:
+  EventRecord(uint64_t event_id, Device device, uint64_t stream_id)
+      : event_id(event_id), device(device), stream_id(stream_id) {}
+  virtual ~EventRecord() = default;
+
+  virtual bool query() const = 0;        // has the recorded work run?
+  virtual void synchronize() const = 0;  // block until it has; throw if it failed
+  // Milliseconds from `start` (a record of the same backend) to this record; both complete.
+  virtual double elapsed_ms_since(const EventRecord& start) const = 0;
+  // "cpu:0 stream#2, position 12; that stream is at 9": for hang reports.
+  virtual std::string where() const = 0;
+
+  const uint64_t event_id;
+  const Device device;
+  const uint64_t stream_id;
+};
+
+class StreamImpl {
+ public:
+  explicit StreamImpl(Device device);
+  virtual ~StreamImpl() = default;
+  StreamImpl(const StreamImpl&) = delete;
+  StreamImpl& operator=(const StreamImpl&) = delete;
+
+  virtual void enqueue(std::function<void()> task) = 0;
+  virtual std::shared_ptr<EventRecord> record(uint64_t event_id) = 0;
+  virtual void wait(std::shared_ptr<EventRecord> record) = 0;
+  virtual void synchronize() = 0;
+  virtual bool query() = 0;
+  virtual std::string describe() = 0;  // one line: what the stream is doing now
+  virtual void* native_handle() const { return nullptr; }  // cudaStream_t for CUDA
+
+  std::string name() const;  // "cpu:1 stream#3"
+
+  const Device device;
+  const uint64_t id;
+};
+
+// Backends. make_cuda_stream exists only in CUDA builds.
+std::shared_ptr<StreamImpl> make_cpu_stream(Device device);
+std::shared_ptr<StreamImpl> make_cuda_stream(Device device);
+
+// The live streams, for describe_streams(). A backend registers its stream at the end of
+// its constructor and unregisters it at the start of its destructor.
+void register_stream(StreamImpl* stream);
+void unregister_stream(StreamImpl* stream);
+
+}  // namespace brigade::detail
