@@ -1,0 +1,44 @@
+// Conv2D, the fast CPU path: im2col + SGEMM per sample, samples split over the device's
+// threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
+//
+// Workspace: every function takes `workspace`, at least conv2d_workspace_floats(s, pool)
+// floats, owned by the caller so that a training step allocates nothing; nullptr makes the
+// call allocate (and free) its own, which is convenient in tests and slow in a loop.
+// Results depend on the pool's size only through the order of the batch sums in
+// conv2d_backward_filter (per-thread partial sums added in thread order).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/thread_pool.h"
+#include "kernels/shapes.h"
+
+namespace brigade::cpu {
+
+// Floats of workspace any conv2d_* call below needs with this pool.
+int64_t conv2d_workspace_floats(const Conv2dShape& s, const ThreadPool& pool);
+
+// x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q)
+// relu = true fuses y = max(y, 0) into the same pass (Conv2D(..., activation="relu")).
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu = false);
+
+// dy: (N, K, P, Q)  w: (K, C, R, S)  dx: (N, C, H, W), overwritten
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+                          ThreadPool& pool, float* workspace);
+
+// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S), accumulated (dw += ...)
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
+                            ThreadPool& pool, float* workspace);
+
+// dy: (N, K, P, Q)  db: (K), accumulated (db += ...)
+void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, ThreadPool& pool);
+
+// The im2col lowering and its adjoint, exposed for tests and for kernels/cuda to mirror.
+// x: (C, H, W) of one sample -> col: (C·R·S, P·Q); row (c, r, s) holds the input pixel each
+// output position reads through tap (r, s) of channel c, or 0 where that falls in padding.
+void im2col(const float* x, float* col, const Conv2dShape& s);
+// col: (C·R·S, P·Q) -> dx: (C, H, W), overwritten with the sum of the col entries per pixel.
+void col2im(const float* col, float* dx, const Conv2dShape& s);
+
+}  // namespace brigade::cpu

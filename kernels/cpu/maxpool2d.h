@@ -1,0 +1,21 @@
+// MaxPooling2D, the fast CPU path: (n, c) planes split over the device's threads.
+// Bit-identical to kernels/reference/maxpool2d.h, ties included (the first maximum in
+// row-major window order wins); argmax holds h·W + w inside the (H, W) plane.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/thread_pool.h"
+#include "kernels/shapes.h"
+
+namespace brigade::cpu {
+
+// x: (N, C, H, W)  y, argmax: (N, C, P, Q)
+void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dShape& s,
+                       ThreadPool& pool);
+
+// dy, argmax: (N, C, P, Q)  dx: (N, C, H, W), overwritten
+void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
+                        ThreadPool& pool);
+
+}  // namespace brigade::cpu

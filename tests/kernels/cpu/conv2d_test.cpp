@@ -1,0 +1,152 @@
+// Conv2D: fast CPU path against the reference (in double, on the same float inputs), and the
+// reference's backward against finite differences.
+#include <doctest/doctest.h>
+
+#include "kernels/cpu/conv2d.h"
+#include "kernels/reference/conv2d.h"
+#include "kernels/reference/relu.h"
+#include "tests/kernels/cpu/check.h"
+
+using namespace brigade;
+using namespace brigade::test;
+
+namespace {
+
+struct Case {
+  int64_t N, C, H, W, K, R, S, stride;
+  Padding padding;
+};
+
+// Batch 1, odd sizes, stride 2 and 3, same padding with odd and even windows, the pointwise
+// (no im2col) path, a 1x1 kernel with stride (im2col path), a window as large as the input,
+// and the question's conv1 and conv2.
+const Case kCases[] = {
+    {1, 1, 28, 28, 32, 3, 3, 1, Padding::valid},   // question's conv1
+    {2, 32, 26, 26, 64, 3, 3, 1, Padding::valid},  // question's conv2
+    {2, 3, 7, 5, 4, 3, 3, 2, Padding::same},
+    {3, 2, 9, 8, 33, 3, 2, 1, Padding::same},
+    {2, 33, 6, 7, 7, 1, 1, 1, Padding::valid},     // pointwise
+    {3, 5, 7, 9, 3, 1, 1, 2, Padding::valid},      // 1x1 but strided
+    {1, 3, 5, 5, 1, 5, 5, 1, Padding::valid},      // window = input: 1x1 output
+    {4, 7, 11, 13, 3, 4, 4, 3, Padding::same},     // even window, stride 3
+    {5, 1, 3, 3, 2, 3, 3, 1, Padding::same},
+};
+
+void check_case(const Case& c, ThreadPool& pool) {
+  const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+  INFO("x (" << s.N << "," << s.C << "," << s.H << "," << s.W << ") K=" << s.K << " " << s.R
+             << "x" << s.S << " stride " << s.stride << " " << padding_name(c.padding)
+             << " threads " << pool.size());
+  // Operands rounded to float once; the reference runs in double on the very same values.
+  const auto x = to_double(to_float(random_vector(s.x_size(), 1)));
+  const auto w = to_double(to_float(random_vector(s.w_size(), 2)));
+  const auto b = to_double(to_float(random_vector(s.K, 3)));
+  const auto dy = to_double(to_float(random_vector(s.y_size(), 4)));
+  const auto dw0 = to_double(to_float(random_vector(s.w_size(), 5)));  // accumulated into
+  const auto db0 = to_double(to_float(random_vector(s.K, 6)));
+  const auto xf = to_float(x), wf = to_float(w), bf = to_float(b), dyf = to_float(dy);
+  std::vector<float> ws(static_cast<size_t>(cpu::conv2d_workspace_floats(s, pool)));
+
+  // forward: each output sums C·R·S products and the bias
+  std::vector<double> y(s.y_size()), ymag(s.y_size());
+  ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
+  ref::conv2d_forward(abs_of(x).data(), abs_of(w).data(), abs_of(b).data(), ymag.data(), s);
+  const auto ytol = sum_tolerance(ymag, s.C * s.R * s.S + 1);
+  std::vector<float> yf(s.y_size());
+  cpu::conv2d_forward(xf.data(), wf.data(), bf.data(), yf.data(), s, pool, ws.data());
+  CHECK(all_close("conv2d_forward", yf.data(), y, ytol));
+
+  // forward with the fused ReLU (relu is exact, so the same tolerance holds)
+  std::vector<double> yr(y.size());
+  ref::relu_forward(y.data(), yr.data(), static_cast<int64_t>(y.size()));
+  cpu::conv2d_forward(xf.data(), wf.data(), bf.data(), yf.data(), s, pool, nullptr, true);
+  CHECK(all_close("conv2d_forward+relu", yf.data(), yr, ytol));
+
+  // backward-data: each dx sums at most K·R·S products
+  std::vector<double> dx(s.x_size()), dxmag(s.x_size());
+  ref::conv2d_backward_data(dy.data(), w.data(), dx.data(), s);
+  ref::conv2d_backward_data(abs_of(dy).data(), abs_of(w).data(), dxmag.data(), s);
+  std::vector<float> dxf(s.x_size(), 123.0f);  // overwritten, whatever was there
+  cpu::conv2d_backward_data(dyf.data(), wf.data(), dxf.data(), s, pool, ws.data());
+  CHECK(all_close("conv2d_backward_data", dxf.data(), dx, sum_tolerance(dxmag, s.K * s.R * s.S)));
+
+  // backward-filter, accumulated onto dw0: each sums N·P·Q products, plus the old value
+  std::vector<double> dw = dw0, dwmag = abs_of(dw0);
+  ref::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s);
+  ref::conv2d_backward_filter(abs_of(x).data(), abs_of(dy).data(), dwmag.data(), s);
+  std::vector<float> dwf = to_float(dw0);
+  cpu::conv2d_backward_filter(xf.data(), dyf.data(), dwf.data(), s, pool, ws.data());
+  CHECK(all_close("conv2d_backward_filter", dwf.data(), dw,
+                  sum_tolerance(dwmag, s.N * s.P * s.Q + 1)));
+
+  // backward-bias, accumulated onto db0
+  std::vector<double> db = db0, dbmag = abs_of(db0);
+  ref::conv2d_backward_bias(dy.data(), db.data(), s);
+  ref::conv2d_backward_bias(abs_of(dy).data(), dbmag.data(), s);
+  std::vector<float> dbf = to_float(db0);
+  cpu::conv2d_backward_bias(dyf.data(), dbf.data(), s, pool);
+  CHECK(all_close("conv2d_backward_bias", dbf.data(), db, sum_tolerance(dbmag, s.N * s.P * s.Q + 1)));
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: the fast CPU path matches the reference on every shape, 1 and 3 threads") {
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    for (const Case& c : kCases) check_case(c, pool);
+  }
+}
+
+TEST_CASE("conv2d: im2col then col2im multiplies each pixel by the number of taps that read it") {
+  // Ones through im2col and back: pixel (h, w) receives one per (output, tap) pair reading it,
+  // which the reference backward-data with all-ones dy and w (K = 1, C = 1) counts too.
+  const Conv2dShape s = make_conv2d_shape(1, 1, 7, 6, 1, 3, 2, 2, Padding::same);
+  std::vector<float> x(s.x_size(), 1.0f), col(s.C * s.R * s.S * s.P * s.Q), back(s.x_size());
+  cpu::im2col(x.data(), col.data(), s);
+  cpu::col2im(col.data(), back.data(), s);
+  std::vector<double> ones_y(s.y_size(), 1.0), ones_w(s.w_size(), 1.0), count(s.x_size());
+  ref::conv2d_backward_data(ones_y.data(), ones_w.data(), count.data(), s);
+  CHECK(all_close("col2im(im2col(1))", back.data(), count, 0.0));
+}
+
+TEST_CASE("conv2d: the reference backward matches finite differences (double)") {
+  const Case cases[] = {{2, 2, 5, 6, 3, 3, 2, 2, Padding::same},
+                        {1, 3, 4, 4, 2, 3, 3, 1, Padding::valid}};
+  for (const Case& c : cases) {
+    const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+    auto x = random_vector(s.x_size(), 11), w = random_vector(s.w_size(), 12);
+    auto b = random_vector(s.K, 13);
+    const auto G = random_vector(s.y_size(), 14);  // L = <y, G>, so dL/dy = G
+    auto loss = [&] {
+      std::vector<double> y(s.y_size());
+      ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
+      return dot(y, G);
+    };
+    std::vector<double> dx(s.x_size()), dw(s.w_size(), 0.0), db(s.K, 0.0);
+    ref::conv2d_backward_data(G.data(), w.data(), dx.data(), s);
+    ref::conv2d_backward_filter(x.data(), G.data(), dw.data(), s);
+    ref::conv2d_backward_bias(G.data(), db.data(), s);
+    CHECK(gradient_matches("x", x, dx, loss));
+    CHECK(gradient_matches("w", w, dw, loss));
+    CHECK(gradient_matches("b", b, db, loss));
+  }
+}
+
+TEST_CASE("conv2d shapes: valid and same output sizes, TensorFlow's padding split, clear errors") {
+  const Conv2dShape v = make_conv2d_shape(8, 1, 28, 28, 32, 3, 3, 1, Padding::valid);
+  CHECK(v.P == 26);
+  CHECK(v.Q == 26);
+  CHECK(v.pad_h == 0);
+  // same, stride 2 on 7: P = ceil(7/2) = 4; total padding (4-1)·2 + 3 - 7 = 2, 1 on top
+  const Conv2dShape s2 = make_conv2d_shape(1, 1, 7, 7, 1, 3, 3, 2, Padding::same);
+  CHECK(s2.P == 4);
+  CHECK(s2.pad_h == 1);
+  // same, even window 4 on 6, stride 1: total 3, top 1 (the smaller half), bottom 2
+  const Conv2dShape s3 = make_conv2d_shape(1, 1, 6, 6, 1, 4, 4, 1, Padding::same);
+  CHECK(s3.P == 6);
+  CHECK(s3.pad_h == 1);
+  CHECK_THROWS_WITH_AS(make_conv2d_shape(1, 1, 2, 2, 4, 3, 3, 1, Padding::valid),
+                       doctest::Contains("3x3 kernel does not fit the input (1, 1, 2, 2)"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(make_conv2d_shape(1, 1, 5, 5, 4, 3, 3, 0, Padding::valid), std::invalid_argument);
+}

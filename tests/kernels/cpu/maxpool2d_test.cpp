@@ -1,0 +1,98 @@
+// MaxPooling2D: the CPU path against the reference (exact: a max involves no rounding), the
+// documented tie rule on a hand example, and the reference backward against finite
+// differences on inputs whose values are spread far apart (no tie within the step).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/cpu/maxpool2d.h"
+#include "kernels/reference/maxpool2d.h"
+#include "tests/kernels/cpu/check.h"
+
+using namespace brigade;
+using namespace brigade::test;
+
+TEST_CASE("maxpool2d: the CPU path equals the reference, argmax included") {
+  struct Case { int64_t N, C, H, W, R, S, stride; Padding padding; };
+  const Case cases[] = {
+      {2, 64, 24, 24, 2, 2, 2, Padding::valid},  // the question's first pooling
+      {1, 1, 1, 1, 1, 1, 1, Padding::valid},
+      {3, 7, 7, 5, 2, 2, 2, Padding::valid},     // odd input: the last row/column is dropped
+      {1, 3, 33, 7, 3, 3, 2, Padding::valid},    // overlapping windows
+      {2, 3, 7, 7, 3, 3, 2, Padding::same},      // padded cells never win
+      {2, 2, 5, 6, 2, 3, 1, Padding::same},
+  };
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    for (const Case& c : cases) {
+      const Pool2dShape s = make_pool2d_shape(c.N, c.C, c.H, c.W, c.R, c.S, c.stride, c.padding);
+      INFO("x (" << s.N << "," << s.C << "," << s.H << "," << s.W << ") pool " << s.R << "x"
+                 << s.S << " stride " << s.stride << " " << padding_name(c.padding));
+      // Coarse values (multiples of 1/8 in [-1, 1]) make ties frequent: they must agree too.
+      auto x = to_float(random_vector(s.x_size(), 21));
+      for (auto& v : x) v = static_cast<float>(std::round(v * 8) / 8);
+      std::vector<float> y(s.y_size()), yr(s.y_size());
+      std::vector<int32_t> a(s.y_size()), ar(s.y_size());
+      cpu::maxpool2d_forward(x.data(), y.data(), a.data(), s, pool);
+      ref::maxpool2d_forward(x.data(), yr.data(), ar.data(), s);
+      CHECK(y == yr);
+      CHECK(a == ar);
+      const auto dy = to_float(random_vector(s.y_size(), 22));
+      std::vector<float> dx(s.x_size(), 7.0f), dxr(s.x_size());
+      cpu::maxpool2d_backward(dy.data(), a.data(), dx.data(), s, pool);
+      ref::maxpool2d_backward(dy.data(), ar.data(), dxr.data(), s);
+      CHECK(dx == dxr);  // the same additions in the same order: bit-identical
+    }
+  }
+}
+
+TEST_CASE("maxpool2d: ties go to the first maximum in row-major window order") {
+  // One 2x2 window over a 2x3 plane, stride 1: windows [1 3; 3 0] and [3 2; 0 3].
+  const float x[6] = {1, 3, 2,
+                      3, 0, 3};
+  const Pool2dShape s = make_pool2d_shape(1, 1, 2, 3, 2, 2, 1, Padding::valid);
+  float y[2];
+  int32_t a[2];
+  ref::maxpool2d_forward(x, y, a, s);
+  CHECK(y[0] == 3.0f);
+  CHECK(a[0] == 1);  // (0,1) comes before (1,0)
+  CHECK(y[1] == 3.0f);
+  CHECK(a[1] == 1);  // (0,1) comes before (1,2)
+  // Both windows picked cell 1: backward adds both gradients there.
+  const float dy[2] = {0.5f, 0.25f};
+  float dx[6];
+  ref::maxpool2d_backward(dy, a, dx, s);
+  const float want[6] = {0, 0.75f, 0, 0, 0, 0};
+  for (int i = 0; i < 6; ++i) CHECK(dx[i] == want[i]);
+}
+
+TEST_CASE("maxpool2d: the reference backward matches finite differences (double)") {
+  const Pool2dShape s = make_pool2d_shape(2, 3, 7, 6, 3, 2, 2, Padding::same);
+  // Distinct values 0.01 apart, shuffled: every window's maximum leads by >= 0.01 >> h, so
+  // the finite difference never crosses a tie (the kink of max).
+  std::vector<double> x(s.x_size());
+  std::iota(x.begin(), x.end(), 0.0);
+  std::shuffle(x.begin(), x.end(), std::mt19937_64(31));
+  for (auto& v : x) v *= 0.01;
+  const auto G = random_vector(s.y_size(), 32);
+  auto loss = [&] {
+    std::vector<double> y(s.y_size());
+    std::vector<int32_t> a(s.y_size());
+    ref::maxpool2d_forward(x.data(), y.data(), a.data(), s);
+    return dot(y, G);
+  };
+  std::vector<double> y(s.y_size()), dx(s.x_size());
+  std::vector<int32_t> a(s.y_size());
+  ref::maxpool2d_forward(x.data(), y.data(), a.data(), s);
+  ref::maxpool2d_backward(G.data(), a.data(), dx.data(), s);
+  CHECK(gradient_matches("x", x, dx, loss));
+}
+
+TEST_CASE("maxpool2d shapes: a pool larger than the input is rejected by name") {
+  CHECK_THROWS_WITH_AS(make_pool2d_shape(1, 64, 1, 1, 2, 2, 2, Padding::valid),
+                       doctest::Contains("maxpool2d: a 2x2 pool does not fit the input (1, 64, 1, 1)"),
+                       std::invalid_argument);
+  const Pool2dShape s = make_pool2d_shape(1, 64, 3, 3, 2, 2, 2, Padding::valid);
+  CHECK(s.P == 1);  // the question's last pooling: 3x3 -> 1x1
+}
