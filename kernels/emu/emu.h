@@ -1,0 +1,135 @@
+// The CUDA language, emulated for a host compiler.
+//
+// Included (through kernels/emu/kernel.h) by a kernels/cuda/*.cu file when it is compiled as
+// C++: the file's kernels then run on the CPU through the emulator's runtime (runtime.h).
+// Everything a kernel names unqualified lives in brigade::emu, where the .cu's code is
+// (`namespace brigade::BRIGADE_KERNEL_NAMESPACE`, which is brigade::emu here), built-in
+// variables included; only the qualifiers are macros, as they are keywords in CUDA. (The
+// built-ins cannot be macros: CUDA's own headers, which engine/ headers include in a CUDA
+// build, use `gridDim` and `blockDim` as parameter names.)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <source_location>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/emu/intrinsics.h"
+#include "kernels/emu/runtime.h"
+
+// ---- qualifiers -------------------------------------------------------------------------
+// CUDA headers, if some header included them first, define these as empty for a host
+// compiler; we redefine them, and CUDA headers included later keep ours.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+// Shared memory belongs to the block being run. A block's threads are fibers on one OS
+// thread, and an OS thread runs one block at a time: a function-local `static thread_local`
+// is exactly one variable per running block. (Like CUDA's, it is not initialised per block.)
+#define __shared__ static thread_local
+
+// ---- the kernel-writing contract (see kernel.h for the nvcc side) ---------------------------
+#define BRIGADE_KERNEL_NAMESPACE emu
+
+// Declares `T* name` pointing at the launch's dynamic shared memory (the `smem` bytes).
+#define BRIGADE_DYNAMIC_SHARED(T, name) \
+  T* name = static_cast<T*>(::brigade::emu::detail::dynamic_shared())
+
+// BRIGADE_LAUNCH(kernel, grid, block, smem, stream, args...): enqueues the grid on the CPU
+// stream. The arguments are converted to the kernel's parameter types and copied now, as a
+// CUDA launch copies them.
+#define BRIGADE_LAUNCH(kernel, grid, block, smem, stream, ...)                              \
+  ::brigade::emu::launch_kernel((stream), #kernel, ::brigade::emu::dim3(grid),             \
+                                ::brigade::emu::dim3(block), static_cast<size_t>(smem), \
+                                kernel __VA_OPT__(, ) __VA_ARGS__)
+
+namespace brigade::emu {
+
+// ---- built-in variables -------------------------------------------------------------------
+// Read-only views of the indices of the CUDA thread now running on this OS thread (the
+// block runner sets detail::builtins before each switch into a fiber).
+inline thread_local const uint3& threadIdx = detail::builtins.thread_idx;
+inline thread_local const uint3& blockIdx = detail::builtins.block_idx;
+inline thread_local const dim3& blockDim = detail::builtins.block_dim;
+inline thread_local const dim3& gridDim = detail::builtins.grid_dim;
+
+// The ThreadBody of a launch: the kernel and a copy of its arguments.
+template <class... Params, class... Args>
+ThreadBody bind_kernel(void (*kernel)(Params...), Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
+  return [kernel, params = std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)] {
+    std::apply(kernel, params);
+  };
+}
+
+template <class... Params, class... Args>
+void launch_kernel(const Stream& stream, const char* name, dim3 grid, dim3 block, size_t smem,
+                   void (*kernel)(Params...), Args&&... args) {
+  enqueue_grid(stream, LaunchConfig{name, grid, block, smem},
+               bind_kernel(kernel, std::forward<Args>(args)...));
+}
+
+// The same, synchronously on the calling thread (tests of the emulator itself).
+template <class... Params, class... Args>
+void run_kernel(const char* name, dim3 grid, dim3 block, size_t smem, void (*kernel)(Params...),
+                Args&&... args) {
+  run_grid(LaunchConfig{name, grid, block, smem}, bind_kernel(kernel, std::forward<Args>(args)...));
+}
+
+// ---- synchronisation ------------------------------------------------------------------------
+
+inline void __syncthreads(std::source_location at = std::source_location::current()) {
+  detail::sync_block(at.file_name(), at.line());
+}
+
+// A shuffle moves the bits of a value of up to 8 bytes (int, unsigned, float, double, ...).
+template <class T>
+T shuffle_as(detail::ShuffleKind kind, unsigned mask, T var, int arg, int width,
+             const std::source_location& at) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t),
+                "warp shuffles move values of at most 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &var, sizeof(T));
+  bits = detail::shuffle(kind, mask, bits, arg, width, at.file_name(), at.line());
+  std::memcpy(&var, &bits, sizeof(T));
+  return var;
+}
+
+template <class T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
+              std::source_location at = std::source_location::current()) {
+  return shuffle_as(detail::ShuffleKind::idx, mask, var, src_lane, width, at);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                 std::source_location at = std::source_location::current()) {
+  return shuffle_as(detail::ShuffleKind::up, mask, var, static_cast<int>(delta), width, at);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                   std::source_location at = std::source_location::current()) {
+  return shuffle_as(detail::ShuffleKind::down, mask, var, static_cast<int>(delta), width, at);
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
+                  std::source_location at = std::source_location::current()) {
+  return shuffle_as(detail::ShuffleKind::bfly, mask, var, lane_mask, width, at);
+}
+
+// A warp barrier: a shuffle whose value nobody uses.
+inline void __syncwarp(unsigned mask = 0xffffffffu,
+                       std::source_location at = std::source_location::current()) {
+  shuffle_as(detail::ShuffleKind::idx, mask, 0, 0, warpSize, at);
+}
+
+}  // namespace brigade::emu

@@ -1,0 +1,98 @@
+// CUDA's device functions that have a plain C++ meaning: atomics and math intrinsics.
+//
+// Atomics are real atomics (std::atomic_ref), because blocks of one grid may run on
+// several OS threads at once. Relaxed order, as CUDA's atomicAdd & co.
+//
+// Math: the C library already provides expf, logf, sqrtf, fmaxf, fminf, fabsf, tanhf, powf,
+// fmaf... under the same names, for both compilations. This file adds the CUDA-only ones.
+// The fast intrinsics (__expf, __logf, __fdividef) are computed exactly here: a kernel that
+// uses them must be tested with a tolerance that covers their GPU error (see the CUDA
+// Programming Guide's table of intrinsic function errors), not the emulator's.
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+
+namespace brigade::emu {
+
+// ---- atomics ----------------------------------------------------------------------------------
+
+template <class T>
+concept AtomicScalar = std::is_same_v<T, int> || std::is_same_v<T, unsigned int> ||
+                       std::is_same_v<T, unsigned long long> || std::is_same_v<T, float> ||
+                       std::is_same_v<T, double>;
+
+template <AtomicScalar T>
+T atomicAdd(T* address, T value) {
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+}
+
+template <AtomicScalar T>
+  requires std::is_integral_v<T>
+T atomicSub(T* address, T value) {
+  return std::atomic_ref<T>(*address).fetch_sub(value, std::memory_order_relaxed);
+}
+
+template <AtomicScalar T>
+T atomicExch(T* address, T value) {
+  return std::atomic_ref<T>(*address).exchange(value, std::memory_order_relaxed);
+}
+
+template <AtomicScalar T>
+  requires std::is_integral_v<T>
+T atomicCAS(T* address, T compare, T value) {
+  std::atomic_ref<T>(*address).compare_exchange_strong(compare, value, std::memory_order_relaxed);
+  return compare;  // the old value, whether or not it was replaced
+}
+
+template <AtomicScalar T>
+  requires std::is_integral_v<T>
+T atomicMax(T* address, T value) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load(std::memory_order_relaxed);
+  while (old < value && !a.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
+  }
+  return old;
+}
+
+template <AtomicScalar T>
+  requires std::is_integral_v<T>
+T atomicMin(T* address, T value) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load(std::memory_order_relaxed);
+  while (old > value && !a.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
+  }
+  return old;
+}
+
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+// ---- math -------------------------------------------------------------------------------------
+
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+template <class T>
+T __ldg(const T* p) {
+  return *p;  // the read-only cache is a performance hint
+}
+
+// CUDA's device code has min/max overloads for every arithmetic type.
+template <class T>
+  requires std::is_arithmetic_v<T>
+constexpr T min(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+constexpr T max(T a, T b) {
+  return a < b ? b : a;
+}
+
+}  // namespace brigade::emu

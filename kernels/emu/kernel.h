@@ -1,0 +1,57 @@
+// The first include of every kernels/cuda/*.cu file: one source, two compilations.
+//
+//   nvcc (__CUDACC__)   CUDA itself; BRIGADE_LAUNCH is kernel<<<grid, block, smem, s>>>(...)
+//                       on the stream's cudaStream_t, followed by a checked
+//                       cudaGetLastError(); the code lives in brigade::cuda.
+//   host compiler       the emulator (emu.h); BRIGADE_LAUNCH enqueues the grid on a CPU
+//                       stream; the code lives in brigade::emu.
+//
+// The contract a .cu follows (kernels/emu/README.md has a worked example):
+//   #include "kernels/emu/kernel.h"
+//   namespace brigade::BRIGADE_KERNEL_NAMESPACE {
+//   __global__ void k(...) { ... BRIGADE_DYNAMIC_SHARED(float, buf); ... }
+//   void launcher(..., const Stream& stream) { BRIGADE_LAUNCH(k, grid, block, smem, stream, args...); }
+//   }
+// Launching on a stream of the wrong kind (a native kernel on a CPU stream, an emulated
+// one on a CUDA stream) throws brigade::Error naming the kernel and the stream.
+#pragma once
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+#include "engine/error.h"
+#include "engine/stream.h"
+
+#define BRIGADE_KERNEL_NAMESPACE cuda
+
+// Declares `T* name` pointing at the launch's dynamic shared memory. Every kernel of a
+// file shares the one extern array (CUDA gives them the same address anyway).
+#define BRIGADE_DYNAMIC_SHARED(T, name)                                           \
+  extern __shared__ __align__(16) unsigned char brigade_dynamic_shared_bytes_[]; \
+  T* name = reinterpret_cast<T*>(brigade_dynamic_shared_bytes_)
+
+#define BRIGADE_LAUNCH(kernel, grid, block, smem, stream, ...)                               \
+  do {                                                                                       \
+    const cudaStream_t brigade_launch_stream_ =                                              \
+        ::brigade::detail::native_launch_stream((stream), #kernel);                          \
+    kernel<<<(grid), (block), (smem), brigade_launch_stream_>>>(__VA_ARGS__);                \
+    BRIGADE_CUDA_CHECK(cudaGetLastError());                                                  \
+  } while (0)
+
+namespace brigade::detail {
+// The cudaStream_t to launch a native kernel on; a CPU stream is an error, not a fallback.
+inline cudaStream_t native_launch_stream(const Stream& stream, const char* kernel) {
+  BRIGADE_CHECK(stream.device().is_cuda(),
+                "kernel " << kernel << ": a native CUDA launch needs a CUDA stream, got "
+                          << stream.str()
+                          << " (a CPU stream runs the emulated kernel, brigade::emu::...)");
+  return stream.cuda_handle();
+}
+}  // namespace brigade::detail
+
+#else
+
+#include "kernels/emu/emu.h"
+
+#endif
