@@ -1,0 +1,30 @@
+// simulate(): run a schedule on a model of the machine, not on the machine.
+//
+// Each device executes its list in order, one action at a time. An action starts when its
+// device is free and everything it needs (pipeline/action.h: needs) has finished — plus
+// CostModel::comm when the needed result was produced on another device. Its duration comes
+// from the CostModel. These two rules fix every start time, whatever order they are worked
+// out in, so the simulator sweeps the devices, starting every head action whose inputs are
+// known, until all actions have run — or until a sweep starts nothing, which it reports as
+// "not progressing: device 2 waits at 2B3 for 3B3" instead of looping.
+#pragma once
+
+#include "pipeline/cost_model.h"
+#include "pipeline/schedule.h"
+#include "pipeline/timeline.h"
+
+namespace brigade::pipeline {
+
+struct Simulation {
+  Timeline timeline;
+  TimelineStats stats;
+};
+
+// Throws ScheduleError (pipeline/validate.h) when the lists do not make progress, and
+// std::invalid_argument when the cost model does not fit the schedule.
+Simulation simulate(const Schedule& s, const CostModel& costs);
+
+// The duration the simulator gives one action of s.
+double action_cost(const Schedule& s, const CostModel& costs, const Action& a);
+
+}  // namespace brigade::pipeline

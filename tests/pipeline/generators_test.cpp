@@ -1,0 +1,126 @@
+// Generators: exact lists for small cases, written out by hand from the papers' pictures
+// (not printed by the code under test), and validity over a sweep of sizes.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "pipeline/generators/generators.h"
+#include "pipeline/validate.h"
+
+namespace bp = brigade::pipeline;
+
+namespace {
+
+// The lists of s in text form, one "dN: ..." line per device.
+std::string lists(const bp::Schedule& s) { return bp::format_lists(s); }
+
+}  // namespace
+
+TEST_CASE("naive: one micro-batch carrying all m, down and back up") {
+  const bp::Schedule s = bp::naive(2, 3);
+  CHECK(lists(s) ==
+        "d0: 0F0 0BW0\n"
+        "d1: 1F0 1BW0\n");
+  CHECK(s.microbatches == 1);
+  CHECK(s.batch_units == 3);
+  // With two chunks per device the single micro-batch visits device 0 twice on each pass.
+  CHECK(lists(bp::naive(2, 1, 2)) ==
+        "d0: 0F0 2F0 2BW0 0BW0\n"
+        "d1: 1F0 3F0 3BW0 1BW0\n");
+}
+
+TEST_CASE("gpipe, p=2 m=3 and p=4 m=4") {
+  CHECK(lists(bp::gpipe(2, 3)) ==
+        "d0: 0F0 0F1 0F2 0BW2 0BW1 0BW0\n"
+        "d1: 1F0 1F1 1F2 1BW2 1BW1 1BW0\n");
+  CHECK(lists(bp::gpipe(4, 4)) ==
+        "d0: 0F0 0F1 0F2 0F3 0BW3 0BW2 0BW1 0BW0\n"
+        "d1: 1F0 1F1 1F2 1F3 1BW3 1BW2 1BW1 1BW0\n"
+        "d2: 2F0 2F1 2F2 2F3 2BW3 2BW2 2BW1 2BW0\n"
+        "d3: 3F0 3F1 3F2 3F3 3BW3 3BW2 3BW1 3BW0\n");
+}
+
+TEST_CASE("1f1b, p=2 m=3 and p=4 m=4: warm-up p-1-d forwards, then alternate") {
+  CHECK(lists(bp::one_f_one_b(2, 3)) ==
+        "d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2\n"
+        "d1: 1F0 1BW0 1F1 1BW1 1F2 1BW2\n");
+  CHECK(lists(bp::one_f_one_b(4, 4)) ==
+        "d0: 0F0 0F1 0F2 0F3 0BW0 0BW1 0BW2 0BW3\n"
+        "d1: 1F0 1F1 1F2 1BW0 1F3 1BW1 1BW2 1BW3\n"
+        "d2: 2F0 2F1 2BW0 2F2 2BW1 2F3 2BW2 2BW3\n"
+        "d3: 3F0 3BW0 3F1 3BW1 3F2 3BW2 3F3 3BW3\n");
+  // m < p: the warm-up is cut short.
+  CHECK(lists(bp::one_f_one_b(4, 2)) ==
+        "d0: 0F0 0F1 0BW0 0BW1\n"
+        "d1: 1F0 1F1 1BW0 1BW1\n"
+        "d2: 2F0 2F1 2BW0 2BW1\n"
+        "d3: 3F0 3BW0 3F1 3BW1\n");
+}
+
+TEST_CASE("zb-h1, p=2 m=3 and p=4 m=4: device d postpones its first d W's to the end") {
+  CHECK(lists(bp::zb_h1(2, 3)) ==
+        "d0: 0F0 0F1 0B0 0W0 0F2 0B1 0W1 0B2 0W2\n"
+        "d1: 1F0 1B0 1F1 1B1 1W0 1F2 1B2 1W1 1W2\n");
+  CHECK(lists(bp::zb_h1(4, 4)) ==
+        "d0: 0F0 0F1 0F2 0F3 0B0 0W0 0B1 0W1 0B2 0W2 0B3 0W3\n"
+        "d1: 1F0 1F1 1F2 1B0 1F3 1B1 1W0 1B2 1W1 1B3 1W2 1W3\n"
+        "d2: 2F0 2F1 2B0 2F2 2B1 2F3 2B2 2W0 2B3 2W1 2W2 2W3\n"
+        "d3: 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3W0 3W1 3W2 3W3\n");
+}
+
+TEST_CASE("interleaved-1f1b, p=2 m=2 v=2 and p=4 m=4 v=2") {
+  // Stages 0, 1 are chunk 0 of devices 0, 1; stages 2, 3 are their chunk 1.
+  CHECK(lists(bp::interleaved_1f1b(2, 2, 2)) ==
+        "d0: 0F0 0F1 2F0 2F1 2BW0 2BW1 0BW0 0BW1\n"
+        "d1: 1F0 1F1 3F0 3BW0 3F1 3BW1 1BW0 1BW1\n");
+  // Warm-up (p-1-d)·2 + (v-1)·p = 10, 8, 6, 4 forwards, capped at m·v = 8.
+  CHECK(lists(bp::interleaved_1f1b(4, 4, 2)) ==
+        "d0: 0F0 0F1 0F2 0F3 4F0 4F1 4F2 4F3 4BW0 4BW1 4BW2 4BW3 0BW0 0BW1 0BW2 0BW3\n"
+        "d1: 1F0 1F1 1F2 1F3 5F0 5F1 5F2 5F3 5BW0 5BW1 5BW2 5BW3 1BW0 1BW1 1BW2 1BW3\n"
+        "d2: 2F0 2F1 2F2 2F3 6F0 6F1 6F2 6BW0 6F3 6BW1 6BW2 6BW3 2BW0 2BW1 2BW2 2BW3\n"
+        "d3: 3F0 3F1 3F2 3F3 7F0 7BW0 7F1 7BW1 7F2 7BW2 7F3 7BW3 3BW0 3BW1 3BW2 3BW3\n");
+}
+
+TEST_CASE("every generator's schedule validates over a sweep of sizes") {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 13; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      CHECK_NOTHROW(bp::validate(bp::naive(p, m)));
+      CHECK_NOTHROW(bp::validate(bp::naive(p, m, 3)));
+      CHECK_NOTHROW(bp::validate(bp::gpipe(p, m)));
+      CHECK_NOTHROW(bp::validate(bp::one_f_one_b(p, m)));
+      CHECK_NOTHROW(bp::validate(bp::zb_h1(p, m)));
+      if (m % p == 0)
+        for (int v = 1; v <= 4; ++v) {
+          CAPTURE(v);
+          CHECK_NOTHROW(bp::validate(bp::interleaved_1f1b(p, m, v)));
+        }
+    }
+}
+
+TEST_CASE("sizes a generator cannot serve are refused with the values that work") {
+  CHECK_THROWS_WITH_AS(bp::interleaved_1f1b(4, 6, 2),
+                       "interleaved-1f1b: micro-batches must be a multiple of the devices (p=4), "
+                       "got m=6; try m=4 or m=8",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::interleaved_1f1b(4, 3, 2),
+                       doctest::Contains("got m=3; try m=4"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::gpipe(0, 4), "gpipe: devices (p) must be at least 1, got 0",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::make_schedule("1f1b", 4, 8, 2),
+                       doctest::Contains("1f1b places one stage per device, so it needs chunks=1"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::make_schedule("pipedream", 4, 8),
+                       "unknown schedule 'pipedream'; known: naive gpipe 1f1b interleaved-1f1b "
+                       "zb-h1",
+                       std::invalid_argument);
+}
+
+TEST_CASE("the registry builds every schedule it names") {
+  for (const std::string& name : bp::schedule_names()) {
+    const bp::Schedule s = bp::make_schedule(name, 4, 8, 1);
+    CHECK(s.name == name);
+    CHECK_NOTHROW(bp::validate(s));
+  }
+}

@@ -1,0 +1,142 @@
+// The simulator against the literature's closed forms (unit costs) and against small cases
+// worked out by hand.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "pipeline/generators/generators.h"
+#include "pipeline/simulator.h"
+#include "pipeline/validate.h"
+
+namespace bp = brigade::pipeline;
+
+namespace {
+
+bp::CostModel unit_costs() { return bp::CostModel{}; }  // F = B = W = 1, comm = 0
+
+}  // namespace
+
+TEST_CASE("GPipe and 1F1B: bubble (p-1)/(m+p-1), makespan (m+p-1)(F+B+W)") {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 12; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      const double bubble = double(p - 1) / (m + p - 1);
+      for (const bp::Schedule& s : {bp::gpipe(p, m), bp::one_f_one_b(p, m)}) {
+        CAPTURE(s.name);
+        const bp::Simulation sim = bp::simulate(s, unit_costs());
+        CHECK(sim.stats.makespan == doctest::Approx(3.0 * (m + p - 1)));
+        CHECK(sim.stats.bubble_fraction == doctest::Approx(bubble));
+        for (const bp::DeviceStats& d : sim.stats.devices) CHECK(d.busy == doctest::Approx(3 * m));
+      }
+    }
+}
+
+TEST_CASE("interleaved 1F1B: bubble (p-1)/(v·m+p-1)") {
+  for (int p = 1; p <= 5; ++p)
+    for (int v = 1; v <= 4; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        CAPTURE(p);
+        CAPTURE(v);
+        CAPTURE(m);
+        const bp::Simulation sim = bp::simulate(bp::interleaved_1f1b(p, m, v), unit_costs());
+        CHECK(sim.stats.bubble_fraction == doctest::Approx(double(p - 1) / (v * m + p - 1)));
+      }
+}
+
+TEST_CASE("ZB-H1 idles at most a third of 1F1B when F = B = W") {
+  // The paper's bubbles: (p-1)(F+B-W) = p-1 against 1F1B's (p-1)(F+B+W) = 3(p-1).
+  for (int p = 2; p <= 8; ++p)
+    for (int m = p; m <= 3 * p; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      const bp::Simulation zb = bp::simulate(bp::zb_h1(p, m), unit_costs());
+      const bp::Simulation ob = bp::simulate(bp::one_f_one_b(p, m), unit_costs());
+      for (int d = 0; d < p; ++d) {
+        CAPTURE(d);
+        CHECK(ob.stats.devices[d].idle == doctest::Approx(3.0 * (p - 1)));
+        CHECK(zb.stats.devices[d].idle <= ob.stats.devices[d].idle / 3 + 1e-9);
+      }
+      CHECK(zb.stats.makespan == doctest::Approx(3.0 * m + (p - 1)));
+    }
+}
+
+TEST_CASE("peak in-flight micro-batches: 1F1B min(p-s, m) on stage s, GPipe m, ZB-H1 min(p, m)") {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 10; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      const auto ob = bp::simulate(bp::one_f_one_b(p, m), unit_costs()).stats;
+      const auto gp = bp::simulate(bp::gpipe(p, m), unit_costs()).stats;
+      const auto zb = bp::simulate(bp::zb_h1(p, m), unit_costs()).stats;
+      for (int s = 0; s < p; ++s) {
+        CAPTURE(s);
+        CHECK(ob.devices[s].peak_in_flight == std::min(p - s, m));
+        CHECK(gp.devices[s].peak_in_flight == m);
+        // ZB-H1 keeps 1F1B's worst device's memory (p) on every device.
+        CHECK(zb.devices[s].peak_in_flight == std::min(p, m));
+      }
+    }
+}
+
+TEST_CASE("naive: one device busy at a time, the whole batch in one piece") {
+  const int p = 4, m = 8;
+  const bp::Simulation sim = bp::simulate(bp::naive(p, m), unit_costs());
+  CHECK(sim.stats.makespan == doctest::Approx(3.0 * m * p));
+  CHECK(sim.stats.bubble_fraction == doctest::Approx(double(p - 1) / p));
+  for (const auto& d : sim.stats.devices) {
+    CHECK(d.peak_in_flight == 1);
+    CHECK(d.peak_activation_bytes == doctest::Approx(m));  // the whole batch's activations
+  }
+}
+
+TEST_CASE("per-stage costs, transfer cost and activation bytes, worked by hand") {
+  // GPipe, p = 2, m = 2. Stage 0: F 1, B 2, W 0, 10 bytes. Stage 1: F 3, B 1, W 1, 100 bytes.
+  // comm 0.5 between the devices.
+  //   d0: 0F0 [0,1]   0F1 [1,2]                          0BW1 [10,12] 0BW0 [12,14]
+  //   d1: 1F0 [1.5,4.5] 1F1 [4.5,7.5] 1BW1 [7.5,9.5] 1BW0 [9.5,11.5]
+  // 0BW1 waits for 1BW1's end 9.5 + 0.5; 0BW0 for 11.5 + 0.5 and for the device (12).
+  bp::CostModel costs;
+  costs.stages = {{1, 2, 0, 10}, {3, 1, 1, 100}};
+  costs.comm = 0.5;
+  const bp::Simulation sim = bp::simulate(bp::gpipe(2, 2), costs);
+  CHECK(sim.stats.makespan == doctest::Approx(14));
+  CHECK(sim.stats.devices[0].busy == doctest::Approx(6));
+  CHECK(sim.stats.devices[1].busy == doctest::Approx(10));
+  CHECK(sim.stats.bubble_fraction == doctest::Approx(12.0 / 28));
+  CHECK(sim.stats.devices[0].peak_activation_bytes == doctest::Approx(20));
+  CHECK(sim.stats.devices[1].peak_activation_bytes == doctest::Approx(200));
+  const std::vector<std::pair<std::string, double>> d1 = {
+      {"1F0", 1.5}, {"1F1", 4.5}, {"1BW1", 7.5}, {"1BW0", 9.5}};
+  int i = 0;
+  for (const bp::TimelineEvent& e : sim.timeline.events)
+    if (e.device == 1) {
+      REQUIRE(i < 4);
+      CHECK(bp::to_string(e.action) == d1[i].first);
+      CHECK(e.start == doctest::Approx(d1[i].second));
+      ++i;
+    }
+  CHECK(i == 4);
+}
+
+TEST_CASE("measured action costs override the stage costs") {
+  bp::CostModel costs;
+  costs.measured[{1, bp::Op::BW, 0}] = 7;  // one slow backward on the last stage
+  const bp::Simulation sim = bp::simulate(bp::gpipe(2, 1), costs);
+  // 0F0 [0,1], 1F0 [1,2], 1BW0 [2,9], 0BW0 [9,11]
+  CHECK(sim.stats.makespan == doctest::Approx(11));
+}
+
+TEST_CASE("a schedule that cannot progress is reported, not looped on") {
+  const bp::Schedule s =
+      bp::parse_schedule("d0: 0F0 0BW0 0F1 0BW1\nd1: 1F0 1F1 1BW0 1BW1\n", 1, 2, "stuck");
+  CHECK_THROWS_WITH_AS(bp::simulate(s, unit_costs()),
+                       "simulate 'stuck': not progressing: device 0 waits at 0BW0 for 1B0; "
+                       "device 1 waits at 1F1 for 0F1",
+                       bp::ScheduleError);
+  bp::CostModel wrong;
+  wrong.stages.resize(3);
+  CHECK_THROWS_WITH_AS(bp::simulate(bp::gpipe(2, 2), wrong),
+                       "simulate 'gpipe': the cost model has 3 stage costs for 2 stages",
+                       std::invalid_argument);
+}

@@ -1,0 +1,193 @@
+// brigade-simulate: generate, validate, simulate and draw pipeline schedules.
+//
+//   brigade-simulate --schedule all --stages 4 --microbatches 8
+//   brigade-simulate --schedule zb-h1 --stages 4 --microbatches 8
+//                    --cost f=1,b=1,w=1,comm=0.1 --svg zb.svg --trace zb.json
+//
+// Costs (--cost) are those of one device's share of the model for one micro-batch, so every
+// schedule runs the same model: an interleaved schedule with v chunks per device gives each
+// chunk 1/v of them, and the naive schedule's single micro-batch carries all m.
+// --device-weights 1,1,2,1 multiplies device d's share (an unbalanced partition).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeline/chrome_trace.h"
+#include "pipeline/generators/generators.h"
+#include "pipeline/grid.h"
+#include "pipeline/simulator.h"
+#include "pipeline/svg.h"
+#include "pipeline/validate.h"
+
+namespace bp = brigade::pipeline;
+
+namespace {
+
+struct Options {
+  std::string schedule = "all";
+  int devices = 4;
+  int microbatches = 8;
+  int chunks = 2;
+  std::string cost = "f=1,b=1,w=1,comm=0";
+  std::vector<double> device_weights;
+  std::string svg, trace;
+  bool quiet_grid = false;
+};
+
+// "f=1,b=2,w=1,comm=0.5,act=1" -> the device-share costs; unknown keys are an error.
+bp::StageCost parse_cost(const std::string& text, double& comm) {
+  bp::StageCost c;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument("--cost: '" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    double value = 0;
+    try {
+      size_t used = 0;
+      value = std::stod(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--cost: '" + item + "' has no number after '='");
+    }
+    if (value < 0) throw std::invalid_argument("--cost: '" + item + "' is negative");
+    if (key == "f") c.f = value;
+    else if (key == "b") c.b = value;
+    else if (key == "w") c.w = value;
+    else if (key == "comm") comm = value;
+    else if (key == "act") c.activation_bytes = value;
+    else throw std::invalid_argument("--cost: unknown key '" + key + "' (f, b, w, comm, act)");
+  }
+  return c;
+}
+
+// Per-stage costs for schedule s: device d's share times its weight, split over its chunks.
+bp::CostModel cost_model(const bp::Schedule& s, const bp::StageCost& share, double comm,
+                         const std::vector<double>& weights) {
+  if (!weights.empty() && static_cast<int>(weights.size()) != s.devices)
+    throw std::invalid_argument("--device-weights has " + std::to_string(weights.size()) +
+                                " values for " + std::to_string(s.devices) + " devices");
+  bp::CostModel model;
+  model.comm = comm;
+  for (int st = 0; st < s.stages(); ++st) {
+    const double k = (weights.empty() ? 1.0 : weights[s.device_of(st)]) / s.chunks;
+    model.stages.push_back({share.f * k, share.b * k, share.w * k, share.activation_bytes * k});
+  }
+  return model;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string fmt(const char* format, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+std::string with_suffix(const std::string& path, const std::string& name) {
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos || dot < path.find_last_of('/') + 1) return path + "-" + name;
+  return path.substr(0, dot) + "-" + name + path.substr(dot);
+}
+
+int run(const Options& o) {
+  double comm = 0;
+  const bp::StageCost share = parse_cost(o.cost, comm);
+  std::vector<std::string> names =
+      o.schedule == "all" ? bp::schedule_names() : std::vector<std::string>{o.schedule};
+
+  std::vector<bp::Timeline> timelines;
+  std::string table;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s  %-22s %s\n", "schedule", "p", "v",
+                "m", "makespan", "bubble %", "peak in-flight/device", "peak activation/device");
+  table += line;
+  for (const std::string& name : names) {
+    const int v = name == "interleaved-1f1b" ? o.chunks : 1;
+    bp::Schedule s;
+    try {
+      s = bp::make_schedule(name, o.devices, o.microbatches, v);
+    } catch (const std::invalid_argument& e) {
+      if (o.schedule != "all") throw;
+      std::snprintf(line, sizeof line, "%-17s skipped: %s\n", name.c_str(), e.what());
+      table += line;
+      continue;
+    }
+    bp::validate(s);
+    const bp::Simulation sim = bp::simulate(s, cost_model(s, share, comm, o.device_weights));
+
+    std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
+              << ", m=" << s.microbatches;
+    if (s.batch_units > 1) std::cout << " carrying " << s.batch_units << " micro-batches";
+    std::cout << ")\n" << bp::format_placement(s) << "\n";
+    if (!o.quiet_grid) std::cout << bp::format_grid(s);
+    std::cout << "\n";
+
+    std::vector<std::string> in_flight, bytes;
+    for (const bp::DeviceStats& d : sim.stats.devices) {
+      in_flight.push_back(std::to_string(d.peak_in_flight));
+      bytes.push_back(fmt("%g", d.peak_activation_bytes));
+    }
+    std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f  %-22s %s\n", s.name.c_str(),
+                  s.devices, s.chunks, s.microbatches * s.batch_units, sim.stats.makespan,
+                  100 * sim.stats.bubble_fraction, join(in_flight, " ").c_str(),
+                  join(bytes, " ").c_str());
+    table += line;
+
+    bp::Timeline t = sim.timeline;
+    t.title = s.name + fmt(":  makespan %.2f", sim.stats.makespan) +
+              fmt(", bubble %.1f%%", 100 * sim.stats.bubble_fraction);
+    if (!o.trace.empty())
+      bp::write_chrome_trace(t, names.size() > 1 ? with_suffix(o.trace, name) : o.trace);
+    timelines.push_back(std::move(t));
+  }
+  std::cout << "costs per device share: " << o.cost
+            << " (a chunk costs 1/v of it; naive's one micro-batch carries all m)\n"
+            << table;
+  if (!o.svg.empty()) {
+    bp::write_svg(timelines, o.svg);
+    std::cout << "wrote " << o.svg << "\n";
+  }
+  if (!o.trace.empty())
+    std::cout << "wrote Chrome trace" << (names.size() > 1 ? "s " + with_suffix(o.trace, "NAME")
+                                                           : " " + o.trace)
+              << " (open in https://ui.perfetto.dev)\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"brigade-simulate: generate, validate, simulate and draw pipeline schedules"};
+  Options o;
+  app.add_option("--schedule", o.schedule,
+                 "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, or all (default all)");
+  app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b (default 2)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
+  app.add_option("--device-weights", o.device_weights, "cost multiplier per device, e.g. 1,1,2,1")
+      ->delimiter(',');
+  app.add_option("--svg", o.svg, "write an SVG timeline (all schedules stacked)");
+  app.add_option("--trace", o.trace, "write a Chrome-trace JSON (one per schedule with 'all')");
+  app.add_flag("--no-grid", o.quiet_grid, "do not print the dry-run grids");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::cerr << "brigade-simulate: " << e.what() << "\n";
+    return 1;
+  }
+}
