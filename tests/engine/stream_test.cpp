@@ -195,13 +195,14 @@ TEST_CASE("describe_streams says which stream is blocked on which event and wher
   Deadline deadline("describe_streams");
   Stream a = Stream::create(Device::cpu(0));
   Stream b = Stream::create(Device::cpu(1));
-  Gate gate, b_waiting;
+  Gate gate;
   a.enqueue(gate.blocker());
+  gate.wait_entered();  // a's worker is now running position 1
   Event e;
   e.record(a);  // position 2 of a; a is at 0 while gated
   b.wait(e);
-  // b's worker reaches the wait item; a task of a third stream cannot tell us when, so we
-  // poll the description itself: it changes state under the stream's lock.
+  // b's worker reaches the wait item at a moment nothing can signal to us (it is blocked),
+  // so we poll the description itself until it says so; the deadline bounds the loop.
   const std::string expected = b.str() + ": blocked on " + e.str() + " (" + a.str() +
                                ", position 2; that stream is at 0)";
   std::string text;

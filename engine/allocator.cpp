@@ -1,0 +1,208 @@
+#include "engine/allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <new>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace brigade {
+
+namespace detail {
+// allocator_cuda.cpp (CUDA builds): cudaMalloc (nullptr when out of memory), cudaFree, and
+// the device's total memory.
+void* cuda_raw_allocate(const Device& device, uint64_t size);
+void cuda_raw_free(const Device& device, void* data);
+uint64_t cuda_total_memory(const Device& device);
+}  // namespace detail
+
+namespace {
+constexpr std::align_val_t cpu_alignment{64};  // a cache line; enough for any SIMD load
+
+bool all_done(const std::vector<Event>& events) {
+  return std::all_of(events.begin(), events.end(), [](const Event& e) { return e.query(); });
+}
+}  // namespace
+
+void Block::record_stream(const Stream& user) {
+  if (user == stream_) return;  // the owner needs no event: its work is in order
+  std::lock_guard<std::mutex> lock(users_mutex_);
+  if (std::find(users_.begin(), users_.end(), user) == users_.end()) users_.push_back(user);
+}
+
+uint64_t Allocator::round_size(uint64_t bytes) {
+  if (bytes <= 512) return 512;
+  const uint64_t step = std::max<uint64_t>(512, std::bit_floor(bytes - 1) / 4);
+  return (bytes + step - 1) / step * step;
+}
+
+Allocator& Allocator::of(const Device& device) {
+  check_device_available(device);
+  static std::mutex* mutex = new std::mutex;
+  static auto* allocators = new std::map<Device, std::unique_ptr<Allocator>>;  // never freed
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*allocators)[device];
+  if (!slot) slot = std::make_unique<Allocator>(device);
+  return *slot;
+}
+
+Allocator::Allocator(Device device) : device_(device) {}
+
+std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
+  BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
+                                                    << ", a stream of another device");
+  const uint64_t size = round_size(bytes);
+  void* data = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data = take_from_cache_locked(size, stream);
+    if (!data) {
+      const uint64_t cap = capacity();
+      auto fits = [&] { return cap == 0 || reserved_ + size <= cap; };
+      if (!fits()) free_ready_locked();  // make room from the cache first
+      if (fits()) {
+        data = raw_allocate(size);
+        if (!data && reserved_ != in_use_) {  // the system said no: give back the cache, retry
+          free_ready_locked();
+          data = raw_allocate(size);
+        }
+      }
+      if (!data) {
+        std::ostringstream os;
+        os << device_ << ": out of memory allocating " << format_bytes(bytes) << " (in use "
+           << format_bytes(in_use_) << ", reserved " << format_bytes(reserved_);
+        if (cap != 0) os << ", capacity " << format_bytes(cap);
+        os << ")";
+        throw OutOfMemoryError(os.str());
+      }
+      reserved_ += size;
+    }
+    in_use_ += size;
+    peak_in_use_ = std::max(peak_in_use_, in_use_);
+  }
+  return std::shared_ptr<Block>(new Block(data, size, stream),
+                                [this](Block* block) { release(block); });
+}
+
+// First choice: a block this stream freed itself (only other users must be done). Second:
+// a block of another stream whose every event has completed.
+void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream) {
+  auto bin = cache_.find(size);
+  if (bin == cache_.end()) return nullptr;
+  auto& blocks = bin->second;
+  auto take = [&](auto it) {
+    void* data = it->data;
+    blocks.erase(it);
+    return data;
+  };
+  for (auto it = blocks.begin(); it != blocks.end(); ++it)
+    if (it->owner_stream_id == stream.id() && all_done(it->users_done)) return take(it);
+  for (auto it = blocks.begin(); it != blocks.end(); ++it)
+    if (it->owner_done.query() && all_done(it->users_done)) return take(it);
+  return nullptr;
+}
+
+// Runs when the last shared_ptr to `block` goes (so nobody else can touch its users).
+void Allocator::release(Block* block) {
+  const uint64_t size = block->size_;
+  Cached cached;
+  cached.data = block->data_;
+  cached.owner_stream_id = block->stream_.id();
+  bool cacheable = true;
+  try {
+    // Recorded outside the allocator's lock: recording enqueues on streams.
+    cached.owner_done.record(block->stream_);
+    for (const Stream& user : block->users_) {
+      Event done;
+      done.record(user);
+      cached.users_done.push_back(done);
+    }
+  } catch (const std::exception& e) {
+    // A deleter must not throw (a CUDA device in a failed state can make recording fail).
+    // Without the events we cannot know when the memory is safe: keep it out of the cache.
+    std::fprintf(stderr, "brigade: %s: a freed block of %s is not reused: %s\n",
+                 device_.str().c_str(), format_bytes(size).c_str(), e.what());
+    cacheable = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= size;
+    if (cacheable) cache_[size].push_back(std::move(cached));
+  }
+  delete block;  // drops its stream handles, outside the lock
+}
+
+void Allocator::free_ready_locked() {
+  for (auto& [size, blocks] : cache_) {
+    auto ready = [](const Cached& c) { return c.owner_done.query() && all_done(c.users_done); };
+    for (auto it = blocks.begin(); it != blocks.end();) {
+      if (ready(*it)) {
+        raw_free(it->data);
+        reserved_ -= size;
+        it = blocks.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void Allocator::empty_cache() {
+  std::map<uint64_t, std::vector<Cached>> taken;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken.swap(cache_);
+  }
+  for (auto& [size, blocks] : taken) {
+    for (auto& c : blocks) {
+      // A failed stream still completes its markers; its error is not ours to report.
+      try {
+        c.owner_done.synchronize();
+        for (auto& e : c.users_done) e.synchronize();
+      } catch (const StreamError&) {
+      }
+      raw_free(c.data);
+      std::lock_guard<std::mutex> lock(mutex_);
+      reserved_ -= size;
+    }
+  }
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {in_use_, reserved_, peak_in_use_, capacity()};
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peak_in_use_ = in_use_;
+}
+
+uint64_t Allocator::capacity() const {
+  if (device_.is_cpu()) return cpu_device_options(device_.index).capacity_bytes;
+  return cuda_capacity_;
+}
+
+void* Allocator::raw_allocate(uint64_t size) {
+  if (device_.is_cpu()) return ::operator new(size, cpu_alignment, std::nothrow);
+#if defined(BRIGADE_HAVE_CUDA)
+  if (cuda_capacity_ == 0) cuda_capacity_ = detail::cuda_total_memory(device_);
+  return detail::cuda_raw_allocate(device_, size);
+#else
+  throw Error(device_.str() + ": this build has no CUDA support");
+#endif
+}
+
+void Allocator::raw_free(void* data) {
+  if (device_.is_cpu()) {
+    ::operator delete(data, cpu_alignment);
+    return;
+  }
+#if defined(BRIGADE_HAVE_CUDA)
+  detail::cuda_raw_free(device_, data);
+#endif
+}
+
+}  // namespace brigade

@@ -1,0 +1,119 @@
+// Allocator: per-device caching memory allocator, stream-safe.
+//
+// Device memory is slow to obtain (cudaMalloc synchronises the device; big host
+// allocations fault pages in), so freed blocks are kept in a cache and handed out again.
+//
+// Sizes are rounded into bins, four per power of two (see round_size), so that a request
+// of 1000 bytes and one of 900 land in the same bin and reuse each other's blocks. A cached
+// block serves only requests of its own bin: no splitting, no fragmentation bookkeeping.
+//
+// Stream safety (the bug of pytorch#23729). A block is allocated on a stream, its owner.
+// Work on other streams that touches it must be declared with block->record_stream(s).
+// When the block is freed (its last shared_ptr goes), the allocator records an event on
+// the owner and on every declared user. The block is then handed out again
+//   - to its owner stream as soon as the users' events have completed: the owner's own
+//     later work runs after its earlier work, so it needs no event;
+//   - to any other stream only once all of those events, the owner's included, have.
+// Freeing therefore never waits; the waiting is in the reuse test.
+//
+// Counters: in use (bytes of live blocks), reserved (in use + cached), peak in use. A CPU
+// device may have a capacity (configure_cpu_device); a CUDA device's is its memory.
+// Going over it first releases the cache blocks that are ready, then throws
+// OutOfMemoryError, e.g.
+//   cpu:1: out of memory allocating 64.0 MiB (in use 200.0 MiB, reserved 230.0 MiB, capacity 256.0 MiB)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/event.h"
+#include "engine/stream.h"
+
+namespace brigade {
+
+struct MemoryStats {
+  uint64_t in_use = 0;
+  uint64_t reserved = 0;
+  uint64_t peak_in_use = 0;
+  uint64_t capacity = 0;  // 0 = unlimited
+};
+
+class Allocator;
+
+// A block of device memory. Alive while a shared_ptr owns it; then back to its allocator.
+class Block {
+ public:
+  void* data() const { return data_; }
+  uint64_t size() const { return size_; }  // the bin size, >= the request
+  Device device() const { return stream_.device(); }
+  const Stream& stream() const { return stream_; }  // the owner stream
+
+  // Declares that work on `user` uses this block: see the top of this file.
+  void record_stream(const Stream& user);
+
+ private:
+  friend class Allocator;
+  Block(void* data, uint64_t size, Stream stream)
+      : data_(data), size_(size), stream_(std::move(stream)) {}
+
+  void* data_;
+  uint64_t size_;
+  Stream stream_;
+  std::mutex users_mutex_;
+  std::vector<Stream> users_;  // other streams declared by record_stream
+};
+
+class Allocator {
+ public:
+  // The allocator of `device` (one per device, created on first use, never destroyed).
+  static Allocator& of(const Device& device);
+
+  // At least `bytes` bytes (64-byte aligned on CPU) for use on `stream`, which must be a
+  // stream of this allocator's device. 0 bytes gives the smallest bin.
+  std::shared_ptr<Block> allocate(uint64_t bytes, const Stream& stream);
+
+  MemoryStats stats() const;
+  void reset_peak();
+  // Returns every cached block to the system (waiting for their pending events first).
+  void empty_cache();
+
+  // The bin of a request: multiples of 512 B up to 2 KiB, then four bins per power of two
+  // (2.0, 2.5, 3.0, 3.5 KiB, 4 KiB, 5 KiB, ...): at most 25% of a block is slack.
+  static uint64_t round_size(uint64_t bytes);
+
+  Device device() const { return device_; }
+
+  explicit Allocator(Device device);
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+ private:
+  // A freed block waiting in the cache, with the events that say when it is safe.
+  struct Cached {
+    void* data = nullptr;
+    uint64_t owner_stream_id = 0;
+    Event owner_done;               // recorded on the owner stream at free time
+    std::vector<Event> users_done;  // recorded on each record_stream user at free time
+  };
+
+  void release(Block* block);  // the shared_ptr deleter
+  void* take_from_cache_locked(uint64_t size, const Stream& stream);
+  void free_ready_locked();    // returns ready cached blocks to the system
+  uint64_t capacity() const;
+  void* raw_allocate(uint64_t size);
+  void raw_free(void* data);
+
+  const Device device_;
+  mutable std::mutex mutex_;
+  std::map<uint64_t, std::vector<Cached>> cache_;  // bin size -> freed blocks
+  uint64_t in_use_ = 0;
+  uint64_t reserved_ = 0;
+  uint64_t peak_in_use_ = 0;
+  uint64_t cuda_capacity_ = 0;  // the device's memory, read on first use
+};
+
+}  // namespace brigade

@@ -1,0 +1,127 @@
+// Tensor: a shape, a dtype, a device, and shared storage from the device's allocator.
+//
+// Shapes are contiguous, row-major, NCHW for images: element (n, c, h, w) of a (N, C, H, W)
+// tensor is at ((n*C + c)*H + h)*W + w. Up to 4 dimensions. Copies of a Tensor share the
+// storage (like shared_ptr); reshape() gives a view of the same storage.
+//
+// The storage is an allocator Block owned by a stream (allocator.h): the tensor is created
+// for work on that stream, and when the last tensor using it goes, it is freed there.
+//
+// Nothing here blocks, except the host helpers from_vector / to_vector (for tests and I/O),
+// which run their copy on the tensor's stream and wait for it.
+//
+// copy_async(dst, src, stream): a stream-ordered copy between any two devices:
+//   CPU <-> CPU   a memcpy task on `stream` (a CPU stream);
+//   CPU <-> CUDA  on a CUDA stream: cudaMemcpyAsync (H2D/D2H; pageable host memory, so
+//                 the driver may block the caller for the transfer);
+//                 on a CPU stream: a task that calls cudaMemcpy on the stream's worker;
+//   CUDA <-> CUDA cudaMemcpyPeerAsync (or a device-to-device copy on one GPU).
+// `stream` must belong to dst's or src's device. The copy is ordered after earlier work on
+// `stream` only: work that produced `src` on another stream must be waited on first
+// (`stream.wait(produced)`). A CUDA stream waiting on a CPU event blocks the host until the
+// CPU work is done (stream_cuda.cpp); a CPU stream waiting on a CUDA event blocks only its
+// worker. copy_async declares `stream` as a user of both storages (Block::record_stream),
+// so freeing either tensor during the copy is safe.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/stream.h"
+
+namespace brigade {
+
+enum class DType : uint8_t { float32 };  // more will come (float16, bfloat16, int32)
+
+uint64_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);  // "float32"
+
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() { return DType::float32; }
+
+class Shape {
+ public:
+  static constexpr int max_rank = 4;
+
+  Shape() = default;  // rank 0: a scalar (one element)
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims);
+
+  int rank() const { return rank_; }
+  int64_t operator[](int i) const { return dims_[static_cast<size_t>(i)]; }
+  int64_t numel() const;
+  std::vector<int64_t> dims() const { return {dims_, dims_ + rank_}; }
+  std::string str() const;  // "(32, 1, 28, 28)"
+
+  friend bool operator==(const Shape& a, const Shape& b);
+
+ private:
+  int64_t dims_[max_rank] = {};
+  int rank_ = 0;
+};
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no storage
+
+  // Uninitialised storage for work on `stream` (its device is the tensor's device).
+  static Tensor empty(const Shape& shape, const Stream& stream, DType dtype = DType::float32);
+  // The same, on the device's default stream.
+  static Tensor empty(const Shape& shape, const Device& device, DType dtype = DType::float32);
+  // Zeros, written in stream order (a memset task / cudaMemsetAsync).
+  static Tensor zeros(const Shape& shape, const Stream& stream, DType dtype = DType::float32);
+
+  // Host helpers, blocking: copy in on `stream` (default: the device's default stream) and
+  // wait; copy out on the tensor's stream and wait.
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                            const Device& device = Device::cpu(0));
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                            const Stream& stream);
+  std::vector<float> to_vector() const;
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const;
+  const Stream& stream() const;  // the stream that owns the storage
+  int64_t numel() const { return shape_.numel(); }
+  uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * dtype_size(dtype_); }
+
+  // The elements, as T (checked against the dtype). Device memory for a CUDA tensor.
+  template <class T>
+  T* data() const {
+    check_access(dtype_of<T>());
+    return static_cast<T*>(storage_->data());
+  }
+
+  // A view with another shape of the same number of elements, sharing the storage.
+  Tensor reshape(const Shape& shape) const;
+
+  // Declares that work on `user` reads or writes this tensor (see Block::record_stream).
+  void record_stream(const Stream& user) const;
+  const std::shared_ptr<Block>& storage() const { return storage_; }
+
+  std::string str() const;  // "float32 (32, 1, 28, 28) on cpu:0"
+
+ private:
+  void check_access(DType requested) const;
+
+  std::shared_ptr<Block> storage_;
+  Shape shape_;
+  DType dtype_ = DType::float32;
+};
+
+void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream);
+
+}  // namespace brigade

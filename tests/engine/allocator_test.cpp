@@ -1,0 +1,136 @@
+// Allocator: bins, reuse, stream-safe reuse across streams (pytorch#23729), out of memory.
+// Each test uses its own CPU device index: allocators and their counters are per device.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/allocator.h"
+#include "tests/support/deadline.h"
+#include "tests/support/gate.h"
+
+using brigade::Allocator;
+using brigade::Device;
+using brigade::Stream;
+using brigade::testing::Deadline;
+using brigade::testing::Gate;
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+
+TEST_CASE("sizes round up into bins: 512 B steps to 2 KiB, then four bins per power of two") {
+  CHECK(Allocator::round_size(0) == 512);
+  CHECK(Allocator::round_size(1) == 512);
+  CHECK(Allocator::round_size(512) == 512);
+  CHECK(Allocator::round_size(513) == 1024);
+  CHECK(Allocator::round_size(2048) == 2048);
+  CHECK(Allocator::round_size(2049) == 2560);   // 2 KiB + 512
+  CHECK(Allocator::round_size(4096) == 4096);
+  CHECK(Allocator::round_size(4097) == 5120);   // 4 KiB + 1 KiB
+  CHECK(Allocator::round_size(64 * MiB) == 64 * MiB);
+  CHECK(Allocator::round_size(65 * MiB) == 80 * MiB);  // 64 MiB + 16 MiB
+  for (uint64_t n = 1; n < 100000; n = n * 3 + 1) {
+    const uint64_t bin = Allocator::round_size(n);
+    CHECK(bin >= n);
+    CHECK(bin * 4 <= n * 5 + 4 * 512);  // at most 25% slack above the 512 B floor
+    CHECK(Allocator::round_size(bin) == bin);
+  }
+}
+
+TEST_CASE("a freed block is reused by its own stream, and counters follow") {
+  Deadline deadline("own-stream reuse");
+  const Device dev = Device::cpu(20);
+  Allocator& alloc = Allocator::of(dev);
+  Stream s = Stream::create(dev);
+  auto a = alloc.allocate(1000, s);
+  CHECK(a->size() == 1024);
+  CHECK(reinterpret_cast<uintptr_t>(a->data()) % 64 == 0);
+  void* first = a->data();
+  CHECK(alloc.stats().in_use == 1024);
+  a.reset();
+  CHECK(alloc.stats().in_use == 0);
+  CHECK(alloc.stats().reserved == 1024);
+  auto b = alloc.allocate(900, s);  // same bin, same stream: the same memory, at once
+  CHECK(b->data() == first);
+  CHECK(alloc.stats().reserved == 1024);
+  CHECK(alloc.stats().peak_in_use == 1024);
+  b.reset();
+  s.synchronize();
+  alloc.empty_cache();
+  CHECK(alloc.stats().reserved == 0);
+}
+
+TEST_CASE("a block still used by another stream is not handed to a third before that work is done") {
+  Deadline deadline("stream-safe reuse");
+  const Device dev = Device::cpu(21);
+  Allocator& alloc = Allocator::of(dev);
+  Stream owner = Stream::create(dev), user = Stream::create(dev), third = Stream::create(dev);
+  Gate gate;
+  auto block = alloc.allocate(4096, owner);
+  void* memory = block->data();
+  user.enqueue(gate.blocker());  // the user stream is provably busy...
+  block->record_stream(user);    // ...with work that (we declare) uses the block
+  owner.synchronize();
+  block.reset();                 // freed while `user` may still read it
+
+  auto other = alloc.allocate(4096, third);
+  CHECK(other->data() != memory);  // not handed to a third stream
+  auto own = alloc.allocate(4096, owner);
+  CHECK(own->data() != memory);    // not even to its owner: the user is not done
+
+  gate.open();
+  user.synchronize();
+  owner.synchronize();
+  auto again = alloc.allocate(4096, third);
+  CHECK(again->data() == memory);  // once every user is done, anyone may have it
+}
+
+TEST_CASE("a block freed with owner work pending goes to its owner at once, to others later") {
+  Deadline deadline("owner ordering");
+  const Device dev = Device::cpu(22);
+  Allocator& alloc = Allocator::of(dev);
+  Stream owner = Stream::create(dev), other = Stream::create(dev);
+  Gate gate;
+  owner.enqueue(gate.blocker());  // the owner's earlier work may still use the block
+  auto block = alloc.allocate(10000, owner);
+  void* memory = block->data();
+  block.reset();
+  auto elsewhere = alloc.allocate(10000, other);
+  CHECK(elsewhere->data() != memory);
+  auto mine = alloc.allocate(10000, owner);  // ordered after that work by the FIFO
+  CHECK(mine->data() == memory);
+  gate.open();
+  owner.synchronize();
+}
+
+TEST_CASE("going over a device's capacity throws an error naming device, request and usage") {
+  Deadline deadline("out of memory");
+  const int index = 23;
+  brigade::configure_cpu_device(index, {1, 256 * MiB});
+  const Device dev = Device::cpu(index);
+  Allocator& alloc = Allocator::of(dev);
+  Stream s = Stream::create(dev), busy = Stream::create(dev);
+  Gate gate;
+  auto a = alloc.allocate(128 * MiB, s);
+  auto b = alloc.allocate(64 * MiB, s);
+  busy.enqueue(gate.blocker());
+  auto c = alloc.allocate(16 * MiB, busy);
+  c.reset();  // cached, but its stream is still busy: it cannot be released to make room
+  // in use 128 + 64 = 192 MiB, reserved 192 + 16 = 208 MiB; 208 + 96 > 256.
+  CHECK_THROWS_WITH_AS(alloc.allocate(96 * MiB, s),
+                       "cpu:23: out of memory allocating 96.0 MiB (in use 192.0 MiB, reserved "
+                       "208.0 MiB, capacity 256.0 MiB)",
+                       brigade::OutOfMemoryError);
+  gate.open();
+  busy.synchronize();
+  // Now the cached 16 MiB block is released to make room: 192 + 64 = 256 fits exactly.
+  auto d = alloc.allocate(64 * MiB, s);
+  CHECK(alloc.stats().reserved == 256 * MiB);
+  CHECK(alloc.stats().in_use == 256 * MiB);
+  CHECK(alloc.stats().capacity == 256 * MiB);
+}
+
+TEST_CASE("an allocation for another device's stream is refused") {
+  Stream s = Stream::create(Device::cpu(0));
+  CHECK_THROWS_WITH_AS(Allocator::of(Device::cpu(24)).allocate(16, s),
+                       ("cpu:24: allocation for " + s.str() + ", a stream of another device").c_str(),
+                       brigade::Error);
+}

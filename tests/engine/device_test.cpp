@@ -1,0 +1,81 @@
+// Device: parsing, printing, the exact error messages, CPU device configuration.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/thread_pool.h"
+
+using brigade::Device;
+
+TEST_CASE("device names parse and print back") {
+  CHECK(Device::parse("cpu:1", 0) == Device::cpu(1));
+  CHECK(Device::parse("cpu", 0) == Device::cpu(0));
+  CHECK(Device::parse("cuda:1", 2) == Device::cuda(1));
+  CHECK(Device::parse("cuda", 1) == Device::cuda(0));
+  CHECK(Device::cpu(3).str() == "cpu:3");
+  CHECK(Device::cuda(0).str() == "cuda:0");
+  CHECK(Device::parse(Device::cpu(12).str()) == Device::cpu(12));  // never asks the driver
+}
+
+static std::string parse_error(const std::string& text, int cuda_devices) {
+  try {
+    Device::parse(text, cuda_devices);
+  } catch (const brigade::Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST_CASE("bad device names are refused with a message that says what was expected") {
+  CHECK(parse_error("gpu0", 2) ==
+        "invalid device \"gpu0\": expected \"cpu:N\" or \"cuda:N\" with N a non-negative integer");
+  CHECK(parse_error("cpu:-1", 2) ==
+        "invalid device \"cpu:-1\": the index after ':' must be a non-negative integer");
+  CHECK(parse_error("cpu:", 2) ==
+        "invalid device \"cpu:\": the index after ':' must be a non-negative integer");
+  CHECK(parse_error("cpu:1x", 2) ==
+        "invalid device \"cpu:1x\": the index after ':' must be a non-negative integer");
+  CHECK(parse_error("cpu:99999999999", 2) ==
+        "invalid device \"cpu:99999999999\": the index after ':' must be a non-negative integer");
+  CHECK(parse_error("cuda:7", 2) ==
+        "invalid device \"cuda:7\": this machine has 2 CUDA devices (cuda:0 to cuda:1)");
+  CHECK(parse_error("cuda:1", 1) ==
+        "invalid device \"cuda:1\": this machine has 1 CUDA device (cuda:0 to cuda:0)");
+  CHECK(parse_error("cuda:0", 0) ==
+        "invalid device \"cuda:0\": this machine has no usable CUDA device");
+}
+
+TEST_CASE("cuda:0 on this machine agrees with cuda_device_count(), and never crashes") {
+  const int count = brigade::cuda_device_count();  // 0 without GPU/driver: said once on stderr
+  CHECK(count >= 0);
+  if (count == 0)
+    CHECK_THROWS_WITH_AS(Device::parse("cuda:0"),
+                         "invalid device \"cuda:0\": this machine has no usable CUDA device",
+                         brigade::Error);
+  else
+    CHECK(Device::parse("cuda:0") == Device::cuda(0));
+}
+
+TEST_CASE("a CPU device's thread count and capacity are configurable, and checked") {
+  brigade::configure_cpu_device(7, {2, 1 << 20});
+  CHECK(brigade::cpu_device_options(7).threads == 2);
+  CHECK(brigade::cpu_device_options(7).capacity_bytes == 1u << 20);
+  CHECK(brigade::cpu_thread_pool(Device::cpu(7)).size() == 2);
+  brigade::configure_cpu_device(7, {4, 0});  // reconfiguring gives later users a new pool
+  CHECK(brigade::cpu_thread_pool(Device::cpu(7)).size() == 4);
+  CHECK(brigade::cpu_device_options(8).threads == 1);  // the documented default
+  CHECK_THROWS_WITH_AS(brigade::configure_cpu_device(7, {0, 0}),
+                       "configure_cpu_device(cpu:7): threads must be at least 1, got 0",
+                       brigade::Error);
+  CHECK_THROWS_WITH_AS(brigade::cpu_thread_pool(Device::cuda(0)),
+                       "cpu_thread_pool: cuda:0 is not a CPU device", brigade::Error);
+}
+
+TEST_CASE("sizes in messages are printed in binary units") {
+  CHECK(brigade::format_bytes(512) == "512 B");
+  CHECK(brigade::format_bytes(1536) == "1.5 KiB");
+  CHECK(brigade::format_bytes(64ull << 20) == "64.0 MiB");
+  CHECK(brigade::format_bytes(3ull << 30) == "3.0 GiB");
+}
