@@ -1,0 +1,291 @@
+// Reading safetensors: validate everything, then copy the bytes.
+//
+// Order of the checks: the 8-byte length against the file and kMaxHeaderBytes; the JSON
+// (nesting at most {name: {key: [numbers]}}, no duplicate keys); every tensor's dtype, shape
+// and offsets (overflow-checked); then that the tensors tile the byte buffer exactly. Only
+// then is the buffer read, and its size is then the sum of sizes the header declared.
+#include "layers/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "layers/checked_math.h"
+
+namespace brigade::safetensors {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::array<std::pair<Dtype, std::string_view>, 13> kDtypes = {{
+    {Dtype::BOOL, "BOOL"}, {Dtype::U8, "U8"},   {Dtype::I8, "I8"},     {Dtype::I16, "I16"},
+    {Dtype::U16, "U16"},   {Dtype::F16, "F16"}, {Dtype::BF16, "BF16"}, {Dtype::I32, "I32"},
+    {Dtype::U32, "U32"},   {Dtype::F32, "F32"}, {Dtype::I64, "I64"},   {Dtype::U64, "U64"},
+    {Dtype::F64, "F64"},
+}};
+
+// A name from the file as it appears in a message: quoted, control bytes escaped, cut short.
+std::string shown(std::string_view s) {
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + (s.size() > 80 ? "...'" : "'");
+}
+
+std::string dims_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string range_text(uint64_t begin, uint64_t end) {
+  char buf[64];  // snprintf, not string +: GCC 12 -O3 warns falsely (-Wrestrict) on the latter
+  std::snprintf(buf, sizeof buf, "[%llu, %llu)", static_cast<unsigned long long>(begin),
+                static_cast<unsigned long long>(end));
+  return buf;
+}
+
+uint64_t read_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// The header length must fit the bound and the file: checked before the header is read.
+void check_header_length(uint64_t n, uint64_t file_size, const std::string& source) {
+  if (file_size < 8)
+    throw Error(source + ": only " + std::to_string(file_size) +
+                " bytes, too short for a safetensors file (it starts with an 8-byte header length)");
+  if (n > kMaxHeaderBytes)
+    throw Error(source + ": header length " + std::to_string(n) + " is larger than the " +
+                std::to_string(kMaxHeaderBytes) + "-byte limit");
+  if (n > file_size - 8)
+    throw Error(source + ": header length " + std::to_string(n) + " runs past the end of the file (" +
+                std::to_string(file_size - 8) + " bytes follow the length field)");
+}
+
+// One tensor entry of the header, checked on its own.
+TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t buffer_size,
+                       const std::string& source) {
+  const std::string who = source + ": tensor " + shown(name);
+  auto fail = [&](const std::string& what) { throw Error(who + ": " + what); };
+  if (!entry.is_object()) fail("expected an object {dtype, shape, data_offsets}");
+  for (const auto& [key, value] : entry.items())
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      fail("unknown key " + shown(key) + " (expected dtype, shape, data_offsets)");
+  if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    fail("needs dtype, shape and data_offsets");
+
+  TensorInfo t;
+  t.name = name;
+  const json& dtype = entry["dtype"];
+  const std::optional<Dtype> d = dtype.is_string() ? parse_dtype(dtype.get_ref<const std::string&>())
+                                                   : std::nullopt;
+  if (!d) {
+    std::string supported;
+    for (const auto& [_, n] : kDtypes) supported += (supported.empty() ? "" : ", ") + std::string(n);
+    fail("unsupported dtype " + (dtype.is_string() ? shown(dtype.get_ref<const std::string&>())
+                                                   : dtype.dump()) +
+         " (supported: " + supported + ")");
+  }
+  t.dtype = *d;
+
+  const json& shape = entry["shape"];
+  if (!shape.is_array()) fail("shape must be an array of sizes");
+  std::optional<uint64_t> elements = uint64_t{1};
+  for (const json& dim : shape) {
+    // is_number_unsigned: a non-negative integer that fits 64 bits (no sign, no fraction).
+    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t{INT64_MAX})
+      fail("shape entry " + dim.dump().substr(0, 40) + " is not a size (an integer in [0, 2^63))");
+    t.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    if (elements) elements = checked::mul(*elements, dim.get<uint64_t>());
+  }
+  const auto bytes = elements ? checked::mul(*elements, uint64_t{dtype_size(t.dtype)}) : std::nullopt;
+  if (!bytes) fail("shape " + dims_text(t.shape) + " has more bytes than 64 bits can count");
+
+  const json& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
+    fail("data_offsets must be [begin, end], two integers >= 0");
+  t.begin = offsets[0].get<uint64_t>();
+  t.end = offsets[1].get<uint64_t>();
+  if (t.end < t.begin)
+    fail("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+         "] end before they begin");
+  if (t.end > buffer_size)
+    fail("data_offsets " + range_text(t.begin, t.end) + " lie outside the byte buffer of " +
+         std::to_string(buffer_size) + " bytes");
+  if (t.end - t.begin != *bytes)
+    fail("shape " + dims_text(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
+         std::to_string(*bytes) + " bytes but data_offsets " + range_text(t.begin, t.end) +
+         " hold " + std::to_string(t.end - t.begin));
+  return t;
+}
+
+// The JSON header -> tensors (sorted by offset) and metadata, checked against the buffer.
+File parse_header(std::string_view header, uint64_t buffer_size, const std::string& source) {
+  if (header.empty() || header[0] != '{')
+    throw Error(source + ": header does not start with '{' (not a safetensors file?)");
+
+  // The callback sees every container and key as it is parsed: it bounds the nesting (so
+  // nothing downstream recurses deeply) and catches duplicate keys, which nlohmann's map
+  // would silently merge. Depth 0 is the root object, 1 a tensor entry, 2 its arrays.
+  std::array<std::set<std::string>, 4> keys;  // keys seen so far in the open object per depth
+  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      if (depth > 2)
+        throw Error(source + ": header nests deeper than {name: {key: [sizes]}}");
+      if (event == json::parse_event_t::object_start) keys[static_cast<size_t>(depth) + 1].clear();
+    }
+    if (event == json::parse_event_t::key && depth >= 1 && depth <= 3) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!keys[static_cast<size_t>(depth)].insert(key).second)
+        throw Error(source + ": duplicate key " + shown(key) + " in the header");
+    }
+    return true;
+  };
+  json root;
+  try {
+    root = json::parse(header.begin(), header.end(), callback);
+  } catch (const json::exception& e) {
+    throw Error(source + ": header is not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) throw Error(source + ": header is not a JSON object");
+
+  File file;
+  file.source = source;
+  for (const auto& [name, entry] : root.items()) {
+    if (name != "__metadata__") {
+      file.tensors.push_back(parse_entry(name, entry, buffer_size, source));
+      continue;
+    }
+    if (!entry.is_object()) throw Error(source + ": __metadata__ must be an object of strings");
+    for (const auto& [key, value] : entry.items()) {
+      if (!value.is_string())
+        throw Error(source + ": __metadata__ value of " + shown(key) + " is not a string");
+      file.metadata[key] = value.get<std::string>();
+    }
+  }
+
+  // The tensors must tile [0, buffer_size) exactly: in offset order, each begins where the
+  // previous one ends. (A zero-size tensor occupies no bytes and fits anywhere in order.)
+  std::sort(file.tensors.begin(), file.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo& t : file.tensors) {
+    if (t.begin < covered)
+      throw Error(source + ": tensors " + shown(previous->name) + " " +
+                  range_text(previous->begin, previous->end) + " and " + shown(t.name) + " " +
+                  range_text(t.begin, t.end) + " overlap in the byte buffer");
+    if (t.begin > covered)
+      throw Error(source + ": bytes " + range_text(covered, t.begin) +
+                  " of the byte buffer belong to no tensor (before " + shown(t.name) + ")");
+    covered = t.end;
+    if (t.end > t.begin) previous = &t;
+  }
+  if (covered != buffer_size)
+    throw Error(source + ": bytes " + range_text(covered, buffer_size) +
+                " at the end of the byte buffer belong to no tensor");
+  return file;
+}
+
+}  // namespace
+
+size_t dtype_size(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::BOOL: case Dtype::U8: case Dtype::I8: return 1;
+    case Dtype::I16: case Dtype::U16: case Dtype::F16: case Dtype::BF16: return 2;
+    case Dtype::I32: case Dtype::U32: case Dtype::F32: return 4;
+    case Dtype::I64: case Dtype::U64: case Dtype::F64: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(Dtype dtype) {
+  for (const auto& [d, name] : kDtypes)
+    if (d == dtype) return name;
+  return "?";
+}
+
+std::optional<Dtype> parse_dtype(std::string_view name) {
+  for (const auto& [d, n] : kDtypes)
+    if (n == name) return d;
+  return std::nullopt;
+}
+
+const TensorInfo* File::find(std::string_view name) const {
+  for (const TensorInfo& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::span<const uint8_t> File::bytes(const TensorInfo& tensor) const {
+  return std::span<const uint8_t>(data).subspan(tensor.begin, tensor.end - tensor.begin);
+}
+
+File parse(std::span<const uint8_t> file_bytes, std::string_view source_name) {
+  const std::string source(source_name);
+  const uint64_t size = file_bytes.size();
+  check_header_length(size >= 8 ? read_le64(file_bytes.data()) : 0, size, source);
+  const uint64_t n = read_le64(file_bytes.data());
+  const std::string_view header(reinterpret_cast<const char*>(file_bytes.data()) + 8, n);
+  File file = parse_header(header, size - 8 - n, source);
+  file.data.assign(file_bytes.begin() + static_cast<ptrdiff_t>(8 + n), file_bytes.end());
+  return file;
+}
+
+File read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+
+  // Reads exactly `count` bytes into `out`, or throws.
+  auto read_exact = [&](uint8_t* out, uint64_t count) {
+    while (count > 0) {
+      const ssize_t got = ::read(fd, out, std::min<uint64_t>(count, uint64_t{1} << 30));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw Error(path + ": read failed: " + std::strerror(errno));
+      if (got == 0) throw Error(path + ": the file ended early (did it change while being read?)");
+      out += got;
+      count -= static_cast<uint64_t>(got);
+    }
+  };
+
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint8_t length[8] = {};
+  if (size >= 8) read_exact(length, 8);
+  const uint64_t n = read_le64(length);
+  check_header_length(n, size, path);
+  std::string header(n, '\0');  // n <= kMaxHeaderBytes and <= the file: a bounded allocation
+  read_exact(reinterpret_cast<uint8_t*>(header.data()), n);
+  File file = parse_header(header, size - 8 - n, path);
+  file.data.resize(size - 8 - n);  // exactly what the validated header declares
+  read_exact(file.data.data(), file.data.size());
+  return file;
+}
+
+}  // namespace brigade::safetensors
