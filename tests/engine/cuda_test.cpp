@@ -1,0 +1,118 @@
+// The CUDA backend on a real GPU: streams, events, allocator, copies. Compiled in CUDA
+// builds; each case is skipped (and says so in doctest's count) on a machine without GPU.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "engine/event.h"
+#include "engine/tensor.h"
+#include "tests/support/deadline.h"
+#include "tests/support/gate.h"
+
+using brigade::copy_async;
+using brigade::Device;
+using brigade::Event;
+using brigade::Stream;
+using brigade::Tensor;
+using brigade::testing::Deadline;
+using brigade::testing::Gate;
+
+static const bool no_gpu = brigade::cuda_device_count() == 0;
+
+static std::vector<float> iota(size_t n, float start) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST_CASE("H2D, D2D and D2H copies on a CUDA stream round-trip" * doctest::skip(no_gpu)) {
+  Deadline deadline("cuda round trip");
+  Stream s = Stream::create(Device::cuda(0));
+  const auto values = iota(1000, -3.0f);
+  Tensor a = Tensor::from_vector(values, {10, 100}, s);
+  Tensor b = Tensor::empty({10, 100}, s);
+  copy_async(b, a, s);
+  CHECK(b.to_vector() == values);
+  Tensor z = Tensor::zeros({7}, s);
+  CHECK(z.to_vector() == std::vector<float>(7, 0.0f));
+}
+
+TEST_CASE("a host task on a CUDA stream is an error, not a fallback" * doctest::skip(no_gpu)) {
+  Stream s = Stream::create(Device::cuda(0));
+  CHECK_THROWS_WITH_AS(s.enqueue([] {}),
+                       (s.str() + ": enqueue(host task) on a CUDA stream; launch CUDA work on "
+                                  "cuda_handle() instead (there is no CPU fallback)").c_str(),
+                       brigade::Error);
+}
+
+TEST_CASE("CUDA events: completion and ordered elapsed time" * doctest::skip(no_gpu)) {
+  Deadline deadline("cuda events");
+  Stream s = Stream::create(Device::cuda(0));
+  Tensor big = Tensor::zeros({64, 1024, 1024}, s);  // some work between the events
+  Event a, b, c;
+  a.record(s);
+  copy_async(Tensor::empty({64, 1024, 1024}, s), big, s);
+  b.record(s);
+  copy_async(Tensor::empty({64, 1024, 1024}, s), big, s);
+  c.record(s);
+  c.synchronize();
+  CHECK(a.query());
+  CHECK(brigade::elapsed_ms(a, b) >= 0);
+  CHECK(brigade::elapsed_ms(a, b) <= brigade::elapsed_ms(a, c));
+}
+
+TEST_CASE("a CPU stream and a CUDA stream order each other through events" * doctest::skip(no_gpu)) {
+  Deadline deadline("cpu <-> cuda waits");
+  Stream cpu = Stream::create(Device::cpu(0));
+  Stream gpu = Stream::create(Device::cuda(0));
+  Tensor host = Tensor::empty({256}, cpu);
+  Tensor device = Tensor::empty({256}, gpu);
+  Gate gate;
+  cpu.enqueue(gate.blocker());
+  cpu.enqueue([p = host.data<float>()] { for (int i = 0; i < 256; ++i) p[i] = 2.0f * i; });
+  Event written;
+  written.record(cpu);
+  // The CUDA stream's wait blocks its caller until the CPU work is done: another thread.
+  std::thread issuer([&] {
+    gpu.wait(written);
+    copy_async(device, host, gpu);
+  });
+  gate.open();
+  issuer.join();
+  Event copied;
+  copied.record(gpu);
+  Tensor back = Tensor::empty({256}, cpu);
+  cpu.wait(copied);  // the CPU worker blocks in cudaEventSynchronize
+  copy_async(back, device, cpu);
+  std::vector<float> expected(256);
+  for (int i = 0; i < 256; ++i) expected[static_cast<size_t>(i)] = 2.0f * i;
+  CHECK(back.to_vector() == expected);
+}
+
+TEST_CASE("the CUDA allocator reuses a block on its stream and counts it" * doctest::skip(no_gpu)) {
+  Deadline deadline("cuda allocator");
+  Stream s = Stream::create(Device::cuda(0));
+  auto& alloc = brigade::Allocator::of(Device::cuda(0));
+  const auto before = alloc.stats();
+  auto a = alloc.allocate(3 << 20, s);
+  void* memory = a->data();
+  CHECK(alloc.stats().in_use == before.in_use + (3u << 20));
+  a.reset();
+  auto b = alloc.allocate(3 << 20, s);
+  CHECK(b->data() == memory);
+  CHECK(alloc.stats().capacity > 0);
+}
+
+TEST_CASE("a peer copy between two GPUs" * doctest::skip(brigade::cuda_device_count() < 2)) {
+  Deadline deadline("peer copy");
+  Stream s0 = Stream::create(Device::cuda(0));
+  Stream s1 = Stream::create(Device::cuda(1));
+  Tensor a = Tensor::from_vector(iota(300, 1.0f), {3, 100}, s0);
+  Tensor b = Tensor::empty({3, 100}, s1);
+  copy_async(b, a, s1);
+  CHECK(b.to_vector() == iota(300, 1.0f));
+}

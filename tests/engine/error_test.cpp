@@ -1,0 +1,43 @@
+// Errors: user checks carry exactly their message; library checks carry call, code, file:line.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/error.h"
+
+static std::string message_of(void (*f)()) {
+  try {
+    f();
+  } catch (const brigade::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST_CASE("BRIGADE_CHECK throws exactly the streamed message, and nothing when true") {
+  CHECK(message_of([] {
+          const int got = 3;
+          BRIGADE_CHECK(got == 4, "dense: expected 4 inputs, got " << got);
+        }) == "dense: expected 4 inputs, got 3");
+  CHECK(message_of([] { BRIGADE_CHECK(1 + 1 == 2, "unreachable"); }) == "(no error)");
+}
+
+TEST_CASE("a failed library call names the library, code, string, call and place") {
+  const std::string text = message_of([] {
+    brigade::detail::throw_library_error("cuBLAS", "cublasSgemm(h, ...)", "kernels/x.cpp", 12, 13,
+                                         "the GPU program failed to execute");
+  });
+  CHECK(text ==
+        "cuBLAS error 13 (the GPU program failed to execute) in cublasSgemm(h, ...) at "
+        "kernels/x.cpp:12");
+}
+
+#if defined(BRIGADE_HAVE_CUDA)
+TEST_CASE("BRIGADE_CUDA_CHECK reports the failing call's text and this file") {
+  // An invalid device index fails with or without a GPU (without one: no driver).
+  const std::string text = message_of([] { BRIGADE_CUDA_CHECK(cudaSetDevice(-1)); });
+  CHECK(text.rfind("CUDA error ", 0) == 0);
+  CHECK(text.find(" in cudaSetDevice(-1) at ") != std::string::npos);
+  CHECK(text.find("error_test.cpp:") != std::string::npos);
+}
+#endif
