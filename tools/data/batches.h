@@ -46,6 +46,7 @@ struct BatchOptions {
 class Batcher {
  public:
   Batcher(const Dataset& data, BatchOptions options);  // keeps a reference to `data`
+  Batcher(Dataset&&, BatchOptions) = delete;           // ... so never to a temporary
 
   int64_t batches_per_epoch() const;
   int64_t batch_rows(int64_t k) const;  // rows in batch k: B, or fewer for the last
