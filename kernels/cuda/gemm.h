@@ -1,0 +1,31 @@
+// The hand-written SGEMM (gemm_tiled.cu), the matrix product every Dense and Conv2D of
+// kernels/cuda is built on. Same contract as brigade::cpu::sgemm, plus a stream:
+//
+//   C (M, N) = alpha · op(A) · op(B) + beta · C,   op(A): (M, K), op(B): (K, N), row-major;
+//   op(X) = Xᵀ when trans_x. lda/ldb/ldc: the row pitch of A, B, C as stored. beta == 0 means
+//   C is not read (it may hold garbage or NaN), as in BLAS.
+//
+// Two compilations of one source (kernels/emu/README.md): brigade::cuda (nvcc, CUDA streams)
+// and brigade::emu (the emulator, CPU streams). Pointers are memory of the stream's device.
+#pragma once
+
+#include <cstdint>
+
+namespace brigade {
+class Stream;
+}
+
+#define BRIGADE_CUDA_GEMM_LAUNCHERS                                                        \
+  void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, \
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta,    \
+                  float* C, int64_t ldc, const Stream& stream);
+
+namespace brigade::emu {
+BRIGADE_CUDA_GEMM_LAUNCHERS
+}  // namespace brigade::emu
+#if defined(BRIGADE_HAVE_CUDA)
+namespace brigade::cuda {
+BRIGADE_CUDA_GEMM_LAUNCHERS
+}  // namespace brigade::cuda
+#endif
+#undef BRIGADE_CUDA_GEMM_LAUNCHERS

@@ -1,0 +1,105 @@
+// Max pooling with argmax, forward and backward.
+//
+// Forward, thread per OUTPUT element (plane = n·C + c, p, q): scan the R×S window in
+// row-major order, keep the first largest value (a later equal one does not replace it) and
+// its position h·W + w in the plane. Padding cells are skipped, so they never win.
+//
+// Backward, thread per INPUT element (plane, h, w): the gradient of x[h][w] is the sum of
+// dy over the windows whose argmax is (h, w). Rather than scatter dy through argmax (which
+// needs atomicAdd when windows overlap, and makes the sum's order depend on timing), each
+// input thread GATHERS: it visits only the outputs whose window covers it,
+//
+//   p·stride - pad_h <= h < p·stride - pad_h + R   <=>   ceil((h + pad_h - R + 1) / stride)
+//                                                         <= p <= floor((h + pad_h) / stride)
+//
+// (likewise q), in increasing (p, q) — the reference's order, hence bit-identical results.
+#include <cstdint>
+
+#include "kernels/emu/kernel.h"
+#include "engine/error.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/maxpool2d.h"
+
+namespace brigade::BRIGADE_KERNEL_NAMESPACE {
+
+__global__ void maxpool2d_forward_kernel(const float* x /* (N, C, H, W) */,
+                                         float* y /* (N, C, P, Q) */,
+                                         int32_t* argmax /* (N, C, P, Q) */, Pool2dShape s) {
+  for (int64_t o = grid_first(); o < s.y_size(); o += grid_stride()) {
+    const int64_t plane = o / (s.P * s.Q), p = o / s.Q % s.P, q = o % s.Q;
+    const float* xp = x + plane * s.H * s.W;
+    int64_t best = -1;
+    for (int64_t r = 0; r < s.R; ++r) {
+      const int64_t h = p * s.stride - s.pad_h + r;
+      if (h < 0 || h >= s.H) continue;
+      for (int64_t t = 0; t < s.S; ++t) {
+        const int64_t v = q * s.stride - s.pad_w + t;
+        if (v < 0 || v >= s.W) continue;
+        if (best < 0 || xp[h * s.W + v] > xp[best]) best = h * s.W + v;  // strict: first wins
+      }
+    }
+    y[o] = xp[best];  // best >= 0: every window holds at least one input cell (checked)
+    argmax[o] = static_cast<int32_t>(best);
+  }
+}
+
+// The smallest p with p·stride - pad + window > h, i.e. ceil((h + pad - window + 1) / stride),
+// clamped at 0 (C++ division truncates towards zero, hence the case split).
+__device__ __forceinline__ int64_t first_window(int64_t h, int64_t pad, int64_t window,
+                                                int64_t stride) {
+  const int64_t num = h + pad - window + 1;
+  return num <= 0 ? 0 : (num + stride - 1) / stride;
+}
+
+__global__ void maxpool2d_backward_kernel(const float* dy /* (N, C, P, Q) */,
+                                          const int32_t* argmax /* (N, C, P, Q) */,
+                                          float* dx /* (N, C, H, W) */, Pool2dShape s) {
+  for (int64_t i = grid_first(); i < s.x_size(); i += grid_stride()) {
+    const int64_t plane = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;
+    const int64_t p_last = (h + s.pad_h) / s.stride, q_last = (v + s.pad_w) / s.stride;
+    const int64_t p_end = p_last < s.P ? p_last + 1 : s.P;  // one past the last window
+    const int64_t q_end = q_last < s.Q ? q_last + 1 : s.Q;
+    const int64_t q_begin = first_window(v, s.pad_w, s.S, s.stride);
+    const int32_t me = static_cast<int32_t>(h * s.W + v);
+    float acc = 0.0f;
+    for (int64_t p = first_window(h, s.pad_h, s.R, s.stride); p < p_end; ++p)
+      for (int64_t q = q_begin; q < q_end; ++q) {
+        const int64_t o = (plane * s.P + p) * s.Q + q;
+        if (argmax[o] == me) acc += dy[o];
+      }
+    dx[i] = acc;
+  }
+}
+
+namespace {
+void check_pool(const char* op, const Pool2dShape& s) {
+  // Every window must hold at least one input cell (else its max is undefined): pad < window
+  // and the last window starts inside the input. make_pool2d_shape guarantees both.
+  const bool fits = s.N >= 1 && s.C >= 1 && s.H >= 1 && s.W >= 1 && s.R >= 1 && s.S >= 1 &&
+                    s.stride >= 1 && s.pad_h >= 0 && s.pad_w >= 0 && s.pad_h < s.R &&
+                    s.pad_w < s.S && s.P >= 1 && s.Q >= 1 &&
+                    (s.P - 1) * s.stride - s.pad_h < s.H && (s.Q - 1) * s.stride - s.pad_w < s.W &&
+                    s.H * s.W <= INT32_MAX;
+  BRIGADE_CHECK(fits, op << ": invalid shape: input (" << s.N << ", " << s.C << ", " << s.H
+                         << ", " << s.W << "), pool " << s.R << "x" << s.S << ", stride "
+                         << s.stride << ", padding (" << s.pad_h << ", " << s.pad_w
+                         << "), output " << s.P << "x" << s.Q
+                         << " (build shapes with make_pool2d_shape)");
+}
+}  // namespace
+
+void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dShape& s,
+                       const Stream& stream) {
+  check_pool("maxpool2d_forward", s);
+  BRIGADE_LAUNCH(maxpool2d_forward_kernel, elementwise_blocks(s.y_size()), kElementwiseBlock, 0,
+                 stream, x, y, argmax, s);
+}
+
+void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
+                        const Stream& stream) {
+  check_pool("maxpool2d_backward", s);
+  BRIGADE_LAUNCH(maxpool2d_backward_kernel, elementwise_blocks(s.x_size()), kElementwiseBlock, 0,
+                 stream, dy, argmax, dx, s);
+}
+
+}  // namespace brigade::BRIGADE_KERNEL_NAMESPACE
