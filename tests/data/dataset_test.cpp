@@ -14,6 +14,7 @@
 
 using brigade::data::Dataset;
 using brigade::data::kFashionMnistDir;
+using brigade::data::load_dataset;
 using brigade::data::load_fashion_mnist;
 using brigade::data::make_synthetic;
 using brigade::data::Split;
@@ -164,4 +165,17 @@ TEST_CASE("the synthetic data set: a pure function of (seed, split), and learnab
   CHECK(correct >= 495);  // the patches are 155 grey levels above noise of range 100
   CHECK(error_of([] { make_synthetic(Split::train, 1, 0); }) ==
         "synthetic data set: count must be in 1..2^31, got 0");
+}
+
+TEST_CASE("load_dataset picks the data set by its --data name") {
+  TempDir dir;
+  dir.write("t10k-images-idx3-ubyte.gz", gzip(idx_bytes({2, 28, 28}, Bytes(2 * 784, 7))));
+  dir.write("t10k-labels-idx1-ubyte.gz", gzip(idx_bytes({2}, {5, 6})));
+  const Dataset files = load_dataset("fashion-mnist", dir.path(), Split::test, 1);
+  CHECK(files.labels == std::vector<int32_t>{5, 6});
+  const Dataset synthetic = load_dataset("synthetic", dir.path(), Split::test, 1);
+  CHECK(synthetic.count == 10'000);
+  CHECK(synthetic.labels == make_synthetic(Split::test, 1, 10'000).labels);
+  CHECK(error_of([&] { load_dataset("mnist", dir.path(), Split::test, 1); }) ==
+        "unknown data set 'mnist': expected fashion-mnist or synthetic");
 }

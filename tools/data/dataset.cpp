@@ -96,4 +96,11 @@ Dataset make_synthetic(Split split, uint64_t seed, int64_t count) {
   return out;
 }
 
+Dataset load_dataset(const std::string& which, const std::string& dir, Split split,
+                     uint64_t seed) {
+  if (which == "fashion-mnist") return load_fashion_mnist(dir, split);
+  if (which == "synthetic") return make_synthetic(split, seed, split == Split::train ? 60'000 : 10'000);
+  throw Error("unknown data set '" + which + "': expected fashion-mnist or synthetic");
+}
+
 }  // namespace brigade::data

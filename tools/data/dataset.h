@@ -45,4 +45,8 @@ Dataset load_fashion_mnist(const std::string& dir, Split split);
 // (seed, split, i): Philox4x32-10 (engine/philox.h) draws the label and the noise.
 Dataset make_synthetic(Split split, uint64_t seed, int64_t count);
 
+// The trainer's --data choice: "fashion-mnist" (read from `dir`) or "synthetic" (from `seed`,
+// as many samples as Fashion-MNIST: 60,000 train, 10,000 test). Any other name is refused.
+Dataset load_dataset(const std::string& which, const std::string& dir, Split split, uint64_t seed);
+
 }  // namespace brigade::data
