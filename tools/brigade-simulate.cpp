@@ -172,11 +172,11 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", o.schedule,
                  "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, or all (default all)");
   app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
   app.add_option("--device-weights", o.device_weights, "cost multiplier per device, e.g. 1,1,2,1")
       ->delimiter(',');
