@@ -130,13 +130,16 @@ int run(const Options& o) {
     if (s.batch_units > 1) std::cout << " carrying " << s.batch_units << " micro-batches";
     std::cout << ")\n" << bp::format_placement(s) << "\n";
     if (!o.quiet_grid) std::cout << bp::format_grid(s);
-    std::cout << "\n";
 
-    std::vector<std::string> in_flight, bytes;
+    std::vector<std::string> busy, idle, in_flight, bytes;
     for (const bp::DeviceStats& d : sim.stats.devices) {
+      busy.push_back(fmt("%g", d.busy));
+      idle.push_back(fmt("%g", d.idle));
       in_flight.push_back(std::to_string(d.peak_in_flight));
       bytes.push_back(fmt("%g", d.peak_activation_bytes));
     }
+    std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
+              << "\n\n";
     std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f  %-22s %s\n", s.name.c_str(),
                   s.devices, s.chunks, s.microbatches * s.batch_units, sim.stats.makespan,
                   100 * sim.stats.bubble_fraction, join(in_flight, " ").c_str(),
