@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -298,6 +299,9 @@ ModelSpec parse_model(std::string_view text, std::string_view source) {
 }
 
 ModelSpec load_model_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ModelFileError("cannot read model file '" + path + "': it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ModelFileError("cannot open model file '" + path + "': " + std::strerror(errno));

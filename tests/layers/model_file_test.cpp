@@ -42,6 +42,7 @@ TEST_CASE("seed_cnn.model is the question's network, placed on three devices") {
   const ModelShapes shapes = infer_shapes(m.input, m.layers);
   for (size_t i = 0; i < shapes.layers.size(); ++i) CHECK(shapes.layers[i].output == test::kSeedOutputs[i]);
   CHECK(shapes.total_params == 278974);
+  CHECK(shapes.total_flops == 37917744);  // the hand computation in layer_spec_test.cpp
 }
 
 TEST_CASE("print_model round-trips: parse(print(m)) == m, and printing is stable") {
@@ -192,6 +193,8 @@ TEST_CASE("shape errors from a file point at the layer's line") {
 TEST_CASE("missing and oversized files are refused with their path") {
   CHECK_THROWS_WITH_AS(load_model_file("/nonexistent/x.model"),
                        "cannot open model file '/nonexistent/x.model': No such file or directory",
+                       ModelFileError);
+  CHECK_THROWS_WITH_AS(load_model_file("/tmp"), "cannot read model file '/tmp': it is a directory",
                        ModelFileError);
   const std::string big = "/tmp/brigade_big_" + std::to_string(::getpid()) + ".model";
   {

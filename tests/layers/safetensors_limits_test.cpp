@@ -75,6 +75,7 @@ TEST_CASE("the header length is bounded by the file and by 100 MB before anythin
   CHECK_THROWS_WITH_AS(st::read_file("/nonexistent/p.st"),
                        "cannot open safetensors file '/nonexistent/p.st': No such file or directory",
                        st::Error);
+  CHECK_THROWS_WITH_AS(st::read_file("/tmp"), "/tmp: not a regular file", st::Error);
 }
 
 TEST_CASE("the header must be one JSON object of bounded depth without duplicate keys") {
