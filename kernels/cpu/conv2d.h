@@ -3,7 +3,8 @@
 //
 // Workspace: every function takes `workspace`, at least conv2d_workspace_floats(s, pool)
 // floats, owned by the caller so that a training step allocates nothing; nullptr makes the
-// call allocate (and free) its own, which is convenient in tests and slow in a loop.
+// call allocate (and free) its own, which is convenient in tests and slow in a loop. Two calls
+// running at the same time (two streams of one device) need two workspaces.
 // Results depend on the pool's size only through the order of the batch sums in
 // conv2d_backward_filter (per-thread partial sums added in thread order).
 #pragma once

@@ -9,20 +9,23 @@
 
 namespace brigade {
 
+// Hyper-parameters in double, as a user writes them (Python floats in PyTorch). Each kernel
+// derives its scalars the way PyTorch does (e.g. 1 - dampening, lr / (1 - beta1^t) in double)
+// and only then rounds them to the tensor's type, so that float runs track PyTorch's closely.
 struct SgdParams {
-  float lr = 0.01f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  float weight_decay = 0.0f;  // L2: added to the gradient
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  // L2: added to the gradient
   bool nesterov = false;      // needs momentum > 0 and dampening == 0, as in PyTorch
 };
 
 struct AdamParams {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;          // added to sqrt(v̂), outside the square root
-  float weight_decay = 0.0f;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;          // added to sqrt(v̂), outside the square root
+  double weight_decay = 0.0;
   bool decoupled = false;     // false: Adam (L2 in the gradient); true: AdamW (p *= 1 - lr·wd)
 };
 
@@ -58,35 +61,36 @@ namespace ref {
 template <class T>
 void sgd_update(T* p, const T* g, T* buf, int64_t n, const SgdParams& h, bool first_step) {
   check_sgd_params(h);
-  const T lr = h.lr, mu = h.momentum, damp = h.dampening, wd = h.weight_decay;
+  const T lr = T(h.lr), mu = T(h.momentum), keep = T(1.0 - h.dampening), wd = T(h.weight_decay);
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i] + wd * p[i];
     if (h.momentum != 0) {
-      buf[i] = first_step ? d : mu * buf[i] + (T(1) - damp) * d;
+      buf[i] = first_step ? d : mu * buf[i] + keep * d;
       d = h.nesterov ? d + mu * buf[i] : buf[i];
     }
     p[i] -= lr * d;
   }
 }
 
-// p, g, m, v: (n); step t counts from 1.
+// p, g, m, v: (n); step t counts from 1. In the order of PyTorch's _single_tensor_adam:
 //   Adam:  g' = g + wd·p          AdamW: p *= 1 - lr·wd, g' = g
-//   m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²
+//   m += (1-β1)·(g' - m)          (lerp, = β1·m + (1-β1)·g')
+//   v = β2·v + (1-β2)·g'²
 //   p -= (lr / (1 - β1^t)) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)
 template <class T>
 void adam_update(T* p, const T* g, T* m, T* v, int64_t n, const AdamParams& h, int64_t step) {
   check_adam_params(h, step);
-  const T lr = h.lr, b1 = h.beta1, b2 = h.beta2, eps = h.eps, wd = h.weight_decay;
-  // The bias corrections in double, as PyTorch computes them (Python floats), then cast.
   const double t = static_cast<double>(step);
-  const T step_size = static_cast<T>(h.lr / (1.0 - std::pow(double(h.beta1), t)));
-  const T bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
+  const T step_size = T(h.lr / (1.0 - std::pow(h.beta1, t)));
+  const T bc2_sqrt = T(std::sqrt(1.0 - std::pow(h.beta2, t)));
+  const T decay = T(1.0 - h.lr * h.weight_decay), wd = T(h.weight_decay);
+  const T w1 = T(1.0 - h.beta1), b2 = T(h.beta2), w2 = T(1.0 - h.beta2), eps = T(h.eps);
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i];
-    if (h.decoupled) p[i] *= T(1) - lr * wd;
+    if (h.decoupled) p[i] *= decay;
     else gi += wd * p[i];
-    m[i] = b1 * m[i] + (T(1) - b1) * gi;
-    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+    m[i] += w1 * (gi - m[i]);
+    v[i] = b2 * v[i] + w2 * gi * gi;
     p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
   }
 }

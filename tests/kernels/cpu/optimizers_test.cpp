@@ -28,26 +28,26 @@ std::pair<double, double> two_sgd_steps(const SgdParams& h) {
 
 TEST_CASE("sgd: two hand-worked steps of each variant (lr 0.1, p 1, g 0.5 then 0.25)") {
   SgdParams h;
-  h.lr = 0.1f;
-  const double lr = static_cast<double>(0.1f), mu = static_cast<double>(0.9f);
+  h.lr = 0.1;
+  const double lr = 0.1, mu = 0.9;
   {  // plain: p -= lr·g
     auto [p1, p2] = two_sgd_steps(h);
     CHECK(p1 == doctest::Approx(1 - lr * 0.5).epsilon(1e-15));
     CHECK(p2 == doctest::Approx(1 - lr * 0.5 - lr * 0.25).epsilon(1e-15));
   }
-  h.momentum = 0.9f;
+  h.momentum = 0.9;
   {  // momentum: buf1 = g1 = 0.5; buf2 = 0.9·0.5 + 0.25 = 0.7
     auto [p1, p2] = two_sgd_steps(h);
     CHECK(p1 == doctest::Approx(1 - lr * 0.5).epsilon(1e-15));
     CHECK(p2 == doctest::Approx(1 - lr * 0.5 - lr * (mu * 0.5 + 0.25)).epsilon(1e-15));
   }
-  h.dampening = 0.5f;
+  h.dampening = 0.5;
   {  // dampening applies from the second step: buf2 = 0.9·0.5 + (1 - 0.5)·0.25
     auto [p1, p2] = two_sgd_steps(h);
     CHECK(p1 == doctest::Approx(1 - lr * 0.5).epsilon(1e-15));
     CHECK(p2 == doctest::Approx(1 - lr * 0.5 - lr * (mu * 0.5 + 0.5 * 0.25)).epsilon(1e-15));
   }
-  h.dampening = 0.0f;
+  h.dampening = 0.0;
   h.nesterov = true;
   {  // Nesterov: step with g + mu·buf: 0.5 + 0.9·0.5, then 0.25 + 0.9·0.7
     auto [p1, p2] = two_sgd_steps(h);
@@ -56,33 +56,31 @@ TEST_CASE("sgd: two hand-worked steps of each variant (lr 0.1, p 1, g 0.5 then 0
     CHECK(p2 == doctest::Approx(q1 - lr * (0.25 + mu * (mu * 0.5 + 0.25))).epsilon(1e-15));
   }
   h.nesterov = false;
-  h.weight_decay = 0.1f;
+  h.weight_decay = 0.1;
   {  // weight decay enters the gradient: g1' = 0.5 + 0.1·1, g2' = 0.25 + 0.1·p1
-    const double wd = static_cast<double>(0.1f);
+    const double wd = 0.1;
     auto [p1, p2] = two_sgd_steps(h);
     const double g1 = 0.5 + wd * 1.0, q1 = 1 - lr * g1;
     const double g2 = 0.25 + wd * q1;
     CHECK(p1 == doctest::Approx(q1).epsilon(1e-15));
     CHECK(p2 == doctest::Approx(q1 - lr * (mu * g1 + g2)).epsilon(1e-15));
   }
-  h.weight_decay = 0.0f;
+  h.weight_decay = 0.0;
   h.nesterov = true;
-  h.dampening = 0.5f;
+  h.dampening = 0.5;
   CHECK_THROWS_WITH_AS(two_sgd_steps(h), doctest::Contains("Nesterov needs momentum > 0 and dampening 0"),
                        std::invalid_argument);
 }
 
 TEST_CASE("adam and adamw: two hand-worked steps (lr 0.1, betas 0.9/0.999, eps 1e-8)") {
   for (bool decoupled : {false, true}) {
-    for (float wd_f : {0.0f, 0.01f}) {
-      INFO((decoupled ? "AdamW" : "Adam") << " weight_decay " << wd_f);
+    for (double wd : {0.0, 0.01}) {
+      INFO((decoupled ? "AdamW" : "Adam") << " weight_decay " << wd);
       AdamParams h;
-      h.lr = 0.1f;
-      h.weight_decay = wd_f;
+      h.lr = 0.1;
+      h.weight_decay = wd;
       h.decoupled = decoupled;
-      const double lr = static_cast<double>(0.1f), b1 = static_cast<double>(0.9f),
-                   b2 = static_cast<double>(0.999f), eps = static_cast<double>(1e-8f),
-                   wd = static_cast<double>(wd_f);
+      const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8;
       // by hand, PyTorch's _single_tensor_adam with scalars
       double p = 1.0, m = 0.0, v = 0.0;
       const double g[2] = {0.5, 0.25};
@@ -106,11 +104,11 @@ TEST_CASE("adam and adamw: two hand-worked steps (lr 0.1, betas 0.9/0.999, eps 1
   }
   // First step, no weight decay: m̂ = g, v̂ = g², so the step is lr·g/(|g| + eps) ≈ lr.
   AdamParams h;
-  h.lr = 0.1f;
+  h.lr = 0.1;
   double p = 1.0, m = 0.0, v = 0.0;
   const double g = 0.5;
   ref::adam_update(&p, &g, &m, &v, 1, h, 1);
-  CHECK(p == doctest::Approx(1.0 - static_cast<double>(0.1f) * 0.5 / (0.5 + static_cast<double>(1e-8f))).epsilon(1e-14));
+  CHECK(p == doctest::Approx(1.0 - 0.1 * 0.5 / (0.5 + 1e-8)).epsilon(1e-14));
   CHECK_THROWS_AS(ref::adam_update(&p, &g, &m, &v, 1, h, 0), std::invalid_argument);
 }
 
@@ -119,12 +117,12 @@ TEST_CASE("optimizers: the CPU path matches the reference over many elements and
   const int64_t n = 100003;  // several ranges, not a multiple of anything
   const auto p0 = to_float(random_vector(n, 71));
   SgdParams sh;
-  sh.lr = 0.05f;
-  sh.momentum = 0.9f;
-  sh.weight_decay = 1e-4f;
+  sh.lr = 0.05;
+  sh.momentum = 0.9;
+  sh.weight_decay = 1e-4;
   sh.nesterov = true;
   AdamParams ah;
-  ah.weight_decay = 0.01f;
+  ah.weight_decay = 0.01;
   ah.decoupled = true;
   std::vector<float> sp = p0, sbuf(n, 0.0f), ap = p0, am(n, 0.0f), av(n, 0.0f);
   std::vector<double> rsp = to_double(p0), rsbuf(n, 0.0), rap = rsp, ram(n, 0.0), rav(n, 0.0);
