@@ -67,6 +67,9 @@ class Parser {
   Parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
 
   ModelSpec run() {
+    // The bound also keeps line and column numbers far inside an int.
+    if (text_.size() > kMaxModelFileBytes)
+      throw ModelFileError(std::string(source_) + ": larger than the 1 MiB limit for a model file");
     size_t pos = 0;
     while (pos <= text_.size()) {
       size_t end = text_.find('\n', pos);
@@ -78,6 +81,9 @@ class Parser {
     if (!have_input_)
       throw ModelFileError(std::string(source_) +
                            ": no 'input' line (expected e.g. 'input 28x28x1' before the first layer)");
+    if (model_.layers.empty())
+      throw ModelFileError(std::string(source_) + ": no layers after the 'input' line on line " +
+                           std::to_string(input_line_));
     close_block("the end of the file");
     model_.device_count = block_ < 0 ? 1 : block_ + 1;
     assign_default_names(model_.layers);
@@ -310,9 +316,7 @@ ModelSpec load_model_file(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw ModelFileError("cannot read model file '" + path + "'");
   text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxModelFileBytes)
-    throw ModelFileError(path + ": larger than the 1 MiB limit for a model file");
-  return parse_model(text, path);
+  return parse_model(text, path);  // refuses the (kMaxModelFileBytes + 1)-byte case
 }
 
 std::string print_model(const ModelSpec& model) {

@@ -46,14 +46,16 @@ class ModelFileError : public std::runtime_error {
 // 300 bytes; a megabyte is thousands of layers).
 inline constexpr size_t kMaxModelFileBytes = size_t{1} << 20;
 
-// Parses `text`; `source` names it in messages (usually the path). Throws ModelFileError.
+// Parses `text` (at most kMaxModelFileBytes); `source` names it in messages (usually the
+// path). A model needs an `input` line and at least one layer. Throws ModelFileError.
 ModelSpec parse_model(std::string_view text, std::string_view source);
 
 // Reads and parses the file at `path`. Throws ModelFileError (missing, too large, malformed).
 ModelSpec load_model_file(const std::string& path);
 
 // The canonical text of `model`: parse_model(print_model(m)) gives m back (line numbers
-// aside). Defaults are left out; every layer's block has its `device K` line.
+// aside). Defaults are left out; every layer's block has its `device K` line. Names are not
+// written: parsing numbers the layers again (conv2d_1, ...).
 std::string print_model(const ModelSpec& model);
 
 }  // namespace brigade::model

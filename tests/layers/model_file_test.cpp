@@ -143,6 +143,8 @@ TEST_CASE("syntax errors name the file, line and column and what was expected") 
 TEST_CASE("input and device lines: order, gaps, empty blocks, missing input") {
   CHECK(error_of("# only a comment\n") ==
         "t.model: no 'input' line (expected e.g. 'input 28x28x1' before the first layer)");
+  CHECK(error_of("\ninput 28x28x1 # and nothing else\n") ==
+        "t.model: no layers after the 'input' line on line 2");
   CHECK(error_of("dense units=1\n") ==
         "t.model:1:1: expected 'input HxWxC' (e.g. 'input 28x28x1') before 'dense'");
   CHECK(error_of("input 4x4x1\ninput 4x4x1\n") ==
@@ -204,4 +206,6 @@ TEST_CASE("missing and oversized files are refused with their path") {
   CHECK_THROWS_WITH_AS(load_model_file(big), (big + ": larger than the 1 MiB limit for a model file").c_str(),
                        ModelFileError);
   std::remove(big.c_str());
+  CHECK(error_of("input 4\nrelu\n" + std::string(kMaxModelFileBytes, '#')) ==
+        "t.model: larger than the 1 MiB limit for a model file");
 }
