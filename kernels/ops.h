@@ -1,0 +1,137 @@
+// Tensor-level ops: one entry point per op, forward and backward, on Tensors and a Stream.
+//
+// Everything above kernels/ (autodiff, layers, the pipeline runtime) computes through these
+// functions only. Each one
+//   1. checks the operands — defined, on the stream's device, shapes that fit — and throws
+//      brigade::Error naming the op and the shapes ("dense_forward: x (8, 64) does not match
+//      w (1500, 63)");
+//   2. allocates its outputs on `stream` (stream-ordered, from the device's allocator);
+//   3. enqueues the work on `stream` and returns at once, dispatching on the device:
+//        cpu:N   a task on the CPU stream calling brigade::cpu::* with stream.thread_pool();
+//        cuda:N  brigade::cuda::* launchers on the stream (ops_cuda.cpp, CUDA builds).
+//      An op without a kernel for the device throws "<op>: no kernel for <device>": there is
+//      never a silent fallback to another device.
+// The tensors a task touches stay alive until it has run: the task holds copies of them, and
+// every operand not owned by `stream` is declared with record_stream (allocator.h).
+//
+// Contracts follow kernels/reference/: input gradients are returned fresh, parameter
+// gradients are ACCUMULATED into caller-given tensors (so micro-batches add up in place).
+//
+// Integer tensors. The engine's Tensor has only float32 so far; the two int32 buffers here
+// (max-pool argmax, class labels) are float32-sized tensors whose bits are int32 — written
+// and read only through int32 pointers, never as floats. labels_tensor() makes one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "kernels/reference/dropout.h"
+#include "kernels/reference/optimizers.h"
+#include "kernels/shapes.h"
+
+namespace brigade::ops {
+
+// ---- Conv2D --------------------------------------------------------------------------------
+
+struct Conv2dArgs {
+  int64_t stride = 1;
+  Padding padding = Padding::valid;
+};
+
+// The kernels' shape of a convolution of x (N, C, H, W) with w (K, C, R, S); throws naming
+// the op and both shapes when they do not fit.
+Conv2dShape conv2d_shape(const char* op, const Shape& x, const Shape& w, const Conv2dArgs& a);
+
+// x: (N, C, H, W)  w: (K, C, R, S)  b: (K)  -> y: (N, K, P, Q); relu fuses y = max(y, 0)
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
+                      bool relu, const Stream& stream);
+// dy: (N, K, P, Q)  w: (K, C, R, S)  -> dx with x_shape (N, C, H, W)
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dArgs& a, const Stream& stream);
+// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
+void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream);
+
+// ---- MaxPooling2D ----------------------------------------------------------------------------
+
+struct Pool2dArgs {
+  int64_t pool_h = 2, pool_w = 2;
+  int64_t stride = 2;
+};
+
+struct PoolResult {
+  Tensor y;       // (N, C, P, Q)
+  Tensor argmax;  // (N, C, P, Q), int32 bits: h * W + w of the winner in its plane
+};
+
+// x: (N, C, H, W). Ties: the first maximum in row-major window order (kernels/reference).
+PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream& stream);
+// dy, argmax: (N, C, P, Q)  -> dx with x_shape (N, C, H, W)
+Tensor maxpool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
+                          const Pool2dArgs& a, const Stream& stream);
+
+// ---- ReLU, Dropout -------------------------------------------------------------------------
+
+Tensor relu_forward(const Tensor& x, const Stream& stream);
+// y: the forward's OUTPUT; dx = dy where y > 0
+Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream);
+
+// Inverted dropout of x (batch, ...): row b is mini-batch sample sample_offset + b, the mask
+// a pure function of (key, sample, element) (kernels/reference/dropout.h).
+Tensor dropout_forward(const Tensor& x, float rate, const DropoutKey& key,
+                       int64_t sample_offset, const Stream& stream);
+Tensor dropout_backward(const Tensor& dy, float rate, const DropoutKey& key,
+                        int64_t sample_offset, const Stream& stream);
+
+// ---- Dense ---------------------------------------------------------------------------------
+
+// x: (N, in)  w: (out, in)  b: (out)  -> y: (N, out); relu fuses y = max(y, 0)
+Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
+                     const Stream& stream);
+// dy: (N, out)  w: (out, in)  -> dx: (N, in)
+Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream);
+// x: (N, in)  dy: (N, out)  dw: (out, in) += dyᵀ·x   db: (out) += column sums of dy
+void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                           const Stream& stream);
+
+// ---- Softmax, loss, accuracy ---------------------------------------------------------------
+
+// x: (N, classes) -> y: (N, classes)
+Tensor softmax_forward(const Tensor& x, const Stream& stream);
+// y: the forward's output, dy -> dx
+Tensor softmax_backward(const Tensor& y, const Tensor& dy, const Stream& stream);
+
+// Labels (N) as an int32 tensor on `stream`'s device (a blocking host copy, like from_vector).
+Tensor labels_tensor(const std::vector<int32_t>& labels, const Stream& stream);
+
+struct LossResult {
+  Tensor loss;     // (1): sum over rows of the cross-entropy / normaliser
+  Tensor dlogits;  // (N, classes): (softmax - onehot) / normaliser
+};
+
+// logits: (N, classes)  labels: (N) int32. For the mean over a mini-batch of B samples cut
+// into micro-batches, pass normaliser = B for every micro-batch (kernels/reference/softmax.h).
+// A label outside [0, classes) fails the stream's task (the stream's sticky error).
+LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float normaliser,
+                                 const Stream& stream);
+// logits: (N, classes)  labels: (N) -> (1): how many rows' first largest logit is the label
+Tensor accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);
+
+// ---- Optimizer updates (in place, PyTorch's rules) -----------------------------------------
+
+// p, g, buf: the same shape. first_step: PyTorch sets buf = g on the first step.
+void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdParams& h,
+              bool first_step, const Stream& stream);
+// p, g, m, v: the same shape; step counts from 1.
+void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+               const AdamParams& h, int64_t step, const Stream& stream);
+
+// ---- Elementwise -----------------------------------------------------------------------------
+
+void accumulate(const Tensor& dst, const Tensor& src, const Stream& stream);  // dst += src
+void scale(const Tensor& t, float a, const Stream& stream);                   // t *= a
+void fill(const Tensor& t, float a, const Stream& stream);                    // t = a
+
+}  // namespace brigade::ops

@@ -1,0 +1,266 @@
+// The modules of module.h and their tape nodes: each layer's forward next to the node that
+// holds what its backward needs.
+#include "layers/module.h"
+
+#include "kernels/ops.h"
+#include "layers/init.h"
+
+namespace brigade::layers {
+
+using model::Activation;
+using model::LayerKind;
+
+std::vector<Parameter*> Module::parameters() {
+  std::vector<Parameter*> out;
+  for (Parameter& p : params_) out.push_back(&p);
+  return out;
+}
+
+Tensor Module::forward(const Tensor& x, ForwardContext& ctx) {
+  BRIGADE_CHECK(x.defined() && x.device() == device_,
+                name() << ": input " << x.str() << " is not on the layer's device " << device_);
+  // The per-sample shape the model was built for: (1, C, H, W) or (1, F).
+  const std::vector<int64_t>& want = shape_.input;
+  std::vector<int64_t> got = x.shape().dims();
+  bool fits = got.size() == want.size() && !got.empty() && got[0] >= 1;
+  for (size_t i = 1; fits && i < got.size(); ++i) fits = got[i] == want[i];
+  BRIGADE_CHECK(fits, name() << ": input " << x.shape() << " does not match the layer's input "
+                             << model::format_dims(want) << " (N, ...)");
+  return run(x, ctx.stream_for(device_), ctx);
+}
+
+namespace {
+
+Shape batch_of(int64_t n, const std::vector<int64_t>& per_sample) {
+  std::vector<int64_t> dims = per_sample;
+  dims[0] = n;
+  return Shape(dims);
+}
+
+Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, Device device) {
+  const Shape shape(spec.shape);
+  Stream s = Stream::default_for(device);
+  return Parameter{spec.name, Tensor::from_vector(values, shape, s), Tensor::zeros(shape, s)};
+}
+
+// ---- Conv2D and Dense: a weighted op with an optional fused ReLU --------------------------
+
+// What both halves of a Conv2D/Dense backward need: dy', the gradient before the fused
+// ReLU (dy where y > 0), computed by whichever half runs first.
+class WeightedNode : public Node {
+ public:
+  WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
+               Stream stream)
+      : name_(std::move(name)), x_(std::move(x)), relu_(relu), w_(w), b_(b),
+        stream_(std::move(stream)) {
+    if (relu_) y_ = std::move(y);
+  }
+  std::string name() const override { return name_; }
+  bool has_params() const override { return true; }
+
+ protected:
+  const Tensor& pre_activation_grad(const Tensor& dy) {
+    if (!dpre_.defined()) dpre_ = relu_ ? ops::relu_backward(y_, dy, stream_) : dy;
+    return dpre_;
+  }
+  std::string name_;
+  Tensor x_, y_, dpre_;
+  bool relu_;
+  Parameter* w_;
+  Parameter* b_;
+  Stream stream_;
+};
+
+class ConvNode : public WeightedNode {
+ public:
+  ConvNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
+           Stream stream, ops::Conv2dArgs args)
+      : WeightedNode(std::move(name), std::move(x), std::move(y), relu, w, b, std::move(stream)),
+        args_(args) {}
+  Tensor backward_input(const Tensor& dy) override {
+    return ops::conv2d_backward_data(pre_activation_grad(dy), w_->value, x_.shape(), args_,
+                                     stream_);
+  }
+  void backward_params(const Tensor& dy) override {
+    ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
+  }
+
+ private:
+  ops::Conv2dArgs args_;
+};
+
+class DenseNode : public WeightedNode {
+ public:
+  using WeightedNode::WeightedNode;
+  Tensor backward_input(const Tensor& dy) override {
+    return ops::dense_backward_data(pre_activation_grad(dy), w_->value, stream_);
+  }
+  void backward_params(const Tensor& dy) override {
+    ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_);
+  }
+};
+
+class Conv2DModule : public Module {
+ public:
+  Conv2DModule(const model::LayerSpec& spec, const model::LayerShape& shape, Device device,
+               uint32_t index, uint64_t seed)
+      : Module(spec, shape, device, index) {
+    BRIGADE_CHECK(shape.stride_h == shape.stride_w,
+                  spec.name << ": strides " << shape.stride_h << "x" << shape.stride_w
+                            << " differ; the kernels take one stride for both directions");
+    args_.stride = shape.stride_h;
+    args_.padding = spec.padding == model::Padding::same ? Padding::same : Padding::valid;
+    const auto& w = shape.param_specs[0].shape;  // (K, C, R, S)
+    params_.push_back(make_param(shape.param_specs[0],
+                                 glorot_uniform(w[0] * w[1] * w[2] * w[3], w[1] * w[2] * w[3],
+                                                w[0] * w[2] * w[3], seed, index),
+                                 device));
+    params_.push_back(make_param(shape.param_specs[1], std::vector<float>(w[0], 0.0f), device));
+  }
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    const bool relu = spec().activation == Activation::relu;
+    Tensor y = ops::conv2d_forward(x, params_[0].value, params_[1].value, args_, relu, s);
+    if (ctx.tape)
+      ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu, &params_[0], &params_[1],
+                                                  s, args_));
+    return y;
+  }
+
+ private:
+  ops::Conv2dArgs args_;
+};
+
+class DenseModule : public Module {
+ public:
+  DenseModule(const model::LayerSpec& spec, const model::LayerShape& shape, Device device,
+              uint32_t index, uint64_t seed)
+      : Module(spec, shape, device, index) {
+    const auto& w = shape.param_specs[0].shape;  // (out, in)
+    params_.push_back(make_param(shape.param_specs[0],
+                                 glorot_uniform(w[0] * w[1], w[1], w[0], seed, index), device));
+    params_.push_back(make_param(shape.param_specs[1], std::vector<float>(w[0], 0.0f), device));
+  }
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    // Activation::softmax: logits out, the softmax lives in the loss (module.h).
+    const bool relu = spec().activation == Activation::relu;
+    Tensor y = ops::dense_forward(x, params_[0].value, params_[1].value, relu, s);
+    if (ctx.tape)
+      ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu, &params_[0], &params_[1],
+                                                   s));
+    return y;
+  }
+};
+
+// ---- Layers without parameters -------------------------------------------------------------
+
+// A node whose backward is one function of dy and what the forward left behind.
+template <class Backward>
+class LambdaNode : public Node {
+ public:
+  LambdaNode(std::string name, Backward backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::string name() const override { return name_; }
+  Tensor backward_input(const Tensor& dy) override { return backward_(dy); }
+
+ private:
+  std::string name_;
+  Backward backward_;
+};
+
+template <class Backward>
+void record(ForwardContext& ctx, const std::string& name, Backward backward) {
+  if (ctx.tape) ctx.tape->record(std::make_unique<LambdaNode<Backward>>(name, std::move(backward)));
+}
+
+class MaxPool2DModule : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    BRIGADE_CHECK(shape().stride_h == shape().stride_w,
+                  name() << ": strides " << shape().stride_h << "x" << shape().stride_w
+                         << " differ; the kernels take one stride for both directions");
+    const ops::Pool2dArgs a{spec().pool_h, spec().pool_w, shape().stride_h};
+    ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
+    record(ctx, name(), [argmax = r.argmax, x_shape = x.shape(), a, s](const Tensor& dy) {
+      return ops::maxpool2d_backward(dy, argmax, x_shape, a, s);
+    });
+    return r.y;
+  }
+};
+
+class DropoutModule : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    if (!ctx.training) return x;
+    const float rate = static_cast<float>(spec().rate);
+    const DropoutKey key{ctx.seed, ctx.step, index()};
+    const int64_t offset = ctx.sample_offset;
+    Tensor y = ops::dropout_forward(x, rate, key, offset, s);
+    record(ctx, name(), [rate, key, offset, s](const Tensor& dy) {
+      return ops::dropout_backward(dy, rate, key, offset, s);
+    });
+    return y;
+  }
+};
+
+class FlattenModule : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  Tensor run(const Tensor& x, const Stream&, ForwardContext& ctx) override {
+    record(ctx, name(), [x_shape = x.shape()](const Tensor& dy) { return dy.reshape(x_shape); });
+    return x.reshape(batch_of(x.shape()[0], shape().output));
+  }
+};
+
+class ReLUModule : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    Tensor y = ops::relu_forward(x, s);
+    record(ctx, name(), [y, s](const Tensor& dy) { return ops::relu_backward(y, dy, s); });
+    return y;
+  }
+};
+
+class SoftmaxModule : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+    Tensor y = ops::softmax_forward(x, s);
+    record(ctx, name(), [y, s](const Tensor& dy) { return ops::softmax_backward(y, dy, s); });
+    return y;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Module> make_module(const model::LayerSpec& spec, const model::LayerShape& shape,
+                                    Device device, uint32_t index, uint64_t seed) {
+  switch (spec.kind) {
+    case LayerKind::conv2d: return std::make_unique<Conv2DModule>(spec, shape, device, index, seed);
+    case LayerKind::dense: return std::make_unique<DenseModule>(spec, shape, device, index, seed);
+    case LayerKind::maxpool2d: return std::make_unique<MaxPool2DModule>(spec, shape, device, index);
+    case LayerKind::dropout: return std::make_unique<DropoutModule>(spec, shape, device, index);
+    case LayerKind::flatten: return std::make_unique<FlattenModule>(spec, shape, device, index);
+    case LayerKind::relu: return std::make_unique<ReLUModule>(spec, shape, device, index);
+    case LayerKind::softmax: return std::make_unique<SoftmaxModule>(spec, shape, device, index);
+  }
+  throw Error(spec.name + ": unknown layer kind");
+}
+
+}  // namespace brigade::layers

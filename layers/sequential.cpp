@@ -1,0 +1,130 @@
+#include "layers/sequential.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "kernels/ops.h"
+
+namespace brigade::layers {
+
+namespace {
+// Keras' input_shape (H, W, C) or (F) as a per-sample NCHW shape (1, C, H, W) or (1, F).
+std::vector<int64_t> per_sample_input(const std::vector<int64_t>& keras, const std::string& who) {
+  if (keras.size() == 3) return {1, keras[2], keras[0], keras[1]};
+  if (keras.size() == 1) return {1, keras[0]};
+  throw Error(who + ": input_shape " + model::format_dims(keras) +
+              " must be (H, W, C) or (F)");
+}
+}  // namespace
+
+Sequential& Sequential::add(const LayerDef& def) {
+  model::LayerSpec spec = def.spec;
+  const std::string kind(model::kind_name(spec.kind));
+  if (spec.name.empty()) {
+    const auto same_kind = std::count_if(spec_.layers.begin(), spec_.layers.end(),
+                                         [&](const model::LayerSpec& l) { return l.kind == spec.kind; });
+    spec.name = kind + "_" + std::to_string(same_kind + 1);
+  }
+  if (!def.input_shape.empty()) {
+    const std::vector<int64_t> input = per_sample_input(def.input_shape, spec.name);
+    if (modules_.empty()) {
+      spec_.input = input;
+    } else {
+      const std::vector<int64_t>& current = shapes_.layers.back().output;
+      BRIGADE_CHECK(input == current, spec.name << ": input_shape " << model::format_dims(input)
+                                                << " differs from the previous layer's output "
+                                                << model::format_dims(current));
+    }
+  }
+  BRIGADE_CHECK(!spec_.input.empty(), spec.name << ": the first layer needs an input_shape, "
+                                                << "e.g. Conv2D(32, {3, 3}, \"relu\", {28, 28, 1})");
+  add_spec(std::move(spec), DeviceScope::current());
+  return *this;
+}
+
+void Sequential::add_spec(model::LayerSpec spec, Device device) {
+  // Device blocks numbered by first appearance.
+  auto it = std::find(devices_.begin(), devices_.end(), device);
+  spec.device = static_cast<int>(it - devices_.begin());
+  std::vector<model::LayerSpec> layers = spec_.layers;
+  layers.push_back(spec);
+  model::ModelShapes shapes;
+  try {
+    shapes = model::infer_shapes(spec_.input, layers);  // the one place shapes are checked
+  } catch (const model::ShapeError& e) {
+    throw Error(e.what());
+  }
+  auto module = make_module(spec, shapes.layers.back(), device,
+                            static_cast<uint32_t>(modules_.size()), seed_);
+  // Nothing above changed the model: commit now.
+  if (it == devices_.end()) devices_.push_back(device);
+  spec_.layers = std::move(layers);
+  spec_.device_count = static_cast<int>(devices_.size());
+  shapes_ = std::move(shapes);
+  modules_.push_back(std::move(module));
+}
+
+std::unique_ptr<Sequential> Sequential::from_spec(const model::ModelSpec& spec,
+                                                  const std::vector<Device>& devices,
+                                                  uint64_t seed) {
+  auto model = std::make_unique<Sequential>(seed);
+  model->spec_.input = spec.input;
+  for (const model::LayerSpec& l : spec.layers) {
+    BRIGADE_CHECK(l.device >= 0 && static_cast<size_t>(l.device) < devices.size(),
+                  l.name << " is in device block " << l.device << " but only " << devices.size()
+                         << " devices were given");
+    model::LayerSpec copy = l;
+    copy.line = 0;  // the C++ form has no lines; keep specs comparable
+    model->add_spec(copy, devices[static_cast<size_t>(l.device)]);
+  }
+  return model;
+}
+
+std::vector<Parameter*> Sequential::parameters(size_t begin, size_t end) {
+  std::vector<Parameter*> out;
+  for (size_t i = begin; i < std::min(end, modules_.size()); ++i)
+    for (Parameter* p : modules_[i]->parameters()) out.push_back(p);
+  return out;
+}
+
+void Sequential::zero_grad(size_t begin, size_t end) {
+  for (Parameter* p : parameters(begin, end)) ops::fill(p->grad, 0.0f, p->grad.stream());
+}
+
+Tensor Sequential::forward(const Tensor& x, ForwardContext& ctx, size_t begin, size_t end) {
+  end = std::min(end, modules_.size());
+  BRIGADE_CHECK(begin < end, "Sequential::forward: empty layer range [" << begin << ", " << end
+                                                                         << ") of a model of "
+                                                                         << modules_.size()
+                                                                         << " layers");
+  Tensor h = x;
+  for (size_t i = begin; i < end; ++i) {
+    Module& m = *modules_[i];
+    h = to_device(h, ctx.stream_for(m.device()), ctx.tape);
+    h = m.forward(h, ctx);
+  }
+  return h;
+}
+
+Tensor Sequential::predict(const Tensor& x) {
+  ForwardContext ctx;
+  ctx.training = false;
+  Tensor y = forward(x, ctx);
+  const model::LayerSpec& last = spec_.layers.back();
+  if (last.kind == model::LayerKind::dense && last.activation == model::Activation::softmax)
+    y = ops::softmax_forward(y, ctx.stream_for(y.device()));
+  return y;
+}
+
+std::string Sequential::summary() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    const Module& m = *modules_[i];
+    os << m.name() << "  " << m.device() << "  " << model::format_dims(m.shape().output) << "  "
+       << m.shape().params << "\n";
+  }
+  os << "total parameters: " << shapes_.total_params << "\n";
+  return os.str();
+}
+
+}  // namespace brigade::layers

@@ -1,0 +1,112 @@
+// Reverse-mode autodiff on a tape of op nodes, with the backward split in two halves.
+//
+// A forward pass with a Tape in its ForwardContext records one Node per op it runs. A node
+// keeps what its backward needs (the saved activations) and offers two functions:
+//   backward_input(dy)   the gradient w.r.t. the node's input  ("B" in pipeline schedules)
+//   backward_params(dy)  the gradients w.r.t. its parameters, ACCUMULATED into their .grad
+//                        ("W"), so that micro-batches add up across calls
+// where dy is the gradient w.r.t. the node's output. The two are independent given dy, which
+// is what lets a zero-bubble schedule run B now, send the input gradient upstream, and run W
+// later, when the device would otherwise idle.
+//
+// A Tape is the record of ONE forward of ONE contiguous range of layers (a pipeline stage) on
+// ONE micro-batch; a stage keeps one Tape per micro-batch in flight. Its two halves:
+//   tape.backward_input(dy)   walks the nodes backwards, returns the gradient w.r.t. the
+//                             tape's input (the stage's input gradient);
+//   tape.backward_params(dy)  accumulates every parameter gradient of the range.
+// They may be called in either order, each once (or fused: tape.backward(dy)); both take the gradient w.r.t. the tape's
+// output (the same tensor). The gradients at the inner node boundaries are computed once, by
+// whichever half comes first, and kept for the other. What each half no longer needs is
+// released as soon as it has run: after B, the nodes without parameters (pooling masks, ReLU
+// outputs, dropout) and the inner gradients they used; after both, everything. A Tape whose
+// halves have both run holds no tensor.
+//
+// No-grad mode (evaluation): a ForwardContext without a tape; the modules then record
+// nothing and save nothing, so activations are freed as soon as the next layer has used them.
+//
+// Streams: a node runs its backward on the stream its forward ran on (ops are enqueued in
+// order there; nothing here blocks the host).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace brigade::layers {
+
+// A trainable tensor of a layer, with its gradient (same shape, device and owner stream).
+struct Parameter {
+  std::string name;  // "conv2d_1.weight": PyTorch's naming, see param_file.h
+  Tensor value;
+  Tensor grad;       // accumulated by backward_params; zero_grad() clears it
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;  // the layer's name, for messages
+  virtual Tensor backward_input(const Tensor& dy) = 0;
+  virtual bool has_params() const { return false; }
+  virtual void backward_params(const Tensor& /*dy*/) {}
+};
+
+class Tape {
+ public:
+  void record(std::unique_ptr<Node> node);
+  size_t size() const { return nodes_.size(); }
+
+  // B. need_input_grad = false skips the first node's input gradient (the first stage's
+  // input is data: nobody wants its gradient) and returns an undefined tensor.
+  Tensor backward_input(const Tensor& dy, bool need_input_grad = true);
+  // W.
+  void backward_params(const Tensor& dy);
+  // BW, fused: node by node from the last, its W right after its B, each node released as
+  // soon as it is done (the lowest peak memory; what a schedule without split backward runs).
+  Tensor backward(const Tensor& dy, bool need_input_grad = true);
+
+  bool input_done() const { return input_done_; }
+  bool params_done() const { return params_done_; }
+  // Nodes and inner gradients still held (for tests of the release rules).
+  size_t live_nodes() const;
+  size_t live_gradients() const;
+
+ private:
+  void propagate(const Tensor& dy);  // the gradients at every node's output, once
+  void release_after_input();
+  void release_all();
+
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Tensor> grads_;  // grads_[i]: gradient w.r.t. node i's output
+  std::shared_ptr<void> dy_storage_;  // identifies the output gradient given first
+  bool propagated_ = false;
+  bool input_done_ = false;
+  bool params_done_ = false;
+};
+
+// What one forward needs besides its input: the training step and the micro-batch's place in
+// the mini-batch (for the dropout masks), the tape (null: no-grad) and the streams.
+struct ForwardContext {
+  bool training = true;       // dropout active
+  uint64_t seed = 0;          // the run's seed (dropout masks)
+  uint32_t step = 0;          // the optimizer step (mini-batch number)
+  int64_t sample_offset = 0;  // this micro-batch's first sample in the mini-batch
+  Tape* tape = nullptr;       // record here; null = no-grad mode
+
+  // The stream each device's ops run on: `streams` if it names the device, else the
+  // device's default stream.
+  std::map<Device, Stream> streams;
+  Stream stream_for(const Device& device) const;
+};
+
+// x on another device, copied onto `to` (a stream of the destination device), ordered after
+// the work that produced x (on x's owner stream). With a tape, records a node whose
+// backward copies the gradient back.
+Tensor to_device(const Tensor& x, const Stream& to, Tape* tape);
+
+}  // namespace brigade::layers
