@@ -48,7 +48,11 @@ Allocator& Allocator::of(const Device& device) {
   return *slot;
 }
 
-Allocator::Allocator(Device device) : device_(device) {}
+Allocator::Allocator(Device device) : device_(device) {
+#if defined(BRIGADE_HAVE_CUDA)
+  if (device_.is_cuda()) cuda_capacity_ = detail::cuda_total_memory(device_);  // checked by of()
+#endif
+}
 
 std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
@@ -188,7 +192,6 @@ uint64_t Allocator::capacity() const {
 void* Allocator::raw_allocate(uint64_t size) {
   if (device_.is_cpu()) return ::operator new(size, cpu_alignment, std::nothrow);
 #if defined(BRIGADE_HAVE_CUDA)
-  if (cuda_capacity_ == 0) cuda_capacity_ = detail::cuda_total_memory(device_);
   return detail::cuda_raw_allocate(device_, size);
 #else
   throw Error(device_.str() + ": this build has no CUDA support");

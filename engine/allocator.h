@@ -113,7 +113,7 @@ class Allocator {
   uint64_t in_use_ = 0;
   uint64_t reserved_ = 0;
   uint64_t peak_in_use_ = 0;
-  uint64_t cuda_capacity_ = 0;  // the device's memory, read on first use
+  uint64_t cuda_capacity_ = 0;  // a CUDA device's memory (its capacity)
 };
 
 }  // namespace brigade

@@ -90,6 +90,10 @@ Tensor Tensor::zeros(const Shape& shape, const Stream& stream, DType dtype) {
   return t;
 }
 
+Tensor Tensor::zeros(const Shape& shape, const Device& device, DType dtype) {
+  return zeros(shape, Stream::default_for(device), dtype);
+}
+
 Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape,
                            const Device& device) {
   return from_vector(values, shape, Stream::default_for(device));

@@ -81,6 +81,7 @@ class Tensor {
   static Tensor empty(const Shape& shape, const Device& device, DType dtype = DType::float32);
   // Zeros, written in stream order (a memset task / cudaMemsetAsync).
   static Tensor zeros(const Shape& shape, const Stream& stream, DType dtype = DType::float32);
+  static Tensor zeros(const Shape& shape, const Device& device, DType dtype = DType::float32);
 
   // Host helpers, blocking: copy in on `stream` (default: the device's default stream) and
   // wait; copy out on the tensor's stream and wait.

@@ -54,6 +54,7 @@ TEST_CASE("zeros is zero even in memory a previous tensor filled") {
   { Tensor dirty = Tensor::from_vector(iota(100, 1.0f), {100}, s); }
   Tensor z = Tensor::zeros({10, 10}, s);  // likely the same (reused) block
   CHECK(z.to_vector() == std::vector<float>(100, 0.0f));
+  CHECK(Tensor::zeros({3}, Device::cpu(2)).to_vector() == std::vector<float>(3, 0.0f));
 }
 
 TEST_CASE("reshape is a view: same storage, checked element count") {

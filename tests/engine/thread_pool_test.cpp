@@ -6,10 +6,13 @@
 #include <vector>
 
 #include "engine/thread_pool.h"
+#include "tests/support/deadline.h"
 
 using brigade::ThreadPool;
+using brigade::testing::Deadline;
 
 TEST_CASE("parallel_for visits every index exactly once, for sizes around the thread count") {
+  Deadline deadline("parallel_for coverage");
   for (int threads : {1, 2, 3, 7}) {
     ThreadPool pool(threads);
     CHECK(pool.size() == threads);
@@ -24,6 +27,7 @@ TEST_CASE("parallel_for visits every index exactly once, for sizes around the th
 }
 
 TEST_CASE("parallel_for respects the grain: no range is smaller than it unless n is") {
+  Deadline deadline("parallel_for grain");
   ThreadPool pool(4);
   std::atomic<int> calls{0};
   std::atomic<int64_t> smallest{1 << 30};
@@ -37,6 +41,7 @@ TEST_CASE("parallel_for respects the grain: no range is smaller than it unless n
 }
 
 TEST_CASE("a nested parallel_for runs inline instead of deadlocking") {
+  Deadline deadline("nested parallel_for");
   ThreadPool pool(3);
   std::atomic<int64_t> total{0};
   pool.parallel_for(3, [&](int64_t b, int64_t e) {
@@ -47,6 +52,7 @@ TEST_CASE("a nested parallel_for runs inline instead of deadlocking") {
 }
 
 TEST_CASE("an exception in any range is rethrown once every range has finished") {
+  Deadline deadline("parallel_for exceptions");
   ThreadPool pool(4);
   std::atomic<int> finished{0};
   CHECK_THROWS_WITH_AS(pool.parallel_for(4, [&](int64_t b, int64_t) {
