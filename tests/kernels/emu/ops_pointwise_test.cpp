@@ -101,9 +101,9 @@ TEST_CASE("sgd (plain, momentum, Nesterov, weight decay) and adam/adamw match th
   // Three steps each; the reference in double. Each update is a few float operations per
   // element (no reductions), so the error after three steps is a few ulps of the values
   // involved: 1e-6 absolute on O(1) parameters.
-  SgdParams plain{.lr = 0.1f};
-  SgdParams momentum{.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 0.01f};
-  SgdParams nesterov{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.001f, .nesterov = true};
+  SgdParams plain{.lr = 0.1};
+  SgdParams momentum{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01};
+  SgdParams nesterov{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001, .nesterov = true};
   for (const SgdParams& h : {plain, momentum, nesterov}) {
     INFO("sgd momentum " << h.momentum << " nesterov " << h.nesterov);
     std::vector<double> p = p0, buf(n, 0.0);
@@ -115,8 +115,8 @@ TEST_CASE("sgd (plain, momentum, Nesterov, weight decay) and adam/adamw match th
     stream.synchronize();
     CHECK(all_close("p", pf.data(), p, 1e-6));
   }
-  AdamParams adam{.lr = 1e-2f, .weight_decay = 0.01f};
-  AdamParams adamw{.lr = 1e-2f, .weight_decay = 0.1f, .decoupled = true};
+  AdamParams adam{.lr = 1e-2, .weight_decay = 0.01};
+  AdamParams adamw{.lr = 1e-2, .weight_decay = 0.1, .decoupled = true};
   for (const AdamParams& h : {adam, adamw}) {
     INFO("adam decoupled " << h.decoupled);
     std::vector<double> p = p0, m(n, 0.0), v(n, 0.0);

@@ -1,0 +1,78 @@
+// The vendor fast paths: cuBLAS for the GEMMs of Dense, cuDNN for Conv2D and max pooling.
+// CUDA builds only (BRIGADE_HAVE_CUDA), native only: there is no emulated cuBLAS, so these
+// run on CUDA streams and are checked against the hand-written kernels on a real GPU
+// (tests/kernels/cuda/). Which of the two a program uses is kernels/cuda/path.h's setting.
+//
+// Same contracts as the hand-written launchers (dx overwritten, dw/db accumulated), with two
+// differences the dispatcher must know:
+//  - cuDNN max pooling does not produce an argmax: its backward reads x and y instead
+//    (and breaks ties its own way; the hand-written kernel's rule is the first maximum).
+//  - cuDNN pads symmetrically. TensorFlow's "same" puts an odd total padding's extra row at
+//    the bottom (even kernels, some strides); such a shape is rejected here with an error
+//    saying so — never quietly run elsewhere. The question's network ("valid") is unaffected.
+//
+// Handles: one cuBLAS and one cuDNN handle per device, created at first use and kept for
+// the process (vendor_handles.h). Every library call is checked (BRIGADE_CUBLAS_CHECK,
+// BRIGADE_CUDNN_CHECK): a failure throws brigade::Error with the call and file:line.
+#pragma once
+
+#if !defined(BRIGADE_HAVE_CUDA)
+#error "kernels/cuda/vendor.h: the cuBLAS/cuDNN paths exist only in CUDA builds"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/shapes.h"
+
+namespace brigade {
+class Stream;
+}
+
+namespace brigade::cuda::vendor {
+
+// ---- cuBLAS (cublas_gemm.cpp) --------------------------------------------------------------
+// C (M, N) = alpha · op(A) · op(B) + beta · C, row-major: gemm_tiled's contract (gemm.h).
+// FP32 arithmetic (no TF32), so it agrees with gemm_tiled to float rounding.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+           int64_t ldc, const Stream& stream);
+
+// Dense through sgemm (bias and ReLU by the hand-written add_bias_rows). dense_backward_bias
+// has no GEMM in it: use brigade::cuda::dense_backward_bias.
+// x: (N, in)  w: (out, in)  b: (out) or nullptr  y: (N, out)
+void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
+                   int64_t in, int64_t out, const Stream& stream, bool relu = false);
+// dy: (N, out)  w: (out, in)  dx: (N, in), overwritten
+void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, int64_t in,
+                         int64_t out, const Stream& stream);
+// x: (N, in)  dy: (N, out)  dw: (out, in), accumulated
+void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N, int64_t in,
+                           int64_t out, const Stream& stream);
+
+// ---- cuDNN convolution (cudnn_conv.cpp) ----------------------------------------------------
+// Bytes of workspace every conv2d_* call below needs for shape s on the stream's device:
+// the largest of the three passes' chosen algorithms (chosen once per shape and device by
+// cuDNN's heuristics, deterministic algorithms only, FP32 math; cached).
+size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream);
+// x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q); relu fuses max(y, 0)
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const Conv2dShape& s, void* workspace, size_t workspace_bytes,
+                    const Stream& stream, bool relu = false);
+// dy: (N, K, P, Q)  w: (K, C, R, S)  dx: (N, C, H, W), overwritten
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+                          void* workspace, size_t workspace_bytes, const Stream& stream);
+// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S), accumulated
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
+                            void* workspace, size_t workspace_bytes, const Stream& stream);
+// dy: (N, K, P, Q)  db: (K), accumulated
+void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream);
+
+// ---- cuDNN max pooling (cudnn_pool.cpp) ----------------------------------------------------
+// x: (N, C, H, W)  y: (N, C, P, Q)
+void maxpool2d_forward(const float* x, float* y, const Pool2dShape& s, const Stream& stream);
+// x, dx: (N, C, H, W)  y, dy: (N, C, P, Q); dx overwritten
+void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
+                        const Pool2dShape& s, const Stream& stream);
+
+}  // namespace brigade::cuda::vendor

@@ -1,0 +1,45 @@
+// Library handles of the vendor paths, one per device, created at first use and cached.
+//
+// A cuBLAS or cuDNN handle belongs to the device that was current when it was created, and
+// its stream is a setting of the handle (cublasSetStream / cudnnSetStream). So a call
+// borrows its device's handle for its duration: the lease makes the stream's device current,
+// locks the handle (host threads of different pipeline stages may share a device), points
+// it at the stream, and unlocks when it goes out of scope.
+//
+//   CublasLease blas(stream);
+//   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
+//
+// Handles are never destroyed: they live as long as the process, and destroying them from a
+// static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <mutex>
+
+#include "engine/stream.h"
+
+namespace brigade::cuda::vendor {
+
+class CublasLease {
+ public:
+  explicit CublasLease(const Stream& stream);
+  cublasHandle_t handle() const { return handle_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+class CudnnLease {
+ public:
+  explicit CudnnLease(const Stream& stream);
+  cudnnHandle_t handle() const { return handle_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  cudnnHandle_t handle_ = nullptr;
+};
+
+}  // namespace brigade::cuda::vendor
