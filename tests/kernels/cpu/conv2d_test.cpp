@@ -19,7 +19,8 @@ struct Case {
 
 // Batch 1, odd sizes, stride 2 and 3, same padding with odd and even windows, the pointwise
 // (no im2col) path, a 1x1 kernel with stride (im2col path), a window as large as the input,
-// and the question's conv1 and conv2.
+// the question's conv1 and conv2, and small outputs that the CPU path lowers several samples
+// at a time (groups that do not divide a thread's share of the batch).
 const Case kCases[] = {
     {1, 1, 28, 28, 32, 3, 3, 1, Padding::valid},   // question's conv1
     {2, 32, 26, 26, 64, 3, 3, 1, Padding::valid},  // question's conv2
@@ -30,6 +31,7 @@ const Case kCases[] = {
     {1, 3, 5, 5, 1, 5, 5, 1, Padding::valid},      // window = input: 1x1 output
     {4, 7, 11, 13, 3, 4, 4, 3, Padding::same},     // even window, stride 3
     {5, 1, 3, 3, 2, 3, 3, 1, Padding::same},
+    {7, 2, 12, 12, 3, 3, 3, 1, Padding::valid},    // P·Q = 100: groups of 3, 3, then 1
 };
 
 void check_case(const Case& c, ThreadPool& pool) {
