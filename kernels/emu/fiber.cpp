@@ -84,7 +84,9 @@ void Fiber::release_sanitizer_state() {
 }
 
 void Fiber::start(FiberStack& stack, Entry entry, void* arg) {
-  release_sanitizer_state();  // a previous, finished or abandoned, run of this Fiber
+  // TSan's fiber state is costly to create (it maps memory), so a Fiber keeps it from one
+  // run to the next; only a run that was abandoned mid-kernel leaves state to throw away.
+  if (!finished_) release_sanitizer_state();
   stack.reset_for_reuse();
   stack_ = &stack;
   entry_ = entry;
@@ -98,7 +100,7 @@ void Fiber::start(FiberStack& stack, Entry entry, void* arg) {
   context_.uc_link = nullptr;  // the trampoline never returns: it switches back itself
   makecontext(&context_, &Fiber::trampoline, 0);
 #if defined(BRIGADE_EMU_TSAN)
-  tsan_fiber_ = __tsan_create_fiber(0);
+  if (tsan_fiber_ == nullptr) tsan_fiber_ = __tsan_create_fiber(0);
 #endif
 }
 
@@ -133,7 +135,9 @@ void Fiber::yield() {
 #endif
 }
 
-void Fiber::trampoline() {
+// Not instrumented by TSan: the trampoline never returns, so an instrumented one would leave
+// one frame on the TSan fiber's shadow stack per run, and the fiber is reused for every block.
+__attribute__((no_sanitize("thread"))) void Fiber::trampoline() {
   Fiber* self = starting_fiber;
 #if defined(BRIGADE_EMU_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, &self->caller_bottom_, &self->caller_size_);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/device.h"
+#include "engine/error.h"
 #include "engine/stream.h"
 #include "kernels/emu/emu.h"
 #include "tests/support/deadline.h"
@@ -45,6 +46,13 @@ __global__ void partial_mask_kernel(int* out) {
 }
 
 __global__ void empty_kernel(int* out) { out[0] = 0; }
+
+// Thread (2,1,0) of block (1,0,0) fails a check, the others finish or wait at the barrier.
+__global__ void failing_kernel(int* out) {
+  if (blockIdx.x == 1 && threadIdx.x == 2 && threadIdx.y == 1)
+    BRIGADE_CHECK(out[0] > 0, "out[0] = " << out[0] << " is not positive");
+  __syncthreads();
+}
 
 }  // namespace brigade::emu::error_kernels
 
@@ -89,6 +97,17 @@ TEST_CASE("shuffles must be reached by, and name, every lane of the warp") {
   CHECK_THROWS_WITH_AS(
       brigade::emu::run_kernel("partial_mask_kernel", 1, 32, 0, ek::partial_mask_kernel, out),
       doctest::Contains("shuffle mask 0xffff leaves out lanes of warp 0"), brigade::Error);
+}
+
+TEST_CASE("an exception inside a kernel is reported with its kernel, block and thread") {
+  Deadline deadline("failing kernel");
+  int out[1] = {0};
+  CHECK_THROWS_WITH_AS(
+      brigade::emu::run_kernel("failing_kernel", 2, brigade::emu::dim3(4, 2), 0,
+                               ek::failing_kernel, out),
+      "CUDA emulator: kernel failing_kernel, block (1,0,0), thread (2,1,0): out[0] = 0 is not "
+      "positive",
+      brigade::Error);
 }
 
 TEST_CASE("invalid launch shapes are rejected at the launch, naming the kernel and shape") {

@@ -11,11 +11,13 @@
 //    K·u·Σ|a_i·b_i|; the loop is computed in double, so these bounds are the tolerances.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/stream.h"
 #include "kernels/cuda/proof.h"
 #include "tests/support/deadline.h"
@@ -53,7 +55,8 @@ void check_sum(const char* kernel, float got, const std::vector<float>& x, bool 
   }
 }
 
-const int64_t kSizes[] = {0, 1, 31, 33, 1000, 4099, 70001};
+// 20000: more than 64 blocks of 256 threads, so reduce_sum_warp's grid-stride loop strides.
+const int64_t kSizes[] = {0, 1, 31, 33, 1000, 4099, 20000};
 
 }  // namespace
 
@@ -134,3 +137,73 @@ TEST_CASE("proof kernels reject negative sizes with a message naming the kernel"
   CHECK_THROWS_WITH(brigade::emu::matmul_tiled(&out, &out, &out, 2, -3, 1, stream),
                     doctest::Contains("matmul_tiled: negative size"));
 }
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+// The nvcc compilation of the same sources, linked into this same binary.
+
+TEST_CASE("native proof kernels refuse a CPU stream: no silent fallback") {
+  Stream stream = Stream::create(Device::cpu(0));
+  float out = 0.0f;
+  // The stream is checked before any CUDA call, so this runs on machines without a GPU.
+  CHECK_THROWS_WITH_AS(brigade::cuda::reduce_sum_warp(&out, 1, &out, stream),
+                       doctest::Contains("a native CUDA launch needs a CUDA stream, got cpu:0"),
+                       brigade::Error);
+}
+
+namespace {
+// A device buffer holding a copy of `host`, freed on scope exit.
+struct DeviceBuffer {
+  float* ptr = nullptr;
+  explicit DeviceBuffer(const std::vector<float>& host, size_t min_floats = 1) {
+    const size_t floats = std::max(host.size(), min_floats);
+    BRIGADE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), floats * sizeof(float)));
+    if (!host.empty())
+      BRIGADE_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  std::vector<float> read(size_t floats) const {
+    std::vector<float> host(floats);
+    BRIGADE_CUDA_CHECK(
+        cudaMemcpy(host.data(), ptr, floats * sizeof(float), cudaMemcpyDeviceToHost));
+    return host;
+  }
+};
+}  // namespace
+
+TEST_CASE("native proof kernels match the loops on a GPU") {
+  if (brigade::cuda_device_count() == 0) {
+    MESSAGE("no GPU here: the native kernels were compiled and linked, not run");
+    return;
+  }
+  Deadline deadline("native proof kernels");
+  Stream stream = Stream::create(Device::cuda(0));
+  for (int64_t n : kSizes) {
+    for (bool integers : {true, false}) {
+      const std::vector<float> x = make_input(n, integers, static_cast<uint32_t>(n) + 3);
+      DeviceBuffer dx(x), out(std::vector<float>(1, NAN));
+      DeviceBuffer workspace(std::vector<float>(),
+                             static_cast<size_t>(brigade::cuda::reduce_sum_shared_workspace(n)) + 1);
+      brigade::cuda::reduce_sum_shared(dx.ptr, n, workspace.ptr, out.ptr, stream);
+      stream.synchronize();
+      check_sum("cuda reduce_sum_shared", out.read(1)[0], x, integers);
+      brigade::cuda::reduce_sum_warp(dx.ptr, n, out.ptr, stream);
+      stream.synchronize();
+      check_sum("cuda reduce_sum_warp", out.read(1)[0], x, integers);
+    }
+  }
+  // The GPU's result equals the emulator's exactly on integer inputs (both exact).
+  const int64_t m = 33, n = 65, k = 17;
+  const std::vector<float> a = make_input(m * k, true, 21), b = make_input(k * n, true, 22);
+  DeviceBuffer da(a), db(b), dc(std::vector<float>(m * n, NAN));
+  brigade::cuda::matmul_tiled(da.ptr, db.ptr, dc.ptr, m, n, k, stream);
+  stream.synchronize();
+  std::vector<float> emulated(m * n, NAN);
+  Stream cpu = Stream::create(Device::cpu(0));
+  brigade::emu::matmul_tiled(a.data(), b.data(), emulated.data(), m, n, k, cpu);
+  cpu.synchronize();
+  CHECK(dc.read(m * n) == emulated);
+}
+#endif
