@@ -67,16 +67,6 @@ std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_
 
 }  // namespace
 
-TEST_CASE("cuda path: parsed, printed, settable") {
-  CHECK(parse_cuda_path("vendor") == CudaPath::vendor);
-  CHECK(parse_cuda_path("handwritten") == CudaPath::handwritten);
-  CHECK_THROWS_WITH(parse_cuda_path("cublas"), doctest::Contains("expected \"handwritten\" or \"vendor\""));
-  const CudaPath before = cuda_path();
-  set_cuda_path(CudaPath::handwritten);
-  CHECK(describe_cuda_path().find("handwritten") != std::string::npos);
-  set_cuda_path(before);
-}
-
 TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every transpose") {
   const Stream stream = Stream::create(Device::cuda(0));
   const int64_t M = 67, N = 33, K = 129;
