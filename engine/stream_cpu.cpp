@@ -58,12 +58,12 @@ struct CpuQueue {
   uint64_t running_position = 0;
   std::shared_ptr<EventRecord> blocked_on;
 
-  // Blocks until `position` has run. Throws the sticky error if it covers that position
-  // (failed at or before it), when `throw_failure`.
+  // Blocks until `position` has run.
   void wait_for(uint64_t position) {
     std::unique_lock<std::mutex> lock(mutex);
     progress.wait(lock, [&] { return completed.load() >= position; });
   }
+  // True if the sticky error covers `position`: a task at or before it failed.
   bool failed_before(uint64_t position) {
     std::lock_guard<std::mutex> lock(mutex);
     return error_position != 0 && error_position <= position;
@@ -114,7 +114,7 @@ std::string what_of(const std::exception_ptr& error) {
   }
 }
 
-// Runs one item; returns the failure it caused (if any) with its message.
+// Runs one item; sets *error and *message if it failed (a thrown task, a failed wait).
 void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
               std::exception_ptr* error, std::string* message) {
   using Kind = CpuQueue::Item::Kind;
