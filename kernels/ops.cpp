@@ -121,33 +121,35 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
   check_operands("maxpool2d_forward", stream, {{"x", &x}});
   const Pool2dShape s = pool_shape("maxpool2d_forward", x.shape(), a);
   const Shape out({s.N, s.C, s.P, s.Q});
-  PoolResult r{Tensor::empty(out, stream), Tensor::empty(out, stream)};  // y, argmax (int32)
+  PoolResult r{Tensor::empty(out, stream), Tensor(), Tensor(), x.shape()};
   if (stream.device().is_cpu()) {
+    r.argmax = Tensor::empty(out, stream);  // int32 bits
     on_cpu(stream, {x, r.y, r.argmax}, [=, y = r.y, argmax = r.argmax](ThreadPool& pool) {
       cpu::maxpool2d_forward(x.data<float>(), y.data<float>(), int32_data(argmax), s, pool);
     });
   } else {
-    BRIGADE_OPS_CUDA(maxpool2d_forward, (x, r.y, r.argmax, s, stream));
+    BRIGADE_OPS_CUDA(maxpool2d_forward, (x, r, s, stream));
   }
   return r;
 }
 
-Tensor maxpool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
-                          const Pool2dArgs& a, const Stream& stream) {
-  check_operands("maxpool2d_backward", stream, {{"dy", &dy}, {"argmax", &argmax}});
-  const Pool2dShape s = pool_shape("maxpool2d_backward", x_shape, a);
+Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
+                          const Stream& stream) {
+  check_operands("maxpool2d_backward", stream, {{"dy", &dy}});
+  const Pool2dShape s = pool_shape("maxpool2d_backward", fwd.x_shape, a);
   const Shape out({s.N, s.C, s.P, s.Q});
-  BRIGADE_CHECK(dy.shape() == out && argmax.shape() == out,
-                "maxpool2d_backward: dy " << dy.shape() << " and argmax " << argmax.shape()
-                                          << " must be the output shape " << out
-                                          << " of input " << x_shape);
-  Tensor dx = Tensor::empty(x_shape, stream);  // (N, C, H, W)
+  BRIGADE_CHECK(dy.shape() == out, "maxpool2d_backward: dy " << dy.shape()
+                                                              << " is not the output shape "
+                                                              << out << " of input "
+                                                              << fwd.x_shape);
+  Tensor dx = Tensor::empty(fwd.x_shape, stream);  // (N, C, H, W)
   if (stream.device().is_cpu()) {
-    on_cpu(stream, {dy, argmax, dx}, [=](ThreadPool& pool) {
+    check_operands("maxpool2d_backward", stream, {{"argmax", &fwd.argmax}});
+    on_cpu(stream, {dy, fwd.argmax, dx}, [=, argmax = fwd.argmax](ThreadPool& pool) {
       cpu::maxpool2d_backward(dy.data<float>(), int32_data(argmax), dx.data<float>(), s, pool);
     });
   } else {
-    BRIGADE_OPS_CUDA(maxpool2d_backward, (dy, argmax, dx, s, stream));
+    BRIGADE_OPS_CUDA(maxpool2d_backward, (dy, fwd, dx, s, stream));
   }
   return dx;
 }

@@ -61,16 +61,22 @@ struct Pool2dArgs {
   int64_t stride = 2;
 };
 
+// What the forward leaves for the backward. The hand-written kernels (CPU and CUDA) record
+// the argmax; cuDNN (the CUDA vendor path, kernels/cuda/path.h) has none and reads x and y
+// in its backward instead, so then x is kept and argmax is undefined.
 struct PoolResult {
   Tensor y;       // (N, C, P, Q)
   Tensor argmax;  // (N, C, P, Q), int32 bits: h * W + w of the winner in its plane
+  Tensor x;       // (N, C, H, W): kept only on the cuDNN path
+  Shape x_shape;  // (N, C, H, W)
 };
 
-// x: (N, C, H, W). Ties: the first maximum in row-major window order (kernels/reference).
+// x: (N, C, H, W). Ties: the first maximum in row-major window order (kernels/reference;
+// cuDNN breaks ties its own way).
 PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream& stream);
-// dy, argmax: (N, C, P, Q)  -> dx with x_shape (N, C, H, W)
-Tensor maxpool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
-                          const Pool2dArgs& a, const Stream& stream);
+// dy: (N, C, P, Q), fwd: the forward's result  -> dx: (N, C, H, W)
+Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
+                          const Stream& stream);
 
 // ---- ReLU, Dropout -------------------------------------------------------------------------
 
@@ -109,15 +115,20 @@ Tensor labels_tensor(const std::vector<int32_t>& labels, const Stream& stream);
 struct LossResult {
   Tensor loss;     // (1): sum over rows of the cross-entropy / normaliser
   Tensor dlogits;  // (N, classes): (softmax - onehot) / normaliser
+  Tensor status;   // CUDA: the kernel's CrossEntropyResult (bad labels); CPU: undefined
 };
 
 // logits: (N, classes)  labels: (N) int32. For the mean over a mini-batch of B samples cut
 // into micro-batches, pass normaliser = B for every micro-batch (kernels/reference/softmax.h).
-// A label outside [0, classes) fails the stream's task (the stream's sticky error).
+// A label outside [0, classes) fails the CPU stream's task (its sticky error); a CUDA kernel
+// cannot throw, so it leaves a NaN loss and the bad row in `status`: loss_value() reports it.
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float normaliser,
                                  const Stream& stream);
-// logits: (N, classes)  labels: (N) -> (1): how many rows' first largest logit is the label
-Tensor accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);
+// The loss on the host (blocks until it is computed); throws for a bad label on any device.
+float loss_value(const LossResult& r);
+// logits: (N, classes)  labels: (N). How many rows' first largest logit is the label.
+// Blocks until counted (evaluation only, never inside a pipelined step).
+int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);
 
 // ---- Optimizer updates (in place, PyTorch's rules) -----------------------------------------
 

@@ -17,9 +17,10 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,
                           const Conv2dShape& s, const Stream& stream);
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dShape& s, const Stream& stream);
-void maxpool2d_forward(const Tensor& x, const Tensor& y, const Tensor& argmax,
-                       const Pool2dShape& s, const Stream& stream);
-void maxpool2d_backward(const Tensor& dy, const Tensor& argmax, const Tensor& dx,
+// Fills r.y, and r.argmax (hand-written path) or r.x (cuDNN path); see ops.h.
+void maxpool2d_forward(const Tensor& x, PoolResult& r, const Pool2dShape& s,
+                       const Stream& stream);
+void maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Tensor& dx,
                         const Pool2dShape& s, const Stream& stream);
 void relu_forward(const Tensor& x, const Tensor& y, const Stream& stream);
 void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, const Stream& stream);
@@ -33,10 +34,13 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
                            const Stream& stream);
 void softmax_forward(const Tensor& x, const Tensor& y, const Stream& stream);
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, const Stream& stream);
+// Fills r.loss, r.dlogits and r.status (the kernel's CrossEntropyResult).
 void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float normaliser,
-                           const Tensor& loss, const Tensor& dlogits, const Stream& stream);
-void accuracy_count(const Tensor& logits, const Tensor& labels, const Tensor& count,
-                    const Stream& stream);
+                           LossResult& r, const Stream& stream);
+// Checks r.status on the host (blocking) and throws for a bad label.
+void check_loss_status(const LossResult& r, int64_t classes);
+// Blocking: the count, on the host.
+int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);
 void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdParams& h,
               bool first_step, const Stream& stream);
 void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

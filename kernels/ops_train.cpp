@@ -1,6 +1,7 @@
 // The training ops of kernels/ops.h: softmax, the fused loss, accuracy, optimizer updates and
 // the elementwise helpers autodiff needs. Same pattern as ops.cpp (ops_dispatch.h).
 #include <cstring>
+#include <memory>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/optimizers.h"
@@ -70,7 +71,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, flo
   check_rows("softmax_cross_entropy", logits, &labels);
   BRIGADE_CHECK(normaliser > 0, "softmax_cross_entropy: normaliser must be positive, got "
                                     << normaliser);
-  LossResult r{Tensor::empty(Shape({1}), stream), Tensor::empty(logits.shape(), stream)};
+  LossResult r{Tensor::empty(Shape({1}), stream), Tensor::empty(logits.shape(), stream), Tensor()};
   if (stream.device().is_cpu()) {
     on_cpu(stream, {logits, labels, r.loss, r.dlogits},
            [=, loss = r.loss, d = r.dlogits](ThreadPool&) {
@@ -80,25 +81,36 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, flo
                                             logits.shape()[1], normaliser);
            });
   } else {
-    BRIGADE_OPS_CUDA(softmax_cross_entropy, (logits, labels, normaliser, r.loss, r.dlogits,
-                                             stream));
+    BRIGADE_OPS_CUDA(softmax_cross_entropy, (logits, labels, normaliser, r, stream));
   }
   return r;
 }
 
-Tensor accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream) {
+float loss_value(const LossResult& r) {
+  BRIGADE_CHECK(r.loss.defined(), "loss_value: the loss is an undefined tensor");
+#if defined(BRIGADE_HAVE_CUDA)
+  if (r.status.defined()) cuda_ops::check_loss_status(r, r.dlogits.shape()[1]);
+#endif
+  return r.loss.to_vector()[0];  // on a CPU stream, rethrows a failed task (a bad label)
+}
+
+int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream) {
   check_operands("accuracy_count", stream, {{"logits", &logits}, {"labels", &labels}});
   check_rows("accuracy_count", logits, &labels);
-  Tensor count = Tensor::empty(Shape({1}), stream);
   if (stream.device().is_cpu()) {
-    on_cpu(stream, {logits, labels, count}, [=](ThreadPool&) {
-      *count.data<float>() = static_cast<float>(cpu::accuracy_count(
-          logits.data<float>(), int32_data(labels), logits.shape()[0], logits.shape()[1]));
+    auto count = std::make_shared<int64_t>(0);
+    on_cpu(stream, {logits, labels}, [=](ThreadPool&) {
+      *count = cpu::accuracy_count(logits.data<float>(), int32_data(labels), logits.shape()[0],
+                                   logits.shape()[1]);
     });
-  } else {
-    BRIGADE_OPS_CUDA(accuracy_count, (logits, labels, count, stream));
+    stream.synchronize();  // the stream's worker wrote *count before it counted as done
+    return *count;
   }
-  return count;
+#if defined(BRIGADE_HAVE_CUDA)
+  return cuda_ops::accuracy_count(logits, labels, stream);
+#else
+  detail::no_kernel("accuracy_count", stream.device());
+#endif
 }
 
 // ---- Optimizer updates -----------------------------------------------------------------------

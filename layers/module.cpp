@@ -186,9 +186,11 @@ class MaxPool2DModule : public Module {
                   name() << ": strides " << shape().stride_h << "x" << shape().stride_w
                          << " differ; the kernels take one stride for both directions");
     const ops::Pool2dArgs a{spec().pool_h, spec().pool_w, shape().stride_h};
-    ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
-    record(ctx, name(), [argmax = r.argmax, x_shape = x.shape(), a, s](const Tensor& dy) {
-      return ops::maxpool2d_backward(dy, argmax, x_shape, a, s);
+    const ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
+    ops::PoolResult saved = r;
+    if (!saved.x.defined()) saved.y = Tensor();  // only cuDNN's backward reads y (and x)
+    record(ctx, name(), [saved, a, s](const Tensor& dy) {
+      return ops::maxpool2d_backward(dy, saved, a, s);
     });
     return r.y;
   }

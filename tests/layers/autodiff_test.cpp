@@ -61,7 +61,7 @@ TEST_CASE("whole-model gradients match central differences of the double referen
   std::vector<std::vector<double>*> slots = {&ref.w1, &ref.b1, &ref.w2, &ref.b2};
   for (size_t i = 0; i < ps.size(); ++i) *slots[i] = to_double(ps[i]->value.to_vector());
   std::vector<double> x = to_double(b.x);
-  CHECK(r.loss.to_vector()[0] == doctest::Approx(ref.loss(x, b, 11, 3)).epsilon(1e-6));
+  CHECK(ops::loss_value(r) == doctest::Approx(ref.loss(x, b, 11, 3)).epsilon(1e-6));
 
   // Central differences in double: truncation O(h²) ~ 1e-12 and rounding ~ 1e-16 / h ~ 1e-10
   // are far below float32's. The autodiff side is float32: sums of < 100 terms of O(1)
@@ -130,7 +130,7 @@ TEST_CASE("two micro-batches accumulated equal one batch, dropout masks included
   whole.backward_input(r.dlogits, /*need_input_grad=*/false);
   whole.backward_params(r.dlogits);
   const auto one = grads_of(*m);
-  const float loss_one = r.loss.to_vector()[0];
+  const float loss_one = ops::loss_value(r);
 
   m->zero_grad();
   float loss_two = 0;
@@ -139,7 +139,7 @@ TEST_CASE("two micro-batches accumulated equal one batch, dropout masks included
     ops::LossResult part = forward_loss(*m, slice(b, begin, begin + 4), tape, begin, 8.0f);
     tape.backward_params(part.dlogits);
     tape.backward_input(part.dlogits, false);
-    loss_two += part.loss.to_vector()[0];
+    loss_two += ops::loss_value(part);
   }
   const auto two = grads_of(*m);
   // Not bit-exact: one batch sums the 8 samples' contributions to a weight gradient in one
