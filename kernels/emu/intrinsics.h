@@ -1,7 +1,8 @@
 // CUDA's device functions that have a plain C++ meaning: atomics and math intrinsics.
 //
 // Atomics are real atomics (std::atomic_ref), because blocks of one grid may run on
-// several OS threads at once. Relaxed order, as CUDA's atomicAdd & co.
+// several OS threads at once. Relaxed order, as CUDA's atomicAdd & co. The value parameters
+// are not deduced, so that atomicAdd(&unsigned_counter, 1) converts 1 as CUDA's overloads do.
 //
 // Math: the C library already provides expf, logf, sqrtf, fmaxf, fminf, fabsf, tanhf, powf,
 // fmaf... under the same names, for both compilations. This file adds the CUDA-only ones.
@@ -24,31 +25,31 @@ concept AtomicScalar = std::is_same_v<T, int> || std::is_same_v<T, unsigned int>
                        std::is_same_v<T, double>;
 
 template <AtomicScalar T>
-T atomicAdd(T* address, T value) {
+T atomicAdd(T* address, std::type_identity_t<T> value) {
   return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
 }
 
 template <AtomicScalar T>
   requires std::is_integral_v<T>
-T atomicSub(T* address, T value) {
+T atomicSub(T* address, std::type_identity_t<T> value) {
   return std::atomic_ref<T>(*address).fetch_sub(value, std::memory_order_relaxed);
 }
 
 template <AtomicScalar T>
-T atomicExch(T* address, T value) {
+T atomicExch(T* address, std::type_identity_t<T> value) {
   return std::atomic_ref<T>(*address).exchange(value, std::memory_order_relaxed);
 }
 
 template <AtomicScalar T>
   requires std::is_integral_v<T>
-T atomicCAS(T* address, T compare, T value) {
+T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> value) {
   std::atomic_ref<T>(*address).compare_exchange_strong(compare, value, std::memory_order_relaxed);
   return compare;  // the old value, whether or not it was replaced
 }
 
 template <AtomicScalar T>
   requires std::is_integral_v<T>
-T atomicMax(T* address, T value) {
+T atomicMax(T* address, std::type_identity_t<T> value) {
   std::atomic_ref<T> a(*address);
   T old = a.load(std::memory_order_relaxed);
   while (old < value && !a.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
@@ -58,7 +59,7 @@ T atomicMax(T* address, T value) {
 
 template <AtomicScalar T>
   requires std::is_integral_v<T>
-T atomicMin(T* address, T value) {
+T atomicMin(T* address, std::type_identity_t<T> value) {
   std::atomic_ref<T> a(*address);
   T old = a.load(std::memory_order_relaxed);
   while (old > value && !a.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
@@ -83,16 +84,19 @@ T __ldg(const T* p) {
   return *p;  // the read-only cache is a performance hint
 }
 
-// CUDA's device code has min/max overloads for every arithmetic type.
-template <class T>
-  requires std::is_arithmetic_v<T>
-constexpr T min(T a, T b) {
-  return b < a ? b : a;
+// CUDA's device code has min/max overloads for every pair of arithmetic types, with the
+// usual arithmetic conversions (min(int, unsigned) is unsigned).
+template <class A, class B>
+  requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+constexpr std::common_type_t<A, B> min(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return static_cast<T>(b) < static_cast<T>(a) ? static_cast<T>(b) : static_cast<T>(a);
 }
-template <class T>
-  requires std::is_arithmetic_v<T>
-constexpr T max(T a, T b) {
-  return a < b ? b : a;
+template <class A, class B>
+  requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+constexpr std::common_type_t<A, B> max(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return static_cast<T>(a) < static_cast<T>(b) ? static_cast<T>(b) : static_cast<T>(a);
 }
 
 }  // namespace brigade::emu

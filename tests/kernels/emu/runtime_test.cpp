@@ -3,6 +3,7 @@
 // emulator, never compiled by nvcc), inside brigade::emu like an emulated .cu's code.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -70,6 +71,26 @@ __global__ void shuffle_kinds_kernel(int* down, int* up, int* idx, int width) {
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= factor;
+}
+
+// Atomics from every thread of every block; blocks run on several OS threads at once.
+struct AtomicResults {
+  unsigned count = 0;
+  int largest = -1000000, smallest = 1000000;
+  int claimed = 0;  // 0 until one thread's atomicCAS claims it
+  int claims = 0;   // how many threads saw their CAS succeed
+  float total = 0.0f;
+  unsigned mixed_min_max = 0;  // sum over threads of max(min(t, 40u), 3): mixed int/unsigned
+};
+__global__ void atomics_kernel(AtomicResults* r) {
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  atomicAdd(&r->count, 1);  // unsigned counter, int literal: converted as in CUDA
+  const int value = (t * 37) % 101 - 50;
+  atomicMax(&r->largest, value);
+  atomicMin(&r->smallest, value);
+  if (atomicCAS(&r->claimed, 0, t + 1) == 0) atomicAdd(&r->claims, 1);
+  atomicAdd(&r->total, 0.5f);
+  atomicAdd(&r->mixed_min_max, max(min(t, 40u), 3));
 }
 
 }  // namespace brigade::emu::test_kernels
@@ -151,6 +172,31 @@ TEST_CASE("shuffles read the lane PTX names, and keep their own value past a seg
       CHECK(idx[lane] == 100 + segment + 5);
     }
   }
+}
+
+TEST_CASE("atomics are atomic across blocks running on several OS threads") {
+  Deadline deadline("emulated atomics");
+  brigade::configure_cpu_device(6, {.threads = 3});
+  Stream stream = Stream::create(Device::cpu(6));
+  const int blocks = 8, block = 64, threads = blocks * block;
+  tk::AtomicResults r;
+  BRIGADE_LAUNCH(tk::atomics_kernel, blocks, block, 0, stream, &r);
+  stream.synchronize();
+  int largest = -1000000, smallest = 1000000;
+  unsigned mixed = 0;
+  for (int t = 0; t < threads; ++t) {
+    const int value = (t * 37) % 101 - 50;
+    largest = std::max(largest, value);
+    smallest = std::min(smallest, value);
+    mixed += static_cast<unsigned>(std::max(std::min(t, 40), 3));
+  }
+  CHECK(r.count == static_cast<unsigned>(threads));
+  CHECK(r.largest == largest);
+  CHECK(r.smallest == smallest);
+  CHECK(r.claims == 1);
+  CHECK(r.claimed >= 1);
+  CHECK(r.total == 0.5f * threads);  // multiples of 0.5 below 2^24 add exactly
+  CHECK(r.mixed_min_max == mixed);
 }
 
 TEST_CASE("a launch on a CPU stream runs in stream order, after earlier tasks, before later") {
