@@ -1,0 +1,177 @@
+#include "pipeline/partition.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "kernels/ops.h"
+
+namespace brigade::pipeline {
+
+Partition from_device_blocks(const model::ModelSpec& spec) {
+  BRIGADE_CHECK(!spec.layers.empty(), "partition: the model has no layers");
+  Partition p;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const int block = spec.layers[i].device;
+    if (i == 0 || block != spec.layers[i - 1].device) {
+      // A new block must be the next one: blocks are numbered by first appearance, so a
+      // smaller number means the model went back to an earlier device.
+      BRIGADE_CHECK(block == p.count(),
+                    "partition: " << spec.layers[i].name << " is in device block " << block
+                                  << " after block " << spec.layers[i - 1].device
+                                  << "; a pipeline stage must be a contiguous range of layers");
+      p.stages.push_back({i, i});
+    }
+    p.stages.back().end = i + 1;
+  }
+  return p;
+}
+
+Partition at_cuts(size_t layers, const std::vector<size_t>& cuts) {
+  BRIGADE_CHECK(layers > 0, "partition: the model has no layers");
+  Partition p;
+  size_t begin = 0;
+  for (size_t c : cuts) {
+    BRIGADE_CHECK(c >= 1 && c < layers,
+                  "partition: cut " << c << " is out of range: a cut is the first layer of a "
+                                    << "stage, in [1, " << layers - 1 << "] for " << layers
+                                    << " layers");
+    BRIGADE_CHECK(c > begin, "partition: cut " << c << " after cut " << begin
+                                               << " would leave an empty stage; cuts must "
+                                                  "increase strictly");
+    p.stages.push_back({begin, c});
+    begin = c;
+  }
+  p.stages.push_back({begin, layers});
+  return p;
+}
+
+Partition balance(const std::vector<double>& costs, int stages) {
+  const size_t n = costs.size();
+  BRIGADE_CHECK(stages >= 1, "partition: " << stages << " stages; need at least 1");
+  BRIGADE_CHECK(static_cast<size_t>(stages) <= n,
+                "partition: " << stages << " stages for " << n
+                              << " layers; every stage needs at least one layer");
+  for (size_t i = 0; i < n; ++i)
+    BRIGADE_CHECK(costs[i] >= 0, "partition: layer " << i << " has a negative cost " << costs[i]);
+  std::vector<double> prefix(n + 1, 0.0);  // prefix[i] = cost of layers [0, i)
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  const size_t k = static_cast<size_t>(stages);
+  // best[j][i]: the smallest largest-stage cost of layers [0, i) in j stages; from[j][i]: the
+  // start of the last of those stages. Exact: every contiguous cut is considered.
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<size_t>> from(k + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t j = 1; j <= k; ++j)
+    for (size_t i = j; i <= n; ++i)
+      for (size_t s = j - 1; s < i; ++s) {  // last stage = [s, i)
+        const double worst = std::max(best[j - 1][s], prefix[i] - prefix[s]);
+        if (worst < best[j][i]) {  // strict: the earliest s wins ties
+          best[j][i] = worst;
+          from[j][i] = s;
+        }
+      }
+  Partition p;
+  p.stages.resize(k);
+  size_t end = n;
+  for (size_t j = k; j >= 1; --j) {
+    p.stages[j - 1] = {from[j][end], end};
+    end = from[j][end];
+  }
+  return p;
+}
+
+const char* cost_name(CostKind kind) {
+  switch (kind) {
+    case CostKind::params: return "parameters";
+    case CostKind::activations: return "activation bytes/sample";
+    case CostKind::flops: return "FLOPs/sample";
+  }
+  return "?";
+}
+
+std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind) {
+  std::vector<double> out;
+  for (const model::LayerShape& l : shapes.layers) {
+    switch (kind) {
+      case CostKind::params: out.push_back(static_cast<double>(l.params)); break;
+      case CostKind::activations: {
+        // The output a layer leaves for the next one (what a tape holds per sample), float32.
+        double elements = 1;
+        for (int64_t d : l.output) elements *= static_cast<double>(d);
+        out.push_back(4.0 * elements);
+        break;
+      }
+      case CostKind::flops: out.push_back(static_cast<double>(l.flops)); break;
+    }
+  }
+  return out;
+}
+
+std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor& x, int repeats) {
+  BRIGADE_CHECK(repeats >= 1, "profile_layer_times: repeats " << repeats << " < 1");
+  std::vector<std::vector<double>> runs(model.size());
+  for (int r = 0; r < repeats; ++r) {
+    Tensor h = x;
+    for (size_t i = 0; i < model.size(); ++i) {
+      const Stream stream = Stream::default_for(model.layer(i).device());
+      layers::Tape tape;
+      layers::ForwardContext ctx;
+      ctx.tape = &tape;
+      ctx.step = static_cast<uint32_t>(r);
+      const auto t0 = std::chrono::steady_clock::now();
+      Tensor y = model.forward(h, ctx, i, i + 1);
+      Tensor dy = Tensor::empty(y.shape(), stream);
+      ops::fill(dy, 1.0f, stream);
+      tape.backward(dy, /*need_input_grad=*/i > 0);
+      stream.synchronize();
+      const auto t1 = std::chrono::steady_clock::now();
+      runs[i].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      h = y;
+    }
+  }
+  model.zero_grad();  // the profile's gradients are not a training step's
+  std::vector<double> median;
+  for (auto& r : runs) {
+    std::sort(r.begin(), r.end());
+    median.push_back(r[r.size() / 2]);
+  }
+  return median;
+}
+
+model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices) {
+  BRIGADE_CHECK(devices >= 1, "place: " << devices << " devices");
+  BRIGADE_CHECK(!partition.stages.empty() && partition.stages.back().end == spec.layers.size(),
+                "place: the partition covers " << (partition.stages.empty() ? 0 : partition.stages.back().end)
+                                               << " layers but the model has " << spec.layers.size());
+  model::ModelSpec out = spec;
+  for (int s = 0; s < partition.count(); ++s)
+    for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
+      out.layers[i].device = s % devices;
+  out.device_count = std::min(devices, partition.count());
+  return out;
+}
+
+std::string format_partition(const Partition& partition, const model::ModelSpec& spec,
+                             const std::vector<double>& costs, int devices) {
+  const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
+  std::ostringstream os;
+  for (int s = 0; s < partition.count(); ++s) {
+    const StageRange& r = partition.stages[s];
+    double cost = 0;
+    os << "stage " << s << " (device " << s % devices << "):";
+    for (size_t i = r.begin; i < r.end; ++i) {
+      os << " " << spec.layers.at(i).name;
+      cost += costs.at(i);
+    }
+    os << "  cost " << cost << " (" << std::fixed << std::setprecision(1)
+       << (total > 0 ? 100 * cost / total : 0.0) << " %)" << std::defaultfloat << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace brigade::pipeline

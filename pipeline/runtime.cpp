@@ -1,0 +1,257 @@
+#include "pipeline/runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "engine/allocator.h"
+#include "engine/event.h"
+#include "kernels/ops.h"
+#include "pipeline/runtime_internal.h"
+#include "pipeline/validate.h"
+
+namespace brigade::pipeline {
+
+namespace {
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace
+
+Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
+                 const OptimizerFactory& make_optimizer, RuntimeOptions options)
+    : model_(model),
+      partition_(std::move(partition)),
+      schedule_(std::move(schedule)),
+      options_(options),
+      failure_(std::make_unique<Failure>()) {
+  validate(schedule_);
+  const int stages = schedule_.stages();
+  BRIGADE_CHECK(stages == partition_.count(),
+                "runtime: schedule '" << schedule_.name << "' has " << stages << " stages ("
+                                      << schedule_.devices << " devices x " << schedule_.chunks
+                                      << " chunks) but the partition has " << partition_.count());
+  BRIGADE_CHECK(partition_.stages.back().end == model_.size(),
+                "runtime: the partition covers " << partition_.stages.back().end
+                                                 << " layers but the model has " << model_.size());
+  // The device of each schedule device index: that of its stages' layers, which must agree.
+  devices_.assign(static_cast<size_t>(schedule_.devices), Device::cpu(0));
+  for (int s = 0; s < stages; ++s) {
+    const StageRange& r = partition_.stages[static_cast<size_t>(s)];
+    const int d = schedule_.device_of(s);
+    const Device first = model_.layer(r.begin).device();
+    if (s < schedule_.devices) devices_[static_cast<size_t>(d)] = first;
+    for (size_t i = r.begin; i < r.end; ++i)
+      BRIGADE_CHECK(model_.layer(i).device() == devices_[static_cast<size_t>(d)],
+                    "runtime: " << model_.layer(i).name() << " (stage " << s << ") lives on "
+                                << model_.layer(i).device() << " but the schedule runs stage "
+                                << s << " on device " << d << " = "
+                                << devices_[static_cast<size_t>(d)]
+                                << "; build the model with place(spec, partition, "
+                                << schedule_.devices << ")");
+  }
+  for (size_t a = 0; a < devices_.size(); ++a)
+    for (size_t b = a + 1; b < devices_.size(); ++b)
+      BRIGADE_CHECK(devices_[a] != devices_[b], "runtime: schedule devices " << a << " and " << b
+                                                    << " are both " << devices_[a]);
+  for (int s = 0; s < stages; ++s) {
+    const StageRange& r = partition_.stages[static_cast<size_t>(s)];
+    optimizers_.push_back(make_optimizer(model_.parameters(r.begin, r.end)));
+  }
+  for (int s = 0; s + 1 < stages; ++s) {
+    activations_.push_back(std::make_unique<Channel>("activations " + std::to_string(s) + "->" +
+                                                     std::to_string(s + 1)));
+    gradients_.push_back(std::make_unique<Channel>("gradients " + std::to_string(s + 1) + "->" +
+                                                   std::to_string(s)));
+  }
+  // Parameters and optimizer state were written on the devices' default streams: let that
+  // finish before other streams use them (construction, not a step).
+  for (const Device& d : devices_) Stream::default_for(d).synchronize();
+  recover();  // makes the streams
+}
+
+Runtime::~Runtime() {
+  for (Streams& s : streams_) {
+    // Drain, ignoring sticky errors: a failed step already reported them.
+    try { s.compute.synchronize(); } catch (const std::exception&) {}
+    try { s.send.synchronize(); } catch (const std::exception&) {}
+    try { s.recv.synchronize(); } catch (const std::exception&) {}
+  }
+}
+
+// Fresh streams (a failed stream stays failed) and empty per-step state.
+void Runtime::recover() {
+  slots_.clear();
+  inputs_.clear();
+  labels_.clear();
+  for (auto& c : activations_) c->reset();
+  for (auto& c : gradients_) c->reset();
+  streams_.clear();
+  for (const Device& d : devices_)
+    streams_.push_back({Stream::create(d), Stream::create(d), Stream::create(d)});
+}
+
+Runtime::Slot& Runtime::slot(const Action& a) {
+  return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.microbatch)];
+}
+
+StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
+  const int m = schedule_.microbatches;
+  const int64_t n = batch.shape.rank() > 0 ? batch.shape[0] : 0;
+  BRIGADE_CHECK(n >= m, "runtime: a mini-batch of " << n << " samples cannot be cut into " << m
+                                                    << " micro-batches");
+  BRIGADE_CHECK(static_cast<int64_t>(batch.labels.size()) == n &&
+                    static_cast<int64_t>(batch.x.size()) == batch.shape.numel(),
+                "runtime: the batch has shape " << batch.shape << ", " << batch.x.size()
+                                                << " values and " << batch.labels.size()
+                                                << " labels");
+  batch_size_ = n;
+  step_ = step;
+  // Stage the micro-batches on the first and last stages' devices (blocking host copies,
+  // before the step's work is described).
+  const int64_t per_sample = batch.shape.numel() / n;
+  const Stream& first = streams_[static_cast<size_t>(schedule_.device_of(0))].compute;
+  const Stream& last = streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))].compute;
+  offsets_.clear();
+  int64_t offset = 0;
+  for (int i = 0; i < m; ++i) {
+    const int64_t size = n / m + (i < n % m ? 1 : 0);
+    std::vector<int64_t> dims = batch.shape.dims();
+    dims[0] = size;
+    inputs_.push_back(Tensor::from_vector(
+        std::vector<float>(batch.x.begin() + offset * per_sample,
+                           batch.x.begin() + (offset + size) * per_sample),
+        Shape(dims), first));
+    labels_.push_back(ops::labels_tensor(
+        std::vector<int32_t>(batch.labels.begin() + offset, batch.labels.begin() + offset + size),
+        last));
+    offsets_.push_back(offset);
+    offset += size;
+  }
+  slots_.clear();
+  slots_.resize(static_cast<size_t>(schedule_.stages()));
+  for (auto& row : slots_) row.resize(static_cast<size_t>(m));
+  timings_.assign(devices_.size(), {});
+  failure_ = std::make_unique<Failure>();  // no thread runs: a fresh record
+  for (const Device& d : devices_) Allocator::of(d).reset_peak();
+  t0_ = std::chrono::steady_clock::now();
+
+  std::vector<std::thread> threads;
+  for (int d = 0; d < schedule_.devices; ++d) threads.emplace_back([this, d] { run_device(d); });
+  for (std::thread& t : threads) t.join();
+
+  // The one host synchronisation of the step. A task that failed on a stream surfaces here.
+  std::exception_ptr stream_error;
+  int stream_error_device = -1;
+  for (size_t d = 0; d < streams_.size(); ++d)
+    for (const Stream* s : {&streams_[d].compute, &streams_[d].send, &streams_[d].recv}) {
+      try {
+        s->synchronize();
+      } catch (const std::exception&) {
+        if (!stream_error) {
+          stream_error = std::current_exception();
+          stream_error_device = static_cast<int>(d);
+        }
+      }
+    }
+  if (!failure_->failed && stream_error) {
+    // The origin: the one action whose start marker ran and whose end marker was skipped
+    // (streams that inherited the failure through a wait skip both).
+    failure_->failed = true;
+    failure_->device = stream_error_device;
+    failure_->error = stream_error;
+    for (size_t d = 0; d < timings_.size(); ++d)
+      for (const Timing& t : timings_[d])
+        if (t.start >= 0 && t.end < 0) {
+          failure_->device = static_cast<int>(d);
+          failure_->action = t.action;
+        }
+  }
+  if (failure_->failed) {
+    std::ostringstream os;
+    const int d = failure_->device;
+    os << "pipeline step " << step << " (schedule " << schedule_.name << ") failed on "
+       << devices_[static_cast<size_t>(d)] << " (device " << d << ")";
+    if (failure_->action)
+      os << ", stage " << failure_->action->stage << ", action " << to_string(*failure_->action)
+         << " (micro-batch " << failure_->action->microbatch << ")";
+    os << ": " << what_of(failure_->error);
+    const std::optional<Action> action = failure_->action;
+    recover();
+    throw PipelineError(os.str(), d, action ? action->stage : -1, action);
+  }
+
+  StepResult result;
+  for (auto& row : slots_.back()) result.loss += row.loss.to_vector().at(0);
+  result.timeline.title = schedule_.name + " measured";
+  result.timeline.devices = schedule_.devices;
+  result.timeline.chunks = schedule_.chunks;
+  result.timeline.unit = "ms";
+  result.timeline.microseconds_per_unit = 1000;
+  result.timeline.lanes = {"compute", "send"};
+  for (size_t d = 0; d < timings_.size(); ++d)
+    for (const Timing& t : timings_[d])
+      result.timeline.events.push_back({static_cast<int>(d), t.lane, t.action, t.start, t.end});
+  for (const Device& d : devices_) result.peak_bytes.push_back(Allocator::of(d).stats().peak_in_use);
+  slots_.clear();
+  inputs_.clear();
+  labels_.clear();
+  return result;
+}
+
+void Runtime::run_device(int d) {
+  std::optional<Action> current;
+  try {
+    const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+    for (int s : schedule_.stages_on(d)) optimizers_[static_cast<size_t>(s)]->zero_grad(compute);
+    for (const Action& a : schedule_.lists[static_cast<size_t>(d)]) {
+      current = a;
+      run_action(d, a);
+    }
+    current.reset();
+    // Every W of these stages was enqueued on `compute` before: the update sees them all.
+    for (int s : schedule_.stages_on(d)) optimizers_[static_cast<size_t>(s)]->step(compute);
+  } catch (const ChannelClosed&) {
+    // Another device failed first and closed the channels: not an error of this one.
+  } catch (...) {
+    fail(d, current, std::current_exception());
+  }
+}
+
+void Runtime::fail(int d, const std::optional<Action>& a, std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(failure_->mutex);
+    if (failure_->failed) return;
+    failure_->failed = true;
+    failure_->device = d;
+    failure_->action = a;
+    failure_->error = e;
+  }
+  const std::string why = "device " + std::to_string(d) + " failed" +
+                          (a ? " at " + to_string(*a) : std::string());
+  for (auto& c : activations_) c->close(why);
+  for (auto& c : gradients_) c->close(why);
+}
+
+void Runtime::trace(int d, int lane, const Action& a, const Stream& s, bool start) {
+  std::deque<Timing>& list = timings_[static_cast<size_t>(d)];
+  if (start) list.push_back({a, lane});
+  Timing* t = &list.back();  // deque: earlier elements never move
+  const auto t0 = t0_;
+  s.enqueue([t, t0, start] {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    (start ? t->start : t->end) = ms;
+  });
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,143 @@
+// Runtime: executes a validated schedule (pipeline/schedule.h) on real devices — the very
+// lists the simulator runs — for a Sequential cut into stages (pipeline/partition.h).
+//
+// Per device: a compute stream, a send stream (copies of outgoing activations/gradients to
+// the neighbour's device) and a receive stream (owns the buffers those copies land in). A
+// Channel (channel.h) between neighbouring stages carries (tensor, ready-event) pairs. One
+// host thread per device walks that device's action list:
+//   F   receive the input (or take the micro-batch), wait on its event, forward with a Tape
+//       for this (stage, micro-batch) — the last stage also computes the loss and its
+//       gradient — then send the output;
+//   B   receive the output gradient, tape.backward_input, send the input gradient;
+//   W   tape.backward_params (accumulates into .grad);  BW  both, fused.
+// Activations go as soon as their B/W ran (the Tape releases them). Nothing blocks the host
+// inside a step except receive() waiting for the producer's host thread to *describe* its
+// work; the one host synchronisation is at the end of the step, after every stage has
+// enqueued its optimizer step on its own device.
+//
+// A step cuts the mini-batch into the schedule's m micro-batches (sizes differ by at most
+// one, larger first, so the last may be smaller) and weights every SAMPLE equally: each
+// micro-batch's loss is divided by the mini-batch size, so accumulating micro-batches gives
+// the mini-batch mean (synchronous semantics: the same update as one big batch).
+//
+// Failure: the first exception — on a host thread (out of memory, a bad shape) or in a task
+// on a stream (a NaN check) — closes every channel, so blocked receivers wake; every thread
+// ends, every stream drains, and step() throws PipelineError naming the device, stage, action
+// and micro-batch. The runtime then replaces its streams and stays USABLE: the parameters are
+// those before the failed step (optimizers step only after a complete step).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "layers/optimizers.h"
+#include "layers/sequential.h"
+#include "pipeline/channel.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
+#include "pipeline/timeline.h"
+
+namespace brigade::pipeline {
+
+struct RuntimeOptions {
+  uint64_t seed = 0;          // dropout masks: (seed, step, layer, sample, element)
+  bool recompute = false;     // keep only each stage's input at F; redo the forward before B
+  bool check_finite = false;  // a task after every F checks its output (and the loss) for NaN/Inf
+};
+
+using OptimizerFactory =
+    std::function<std::unique_ptr<layers::Optimizer>(std::vector<layers::Parameter*>)>;
+
+// A mini-batch on the host: x (N, ...) row-major, N labels.
+struct HostBatch {
+  std::vector<float> x;
+  Shape shape;
+  std::vector<int32_t> labels;
+};
+
+struct StepResult {
+  double loss = 0;                   // mean cross-entropy over the mini-batch
+  Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
+  std::vector<uint64_t> peak_bytes;  // per device: allocator peak in use during the step
+};
+
+class PipelineError : public Error {
+ public:
+  PipelineError(const std::string& message, int device, int stage, std::optional<Action> action)
+      : Error(message), device_(device), stage_(stage), action_(action) {}
+  int device() const { return device_; }    // index into Runtime::devices()
+  int stage() const { return stage_; }      // -1 when not tied to one stage
+  const std::optional<Action>& action() const { return action_; }
+
+ private:
+  int device_, stage_;
+  std::optional<Action> action_;
+};
+
+class Runtime {
+ public:
+  // `model` must be built for the placement: stage s's layers on the device of stage s mod p
+  // (place() + Sequential::from_spec). Validates the schedule, checks that it has
+  // partition.count() stages, and that the devices are distinct. Makes one optimizer per stage.
+  Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
+          const OptimizerFactory& make_optimizer, RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // One training step: every micro-batch forward and backward as the schedule says, then
+  // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
+  // PipelineError (see above) or brigade::Error for a batch that cannot be cut.
+  StepResult step(const HostBatch& batch, uint32_t step);
+
+  const Schedule& schedule() const { return schedule_; }
+  const Partition& partition() const { return partition_; }
+  const std::vector<Device>& devices() const { return devices_; }  // devices_[d] runs lists[d]
+
+ private:
+  struct Streams {
+    Stream compute, send, recv;
+  };
+  struct Slot;    // one (stage, micro-batch): its tape, saved input, output gradient, loss
+  struct Timing;  // one traced piece of work
+  struct Failure;
+
+  void run_device(int d);
+  void run_action(int d, const Action& a);
+  void forward(int d, const Action& a);
+  void backward(int d, const Action& a);
+  void send(int d, const Action& produced, int to_stage, Channel& channel, const Tensor& t);
+  Tensor receive(int d, Channel& channel, int mb);
+  void trace(int d, int lane, const Action& a, const Stream& s, bool start);
+  void fail(int d, const std::optional<Action>& a, std::exception_ptr e);
+  void recover();
+  Slot& slot(const Action& a);
+
+  layers::Sequential& model_;
+  Partition partition_;
+  Schedule schedule_;
+  RuntimeOptions options_;
+  std::vector<Device> devices_;
+  std::vector<Streams> streams_;
+  std::vector<std::unique_ptr<layers::Optimizer>> optimizers_;  // per stage
+  std::vector<std::unique_ptr<Channel>> activations_;  // [s]: stage s -> s+1
+  std::vector<std::unique_ptr<Channel>> gradients_;    // [s]: stage s+1 -> s
+  // Per step.
+  std::vector<std::vector<Slot>> slots_;  // [stage][micro-batch]
+  std::vector<Tensor> inputs_, labels_;   // per micro-batch, on the first / last stage's device
+  std::vector<int64_t> offsets_;          // per micro-batch: first sample in the mini-batch
+  int64_t batch_size_ = 0;
+  uint32_t step_ = 0;
+  std::chrono::steady_clock::time_point t0_;  // the step's start: trace times count from it
+  std::vector<std::deque<Timing>> timings_;  // [device], appended by that device's thread
+  std::unique_ptr<Failure> failure_;
+};
+
+}  // namespace brigade::pipeline

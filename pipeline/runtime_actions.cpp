@@ -1,0 +1,138 @@
+// The four actions of the runtime (runtime.h: F, B, W, BW) and how a tensor crosses to the
+// neighbouring stage through a Channel.
+#include <cmath>
+#include <string>
+
+#include "engine/event.h"
+#include "kernels/ops.h"
+#include "pipeline/runtime_internal.h"
+
+namespace brigade::pipeline {
+
+namespace {
+// A task on `stream` that fails it if t holds a NaN or an infinity (no host synchronisation:
+// the failure travels as the stream's sticky error).
+void check_finite_on(const Tensor& t, const Stream& stream, const std::string& what) {
+  stream.enqueue([t, what] {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(p[i]))
+        throw Error("non-finite value " + std::to_string(p[i]) + " at element " +
+                    std::to_string(i) + " of " + what + " " + t.shape().str());
+  });
+}
+}  // namespace
+
+void Runtime::run_action(int d, const Action& a) {
+  if (a.op == Op::F) forward(d, a);
+  else backward(d, a);
+}
+
+// The tensor of micro-batch `mb` from `channel`, usable on this device's compute stream.
+Tensor Runtime::receive(int d, Channel& channel, int mb) {
+  Message msg = channel.receive(mb);  // the event is recorded: waiting on it is always legal
+  streams_[static_cast<size_t>(d)].compute.wait(msg.ready);
+  return msg.tensor;
+}
+
+// Hands `t` (written on device d's compute stream) to stage `to_stage`. Same device: the
+// tensor itself. Another device: the send stream waits for the compute stream, copies into a
+// buffer of the receiver's device (owned by its receive stream), and the event recorded
+// after the copy goes with it.
+void Runtime::send(int d, const Action& produced, int to_stage, Channel& channel,
+                   const Tensor& t) {
+  const int mb = produced.microbatch;
+  const Streams& mine = streams_[static_cast<size_t>(d)];
+  const int to = schedule_.device_of(to_stage);
+  Event written;
+  written.record(mine.compute);
+  if (to == d) {
+    channel.send(mb, {t, written});
+    return;
+  }
+  mine.send.wait(written);
+  trace(d, 1, produced, mine.send, true);  // the send lane shows the action whose result goes
+  Tensor there = Tensor::empty(t.shape(), streams_[static_cast<size_t>(to)].recv);
+  copy_async(there, t, mine.send);
+  trace(d, 1, produced, mine.send, false);
+  Event arrived;
+  arrived.record(mine.send);
+  channel.send(mb, {there, arrived});
+}
+
+void Runtime::forward(int d, const Action& a) {
+  const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+  const StageRange& range = partition_.stages[static_cast<size_t>(a.stage)];
+  const bool last = a.stage == schedule_.stages() - 1;
+  Slot& s = slot(a);
+  const Tensor x = a.stage == 0 ? inputs_[static_cast<size_t>(a.microbatch)]
+                                : receive(d, *activations_[static_cast<size_t>(a.stage - 1)],
+                                          a.microbatch);
+  trace(d, 0, a, compute, true);
+  layers::ForwardContext ctx;
+  ctx.seed = options_.seed;
+  ctx.step = step_;
+  ctx.sample_offset = offsets_[static_cast<size_t>(a.microbatch)];
+  ctx.streams = {{devices_[static_cast<size_t>(d)], compute}};
+  if (options_.recompute) {
+    s.input = x;  // the forward below records nothing: its activations go at once
+  } else {
+    s.tape = std::make_unique<layers::Tape>();
+    ctx.tape = s.tape.get();
+  }
+  const Tensor y = model_.forward(x, ctx, range.begin, range.end);
+  if (options_.check_finite)
+    check_finite_on(y, compute, "the output of stage " + std::to_string(a.stage));
+  if (last) {
+    // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
+    ops::LossResult loss = ops::softmax_cross_entropy(
+        y, labels_[static_cast<size_t>(a.microbatch)], static_cast<float>(batch_size_), compute);
+    if (options_.check_finite) check_finite_on(loss.loss, compute, "the loss");
+    s.loss = loss.loss;
+    s.dy = loss.dlogits;
+  }
+  trace(d, 0, a, compute, false);
+  if (!last)
+    send(d, a, a.stage + 1, *activations_[static_cast<size_t>(a.stage)], y);
+}
+
+void Runtime::backward(int d, const Action& a) {
+  const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+  const bool last = a.stage == schedule_.stages() - 1;
+  const bool first = a.stage == 0;
+  Slot& s = slot(a);
+  if (a.op != Op::W && !last)
+    s.dy = receive(d, *gradients_[static_cast<size_t>(a.stage)], a.microbatch);
+  trace(d, 0, a, compute, true);
+  if (a.op != Op::W && options_.recompute) {
+    // GPipe's re-materialisation: the same forward again (same seed, step and sample offset,
+    // so the same dropout masks), this time with a tape.
+    const StageRange& range = partition_.stages[static_cast<size_t>(a.stage)];
+    s.tape = std::make_unique<layers::Tape>();
+    layers::ForwardContext ctx;
+    ctx.seed = options_.seed;
+    ctx.step = step_;
+    ctx.sample_offset = offsets_[static_cast<size_t>(a.microbatch)];
+    ctx.streams = {{devices_[static_cast<size_t>(d)], compute}};
+    ctx.tape = s.tape.get();
+    model_.forward(s.input, ctx, range.begin, range.end);
+    s.input = Tensor();
+  }
+  BRIGADE_CHECK(s.tape != nullptr, to_string(a) << ": no tape for this micro-batch");
+  Tensor dx;
+  switch (a.op) {
+    case Op::B: dx = s.tape->backward_input(s.dy, !first); break;
+    case Op::BW: dx = s.tape->backward(s.dy, !first); break;
+    case Op::W: s.tape->backward_params(s.dy); break;
+    case Op::F: break;
+  }
+  if (a.op != Op::B) {  // both halves ran: the micro-batch leaves nothing on this stage
+    s.tape.reset();
+    s.dy = Tensor();
+  }
+  trace(d, 0, a, compute, false);
+  if (a.op != Op::W && !first)
+    send(d, a, a.stage - 1, *gradients_[static_cast<size_t>(a.stage - 1)], dx);
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,125 @@
+// Synchronous semantics, the invariant of the whole project: a pipelined step on any schedule
+// gives the parameters of the same training on one device with the same micro-batches
+// accumulated in order — with dropout on, over several steps.
+//
+// Bit-exact or not: every op of a micro-batch is the same function on the same inputs in both
+// runs (same micro-batch sizes, same dropout masks, one compute thread per device), so the
+// only difference can be the ORDER in which a stage adds the micro-batches' weight gradients
+// into .grad. Where every stage runs its W (or BW) in micro-batch order 0, 1, ..., m-1 — as
+// the reference does — the parameters must be bit-identical; where a schedule runs them in
+// another order (GPipe's backward goes m-1, ..., 0) float addition is not associative and
+// they agree within 1e-5 relative (the test decides per schedule from its lists, and says).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "pipeline/generators/generators.h"
+#include "tests/pipeline/runtime_model.h"
+#include "tests/support/deadline.h"
+
+namespace brigade::pipeline {
+namespace {
+
+constexpr int kSteps = 3;
+constexpr int64_t kBatch = 12;
+
+// True when every stage's weight gradients are accumulated in micro-batch order.
+bool accumulates_in_order(const Schedule& s) {
+  std::vector<int> next(static_cast<size_t>(s.stages()), 0);
+  for (const auto& list : s.lists)
+    for (const Action& a : list)
+      if (a.op == Op::W || a.op == Op::BW) {
+        if (a.microbatch != next[static_cast<size_t>(a.stage)]) return false;
+        ++next[static_cast<size_t>(a.stage)];
+      }
+  return true;
+}
+
+// |a - b| <= 1e-5 (1 + |b|): relative, floored at 1 for values near zero.
+void check_close(const std::vector<std::vector<float>>& got,
+                 const std::vector<std::vector<float>>& want, bool exact) {
+  REQUIRE(got.size() == want.size());
+  for (size_t t = 0; t < got.size(); ++t) {
+    REQUIRE(got[t].size() == want[t].size());
+    for (size_t i = 0; i < got[t].size(); ++i) {
+      if (exact) {
+        if (got[t][i] != want[t][i]) {
+          FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i]
+                                  << " != " << want[t][i] << " (expected bit-exact)");
+          return;
+        }
+      } else if (!(std::fabs(got[t][i] - want[t][i]) <= 1e-5 * (1 + std::fabs(want[t][i])))) {
+        FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i] << " vs "
+                                << want[t][i] << " beyond 1e-5 relative");
+        return;
+      }
+    }
+  }
+}
+
+std::vector<HostBatch> batches() {
+  std::vector<HostBatch> b;
+  for (int i = 0; i < kSteps; ++i) b.push_back(test::random_batch(kBatch, 100 + i));
+  return b;
+}
+
+TEST_CASE("every schedule on 1-4 CPU devices trains like one device") {
+  testing::Deadline deadline("runtime parity matrix", std::chrono::seconds(600));
+  const auto data = batches();
+  const int layers = static_cast<int>(test::small_spec().layers.size());
+  const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
+  for (const char* name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}) {
+    for (int p = 1; p <= 4; ++p) {
+      const int v = std::string(name) == "interleaved-1f1b" ? 2 : 1;
+      if (p * v > layers) continue;
+      std::set<int> ms = {1, p - 1, p, 2 * p + 1};
+      for (int m : ms) {
+        if (m < 1) continue;
+        if (v > 1 && m % p != 0) continue;  // Megatron's rule: m a multiple of p
+        const Schedule schedule = make_schedule(name, p, m, v);
+        const bool exact = accumulates_in_order(schedule);
+        CAPTURE(name);
+        CAPTURE(p);
+        CAPTURE(m);
+        CAPTURE(exact);
+        const Partition partition =
+            balance(layer_costs(shapes, CostKind::flops), schedule.stages());
+        auto model = test::placed_model(partition, p, /*first_device=*/1);
+        Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
+        for (int step = 0; step < kSteps; ++step)
+          runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
+        // naive runs the whole mini-batch as one micro-batch: its reference has m = 1.
+        auto reference =
+            test::train_on_one_device(data, schedule.microbatches, Device::cpu(0));
+        check_close(test::params_of(*model), test::params_of(*reference), exact);
+      }
+    }
+  }
+}
+
+TEST_CASE("1f1b accumulates in order (bit-exact), gpipe does not (1e-5): the test's classifier") {
+  CHECK(accumulates_in_order(make_schedule("1f1b", 3, 5)));
+  CHECK(accumulates_in_order(make_schedule("zb-h1", 3, 5)));
+  CHECK_FALSE(accumulates_in_order(make_schedule("gpipe", 3, 5)));
+}
+
+TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 within 1e-5") {
+  testing::Deadline deadline("m = 1 against m = 6");
+  const auto data = batches();
+  const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
+  const Partition partition = balance(layer_costs(shapes, CostKind::flops), 2);
+  auto model = test::placed_model(partition, 2, 1);
+  Runtime runtime(*model, partition, make_schedule("1f1b", 2, 6), test::sgd,
+                  {.seed = test::kDropoutSeed});
+  for (int step = 0; step < kSteps; ++step)
+    runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
+  // Dropout masks depend on the sample's place in the mini-batch, not on the cut, so one big
+  // micro-batch gives the same update up to float rounding of the sums.
+  auto whole = test::train_on_one_device(data, 1, Device::cpu(0));
+  check_close(test::params_of(*model), test::params_of(*whole), /*exact=*/false);
+}
+
+}  // namespace
+}  // namespace brigade::pipeline

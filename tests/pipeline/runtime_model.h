@@ -1,0 +1,104 @@
+// The small model of the runtime tests and the one-device training they compare against.
+//   8x8x1 -> Conv2D(4, 3x3, relu) -> Conv2D(4, 3x3, relu) -> MaxPooling2D(2x2) -> Dropout(0.25)
+//   -> Flatten -> Dense(16, relu) -> Dropout(0.5) -> Dense(3, softmax)      (8 layers)
+// Eight layers, so that interleaved-1f1b on 4 devices (8 stages) has a layer per stage.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/stream.h"
+#include "kernels/ops.h"
+#include "layers/model_file.h"
+#include "layers/optimizers.h"
+#include "layers/sequential.h"
+#include "pipeline/runtime.h"
+
+namespace brigade::pipeline::test {
+
+inline constexpr uint64_t kModelSeed = 5, kDropoutSeed = 77;
+
+inline model::ModelSpec small_spec() {
+  return model::parse_model(R"(input 8x8x1
+conv2d filters=4 kernel=3x3 activation=relu
+conv2d filters=4 kernel=3x3 activation=relu
+maxpool2d pool=2x2
+dropout rate=0.25
+flatten
+dense units=16 activation=relu
+dropout rate=0.5
+dense units=3 activation=softmax
+)", "runtime test model");
+}
+
+// n samples of (1, 8, 8) uniform in [-1, 1), labels in [0, 3).
+inline HostBatch random_batch(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  HostBatch b;
+  b.shape = Shape({n, 1, 8, 8});
+  for (int64_t i = 0; i < n * 64; ++i) b.x.push_back(u(gen));
+  for (int64_t i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>(gen() % 3));
+  return b;
+}
+
+inline std::unique_ptr<layers::Optimizer> sgd(std::vector<layers::Parameter*> params) {
+  return std::make_unique<layers::SGD>(std::move(params),
+                                       SgdParams{.lr = 0.1, .momentum = 0.9});
+}
+
+// The model with stage s on cpu:(first_device + s mod p).
+inline std::unique_ptr<layers::Sequential> placed_model(const Partition& partition, int p,
+                                                        int first_device) {
+  std::vector<Device> devices;
+  for (int d = 0; d < p; ++d) devices.push_back(Device::cpu(first_device + d));
+  return layers::Sequential::from_spec(place(small_spec(), partition, p), devices, kModelSeed);
+}
+
+// The reference: the whole model on `device`, `steps` steps of the same batches, each cut
+// into m micro-batches as the runtime cuts them (sizes n/m, the first n%m one larger),
+// accumulated in order 0, 1, ..., m-1, then one optimizer step.
+inline std::unique_ptr<layers::Sequential> train_on_one_device(
+    const std::vector<HostBatch>& batches, int m, Device device) {
+  auto model = layers::Sequential::from_spec(small_spec(), {device}, kModelSeed);
+  const Stream s = Stream::default_for(device);
+  auto opt = sgd(model->parameters());
+  for (size_t step = 0; step < batches.size(); ++step) {
+    const HostBatch& b = batches[step];
+    const int64_t n = b.shape[0];
+    opt->zero_grad(s);
+    int64_t offset = 0;
+    for (int i = 0; i < m; ++i) {
+      const int64_t size = n / m + (i < n % m ? 1 : 0);
+      layers::Tape tape;
+      layers::ForwardContext ctx;
+      ctx.seed = kDropoutSeed;
+      ctx.step = static_cast<uint32_t>(step);
+      ctx.sample_offset = offset;
+      ctx.tape = &tape;
+      ctx.streams = {{device, s}};
+      const Tensor x = Tensor::from_vector(
+          std::vector<float>(b.x.begin() + offset * 64, b.x.begin() + (offset + size) * 64),
+          Shape({size, 1, 8, 8}), s);
+      const Tensor logits = model->forward(x, ctx);
+      const auto loss = ops::softmax_cross_entropy(
+          logits,
+          ops::labels_tensor({b.labels.begin() + offset, b.labels.begin() + offset + size}, s),
+          static_cast<float>(n), s);
+      tape.backward(loss.dlogits, /*need_input_grad=*/false);
+      offset += size;
+    }
+    opt->step(s);
+    s.synchronize();
+  }
+  return model;
+}
+
+inline std::vector<std::vector<float>> params_of(layers::Sequential& m) {
+  std::vector<std::vector<float>> out;
+  for (layers::Parameter* p : m.parameters()) out.push_back(p->value.to_vector());
+  return out;
+}
+
+}  // namespace brigade::pipeline::test
