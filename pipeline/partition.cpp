@@ -168,7 +168,7 @@ std::string format_partition(const Partition& partition, const model::ModelSpec&
       os << " " << spec.layers.at(i).name;
       cost += costs.at(i);
     }
-    os << "  cost " << cost << " (" << std::fixed << std::setprecision(1)
+    os << "  cost " << std::setprecision(6) << cost << " (" << std::fixed << std::setprecision(1)
        << (total > 0 ? 100 * cost / total : 0.0) << " %)" << std::defaultfloat << "\n";
   }
   return os.str();

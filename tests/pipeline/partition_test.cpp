@@ -94,7 +94,8 @@ TEST_CASE("the question's device blocks are its three stages") {
         std::string::npos);
   // Parameters: the question's 278,974 in total; block 2 holds dense_1 (64*1500 + 1500) and
   // dense_2 (1500*10 + 10).
-  CHECK(text.find("cost 112510") != std::string::npos);
+  CAPTURE(text);
+  CHECK(text.find("cost 112510 ") != std::string::npos);
 }
 
 TEST_CASE("place puts stage s in block s mod p") {
