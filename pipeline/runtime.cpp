@@ -123,7 +123,10 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
   const Stream& last = streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))].compute;
   offsets_.clear();
   int64_t offset = 0;
-  for (int i = 0; i < m; ++i) {
+  int staged = 0;
+  bool labels_next = false;  // which of the two copies of micro-batch `staged` is being made
+  try {
+  for (int i = 0; i < m; ++i, ++staged) {
     const int64_t size = n / m + (i < n % m ? 1 : 0);
     std::vector<int64_t> dims = batch.shape.dims();
     dims[0] = size;
@@ -131,11 +134,24 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
         std::vector<float>(batch.x.begin() + offset * per_sample,
                            batch.x.begin() + (offset + size) * per_sample),
         Shape(dims), first));
+    labels_next = true;
     labels_.push_back(ops::labels_tensor(
         std::vector<int32_t>(batch.labels.begin() + offset, batch.labels.begin() + offset + size),
         last));
+    labels_next = false;
     offsets_.push_back(offset);
     offset += size;
+  }
+  } catch (const std::exception& e) {
+    // Before any action: say which micro-batch could not be put on which device.
+    const int stage = labels_next ? schedule_.stages() - 1 : 0;
+    const int d = schedule_.device_of(stage);
+    std::ostringstream os;
+    os << "pipeline step " << step << ": staging micro-batch " << staged
+       << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
+       << " (stage " << stage << ") failed: " << e.what();
+    recover();
+    throw PipelineError(os.str(), d, stage, std::nullopt);
   }
   slots_.clear();
   slots_.resize(static_cast<size_t>(schedule_.stages()));
