@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "tests/layers/seed_network.h"
@@ -81,6 +83,27 @@ TEST_CASE("print_model round-trips: parse(print(m)) == m, and printing is stable
   CHECK(img.layers[2].pool_w == 3);  // "pool=3" means 3x3
   CHECK(img.layers[2].stride_h == 1);
   CHECK(img.device_count == 1);      // no device lines: one block, device 0
+}
+
+TEST_CASE("every model shipped in tools/models parses, round-trips and has the counts it states") {
+  // Parameter counts by hand: conv K*C*R*S + K, dense out*in + out.
+  const std::map<std::string, int64_t> params = {
+      {"seed_cnn.model", 278974},
+      {"tiny_cnn.model", (8 * 1 * 9 + 8) + (16 * 8 * 9 + 16) + (10 * 400 + 10)},
+      {"mlp.model", (256 * 784 + 256) + (128 * 256 + 128) + (10 * 128 + 10)},
+  };
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(BRIGADE_MODELS_DIR)) {
+    if (entry.path().extension() != ".model") continue;
+    const std::string name = entry.path().filename().string();
+    CAPTURE(name);
+    REQUIRE(params.count(name) == 1);  // a new sample model adds its count above
+    const ModelSpec m = load_model_file(entry.path().string());
+    CHECK(infer_shapes(m.input, m.layers).total_params == params.at(name));
+    CHECK(without_lines(parse_model(print_model(m), "printed").layers) == without_lines(m.layers));
+    ++seen;
+  }
+  CHECK(seen == params.size());
 }
 
 TEST_CASE("comments, blank lines, tabs and CRLF are accepted") {
