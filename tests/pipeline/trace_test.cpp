@@ -1,0 +1,84 @@
+// Tracing (the measured timeline of a step, drawn and compared with the simulator) and
+// recomputation (the same parameters, a lower measured peak).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "pipeline/chrome_trace.h"
+#include "pipeline/generators/generators.h"
+#include "pipeline/svg.h"
+#include "pipeline/trace.h"
+#include "tests/pipeline/runtime_model.h"
+#include "tests/support/deadline.h"
+
+namespace brigade::pipeline {
+namespace {
+
+TEST_CASE("a step's timeline has every action once, in its device's list order") {
+  testing::Deadline deadline("trace of 1f1b");
+  const Partition partition = at_cuts(8, {2, 6});
+  auto model = test::placed_model(partition, 3, 50);
+  const Schedule schedule = make_schedule("zb-h1", 3, 4);
+  Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
+  const StepResult r = runtime.step(test::random_batch(8, 1), 0);
+  const Timeline& t = r.timeline;
+  // Compute lane: per device, the list's actions in order, each after the previous ended.
+  for (int d = 0; d < 3; ++d) {
+    std::vector<TimelineEvent> compute;
+    for (const TimelineEvent& e : t.events)
+      if (e.device == d && e.lane == 0) compute.push_back(e);
+    const auto& list = schedule.lists[static_cast<size_t>(d)];
+    REQUIRE(compute.size() == list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      CHECK(compute[i].action == list[i]);
+      CHECK(compute[i].start >= 0);
+      CHECK(compute[i].end >= compute[i].start);
+      if (i > 0) CHECK(compute[i].start >= compute[i - 1].end);  // one stream: in order
+    }
+  }
+  // Send lane: one copy per activation of stages 0, 1 and per input gradient of stages 1, 2.
+  const auto sends = std::count_if(t.events.begin(), t.events.end(),
+                                   [](const TimelineEvent& e) { return e.lane == 1; });
+  CHECK(sends == 2 * 4 + 2 * 4);
+  CHECK(r.peak_bytes.size() == 3);
+  for (uint64_t b : r.peak_bytes) CHECK(b > 0);
+
+  // The simulator replays the measured durations: per device the same busy time.
+  const TraceComparison c = compare_with_simulation(schedule, t);
+  CHECK(measured_costs(schedule, t).measured.size() == schedule.total_actions());
+  for (int d = 0; d < 3; ++d)
+    CHECK(c.simulated.stats.devices[d].busy ==
+          doctest::Approx(c.measured.devices[d].busy).epsilon(1e-9));
+  CHECK(c.measured.bubble_fraction >= 0);
+  CHECK(c.measured.bubble_fraction < 1);
+  CHECK(format_comparison(c).find("bubble") != std::string::npos);
+
+  // The same pictures as the simulator's.
+  CHECK(timeline_svg({t}).find("2W3") != std::string::npos);
+  CHECK(chrome_trace_json(t).find("\"device 2\"") != std::string::npos);
+}
+
+TEST_CASE("recomputation: the same parameters, a lower peak of memory") {
+  testing::Deadline deadline("recomputation");
+  const Partition partition = at_cuts(8, {4});
+  const Schedule schedule = make_schedule("gpipe", 2, 8);  // every activation held at once
+  const HostBatch batch = test::random_batch(64, 2);
+  std::vector<std::vector<float>> params[2];
+  std::vector<uint64_t> peaks[2];
+  for (int recompute = 0; recompute < 2; ++recompute) {
+    auto model = test::placed_model(partition, 2, 60 + 2 * recompute);
+    Runtime runtime(*model, partition, schedule, test::sgd,
+                    {.seed = test::kDropoutSeed, .recompute = recompute == 1});
+    for (uint32_t step = 0; step < 2; ++step) peaks[recompute] = runtime.step(batch, step).peak_bytes;
+    params[recompute] = test::params_of(*model);
+  }
+  // The recomputed forward is the same ops on the same inputs with the same dropout masks.
+  CHECK(params[1] == params[0]);
+  // Stage 0 (two convolutions) keeps one (8, 1, 8, 8) input per micro-batch instead of its
+  // activations; stage 1 keeps its (8, 4, 4, 4) input instead of pooling masks and dense outputs.
+  CHECK(peaks[1][0] < peaks[0][0]);
+  CHECK(peaks[1][1] < peaks[0][1]);
+}
+
+}  // namespace
+}  // namespace brigade::pipeline
