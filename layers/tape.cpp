@@ -47,6 +47,7 @@ void Tape::backward_params(const Tensor& dy) {
     if (nodes_[i] && nodes_[i]->has_params()) nodes_[i]->backward_params(grads_[i]);
   params_done_ = true;
   if (input_done_) release_all();
+  else release_after_params();
 }
 
 Tensor Tape::backward(const Tensor& dy, bool need_input_grad) {
@@ -74,6 +75,15 @@ void Tape::release_after_input() {
       nodes_[i].reset();
       grads_[i] = Tensor();
     }
+}
+
+// After W only B's last step remains: node 0's input gradient, from node 0 and grads_[0]
+// (propagate computed every inner gradient already).
+void Tape::release_after_params() {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    nodes_[i].reset();
+    grads_[i] = Tensor();
+  }
 }
 
 void Tape::release_all() {

@@ -18,8 +18,9 @@
 // output (the same tensor). The gradients at the inner node boundaries are computed once, by
 // whichever half comes first, and kept for the other. What each half no longer needs is
 // released as soon as it has run: after B, the nodes without parameters (pooling masks, ReLU
-// outputs, dropout) and the inner gradients they used; after both, everything. A Tape whose
-// halves have both run holds no tensor.
+// outputs, dropout) and the inner gradients they used; after W first, everything but the
+// first node and its output gradient; after both, everything. A Tape whose halves have both
+// run holds no tensor. A Tape is used by one host thread (the stage's).
 //
 // No-grad mode (evaluation): a ForwardContext without a tape; the modules then record
 // nothing and save nothing, so activations are freed as soon as the next layer has used them.
@@ -79,6 +80,7 @@ class Tape {
  private:
   void propagate(const Tensor& dy);  // the gradients at every node's output, once
   void release_after_input();
+  void release_after_params();
   void release_all();
 
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -176,6 +176,15 @@ TEST_CASE("halves release what they no longer need; no-grad mode saves nothing")
     CHECK(tape.live_nodes() == 0);
     CHECK(tape.live_gradients() == 0);
   }
+  SUBCASE("W first keeps only what B still needs: the first node and its output gradient") {
+    Tape tape;
+    ops::LossResult r = forward_loss(*m, b, tape, 0, 4.0f);
+    tape.backward_params(r.dlogits);
+    CHECK(tape.live_nodes() == 1);
+    CHECK(tape.live_gradients() == 1);
+    CHECK(tape.backward_input(r.dlogits).shape() == Shape({4, 1, kSide, kSide}));
+    CHECK(tape.live_nodes() == 0);
+  }
   SUBCASE("without a tape, only the output stays allocated") {
     const Tensor x = input_of(b);
     s.synchronize();
