@@ -53,6 +53,10 @@ std::string BlockRunner::where() const {
 }
 
 void BlockRunner::run(const LaunchConfig& config, uint3 block_idx, const ThreadBody& body) {
+  BRIGADE_CHECK(running_runner == nullptr,
+                "CUDA emulator: kernel " << config.kernel << " run from inside kernel "
+                                         << running_runner->config_->kernel
+                                         << " (launches from device code are not emulated)");
   const dim3 b = config.block;
   size_ = static_cast<int>(b.x * b.y * b.z);
   config_ = &config;

@@ -54,6 +54,11 @@ __global__ void failing_kernel(int* out) {
   __syncthreads();
 }
 
+// Device-side launches (dynamic parallelism) are not emulated.
+__global__ void nested_launch_kernel(int* out) {
+  if (threadIdx.x == 0) run_kernel("empty_kernel", 1, 1, 0, empty_kernel, out);
+}
+
 }  // namespace brigade::emu::error_kernels
 
 namespace ek = brigade::emu::error_kernels;
@@ -107,6 +112,14 @@ TEST_CASE("an exception inside a kernel is reported with its kernel, block and t
                                ek::failing_kernel, out),
       "CUDA emulator: kernel failing_kernel, block (1,0,0), thread (2,1,0): out[0] = 0 is not "
       "positive",
+      brigade::Error);
+}
+
+TEST_CASE("a launch from inside a kernel is refused") {
+  int out[1] = {};
+  CHECK_THROWS_WITH_AS(
+      brigade::emu::run_kernel("nested_launch_kernel", 1, 32, 0, ek::nested_launch_kernel, out),
+      doctest::Contains("kernel empty_kernel run from inside kernel nested_launch_kernel"),
       brigade::Error);
 }
 
