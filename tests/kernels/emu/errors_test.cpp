@@ -116,6 +116,7 @@ TEST_CASE("an exception inside a kernel is reported with its kernel, block and t
 }
 
 TEST_CASE("a launch from inside a kernel is refused") {
+  Deadline deadline("nested launch");
   int out[1] = {};
   CHECK_THROWS_WITH_AS(
       brigade::emu::run_kernel("nested_launch_kernel", 1, 32, 0, ek::nested_launch_kernel, out),

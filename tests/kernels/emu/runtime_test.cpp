@@ -119,6 +119,7 @@ TEST_CASE("3-D grids and blocks: every (block, thread) runs exactly once") {
 }
 
 TEST_CASE("static __shared__ memory and __syncthreads exchange values within each block") {
+  Deadline deadline("emulated static shared memory");
   const int blocks = 3, block = 100;  // 100: not a multiple of the warp size
   std::vector<int> x(blocks * block), out(blocks * block, -1);
   for (int i = 0; i < blocks * block; ++i) x[i] = i * 7 + 1;
@@ -129,6 +130,7 @@ TEST_CASE("static __shared__ memory and __syncthreads exchange values within eac
 }
 
 TEST_CASE("dynamic shared memory has the launch's size and starts as NaN") {
+  Deadline deadline("emulated dynamic shared memory");
   for (unsigned block : {1u, 37u, 256u, 1024u}) {
     const unsigned blocks = 2;
     std::vector<float> x(blocks * block), out(blocks * block, -1.0f);
@@ -145,6 +147,7 @@ TEST_CASE("dynamic shared memory has the launch's size and starts as NaN") {
 }
 
 TEST_CASE("__shfl_xor_sync butterfly leaves the warp's sum in every lane, warp by warp") {
+  Deadline deadline("emulated butterfly");
   const int threads = 96;  // three warps, each with its own sum
   std::vector<int> x(threads), out(threads, 0);
   for (int i = 0; i < threads; ++i) x[i] = i * i + 1;
@@ -158,6 +161,7 @@ TEST_CASE("__shfl_xor_sync butterfly leaves the warp's sum in every lane, warp b
 }
 
 TEST_CASE("shuffles read the lane PTX names, and keep their own value past a segment's edge") {
+  Deadline deadline("emulated shuffle kinds");
   for (int width : {32, 8}) {
     std::vector<int> down(32), up(32), idx(32);
     brigade::emu::run_kernel("shuffle_kinds_kernel", 1, 32, 0, tk::shuffle_kinds_kernel,
