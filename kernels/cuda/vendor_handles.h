@@ -4,7 +4,8 @@
 // its stream is a setting of the handle (cublasSetStream / cudnnSetStream). So a call
 // borrows its device's handle for its duration: the lease makes the stream's device current,
 // locks the handle (host threads of different pipeline stages may share a device), points
-// it at the stream, and unlocks when it goes out of scope.
+// it at the stream, and unlocks when it goes out of scope. (The stream's device stays the
+// calling thread's current device afterwards, as after any engine call on a CUDA device.)
 //
 //   CublasLease blas(stream);
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));

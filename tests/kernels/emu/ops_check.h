@@ -51,4 +51,19 @@ inline bool all_equal(const char* what, const float* got, const float* want, int
   return bad == 0;
 }
 
+// got == want for integer outputs (argmax); prints the first five differences.
+inline bool all_equal(const char* what, const std::vector<int32_t>& got,
+                      const std::vector<int32_t>& want) {
+  REQUIRE(got.size() == want.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      if (bad < 5) std::printf("  %s[%zu]: got %d, want %d\n", what, i, got[i], want[i]);
+      ++bad;
+    }
+  }
+  if (bad) std::printf("  %s: %lld of %zu values differ\n", what, static_cast<long long>(bad), got.size());
+  return bad == 0;
+}
+
 }  // namespace brigade::test
