@@ -5,8 +5,9 @@
 // floats, owned by the caller so that a training step allocates nothing; nullptr makes the
 // call allocate (and free) its own, which is convenient in tests and slow in a loop. Two calls
 // running at the same time (two streams of one device) need two workspaces.
-// Results depend on the pool's size only through the order of the batch sums in
-// conv2d_backward_filter (per-thread partial sums added in thread order).
+// Results are deterministic for a given (shape, pool size). Across pool sizes or batch sizes
+// they may differ in the last bits: samples are grouped differently per SGEMM, and
+// conv2d_backward_filter adds per-thread partial sums (in thread order).
 #pragma once
 
 #include <cstdint>
