@@ -17,14 +17,21 @@
 #include "engine/error.h"
 #include "engine/stream.h"
 #include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/dense.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/maxpool2d.h"
+#include "kernels/cuda/optimizers.h"
 #include "kernels/cuda/path.h"
+#include "kernels/cuda/relu.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/vendor.h"
 #include "kernels/reference/conv2d.h"
+#include "kernels/reference/dense.h"
 #include "kernels/reference/maxpool2d.h"
+#include "kernels/reference/optimizers.h"
+#include "kernels/reference/relu.h"
 #include "tests/kernels/cpu/check.h"
 
 using namespace brigade;
@@ -197,6 +204,74 @@ TEST_CASE("Dropout and softmax + cross-entropy (native) match the reference") {
   check_cross_entropy_result(r, classes);
   CHECK(std::fabs(r.loss - loss) <= 1e-5 * std::fabs(loss));  // N row losses of a few eps each
   CHECK(all_close("dlogits", ddl.to_host().data(), dl, 1e-6 / N));
+}
+
+TEST_CASE("Dense: cuBLAS and gemm_tiled (native) against the reference; the question's 64 -> 1500") {
+  const Stream stream = Stream::create(Device::cuda(0));
+  const int64_t N = 33, in = 64, out = 1500;
+  const std::vector<double> x = random_vector(N * in, 10), w = random_vector(out * in, 11),
+                            b = random_vector(out, 12), dy = random_vector(N * out, 13);
+  std::vector<double> y(N * out), y_mag(N * out), dx(N * in), dx_mag(N * in), dw(out * in, 0.0),
+      dw_mag(out * in, 0.0);
+  ref::dense_forward(x.data(), w.data(), b.data(), y.data(), N, in, out);
+  ref::dense_forward(abs_of(x).data(), abs_of(w).data(), abs_of(b).data(), y_mag.data(), N, in, out);
+  ref::dense_backward_data(dy.data(), w.data(), dx.data(), N, in, out);
+  ref::dense_backward_data(abs_of(dy).data(), abs_of(w).data(), dx_mag.data(), N, in, out);
+  ref::dense_backward_weight(x.data(), dy.data(), dw.data(), N, in, out);
+  ref::dense_backward_weight(abs_of(x).data(), abs_of(dy).data(), dw_mag.data(), N, in, out);
+  DeviceArray<float> dxin(to_float(x), stream), dwin(to_float(w), stream), dbin(to_float(b), stream),
+      ddy(to_float(dy), stream);
+  for (CudaPath path : {CudaPath::handwritten, CudaPath::vendor}) {
+    INFO(cuda_path_name(path));
+    DeviceArray<float> yo(nans(N * out), stream), gx(nans(N * in), stream),
+        gw(std::vector<float>(out * in, 0.0f), stream);
+    if (path == CudaPath::handwritten) {
+      cuda::dense_forward(dxin.get(), dwin.get(), dbin.get(), yo.get(), N, in, out, stream);
+      cuda::dense_backward_data(ddy.get(), dwin.get(), gx.get(), N, in, out, stream);
+      cuda::dense_backward_weight(dxin.get(), ddy.get(), gw.get(), N, in, out, stream);
+    } else {
+      cuda::vendor::dense_forward(dxin.get(), dwin.get(), dbin.get(), yo.get(), N, in, out, stream);
+      cuda::vendor::dense_backward_data(ddy.get(), dwin.get(), gx.get(), N, in, out, stream);
+      cuda::vendor::dense_backward_weight(dxin.get(), ddy.get(), gw.get(), N, in, out, stream);
+    }
+    CHECK(all_close("y", yo.to_host().data(), y, sum_tolerance(y_mag, in + 1)));
+    CHECK(all_close("dx", gx.to_host().data(), dx, sum_tolerance(dx_mag, out)));
+    CHECK(all_close("dw", gw.to_host().data(), dw, sum_tolerance(dw_mag, N)));
+  }
+}
+
+TEST_CASE("ReLU, elementwise and the optimizers (native) match the reference") {
+  const Stream stream = Stream::create(Device::cuda(0));
+  const int64_t n = 100003;  // not a multiple of the block
+  const std::vector<float> x = to_float(random_vector(n, 14)), g = to_float(random_vector(n, 15));
+  std::vector<float> relu_ref(n);
+  ref::relu_forward(x.data(), relu_ref.data(), n);
+  DeviceArray<float> dx_in(x, stream), dg(g, stream), dy(nans(n), stream);
+  cuda::relu_forward(dx_in.get(), dy.get(), n, stream);
+  CHECK(all_close("relu", dy.to_host().data(), std::vector<double>(relu_ref.begin(), relu_ref.end()), 0.0));
+  cuda::copy(dg.get(), dy.get(), n, stream);
+  cuda::add_to(dx_in.get(), dy.get(), n, stream);  // y = g + x
+  std::vector<double> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = double(float(g[i] + x[i]));
+  CHECK(all_close("copy + add_to", dy.to_host().data(), sum, 0.0));
+
+  // Three steps of Adam and of Nesterov SGD: a few float operations per element and step,
+  // no reductions: within 1e-6 of the double reference on O(1) values (FMA contraction on
+  // the GPU changes the last bits, not more).
+  const AdamParams adam{.lr = 1e-2, .weight_decay = 0.01};
+  const SgdParams sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001, .nesterov = true};
+  std::vector<double> p = to_double(x), m(n, 0.0), v(n, 0.0), q = to_double(x), buf(n, 0.0);
+  const std::vector<double> gd = to_double(g);
+  DeviceArray<float> dp(x, stream), dm(std::vector<float>(n, 0.0f), stream),
+      dv(std::vector<float>(n, 0.0f), stream), dq(x, stream), dbuf(std::vector<float>(n, 0.0f), stream);
+  for (int step = 1; step <= 3; ++step) {
+    ref::adam_update(p.data(), gd.data(), m.data(), v.data(), n, adam, step);
+    cuda::adam_update(dp.get(), dg.get(), dm.get(), dv.get(), n, adam, step, stream);
+    ref::sgd_update(q.data(), gd.data(), buf.data(), n, sgd, step == 1);
+    cuda::sgd_update(dq.get(), dg.get(), dbuf.get(), n, sgd, step == 1, stream);
+  }
+  CHECK(all_close("adam p", dp.to_host().data(), p, 1e-6));
+  CHECK(all_close("sgd p", dq.to_host().data(), q, 1e-6));
 }
 
 int main(int argc, char** argv) {
