@@ -1,0 +1,310 @@
+#!/usr/bin/python3
+"""Brigade against PyTorch on the question's network: loss parity and training throughput.
+
+  parity      Brigade's trainer runs N steps of SGD with momentum on Fashion-MNIST in file
+              order (--no-shuffle) with a model file without dropout, saving its initial and
+              final parameters; PyTorch loads the initial ones, trains on the same batches in
+              the same order, and every step's loss and every final parameter tensor must agree
+              to --rtol (1e-4). Prints a PASS/FAIL table; exits 1 on FAIL.
+  throughput  PyTorch's training samples/s beside Brigade's (build/tools/brigade-bench
+              --model) at the same batch and thread count, runs alternating, and the ratio.
+
+  /usr/bin/python3 tools/compare/pytorch_seed_cnn.py parity
+  /usr/bin/python3 tools/compare/pytorch_seed_cnn.py throughput --threads 1,2 --rounds 3
+
+Needs Debian's python3-torch (1.13; tools/setup.sh --with-pytorch) and python3-numpy. Reads
+safetensors and gzip'd IDX itself: both formats are a few lines (see read_safetensors, read_idx).
+"""
+import argparse
+import collections
+import gzip
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as e:
+    # A python3 of its own (pyenv, a venv) first on PATH does not see Debian's packages.
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit(f"pytorch_seed_cnn.py: {e}: install python3-torch and python3-numpy "
+             "(tools/setup.sh --with-pytorch)")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+# ---- file formats ----------------------------------------------------------------------------
+
+def read_safetensors(path):
+    """name -> float32 numpy array. Layout: u64 little-endian header length, a JSON header
+    {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, raw data."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name} has dtype {t['dtype']}, expected F32")
+        b, e = t["data_offsets"]
+        out[name] = np.frombuffer(data[b:e], dtype="<f4").reshape(t["shape"]).copy()
+    return out
+
+
+def read_idx(path):
+    """A gzip'd IDX file (big-endian: 0, 0, type 0x08 = u8, rank; then the dims) -> numpy u8."""
+    with gzip.open(path, "rb") as f:
+        blob = f.read()
+    zero, kind, rank = struct.unpack(">HBB", blob[:4])
+    if zero != 0 or kind != 0x08:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
+    dims = struct.unpack(">" + "I" * rank, blob[4:4 + 4 * rank])
+    return np.frombuffer(blob[4 + 4 * rank:], dtype=np.uint8).reshape(dims)
+
+
+# ---- the network of a model file ---------------------------------------------------------------
+
+def build_model(model_file):
+    """The Brigade model file as a torch.nn.Sequential whose parameter names are Brigade's
+    (conv2d_1.weight, dense_2.bias, ...). Understands what the question's network uses:
+    input HxWxC, conv2d (valid, stride 1), maxpool2d, dropout, flatten, dense; relu/softmax
+    activations (softmax on the last dense stays in the loss, as in Brigade)."""
+    layers = collections.OrderedDict()
+    counts = collections.Counter()
+    shape = None  # (C, H, W) or (F,)
+    for lineno, raw in enumerate(open(model_file), 1):
+        words = raw.split("#")[0].split()
+        if not words or words[0] == "device":
+            continue
+        kind, args = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        where = f"{model_file}:{lineno}"
+        if kind == "input":
+            h, w, c = (int(v) for v in words[1].split("x"))
+            shape = (c, h, w)
+            continue
+        counts[kind] += 1
+        name = f"{kind}_{counts[kind]}"
+        if args.get("padding", "valid") != "valid" or "stride" in args:
+            raise ValueError(f"{where}: only valid padding and default strides are mirrored here")
+        if kind == "conv2d":
+            size = args["kernel"].split("x")  # "3x3", or "3" for 3x3
+            r, s = int(size[0]), int(size[-1])
+            k = int(args["filters"])
+            layers[name] = torch.nn.Conv2d(shape[0], k, (r, s))
+            shape = (k, shape[1] - r + 1, shape[2] - s + 1)
+        elif kind == "maxpool2d":
+            size = args["pool"].split("x")
+            r, s = int(size[0]), int(size[-1])
+            layers[name] = torch.nn.MaxPool2d((r, s))  # stride = the pool size, as in Keras
+            shape = (shape[0], (shape[1] - r) // r + 1, (shape[2] - s) // s + 1)
+        elif kind == "dropout":
+            layers[name] = torch.nn.Dropout(float(args["rate"]))
+        elif kind == "flatten":
+            layers[name] = torch.nn.Flatten()
+            shape = (int(np.prod(shape)),)
+        elif kind == "dense":
+            units = int(args["units"])
+            layers[name] = torch.nn.Linear(shape[0], units)
+            shape = (units,)
+        else:
+            raise ValueError(f"{where}: layer '{kind}' is not mirrored here")
+        if args.get("activation") == "relu":
+            layers[name + "_relu"] = torch.nn.ReLU()
+    return torch.nn.Sequential(layers)
+
+
+# ---- parity ----------------------------------------------------------------------------------
+
+def run(cmd):
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def parity(a):
+    torch.set_num_threads(1)
+    work = a.workdir or tempfile.mkdtemp(prefix="brigade-parity-")
+    init, final, metrics = (os.path.join(work, n) for n in
+                            ("initial.safetensors", "final.safetensors", "metrics.jsonl"))
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run([a.brigade_train, "--model", a.model, "--devices", a.devices, "--threads-per-device", "1",
+         "--optimizer", "sgd", "--lr", str(a.lr), "--momentum", str(a.momentum),
+         "--batch", str(a.batch), "--steps", str(a.steps), "--epochs", "1", "--no-shuffle",
+         "--seed", str(a.seed), "--data-dir", a.data_dir, "--save-initial", init, "--save", final,
+         "--metrics", metrics, "--print-every", "10"])
+    brigade_loss = {}
+    for line in open(metrics):
+        rec = json.loads(line)
+        if rec.get("kind") == "step":
+            brigade_loss[rec["step"]] = rec["loss"]
+
+    model = build_model(a.model)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in read_safetensors(init).items()})
+    model.train()
+    images = read_idx(os.path.join(a.data_dir, "train-images-idx3-ubyte.gz"))  # (N, 28, 28)
+    labels = read_idx(os.path.join(a.data_dir, "train-labels-idx1-ubyte.gz"))  # (N)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+
+    def rel(x, ref):
+        return abs(x - ref) / max(abs(ref), 1e-30)
+
+    ok = True
+    print(f"\nper-step loss, batch {a.batch}, SGD lr {a.lr} momentum {a.momentum} "
+          f"(PASS: relative difference <= {a.rtol:g})")
+    print(f"{'step':>5} {'brigade':>12} {'pytorch':>12} {'rel diff':>10}  result")
+    worst = 0.0
+    for step in range(1, a.steps + 1):
+        lo = (step - 1) * a.batch
+        x = torch.from_numpy(images[lo:lo + a.batch].astype(np.float32) / np.float32(255.0))
+        y = torch.from_numpy(labels[lo:lo + a.batch].astype(np.int64))
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.unsqueeze(1)), y)
+        loss.backward()
+        opt.step()
+        mine = brigade_loss.get(step)
+        if mine is None:
+            print(f"{step:>5} {'missing':>12} {loss.item():12.7f} {'':>10}  FAIL")
+            ok = False
+            continue
+        d = rel(mine, loss.item())
+        worst = max(worst, d)
+        good = d <= a.rtol
+        ok &= good
+        if not good or step <= 5 or step % 10 == 0 or step == a.steps:
+            print(f"{step:>5} {mine:12.7f} {loss.item():12.7f} {d:10.2e}  {'PASS' if good else 'FAIL'}")
+    print(f"worst per-step loss difference: {worst:.2e}")
+
+    print(f"\nfinal parameters (relative difference = max |brigade - pytorch| / max |pytorch|)")
+    print(f"{'tensor':<16} {'shape':<18} {'rel diff':>10}  result")
+    theirs = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    mine = read_safetensors(final)
+    for name in sorted(set(theirs) | set(mine)):
+        if name not in theirs or name not in mine:
+            print(f"{name:<16} {'only in ' + ('brigade' if name in mine else 'pytorch'):<18} "
+                  f"{'':>10}  FAIL")
+            ok = False
+            continue
+        t, m = theirs[name], mine[name]
+        if t.shape != m.shape:
+            print(f"{name:<16} {str(m.shape) + ' vs ' + str(t.shape):<18} {'':>10}  FAIL")
+            ok = False
+            continue
+        d = float(np.max(np.abs(m - t)) / max(float(np.max(np.abs(t))), 1e-30))
+        good = d <= a.rtol
+        ok &= good
+        print(f"{name:<16} {str(tuple(t.shape)):<18} {d:10.2e}  {'PASS' if good else 'FAIL'}")
+    print(f"\nparity: {'PASS' if ok else 'FAIL'} ({a.steps} steps, files in {work})")
+    return 0 if ok else 1
+
+
+# ---- throughput ------------------------------------------------------------------------------
+
+def torch_samples_per_s(model_file, batch, threads, warmup, reps, steps):
+    """Median samples/s of PyTorch training steps (the same step as brigade-bench --model:
+    zero_grad, forward with dropout on, cross-entropy, backward, SGD momentum)."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = build_model(model_file)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.rand(batch, 1, 28, 28, generator=g), torch.randint(0, 10, (batch,), generator=g))
+               for _ in range(2)]
+
+    def step(k):
+        x, y = batches[k % 2]
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for k in range(warmup):
+        step(k)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for k in range(steps):
+            step(k)
+        times.append((time.perf_counter() - t0) / steps)
+    return batch / statistics.median(times)
+
+
+def brigade_samples_per_s(bench, model_file, batch, threads, reps, steps):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([bench, "--model", "--network", model_file, "--batches", str(batch),
+                        "--threads", str(threads), "--reps", str(reps), "--steps", str(steps),
+                        "--json", f.name], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        rows = json.load(open(f.name))["model"]
+    return next(r["samples_per_s"] for r in rows if r["device"].startswith("cpu"))
+
+
+def throughput(a):
+    threads = [int(t) for t in a.threads.split(",")]
+    print(f"training samples/s of {a.model}, batch {a.batch}, one CPU device; "
+          f"{a.rounds} alternating rounds, each the median of {a.reps} x {a.steps} steps")
+    print(f"torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'oneDNN on' or 'oneDNN off'}")
+    print(f"{'threads':>7} {'round':>5} {'brigade':>10} {'pytorch':>10} {'ratio':>7}")
+    summary, ok = [], True
+    for t in threads:
+        ratios = []
+        for r in range(a.rounds):
+            b = brigade_samples_per_s(a.brigade_bench, a.model, a.batch, t, a.reps, a.steps)
+            p = torch_samples_per_s(a.model, a.batch, t, 2, a.reps, a.steps)
+            ratios.append(b / p)
+            print(f"{t:>7} {r + 1:>5} {b:10.1f} {p:10.1f} {b / p:7.2f}", flush=True)
+        m = statistics.median(ratios)
+        summary.append((t, m))
+        ok &= m >= a.target
+    print(f"\nmedian ratio brigade / pytorch (target >= {a.target:g}):")
+    for t, m in summary:
+        print(f"  {t} thread{'s' if t > 1 else ' '}: {m:.2f}x  {'met' if m >= a.target else 'NOT met'}")
+    return 0 if ok or not a.require_target else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    pa = sub.add_parser("parity", help="per-step losses and final parameters against PyTorch")
+    pa.add_argument("--brigade-train", default=os.path.join(REPO, "build/tools/brigade-train"))
+    pa.add_argument("--model", default=os.path.join(REPO, "tools/compare/seed_cnn_nodropout.model"))
+    pa.add_argument("--devices", default="cpu:0", help="brigade-train --devices (cpu:0,cpu:1 pipelines)")
+    pa.add_argument("--data-dir", default=FASHION_MNIST)
+    pa.add_argument("--steps", type=int, default=50)
+    pa.add_argument("--batch", type=int, default=128)
+    pa.add_argument("--lr", type=float, default=0.01)
+    pa.add_argument("--momentum", type=float, default=0.9)
+    pa.add_argument("--seed", type=int, default=1)
+    pa.add_argument("--rtol", type=float, default=1e-4)
+    pa.add_argument("--workdir", help="keep the files here (default: a new temporary folder)")
+    th = sub.add_parser("throughput", help="training samples/s beside PyTorch's")
+    th.add_argument("--brigade-bench", default=os.path.join(REPO, "build/tools/brigade-bench"))
+    th.add_argument("--model", default=os.path.join(REPO, "tools/models/seed_cnn.model"))
+    th.add_argument("--batch", type=int, default=128)
+    th.add_argument("--threads", default="1,2")
+    th.add_argument("--rounds", type=int, default=3)
+    th.add_argument("--reps", type=int, default=3)
+    th.add_argument("--steps", type=int, default=3)
+    th.add_argument("--target", type=float, default=1.5)
+    th.add_argument("--require-target", action="store_true", help="exit 1 if a ratio is below --target")
+    a = p.parse_args()
+    try:
+        return parity(a) if a.what == "parity" else throughput(a)
+    except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:
+        print(f"pytorch_seed_cnn.py: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
