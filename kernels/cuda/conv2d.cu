@@ -17,6 +17,7 @@
 //   col2im_kernel      thread per input pixel (c, h, w): GATHERS the col entries that read
 //                      it (every (r, s) whose (p, q) lands on it) — no atomics, and the sum's
 //                      order is fixed, so results are deterministic.
+//   channel_bias_kernel  thread per y element: adds b[k] of its channel k, then the ReLU.
 //   bias_grad_kernel   block per output channel k: the block's threads sum dy[·][k][·][·]
 //                      with a strided loop, then block_sum (reduce.cuh) adds their sums.
 #include <cstdint>
