@@ -17,6 +17,7 @@ packages=(
   zlib1g-dev                          # gzip'd IDX data
   dataset-fashion-mnist               # the training data (gzip'd IDX files)
   librsvg2-bin                        # rsvg-convert: SVG timelines -> PNG for the docs
+  clang libclang-rt-14-dev            # tools/fuzz.sh: libFuzzer with ASan/UBSan
 )
 [[ " $* " == *" --with-pytorch "* ]] && packages+=(python3-torch python3-numpy)
 
