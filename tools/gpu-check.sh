@@ -73,7 +73,7 @@ if [ -n "${MESON:-}" ]; then
 elif command -v meson >/dev/null; then
   MESON_CMD=(meson)
 else
-  missing+=("Meson: set MESON=path/to/meson.py (tools/README.md: apt-get download meson)")
+  missing+=("Meson: set MESON=path/to/meson.py (tools/bench/README.md: apt-get download meson)")
 fi
 if [ -n "${DOCTEST_INCLUDE:-}" ]; then
   if [ -f "$DOCTEST_INCLUDE/doctest/doctest.h" ]; then
@@ -91,7 +91,7 @@ if [ -n "${DOCTEST_INCLUDE:-}" ]; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do say "missing: $m"; done
-  result tools FAIL "see tools/README.md, section gpu-check.sh, to prepare them"
+  result tools FAIL "see tools/bench/README.md, "Preparing a GPU machine", to prepare them"
   say "gpu-check: stopped: tools missing"
   exit 2
 fi

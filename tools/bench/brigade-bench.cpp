@@ -1,0 +1,165 @@
+// brigade-bench: how fast Brigade's kernels and training are, as fractions of this machine's
+// measured peak. Not a test: it measures, prints tables, and writes JSON (--json).
+//
+//   brigade-bench                      # peak, every op, the model at batch 32/128/512, 1 and 2 threads
+//   brigade-bench --quick              # the same, smaller: about a minute
+//   brigade-bench --ops --impls cpu --threads 1 --batch 128
+//   brigade-bench --model --batches 128 --threads 1,2 --json bench.json
+//
+// Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
+// per implementation), model_bench.h (samples/s of a training step), then this file.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/device.h"
+#include "engine/error.h"
+#include "layers/model_file.h"
+#include "tools/bench/model_bench.h"
+#include "tools/bench/op_bench.h"
+#include "tools/bench/peak.h"
+
+using namespace brigade;
+using namespace brigade::bench;
+using nlohmann::json;
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+double fraction(double gflops, double peak) { return peak > 0 ? gflops / peak : 0; }
+
+void print_peaks(const std::map<int, Peak>& peaks, double gpu_peak) {
+  std::printf("\nMeasured peak (every thread at once; median of repetitions)\n");
+  std::printf("%7s  %-9s %14s %16s\n", "threads", "isa", "FMA GFLOP/s", "SGEMM GFLOP/s");
+  for (const auto& [t, p] : peaks)
+    std::printf("%7d  %-9s %14.1f %11.1f (n=%d)\n", t, p.isa.c_str(), p.fma_gflops,
+                p.sgemm_gflops, p.sgemm_n);
+  if (gpu_peak > 0) std::printf("cuda:0 cuBLAS SGEMM 8192^3: %.1f GFLOP/s\n", gpu_peak);
+}
+
+double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
+               int threads) {
+  if (device.rfind("cuda", 0) == 0) return gpu_peak;
+  const auto it = peaks.find(threads);
+  return it == peaks.end() ? 0 : it->second.fma_gflops;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Brigade's op and training throughput against this machine's measured peak"};
+  std::string network = "tools/models/seed_cnn.model", json_path;
+  bool only_ops = false, only_model = false, quick = false;
+  OpBenchOptions op;
+  ModelBenchOptions mo;
+  std::vector<int> threads = {1, 2};
+  int reps = 5;
+  app.add_option("--network", network, "model file whose layers are benchmarked")->capture_default_str();
+  app.add_flag("--ops", only_ops, "op level only");
+  app.add_flag("--model", only_model, "model level only");
+  app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
+  app.add_option("--batch", op.batch, "op level: batch")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--batches", mo.batches, "model level: batches")->delimiter(',')->check(CLI::Range(1, 4096));
+  app.add_option("--threads", threads, "CPU thread counts")->delimiter(',')->check(CLI::Range(1, 256));
+  app.add_option("--impls", op.impls, "op level: reference,cpu,handwritten,vendor")
+      ->delimiter(',')->check(CLI::IsMember({"reference", "cpu", "handwritten", "vendor"}));
+  app.add_option("--reps", reps, "repetitions (the median is reported)")->capture_default_str()->check(CLI::Range(1, 100));
+  app.add_option("--steps", mo.steps, "model level: steps per repetition")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--json", json_path, "also write every figure to this JSON file");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    reps = std::min(reps, 3);
+    op.warmup = 1, op.reference_batch = 2, op.min_repetition_s = 0.02;
+    if (app.count("--batches") == 0) mo.batches = {128};
+    mo.warmup = 1, mo.steps = std::min(mo.steps, 2);
+  }
+  op.repetitions = mo.repetitions = reps;
+  op.threads = mo.threads = threads;
+  const bool run_ops = !only_model || only_ops, run_model = !only_ops || only_model;
+
+  try {
+    const model::ModelSpec spec = model::load_model_file(network);
+    const int gpus = cuda_device_count();
+    std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); network %s\n",
+                cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, network.c_str());
+
+    // The yardstick: the peak on each thread count, on the same kind of pool the kernels use.
+    std::map<int, Peak> peaks;
+    for (int t : threads) {
+      configure_cpu_device(op.cpu_device, {.threads = t});
+      peaks[t] = measure_peak(cpu_thread_pool(Device::cpu(op.cpu_device)), quick);
+    }
+    const double gpu_peak = gpus > 0 ? gpu_sgemm_peak_gflops(8192, reps) : 0;
+    print_peaks(peaks, gpu_peak);
+
+    json out;
+    out["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()},
+                      {"gpus", gpus}};
+    std::string cmd;
+    for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+    out["command"] = cmd;
+    out["network"] = network;
+    for (const auto& [t, p] : peaks)
+      out["peak"].push_back({{"threads", t}, {"isa", p.isa}, {"fma_gflops", p.fma_gflops},
+                             {"sgemm_gflops", p.sgemm_gflops}, {"sgemm_n", p.sgemm_n}});
+    if (gpus > 0) out["gpu_peak_sgemm_gflops"] = gpu_peak;
+
+    if (run_ops) {
+      std::fprintf(stderr, "op level:\n");
+      const std::vector<OpRow> rows = bench_ops(spec, op);
+      std::printf("\nOp level (median ms per call; %%peak = GFLOP/s / FMA peak of the same threads,"
+                  " or / cuBLAS SGEMM on a GPU)\n");
+      std::printf("%-10s %-16s %-12s %3s %5s  %-38s %10s %9s %6s\n", "layer", "op", "impl", "thr",
+                  "batch", "shape", "ms", "GFLOP/s", "%peak");
+      for (const OpRow& r : rows) {
+        const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
+        std::printf("%-10s %-16s %-12s %3d %5lld  %-38s %10.3f %9.2f %6.1f\n", r.layer.c_str(),
+                    r.op.c_str(), r.impl.c_str(), r.threads, static_cast<long long>(r.batch),
+                    r.shape.c_str(), r.ms, r.gflops, 100 * f);
+        out["ops"].push_back({{"layer", r.layer}, {"op", r.op}, {"impl", r.impl},
+                              {"device", r.device}, {"threads", r.threads}, {"batch", r.batch},
+                              {"shape", r.shape}, {"flops", r.flops}, {"ms", r.ms},
+                              {"gflops", r.gflops}, {"fraction_of_peak", f}});
+      }
+    }
+    if (run_model) {
+      std::fprintf(stderr, "model level:\n");
+      const std::vector<ModelRow> rows = bench_model(spec, mo);
+      std::printf("\nModel level: training steps of %s on one device (SGD momentum; %.1f MFLOP per"
+                  " sample)\n", network.c_str(), training_flops_per_sample(spec) * 1e-6);
+      std::printf("%-7s %-12s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "thr", "batch",
+                  "step ms", "samples/s", "GFLOP/s", "%peak");
+      for (const ModelRow& r : rows) {
+        const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
+        std::printf("%-7s %-12s %3d %6lld %10.2f %11.1f %9.2f %6.1f\n", r.device.c_str(),
+                    r.impl.c_str(), r.threads, static_cast<long long>(r.batch), r.step_ms,
+                    r.samples_per_s, r.gflops, 100 * f);
+        out["model"].push_back({{"device", r.device}, {"impl", r.impl}, {"threads", r.threads},
+                                {"batch", r.batch}, {"step_ms", r.step_ms},
+                                {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops},
+                                {"fraction_of_peak", f}});
+      }
+    }
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << out.dump(2) << "\n";
+      if (!f) throw Error("brigade-bench: cannot write " + json_path);
+      std::printf("\nwrote %s\n", json_path.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
