@@ -1,0 +1,103 @@
+// Every bad input named in issue 6 gets one clear message and a non-zero exit from the built
+// brigade-train, never a crash (a signal) or a hang (meson's timeout).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "tests/train/run_binary.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+// Synthetic data and the small model: the bad input is then the only thing wrong.
+std::vector<std::string> quick(const fs::path& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--model", write_file(dir / "small.model", kSmallModel),
+                                   "--data", "synthetic", "--synthetic-count", "256",
+                                   "--batch", "32", "--devices", "cpu:0", "--steps", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void check_refused(const Run& r, int status, const std::string& says) {
+  CAPTURE(r.output);
+  CHECK(r.status == status);
+  CHECK(r.output.find(says) != std::string::npos);
+  CHECK(r.output.find("brigade-train") != std::string::npos);  // our message, not a crash
+}
+}  // namespace
+
+TEST_CASE("bad input: the quick run itself is fine") {
+  const fs::path dir = temp_dir("ok");
+  const Run r = run_train(quick(dir, {}));
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("test accuracy") != std::string::npos);
+}
+
+TEST_CASE("bad input: unknown flag") {
+  check_refused(run_train({"--learning-rate", "0.1"}), 2, "--learning-rate");
+}
+
+TEST_CASE("bad input: --microbatches 0") {
+  check_refused(run_train({"--microbatches", "0"}), 2, "at least 1 micro-batch");
+}
+
+TEST_CASE("bad input: garbage sizes and numbers") {
+  check_refused(run_train({"--device-memory", "256Mb"}), 2, "invalid size '256Mb'");
+  check_refused(run_train({"--batch", "many"}), 2, "--batch");
+}
+
+TEST_CASE("bad input: more stages than layers") {
+  const fs::path dir = temp_dir("stages");
+  const std::string model =
+      write_file(dir / "two.model", "input 28x28x1\nflatten\ndense units=10 activation=softmax\n");
+  check_refused(run_train({"--model", model, "--data", "synthetic", "--synthetic-count", "64",
+                           "--devices", "cpu:0,cpu:1,cpu:2"}),
+                2, "only 2 layers");
+}
+
+TEST_CASE("bad input: cuda:0 without a GPU") {
+  if (brigade::cuda_device_count() > 0) return;  // it exists here
+  check_refused(run_train({"--devices", "cuda:0"}), 1, "cuda:0");
+}
+
+TEST_CASE("bad input: a batch smaller than the micro-batch count") {
+  const fs::path dir = temp_dir("mb");
+  check_refused(run_train(quick(dir, {"--batch", "4", "--microbatches", "8"})), 2,
+                "--batch 4 is smaller than the 8 micro-batches");
+}
+
+TEST_CASE("bad input: data directory missing, data file truncated") {
+  const fs::path dir = temp_dir("data");
+  const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});
+  check_refused(missing, 1, (dir / "nowhere").string());
+
+  // Four IDX files whose training images stop short of what their header says.
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
+  };
+  const std::string images = be32(0x803) + be32(10) + be32(28) + be32(28) + std::string(100, '\0');
+  const std::string labels = be32(0x801) + be32(10) + std::string(10, '\0');
+  write_file(dir / "train-images-idx3-ubyte", images);
+  write_file(dir / "train-labels-idx1-ubyte", labels);
+  write_file(dir / "t10k-images-idx3-ubyte", images);
+  write_file(dir / "t10k-labels-idx1-ubyte", labels);
+  check_refused(run_train({"--data-dir", dir.string()}), 1, "truncated");
+}
+
+TEST_CASE("bad input: malformed model files") {
+  const fs::path dir = temp_dir("model");
+  const std::string typo = write_file(dir / "typo.model",
+                                      "input 28x28x1\nconv2d filter=32 kernel=3\n");
+  check_refused(run_train({"--model", typo, "--data", "synthetic"}), 1, "typo.model:2:");
+  const std::string misfit = write_file(dir / "misfit.model",
+                                        "input 28x28x1\nflatten\ndense units=7\n");
+  check_refused(run_train({"--model", misfit, "--data", "synthetic", "--synthetic-count", "64"}),
+                2, "the model's output is (1, 7) but synthetic");
+  check_refused(run_train({"--model", "no_such_model"}), 2, "no_such_model");
+}

@@ -1,0 +1,151 @@
+// The trainer's command line and placement, without running anything.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/train/options.h"
+#include "tools/train/placement.h"
+
+using namespace brigade::train;
+
+namespace {
+std::optional<Options> parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "brigade-train");
+  return parse_options(static_cast<int>(args.size()), args.data());
+}
+std::string usage_error(std::vector<const char*> args) {
+  try {
+    parse(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("parse_size: units by hand") {
+  CHECK(parse_size("0") == 0);
+  CHECK(parse_size("4096") == 4096);
+  CHECK(parse_size("256MiB") == 256ull * 1024 * 1024);
+  CHECK(parse_size("256M") == 256ull * 1024 * 1024);
+  CHECK(parse_size("1.5GiB") == 3ull * 512 * 1024 * 1024);
+  CHECK(parse_size("512MB") == 512'000'000ull);
+  CHECK(parse_size("64k") == 65536);
+  CHECK(parse_size("2TB") == 2'000'000'000'000ull);
+}
+
+TEST_CASE("parse_size: garbage is refused with the text") {
+  for (const char* bad : {"", "MiB", "12 MiB", "12Mb", "-5", "1.5", "0.3B", "1..2M", "99999999999TiB"}) {
+    const std::string text = bad;
+    CAPTURE(text);
+    try {
+      parse_size(bad);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find(std::string("'") + bad + "'") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("format_size") {
+  CHECK(format_size(512) == "512 B");
+  CHECK(format_size(256ull << 20) == "256.0 MiB");
+}
+
+TEST_CASE("options: defaults are the question's recipe") {
+  const Options o = *parse({});
+  CHECK(o.model == "seed_cnn");
+  CHECK(o.data == "fashion-mnist");
+  CHECK(o.devices == "auto");
+  CHECK(o.optimizer == "adam");
+  CHECK(o.lr == 1e-3);
+  CHECK(o.batch == 128);
+  CHECK(o.epochs <= 5);
+  CHECK(o.microbatches == 0);  // resolved later from the stage count
+}
+
+TEST_CASE("options: values are read") {
+  const Options o = *parse({"--devices", "cpu:0,cpu:1", "--device-memory", "256MiB", "--batch",
+                            "64", "--microbatches", "4", "--optimizer", "sgd", "--momentum",
+                            "0.9", "--no-shuffle", "--recompute", "--steps", "10"});
+  CHECK(o.devices == "cpu:0,cpu:1");
+  CHECK(o.device_memory == 256ull << 20);
+  CHECK(o.batch == 64);
+  CHECK(o.microbatches == 4);
+  CHECK(o.optimizer == "sgd");
+  CHECK(o.momentum == 0.9);
+  CHECK(o.no_shuffle);
+  CHECK(o.recompute);
+  CHECK(o.steps == 10);
+}
+
+TEST_CASE("options: --help returns nothing to run") { CHECK_FALSE(parse({"--help"}).has_value()); }
+
+TEST_CASE("options: each mistake gets its message") {
+  CHECK(usage_error({"--bogus"}).find("--bogus") != std::string::npos);
+  CHECK(usage_error({"--microbatches", "0"}).find("at least 1 micro-batch") != std::string::npos);
+  CHECK(usage_error({"--device-memory", "lots"}).find("'lots'") != std::string::npos);
+  CHECK(usage_error({"--optimizer", "rmsprop"}).find("rmsprop") != std::string::npos);
+  CHECK(usage_error({"--schedule", "fast"}).find("fast") != std::string::npos);
+  CHECK(usage_error({"--batch", "0"}).find("--batch 0") != std::string::npos);
+  CHECK(usage_error({"--resume"}).find("--checkpoint-dir") != std::string::npos);
+  CHECK(usage_error({"--momentum", "0.9"}).find("sgd") != std::string::npos);
+}
+
+namespace {
+brigade::model::ModelSpec three_blocks() {
+  return brigade::model::parse_model(
+      "input 8\n"
+      "device 0\ndense units=4 activation=relu\n"
+      "device 1\ndense units=4 activation=relu\ndense units=4 activation=relu\n"
+      "device 2\ndense units=3\n",
+      "three.model");
+}
+}  // namespace
+
+TEST_CASE("placement: auto without a GPU is one CPU device per block") {
+  if (brigade::cuda_device_count() > 0) return;  // auto means the GPUs there
+  Options o;
+  const Placement p = place(o, three_blocks());
+  REQUIRE(p.stages.size() == 3);
+  CHECK(p.stages[0].device == brigade::Device::cpu(0));
+  CHECK(p.stages[1].begin == 1);
+  CHECK(p.stages[1].end == 3);
+  CHECK(p.stages[2].device == brigade::Device::cpu(2));
+}
+
+TEST_CASE("placement: fewer devices than blocks merge neighbours, floor(b * D / K)") {
+  Options o;
+  o.devices = "cpu:0,cpu:1";
+  const Placement p = place(o, three_blocks());
+  // blocks 0, 1, 2 -> devices 0, 0, 1
+  REQUIRE(p.stages.size() == 2);
+  CHECK(p.stages[0].device == brigade::Device::cpu(0));
+  CHECK(p.stages[0].end == 3);
+  CHECK(p.stages[1].device == brigade::Device::cpu(1));
+  CHECK(p.stages[1].begin == 3);
+  o.devices = "cpu:5";
+  const Placement one = place(o, three_blocks());
+  REQUIRE(one.stages.size() == 1);
+  CHECK(one.stages[0].end == 4);
+}
+
+TEST_CASE("placement: impossible device lists") {
+  Options o;
+  const auto error = [&](const std::string& devices) -> std::string {
+    o.devices = devices;
+    try {
+      place(o, three_blocks());
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(error("cpu:0,cpu:1,cpu:2,cpu:3,cpu:4").find("only 4 layers") != std::string::npos);
+  CHECK(error("cpu:0,cpu:1,cpu:2,cpu:3").find("3 device blocks") != std::string::npos);
+  CHECK(error("cpu:0,cpu:0").find("twice") != std::string::npos);
+  CHECK(error("gpu0").find("gpu0") != std::string::npos);
+  if (brigade::cuda_device_count() == 0)
+    CHECK(error("cuda:0").find("cuda:0") != std::string::npos);
+}

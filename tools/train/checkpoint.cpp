@@ -1,0 +1,156 @@
+#include "tools/train/checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "layers/safetensors.h"
+
+namespace brigade::train {
+
+namespace st = brigade::safetensors;
+
+namespace {
+
+constexpr const char* kFormat = "brigade-train checkpoint 1";
+
+// Every tensor of a checkpoint: the parameters, then the optimizer's state.
+std::vector<NamedTensor> tensors_of(const std::vector<layers::Parameter*>& params,
+                                    const std::vector<CheckpointedOptimizer*>& optimizers) {
+  std::vector<NamedTensor> all;
+  for (layers::Parameter* p : params) all.push_back({p->name, p->value});
+  for (CheckpointedOptimizer* o : optimizers)
+    for (NamedTensor& t : o->state()) all.push_back(std::move(t));
+  return all;
+}
+
+int64_t number(const st::File& file, const std::string& key) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end())
+    throw CheckpointError(file.source + ": not a complete checkpoint: no '" + key + "' entry");
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used != it->second.size() || v < 0) throw std::invalid_argument(key);
+    return v;
+  } catch (const std::exception&) {
+    throw CheckpointError(file.source + ": '" + key + "' is '" + it->second +
+                          "', not a non-negative integer");
+  }
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
+}
+
+void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
+                     const Position& position, const std::vector<layers::Parameter*>& params,
+                     const std::vector<CheckpointedOptimizer*>& optimizers) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw CheckpointError("cannot create checkpoint directory '" + dir + "': " + ec.message());
+
+  const std::vector<NamedTensor> tensors = tensors_of(params, optimizers);
+  std::vector<std::vector<float>> host;  // the bytes, alive until written
+  host.reserve(tensors.size());
+  std::vector<st::TensorToWrite> out;
+  for (const NamedTensor& t : tensors) {
+    host.push_back(t.tensor.to_vector());  // waits for the tensor's stream
+    const std::vector<float>& v = host.back();
+    out.push_back({t.name, st::Dtype::F32, t.tensor.shape().dims(),
+                   {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)}});
+  }
+  std::map<std::string, std::string> meta = {
+      {"brigade", kFormat},
+      {"model", model::print_model(model)},
+      {"step", std::to_string(position.step)},
+      {"epoch", std::to_string(position.epoch)},
+      {"batch", std::to_string(position.batch)},
+      {"optimizer_steps", std::to_string(optimizers.at(0)->steps())}};
+  for (const auto& [k, v] : recipe) meta["recipe." + k] = v;
+  try {
+    st::write_file(checkpoint_path(dir), out, meta);
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string("cannot write the checkpoint: ") + e.what());
+  }
+}
+
+std::string model_difference(const std::string& checkpoint_model, const std::string& run_model) {
+  const std::vector<std::string> a = lines_of(checkpoint_model), b = lines_of(run_model);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "(end of model)";
+    const std::string y = i < b.size() ? b[i] : "(end of model)";
+    if (x != y)
+      return "line " + std::to_string(i + 1) + " of the model differs: the checkpoint's is '" +
+             x + "', this run's is '" + y + "'";
+  }
+  return "";
+}
+
+Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
+                         const Recipe& recipe, const std::vector<layers::Parameter*>& params,
+                         const std::vector<CheckpointedOptimizer*>& optimizers) {
+  const std::string path = checkpoint_path(dir);
+  if (!std::filesystem::exists(path))
+    throw CheckpointError("--resume: no checkpoint in '" + dir + "' (expected " + path + ")");
+  st::File file;
+  try {
+    file = st::read_file(path);  // validates everything: a truncated file stops here
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string("corrupt checkpoint: ") + e.what());
+  }
+  const auto meta = [&](const std::string& key) -> std::string {
+    auto it = file.metadata.find(key);
+    return it == file.metadata.end() ? "(missing)" : it->second;
+  };
+  if (meta("brigade") != kFormat)
+    throw CheckpointError(path + ": not a brigade-train checkpoint (its 'brigade' entry is '" +
+                          meta("brigade") + "', expected '" + kFormat + "')");
+  const std::string diff = model_difference(meta("model"), model::print_model(model));
+  if (!diff.empty()) throw CheckpointError(path + " is of another model: " + diff);
+
+  std::string recipe_diff;
+  for (const auto& [k, v] : recipe)
+    if (meta("recipe." + k) != v)
+      recipe_diff += "\n  " + k + ": checkpoint " + meta("recipe." + k) + ", this run " + v;
+  if (!recipe_diff.empty())
+    throw CheckpointError(path + " was written by a run with other settings; resuming it would "
+                          "not continue that run:" + recipe_diff);
+
+  std::vector<NamedTensor> tensors = tensors_of(params, optimizers);
+  std::vector<st::Expected> expected;
+  for (const NamedTensor& t : tensors)
+    expected.push_back({t.name, st::Dtype::F32, t.tensor.shape().dims()});
+  const std::vector<std::string> mismatch = st::mismatches(file, expected);
+  if (!mismatch.empty()) {
+    std::string m = path + " does not match this model's tensors:";
+    for (const std::string& s : mismatch) m += "\n  " + s;
+    throw CheckpointError(m);
+  }
+  const Position position{number(file, "step"), number(file, "epoch"), number(file, "batch")};
+  const int64_t optimizer_steps = number(file, "optimizer_steps");
+
+  // Everything checked: now copy in.
+  for (const NamedTensor& t : tensors) {
+    const std::span<const uint8_t> bytes = file.bytes(*file.find(t.name));
+    std::vector<float> values(static_cast<size_t>(t.tensor.numel()));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    const Stream& s = t.tensor.stream();
+    const Tensor staged = Tensor::from_vector(values, t.tensor.shape(), s);
+    copy_async(t.tensor, staged, s);  // into the existing storage, which the modules hold
+    s.synchronize();
+  }
+  for (CheckpointedOptimizer* o : optimizers) o->set_steps(optimizer_steps);
+  return position;
+}
+
+}  // namespace brigade::train

@@ -1,0 +1,68 @@
+// Checkpoints: everything a run needs to continue exactly where it stopped, in ONE
+// safetensors file, DIR/checkpoint.safetensors, written to a temporary file and renamed
+// (layers/safetensors.h), so a crash mid-write leaves the previous checkpoint intact.
+//
+//   tensors   every parameter under its own name ("conv2d_1.weight"), then the optimizer's
+//             state ("adam.m.conv2d_1.weight", "adam.v.…", or "sgd.momentum.…")
+//   metadata  "brigade": the format tag; "model": the model file's canonical text
+//             (print_model); "step", "epoch", "batch": where the next step starts; "recipe.*":
+//             the settings the data order, the dropout masks and the updates depend on
+//             (seed, batch, shuffle, data, optimizer and its hyper-parameters)
+//
+// Random state: nothing is carried. The order of epoch e is a pure function of (seed, e)
+// (tools/data/batches.h) and a dropout mask one of (seed, step, layer, sample, element)
+// (layers/module.h), so the seed and the step number ARE the generator state.
+//
+// Loading refuses, with a message saying what differs and changing nothing: a file that is
+// not a valid safetensors file (truncated, corrupt), not a brigade-train checkpoint, another
+// model (the first differing line of the two descriptions), another recipe (each differing
+// setting), or tensors of other names, shapes or dtypes (every mismatch).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "layers/model_file.h"
+#include "layers/tape.h"
+#include "tools/train/optimizer.h"
+
+namespace brigade::train {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where the next step starts: global step number, epoch, and batch within the epoch.
+struct Position {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  bool operator==(const Position&) const = default;
+};
+
+// The settings a checkpoint must agree on to be resumed exactly, name -> value as text.
+using Recipe = std::map<std::string, std::string>;
+
+std::string checkpoint_path(const std::string& dir);  // DIR/checkpoint.safetensors
+
+// `optimizers`: one per pipeline stage (or one), together covering the parameters.
+// Waits for the values (blocking copies to the host) and writes the checkpoint atomically.
+// Creates `dir` if needed. Throws CheckpointError naming the file.
+void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
+                     const Position& position, const std::vector<layers::Parameter*>& params,
+                     const std::vector<CheckpointedOptimizer*>& optimizers);
+
+// Checks the checkpoint in `dir` against this run, then copies parameters and optimizer state
+// in and returns where to continue. Throws CheckpointError before changing anything.
+Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
+                         const Recipe& recipe, const std::vector<layers::Parameter*>& params,
+                         const std::vector<CheckpointedOptimizer*>& optimizers);
+
+// The first line where the two model descriptions differ, as a sentence; empty if equal.
+std::string model_difference(const std::string& checkpoint_model, const std::string& run_model);
+
+}  // namespace brigade::train

@@ -1,0 +1,20 @@
+// Test-set evaluation: the whole model in no-grad mode (no tape, no dropout), batch by batch,
+// over the devices it is placed on (activations move across in stream order, as in the
+// naive placement), summing the cross-entropy and the correct predictions.
+#pragma once
+
+#include <cstdint>
+
+#include "layers/sequential.h"
+#include "tools/data/dataset.h"
+
+namespace brigade::train {
+
+struct Evaluation {
+  double loss = 0;      // mean cross-entropy per sample
+  double accuracy = 0;  // fraction right, in [0, 1]
+};
+
+Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_t batch);
+
+}  // namespace brigade::train

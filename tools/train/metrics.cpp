@@ -1,0 +1,34 @@
+#include "tools/train/metrics.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace brigade::train {
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
+  if (!out_) throw std::runtime_error("--metrics: cannot open '" + path + "' for writing");
+}
+
+void MetricsWriter::step(int64_t step, int64_t epoch, int64_t batch, double loss,
+                         std::optional<double> accuracy, double samples_per_s,
+                         const std::map<std::string, uint64_t>& peak_memory) {
+  if (!out_.is_open()) return;
+  nlohmann::json j = {{"kind", "step"}, {"step", step},   {"epoch", epoch},
+                      {"batch", batch}, {"loss", loss},   {"samples_per_s", samples_per_s},
+                      {"peak_memory", peak_memory}};
+  j["accuracy"] = accuracy ? nlohmann::json(*accuracy) : nlohmann::json(nullptr);
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+void MetricsWriter::eval(int64_t step, int64_t epoch, double test_loss, double test_accuracy) {
+  if (!out_.is_open()) return;
+  const nlohmann::json j = {{"kind", "eval"},
+                            {"step", step},
+                            {"epoch", epoch},
+                            {"test_loss", test_loss},
+                            {"test_accuracy", test_accuracy}};
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+}  // namespace brigade::train

@@ -1,0 +1,36 @@
+// --metrics FILE: JSON lines (nlohmann-json), one object per line, flushed as written, so a
+// run that is stopped leaves a readable file and `jq`/pandas read it as it grows.
+//
+//   {"kind":"step","step":12,"epoch":0,"batch":12,"loss":0.71,"accuracy":0.77,
+//    "samples_per_s":1450.2,"peak_memory":{"cpu:0":31457280,"cpu:1":...}}
+//   {"kind":"eval","step":469,"epoch":0,"test_loss":0.41,"test_accuracy":0.851}
+//
+// "step" counts from 1 (the steps done so far); "loss" is written with 17 significant digits,
+// enough to read back the float32 exactly, so two runs compare bit for bit. "accuracy" is null
+// when the step's runner does not report it (a pipelined step).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace brigade::train {
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;                        // writes nothing
+  explicit MetricsWriter(const std::string& path, bool append);  // throws naming the path
+
+  void step(int64_t step, int64_t epoch, int64_t batch, double loss,
+            std::optional<double> accuracy, double samples_per_s,
+            const std::map<std::string, uint64_t>& peak_memory);
+  void eval(int64_t step, int64_t epoch, double test_loss, double test_accuracy);
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+}  // namespace brigade::train

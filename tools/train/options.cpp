@@ -1,0 +1,151 @@
+#include "tools/train/options.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+namespace brigade::train {
+
+uint64_t parse_size(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return UsageError("invalid size '" + text + "': " + why +
+                      " (expected e.g. 256MiB, 1.5GiB, 512MB or a number of bytes)");
+  };
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  const std::string number = text.substr(0, i), unit = text.substr(i);
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.'))
+    throw bad("no number");
+  struct Unit { const char* name; double factor; };
+  static const Unit units[] = {
+      {"", 1}, {"B", 1},
+      {"K", 1024.0}, {"KiB", 1024.0}, {"k", 1024.0},
+      {"M", 1048576.0}, {"MiB", 1048576.0},
+      {"G", 1073741824.0}, {"GiB", 1073741824.0},
+      {"T", 1099511627776.0}, {"TiB", 1099511627776.0},
+      {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  const Unit* found = nullptr;
+  for (const Unit& u : units)
+    if (unit == u.name) found = &u;
+  if (!found) throw bad("unknown unit '" + unit + "'");
+  const double bytes = std::stod(number) * found->factor;
+  if (bytes != std::floor(bytes)) throw bad("not a whole number of bytes");
+  if (bytes >= 18446744073709551616.0) throw bad("larger than 2^64 bytes");
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string format_size(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::optional<Options> parse_options(int argc, const char* const* argv) {
+  Options o;
+  CLI::App app{
+      "brigade-train: train a model file on Fashion-MNIST (or synthetic data), pipelined over\n"
+      "the devices of this machine, with progress, evaluation, checkpoints and resume.\n"
+      "Example: brigade-train --devices cpu:0,cpu:1,cpu:2 --epochs 5 --metrics run.jsonl"};
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);  // a flag given twice: the last one counts
+  std::string device_memory = "0";
+
+  app.add_option("--model", o.model,
+                 "model: NAME (tools/models/NAME.model) or a model FILE (tools/models/README.md)");
+  app.add_option("--data", o.data, "data set")->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
+  app.add_option("--data-dir", o.data_dir,
+                 "directory of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)");
+  app.add_option("--synthetic-count", o.synthetic_count,
+                 "training samples of --data synthetic (0: 60000, as Fashion-MNIST)")
+      ->check(CLI::NonNegativeNumber);
+
+  app.add_option("--devices", o.devices,
+                 "auto (every GPU, else one CPU device per device block of the model) or a "
+                 "list like cpu:0,cpu:1,cpu:2 or cuda:0,cuda:1; fewer devices than blocks "
+                 "merge neighbouring blocks, one device trains without a pipeline");
+  app.add_option("--threads-per-device", o.threads_per_device,
+                 "compute threads of each CPU device (0: the cores shared evenly)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--device-memory", device_memory,
+                 "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
+
+  app.add_option("--schedule", o.schedule,
+                 "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, zb-h1")
+      ->check(CLI::IsMember({"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}));
+  app.add_option("--microbatches", o.microbatches,
+                 "micro-batches per step (default: 1 on one stage, else 2 x stages)")
+      ->default_str("auto");
+  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b)");
+  app.add_option("--balance", o.balance,
+                 "how stages are cut: blocks (the model's device blocks), time, params, memory")
+      ->check(CLI::IsMember({"blocks", "time", "params", "memory"}));
+  app.add_flag("--recompute", o.recompute, "recompute each stage's forward before its backward");
+
+  app.add_option("--batch", o.batch, "mini-batch size");
+  app.add_option("--epochs", o.epochs, "epochs over the training set");
+  app.add_option("--steps", o.steps, "stop after this many steps in all (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", o.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (added to the gradient)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks");
+  app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order every epoch");
+
+  app.add_option("--eval-every", o.eval_every,
+                 "also evaluate on the test set every N steps (0: at the end of each epoch only)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--print-every", o.print_every,
+                 "off a terminal, print one progress line every N steps")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--trace", o.trace,
+                 "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)");
+  app.add_option("--metrics", o.metrics,
+                 "JSON lines: one per step (loss, accuracy, samples/s, peak memory per device) "
+                 "and one per evaluation");
+  app.add_option("--save-initial", o.save_initial, "write the initial parameters (safetensors)");
+  app.add_option("--save", o.save, "write the final parameters (safetensors)");
+  app.add_option("--init-from", o.init_from, "start from these parameters (safetensors)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "write checkpoints here (every --checkpoint-every steps, on SIGINT/SIGTERM, "
+                 "at the end)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "steps between checkpoints (0: only on a signal and at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--resume", o.resume, "continue from the checkpoint in --checkpoint-dir");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + " (see --help)");
+  }
+
+  o.device_memory = parse_size(device_memory);
+  if (app.count("--microbatches") && o.microbatches < 1)
+    throw UsageError("--microbatches " + std::to_string(o.microbatches) +
+                     ": a step needs at least 1 micro-batch");
+  if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
+  if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
+  if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");
+  if (o.resume && o.checkpoint_dir.empty())
+    throw UsageError("--resume needs --checkpoint-dir (where the checkpoint is)");
+  if (o.resume && !o.init_from.empty())
+    throw UsageError("--resume and --init-from both set the parameters: give one of them");
+  if (o.optimizer == "adam" && app.count("--momentum"))
+    throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
+  return o;
+}
+
+}  // namespace brigade::train

@@ -1,0 +1,76 @@
+// The trainer's command line: every flag of brigade-train, its default, and the checks that
+// need no model or data (the others run where the model and the devices are known).
+//
+// parse_options() is CLI11 (libcli11-dev) over an Options struct; `--help` prints every flag
+// with its default. A user error (an unknown flag, a value out of range, a size like
+// "256Mb") becomes a UsageError with one clear message; main() prints it and exits with 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace brigade::train {
+
+// A mistake on the command line or a combination that cannot run. what() is the message.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  // What to train, on what.
+  std::string model = "seed_cnn";        // NAME (tools/models/NAME.model) or FILE
+  std::string data = "fashion-mnist";    // fashion-mnist | synthetic
+  std::string data_dir;                  // empty: Debian's /usr/share/datasets/fashion-mnist
+  int64_t synthetic_count = 0;           // synthetic training samples; 0 = 60,000
+
+  // Where it runs.
+  std::string devices = "auto";          // auto | cpu:0,cpu:1,... | cuda:0,...
+  int threads_per_device = 0;            // 0: the cores shared evenly among CPU devices
+  uint64_t device_memory = 0;            // bytes per CPU device; 0 = unlimited
+
+  // How a step is pipelined.
+  std::string schedule = "1f1b";
+  int microbatches = 0;                  // 0 = not given: 1 on one stage, else 2 x stages
+  int chunks = 1;
+  std::string balance = "blocks";        // blocks (the model's device blocks) | time | params | memory
+  bool recompute = false;
+
+  // The recipe.
+  int64_t batch = 128;
+  int epochs = 5;
+  int64_t steps = 0;                     // stop after this many steps in all; 0 = no limit
+  std::string optimizer = "adam";        // sgd | adam
+  double lr = 1e-3;
+  double momentum = 0.0;                 // sgd
+  double weight_decay = 0.0;
+  uint64_t seed = 1;
+  bool no_shuffle = false;
+
+  // What comes out.
+  int64_t eval_every = 0;                // also evaluate every N steps; 0 = only per epoch
+  int64_t print_every = 50;              // off a terminal: a plain line every N steps
+  std::string trace;                     // FILE.svg | FILE.json
+  std::string metrics;                   // JSON lines
+  std::string save_initial, save, init_from;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 500;        // steps; 0 = only on a signal and at the end
+  bool resume = false;
+};
+
+// Parses argv. Returns nullopt when the program should exit 0 (--help was printed);
+// throws UsageError for anything wrong.
+std::optional<Options> parse_options(int argc, const char* const* argv);
+
+// "256MiB", "1.5GiB", "512MB", "4096" (bytes), "64k": a size in bytes. Binary suffixes
+// (KiB, MiB, GiB, TiB; K, M, G, T alone mean the same) and decimal ones (kB, MB, GB, TB).
+// Throws UsageError naming the text for garbage, a negative or fractional byte count, or an
+// overflow of 64 bits.
+uint64_t parse_size(const std::string& text);
+
+// "256.0 MiB"
+std::string format_size(uint64_t bytes);
+
+}  // namespace brigade::train

@@ -1,0 +1,79 @@
+// Step runners: how one training step is executed, behind one interface.
+//
+//   PlainRunner      one stage on one CPU device, one micro-batch: forward with a Tape, the
+//                    loss, the fused backward, the optimizer step, all enqueued on the
+//                    device's stream right after it waits on the staged batch's event. Also
+//                    reports the step's training accuracy.
+//   PipelinedRunner  everything else (several stages, micro-batches, recomputation, a GPU):
+//                    pipeline::Runtime executes the schedule's action lists over the devices
+//                    and returns the measured timeline. The optimizers are the trainer's
+//                    (made through the runtime's factory), so checkpoints reach their state.
+//
+// Both give the same update for the same batch: the runtime's synchronous semantics
+// (pipeline/runtime.h) is "one big batch on one device".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/sequential.h"
+#include "pipeline/partition.h"
+#include "pipeline/runtime.h"
+#include "pipeline/timeline.h"
+#include "tools/train/optimizer.h"
+#include "tools/train/options.h"
+#include "tools/train/staging.h"
+
+namespace brigade::train {
+
+struct StepOutcome {
+  double loss = 0;                         // mean cross-entropy over the batch
+  std::optional<int64_t> correct;          // training predictions that were right
+  pipeline::Timeline timeline;             // ms from the step's start; lane 0 = compute
+  std::map<std::string, uint64_t> peak_memory;  // per device: allocator peak during the step
+};
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  // Runs the step on the staged slot (taken from `area`, released back to it) and waits for
+  // its results.
+  virtual StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
+  virtual std::vector<CheckpointedOptimizer*> optimizers() = 0;
+  virtual StagingArea::Destination staging() const = 0;
+  virtual std::string describe() const = 0;  // one line for the start of the run
+};
+
+class PlainRunner : public StepRunner {
+ public:
+  PlainRunner(layers::Sequential& model, const Options& options);
+  StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
+  std::vector<CheckpointedOptimizer*> optimizers() override { return {optimizer_.get()}; }
+  StagingArea::Destination staging() const override { return StagingArea::Destination::tensors; }
+  std::string describe() const override;
+
+ private:
+  layers::Sequential& model_;
+  uint64_t seed_;
+  std::unique_ptr<CheckpointedOptimizer> optimizer_;
+};
+
+class PipelinedRunner : public StepRunner {
+ public:
+  PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
+                  pipeline::Schedule schedule, const Options& options);
+  StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
+  std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
+  StagingArea::Destination staging() const override { return StagingArea::Destination::host; }
+  std::string describe() const override;
+
+ private:
+  std::vector<CheckpointedOptimizer*> optimizers_;  // owned by the runtime, one per stage
+  std::unique_ptr<pipeline::Runtime> runtime_;
+};
+
+}  // namespace brigade::train

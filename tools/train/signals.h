@@ -1,0 +1,15 @@
+// SIGINT / SIGTERM: ask the training loop to stop, never stop it mid-step.
+//
+// The handler only sets a flag (the one thing a signal handler may safely do); the loop
+// checks it between steps, writes a checkpoint if it has a --checkpoint-dir, and exits
+// cleanly with status 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed program.
+// A second signal while stopping is the user insisting: the default action (exit) takes it.
+#pragma once
+
+namespace brigade::train {
+
+void install_stop_handlers();
+// 0, or the number of the first signal received.
+int stop_signal();
+
+}  // namespace brigade::train

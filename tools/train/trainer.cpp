@@ -1,0 +1,319 @@
+#include "tools/train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "layers/param_file.h"
+#include "pipeline/chrome_trace.h"
+#include "pipeline/generators/generators.h"
+#include "pipeline/svg.h"
+#include "tools/data/batches.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/evaluate.h"
+#include "tools/train/metrics.h"
+#include "tools/train/placement.h"
+#include "tools/train/progress.h"
+#include "tools/train/runners.h"
+#include "tools/train/signals.h"
+#include "tools/train/staging.h"
+
+#ifndef BRIGADE_MODELS_DIR
+#define BRIGADE_MODELS_DIR "tools/models"
+#endif
+
+namespace brigade::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --model NAME|FILE: an existing file, else tools/models/NAME.model.
+model::ModelSpec load_model(const std::string& name) {
+  namespace fs = std::filesystem;
+  if (fs::exists(name) || name.find('/') != std::string::npos || name.ends_with(".model"))
+    return model::load_model_file(name);
+  const fs::path file = fs::path(BRIGADE_MODELS_DIR) / (name + ".model");
+  if (!fs::exists(file))
+    throw UsageError("--model '" + name + "': no such file, and no model of that name in " +
+                     std::string(BRIGADE_MODELS_DIR) + " (e.g. --model seed_cnn)");
+  return model::load_model_file(file.string());
+}
+
+// The model must read the data's images and give one logit per class.
+void check_model_fits_data(const model::ModelSpec& spec, const data::Dataset& d) {
+  const std::vector<int64_t> input = {1, d.channels, d.height, d.width};
+  if (spec.input != input)
+    throw UsageError("the model's input is " + model::format_dims(spec.input) + " but " + d.name +
+                     " has images " + model::format_dims(input) + " (write `input " +
+                     std::to_string(d.height) + "x" + std::to_string(d.width) + "x" +
+                     std::to_string(d.channels) + "`)");
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  const std::vector<int64_t> output = {1, d.classes};
+  if (shapes.layers.back().output != output)
+    throw UsageError("the model's output is " + model::format_dims(shapes.layers.back().output) +
+                     " but " + d.name + " has " + std::to_string(d.classes) +
+                     " classes: the last layer should be `dense units=" +
+                     std::to_string(d.classes) + " activation=softmax`");
+}
+
+data::Dataset load_split(const Options& o, data::Split split) {
+  if (o.data == "synthetic" && o.synthetic_count > 0) {
+    const int64_t n = split == data::Split::train ? o.synthetic_count
+                                                  : std::max<int64_t>(1, o.synthetic_count / 6);
+    return data::make_synthetic(split, o.seed, n);
+  }
+  return data::load_dataset(o.data, o.data_dir.empty() ? data::kFashionMnistDir : o.data_dir,
+                            split, o.seed);
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// What a resumed run must share with the run that wrote the checkpoint.
+Recipe recipe_of(const Options& o, int microbatches) {
+  char lr[32], mom[32], wd[32];
+  std::snprintf(lr, sizeof lr, "%.17g", o.lr);
+  std::snprintf(mom, sizeof mom, "%.17g", o.momentum);
+  std::snprintf(wd, sizeof wd, "%.17g", o.weight_decay);
+  return {{"seed", std::to_string(o.seed)},       {"batch", std::to_string(o.batch)},
+          {"shuffle", o.no_shuffle ? "no" : "yes"}, {"data", o.data},
+          {"synthetic_count", std::to_string(o.synthetic_count)},
+          {"optimizer", o.optimizer},             {"lr", lr},
+          {"momentum", mom},                      {"weight_decay", wd},
+          {"microbatches", std::to_string(microbatches)}};
+}
+
+// The devices and the runner: plain training when the run is one stage, one micro-batch on a
+// CPU device; the pipeline runtime otherwise.
+struct Setup {
+  std::unique_ptr<layers::Sequential> model;
+  std::unique_ptr<StepRunner> runner;
+  std::string placement;
+};
+
+Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m) {
+  Setup s;
+  const int devices = static_cast<int>(p.devices.size());
+  const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
+                     !o.recompute && o.balance == "blocks" && p.devices[0].is_cpu();
+  if (plain) {
+    s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
+    s.runner = std::make_unique<PlainRunner>(*s.model, o);
+    s.placement = describe(p, spec);
+    return s;
+  }
+  // Cut the model into devices x chunks stages: by the (merged) device blocks, or by cost.
+  const int stages = devices * o.chunks;
+  if (static_cast<size_t>(stages) > spec.layers.size())
+    throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
+                     " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
+                     std::to_string(spec.layers.size()) + " layers");
+  pipeline::Partition partition;
+  if (o.balance == "blocks") {
+    if (o.chunks != 1)
+      throw UsageError("--chunks " + std::to_string(o.chunks) +
+                       " needs the model cut into devices x chunks stages: add --balance "
+                       "params|memory|time");
+    model::ModelSpec merged = spec;  // block b -> the index of its device
+    for (model::LayerSpec& l : merged.layers)
+      l.device = static_cast<int>(
+          std::find(p.devices.begin(), p.devices.end(), p.block_devices[l.device]) -
+          p.devices.begin());
+    merged.device_count = devices;
+    partition = pipeline::from_device_blocks(merged);
+  } else {
+    const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+    std::vector<double> costs;
+    if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
+    if (o.balance == "memory")
+      costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
+    if (o.balance == "time") costs = pipeline::layer_costs(shapes, pipeline::CostKind::flops);
+    partition = pipeline::balance(costs, stages);
+  }
+  pipeline::Schedule schedule;
+  try {
+    schedule = pipeline::make_schedule(o.schedule, devices, m, o.chunks);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const model::ModelSpec placed = pipeline::place(spec, partition, devices);
+  s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
+  s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, schedule, o);
+  s.placement = pipeline::format_partition(
+      partition, placed,
+      pipeline::layer_costs(model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops),
+      devices);
+  if (s.placement.ends_with('\n')) s.placement.pop_back();
+  s.placement.insert(0, 1, '\n');
+  return s;
+}
+
+void write_trace(const std::string& path, const pipeline::Timeline& t) {
+  if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
+  else pipeline::write_chrome_trace(t, path);
+}
+
+}  // namespace
+
+int run_training(const Options& o) {
+  if (!o.trace.empty() && !o.trace.ends_with(".svg") && !o.trace.ends_with(".json"))
+    throw UsageError("--trace '" + o.trace + "': the name must end in .svg or .json");
+  const model::ModelSpec spec = load_model(o.model);
+  const Placement placement = place(o, spec);
+  const int stages = static_cast<int>(placement.devices.size()) * o.chunks;
+  const int m = o.microbatches > 0 ? o.microbatches : (stages == 1 ? 1 : 2 * stages);
+  if (o.batch < m)
+    throw UsageError("--batch " + std::to_string(o.batch) + " is smaller than the " +
+                     std::to_string(m) + " micro-batches of a step: every micro-batch needs a sample");
+
+  const data::Dataset train = load_split(o, data::Split::train);
+  const data::Dataset test = load_split(o, data::Split::test);
+  check_model_fits_data(spec, train);
+  data::Batcher batcher(train, {.batch_size = o.batch, .shuffle = !o.no_shuffle, .seed = o.seed});
+  const int64_t batches = batcher.batches_per_epoch();
+  if (batcher.batch_rows(batches - 1) < m)
+    throw UsageError("the last batch of an epoch has " +
+                     std::to_string(batcher.batch_rows(batches - 1)) + " samples (" +
+                     std::to_string(train.count) + " mod " + std::to_string(o.batch) +
+                     "), fewer than the " + std::to_string(m) + " micro-batches");
+
+  Setup setup = build(o, spec, placement, m);
+  layers::Sequential& model = *setup.model;
+  StepRunner& runner = *setup.runner;
+  const std::vector<CheckpointedOptimizer*> optimizers = runner.optimizers();
+  const Recipe recipe = recipe_of(o, m);
+
+  const bool live = isatty(STDOUT_FILENO);
+  Progress progress(stdout, live, o.print_every);
+  progress.line("brigade-train: " + o.model + " (" + std::to_string(model.parameter_count()) +
+                " parameters) on " + train.name + " (" + std::to_string(train.count) +
+                " samples), batch " + std::to_string(o.batch) + ", " + o.optimizer + " lr " +
+                format_number(o.lr));
+  progress.line("placement (" + std::to_string(placement.threads_per_device) +
+                " threads per CPU device): " + setup.placement);
+  progress.line(runner.describe());
+
+  if (!o.init_from.empty()) layers::load_parameters(model.parameters(), o.init_from);
+  Position pos;
+  if (o.resume) {
+    pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
+    progress.line("resumed from " + checkpoint_path(o.checkpoint_dir) + " at step " +
+                  std::to_string(pos.step) + " (epoch " + std::to_string(pos.epoch + 1) +
+                  ", batch " + std::to_string(pos.batch) + ")");
+  }
+  if (!o.save_initial.empty()) layers::save_parameters(model.parameters(), o.save_initial);
+  MetricsWriter metrics = o.metrics.empty() ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
+  install_stop_handlers();
+
+  const auto checkpoint = [&](const Position& at) {
+    if (o.checkpoint_dir.empty()) return;
+    save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
+  };
+  const auto evaluation = [&](int64_t epoch) {
+    const Evaluation e = evaluate(model, test, o.batch);
+    char line[160];
+    std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
+                  static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
+    progress.line(line);
+    metrics.eval(pos.step, epoch, e.loss, e.accuracy);
+  };
+
+  std::vector<double> busy_ms(placement.devices.size(), 0.0);
+  double makespan_ms = 0;
+  pipeline::Timeline last_timeline;
+  const auto limit_reached = [&](int64_t step) { return o.steps > 0 && step >= o.steps; };
+  const auto started = Clock::now();
+  int64_t steps_run = 0;
+
+  StagingArea staging(batcher, placement.devices[0], runner.staging());
+  for (int64_t epoch = pos.epoch; epoch < o.epochs && !limit_reached(pos.step); ++epoch) {
+    progress.start_epoch(epoch, o.epochs, batches, pos.batch);
+    for (int64_t k = pos.batch; k < batches; ++k) {
+      if (stop_signal() || limit_reached(pos.step)) break;
+      if (!staging.has_staged()) staging.stage(epoch, k);  // the first step of this run
+      StagingArea::Slot& slot = staging.take();
+      // The next batch fills on the staging stream while this step runs.
+      const bool last_in_epoch = k + 1 == batches;
+      if (!limit_reached(pos.step + 1) && !(last_in_epoch && epoch + 1 == o.epochs))
+        staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
+
+      const auto t0 = Clock::now();
+      StepOutcome r = runner.run(staging, slot, static_cast<uint32_t>(pos.step));
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      pos.step += 1;
+      pos.batch = k + 1;
+      ++steps_run;
+
+      const pipeline::TimelineStats stats = pipeline::measure(r.timeline);
+      for (size_t d = 0; d < stats.devices.size() && d < busy_ms.size(); ++d)
+        busy_ms[d] += stats.devices[d].busy;
+      makespan_ms += stats.makespan;
+      last_timeline = std::move(r.timeline);
+      const double rate = static_cast<double>(slot.rows) / seconds;
+      const std::optional<double> acc =
+          r.correct ? std::optional<double>(static_cast<double>(*r.correct) /
+                                            static_cast<double>(slot.rows))
+                    : std::nullopt;
+      metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
+      progress.step(k, slot.rows, r.loss, r.correct.value_or(-1), rate);
+      if (o.checkpoint_every > 0 && pos.step % o.checkpoint_every == 0) checkpoint(pos);
+      if (o.eval_every > 0 && pos.step % o.eval_every == 0) evaluation(epoch);
+    }
+    progress.end_epoch();
+    if (stop_signal()) break;
+    if (pos.batch == batches) {  // the epoch is complete
+      evaluation(epoch);
+      pos.epoch = epoch + 1;
+      pos.batch = 0;
+    }
+  }
+
+  if (const int sig = stop_signal()) {
+    checkpoint(pos);
+    progress.line(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                  " after step " + std::to_string(pos.step) +
+                  (o.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                            : "; checkpoint in " + checkpoint_path(o.checkpoint_dir)));
+    return 128 + sig;
+  }
+  if (pos.batch != 0) evaluation(pos.epoch);  // stopped early by --steps: still say how good
+  checkpoint(pos);
+
+  const double wall = std::chrono::duration<double>(Clock::now() - started).count();
+  char line[200];
+  std::snprintf(line, sizeof line, "%lld steps in %s (%.1f s)", static_cast<long long>(steps_run),
+                Progress::format_duration(wall).c_str(), wall);
+  progress.line(line);
+  if (makespan_ms > 0) {
+    double busy_total = 0;
+    for (size_t d = 0; d < busy_ms.size(); ++d) {
+      std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
+                    placement.devices[d].str().c_str(), busy_ms[d] / 1000,
+                    100 * busy_ms[d] / makespan_ms);
+      progress.line(line);
+      busy_total += busy_ms[d];
+    }
+    std::snprintf(line, sizeof line, "  measured bubble: %.1f%% (idle / (devices x step time))",
+                  100 * (1 - busy_total / (static_cast<double>(busy_ms.size()) * makespan_ms)));
+    progress.line(line);
+  }
+  if (!o.trace.empty() && !last_timeline.events.empty()) {
+    write_trace(o.trace, last_timeline);
+    progress.line("trace of the last step: " + o.trace);
+  }
+  if (!o.save.empty()) {
+    layers::save_parameters(model.parameters(), o.save);
+    progress.line("parameters saved to " + o.save);
+  }
+  return 0;
+}
+
+}  // namespace brigade::train

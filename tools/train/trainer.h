@@ -1,0 +1,21 @@
+// The training run: from the options to a trained model, a report and an exit status.
+//
+//   setup   model file -> ModelSpec (checked against the data: input 28x28x1, 10 classes);
+//           --devices -> placement (placement.h); the data sets; the model built on its
+//           devices; the step runner (plain or pipelined, runners.h); --init-from, --resume,
+//           --save-initial
+//   loop    per epoch, per batch: stage the next batch (staging.h), run the step, report it
+//           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between
+//           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h)
+//   end     per-device busy time and measured bubble, --trace, --save, the last checkpoint
+#pragma once
+
+#include "tools/train/options.h"
+
+namespace brigade::train {
+
+// Runs the training the options describe. Returns the exit status: 0, or 130/143 after a
+// SIGINT/SIGTERM stop. Throws for every error (main() prints one line and exits 1 or 2).
+int run_training(const Options& options);
+
+}  // namespace brigade::train
