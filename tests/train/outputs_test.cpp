@@ -1,0 +1,102 @@
+// What a run writes besides progress: the metrics' fields, the trace in both formats, the
+// parameter files, and an out-of-memory device reported by name.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "layers/safetensors.h"
+#include "tests/train/run_binary.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<std::string> quick(const fs::path& dir, const std::string& devices,
+                               std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--model", write_file(dir / "small.model", kSmallModel),
+                                   "--data", "synthetic", "--synthetic-count", "128",
+                                   "--batch", "32", "--devices", devices, "--epochs", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, parameters") {
+  const fs::path dir = temp_dir("outputs");
+  for (const std::string devices : {"cpu:0", "cpu:0,cpu:1"}) {
+    CAPTURE(devices);
+    const fs::path metrics = dir / "m.jsonl", svg = dir / "t.svg", json = dir / "t.json";
+    Run r = run_train(quick(dir, devices, {"--metrics", metrics.string(), "--trace", svg.string(),
+                                           "--save", (dir / "final.safetensors").string(),
+                                           "--save-initial", (dir / "init.safetensors").string()}));
+    CAPTURE(r.output);
+    REQUIRE(r.status == 0);
+    std::ifstream in(metrics);
+    int steps = 0, evals = 0;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j["kind"] == "step") {
+        ++steps;
+        CHECK(j["step"] == steps);
+        CHECK(j["epoch"] == 0);
+        CHECK(j["samples_per_s"].get<double>() > 0);
+        CHECK(j["peak_memory"].size() == (devices == "cpu:0" ? 1u : 2u));
+        CHECK(j["peak_memory"]["cpu:0"].get<uint64_t>() > 0);
+        // the plain step counts right answers; a pipelined one does not report them
+        CHECK(j["accuracy"].is_null() == (devices != "cpu:0"));
+      } else {
+        ++evals;
+        CHECK(j["kind"] == "eval");
+        CHECK(j["test_accuracy"].get<double>() >= 0);
+        CHECK(j["test_accuracy"].get<double>() <= 1);
+      }
+    }
+    CHECK(steps == 4);  // 128 samples / 32
+    CHECK(evals == 1);  // the end of the epoch
+    CHECK(slurp(svg).find("<svg") != std::string::npos);
+    CHECK(r.output.find("measured bubble") != std::string::npos);
+
+    r = run_train(quick(dir, devices, {"--steps", "1", "--trace", json.string()}));
+    REQUIRE(r.status == 0);
+    const nlohmann::json trace = nlohmann::json::parse(slurp(json));
+    CHECK(trace.dump().find("\"ph\":\"X\"") != std::string::npos);
+
+    // The parameter files: the model's tensors, and training changed them.
+    const auto init = brigade::safetensors::read_file((dir / "init.safetensors").string());
+    const auto final_ = brigade::safetensors::read_file((dir / "final.safetensors").string());
+    REQUIRE(init.find("dense_1.weight") != nullptr);
+    CHECK(init.find("dense_1.weight")->shape == std::vector<int64_t>{10, 144});
+    CHECK(init.data != final_.data);
+
+    // --init-from the initial parameters with another seed: the weights are the file's, so
+    // --save-initial writes them back byte for byte.
+    r = run_train(quick(dir, devices, {"--steps", "1", "--seed", "7", "--init-from",
+                                       (dir / "init.safetensors").string(), "--save-initial",
+                                       (dir / "again.safetensors").string()}));
+    REQUIRE(r.status == 0);
+    CHECK(brigade::safetensors::read_file((dir / "again.safetensors").string()).data == init.data);
+  }
+}
+
+TEST_CASE("outputs: a device too small for the model fails with its name, and does not hang") {
+  const fs::path dir = temp_dir("oom");
+  for (const std::string devices : {"cpu:0", "cpu:0,cpu:1"}) {
+    const Run r = run_train(quick(dir, devices, {"--device-memory", "64KiB", "--steps", "1"}));
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("out of memory") != std::string::npos);
+    CHECK(r.output.find("cpu:") != std::string::npos);
+  }
+}
