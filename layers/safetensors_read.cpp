@@ -14,16 +14,15 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
-#include <set>
 
 #include "layers/checked_math.h"
+#include "layers/safetensors_header.h"
 
 namespace brigade::safetensors {
 
 namespace {
 
-using json = nlohmann::json;
+using detail::shown;
 
 constexpr std::array<std::pair<Dtype, std::string_view>, 13> kDtypes = {{
     {Dtype::BOOL, "BOOL"}, {Dtype::U8, "U8"},   {Dtype::I8, "I8"},     {Dtype::I16, "I16"},
@@ -31,22 +30,6 @@ constexpr std::array<std::pair<Dtype, std::string_view>, 13> kDtypes = {{
     {Dtype::U32, "U32"},   {Dtype::F32, "F32"}, {Dtype::I64, "I64"},   {Dtype::U64, "U64"},
     {Dtype::F64, "F64"},
 }};
-
-// A name from the file as it appears in a message: quoted, control bytes escaped, cut short.
-std::string shown(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out + (s.size() > 80 ? "...'" : "'");
-}
 
 std::string dims_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -81,50 +64,33 @@ void check_header_length(uint64_t n, uint64_t file_size, const std::string& sour
 }
 
 // One tensor entry of the header, checked on its own.
-TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t buffer_size,
-                       const std::string& source) {
-  const std::string who = source + ": tensor " + shown(name);
+TensorInfo check_entry(detail::RawEntry& raw, uint64_t buffer_size, const std::string& source) {
+  const std::string who = source + ": tensor " + shown(raw.name);
   auto fail = [&](const std::string& what) { throw Error(who + ": " + what); };
-  if (!entry.is_object()) fail("expected an object {dtype, shape, data_offsets}");
-  for (const auto& [key, value] : entry.items())
-    if (key != "dtype" && key != "shape" && key != "data_offsets")
-      fail("unknown key " + shown(key) + " (expected dtype, shape, data_offsets)");
-  if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-    fail("needs dtype, shape and data_offsets");
+  if (!raw.has_dtype || !raw.has_shape || !raw.has_offsets) fail("needs dtype, shape and data_offsets");
 
   TensorInfo t;
-  t.name = name;
-  const json& dtype = entry["dtype"];
-  const std::optional<Dtype> d = dtype.is_string() ? parse_dtype(dtype.get_ref<const std::string&>())
-                                                   : std::nullopt;
+  t.name = std::move(raw.name);
+  const std::optional<Dtype> d = raw.dtype_is_string ? parse_dtype(raw.dtype) : std::nullopt;
   if (!d) {
     std::string supported;
     for (const auto& [_, n] : kDtypes) supported += (supported.empty() ? "" : ", ") + std::string(n);
-    fail("unsupported dtype " + (dtype.is_string() ? shown(dtype.get_ref<const std::string&>())
-                                                   : dtype.dump()) +
+    fail("unsupported dtype " + (raw.dtype_is_string ? shown(raw.dtype) : raw.dtype) +
          " (supported: " + supported + ")");
   }
   t.dtype = *d;
 
-  const json& shape = entry["shape"];
-  if (!shape.is_array()) fail("shape must be an array of sizes");
+  // Each size is below 2^63 (the parser checked); their product may still overflow.
   std::optional<uint64_t> elements = uint64_t{1};
-  for (const json& dim : shape) {
-    // is_number_unsigned: a non-negative integer that fits 64 bits (no sign, no fraction).
-    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t{INT64_MAX})
-      fail("shape entry " + dim.dump().substr(0, 40) + " is not a size (an integer in [0, 2^63))");
-    t.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
-    if (elements) elements = checked::mul(*elements, dim.get<uint64_t>());
+  for (uint64_t dim : raw.shape) {
+    t.shape.push_back(static_cast<int64_t>(dim));
+    if (elements) elements = checked::mul(*elements, dim);
   }
   const auto bytes = elements ? checked::mul(*elements, uint64_t{dtype_size(t.dtype)}) : std::nullopt;
   if (!bytes) fail("shape " + dims_text(t.shape) + " has more bytes than 64 bits can count");
 
-  const json& offsets = entry["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-      !offsets[1].is_number_unsigned())
-    fail("data_offsets must be [begin, end], two integers >= 0");
-  t.begin = offsets[0].get<uint64_t>();
-  t.end = offsets[1].get<uint64_t>();
+  t.begin = raw.offsets[0];  // exactly two: the parser checked
+  t.end = raw.offsets[1];
   if (t.end < t.begin)
     fail("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
          "] end before they begin");
@@ -140,48 +106,12 @@ TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t buff
 
 // The JSON header -> tensors (sorted by offset) and metadata, checked against the buffer.
 File parse_header(std::string_view header, uint64_t buffer_size, const std::string& source) {
-  if (header.empty() || header[0] != '{')
-    throw Error(source + ": header does not start with '{' (not a safetensors file?)");
-
-  // The callback sees every container and key as it is parsed: it bounds the nesting (so
-  // nothing downstream recurses deeply) and catches duplicate keys, which nlohmann's map
-  // would silently merge. Depth 0 is the root object, 1 a tensor entry, 2 its arrays.
-  std::array<std::set<std::string>, 4> keys;  // keys seen so far in the open object per depth
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
-      if (depth > 2)
-        throw Error(source + ": header nests deeper than {name: {key: [sizes]}}");
-      if (event == json::parse_event_t::object_start) keys[static_cast<size_t>(depth) + 1].clear();
-    }
-    if (event == json::parse_event_t::key && depth >= 1 && depth <= 3) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!keys[static_cast<size_t>(depth)].insert(key).second)
-        throw Error(source + ": duplicate key " + shown(key) + " in the header");
-    }
-    return true;
-  };
-  json root;
-  try {
-    root = json::parse(header.begin(), header.end(), callback);
-  } catch (const json::exception& e) {
-    throw Error(source + ": header is not valid JSON: " + e.what());
-  }
-  if (!root.is_object()) throw Error(source + ": header is not a JSON object");
-
+  detail::RawHeader raw = detail::parse_header_json(header, source);
   File file;
   file.source = source;
-  for (const auto& [name, entry] : root.items()) {
-    if (name != "__metadata__") {
-      file.tensors.push_back(parse_entry(name, entry, buffer_size, source));
-      continue;
-    }
-    if (!entry.is_object()) throw Error(source + ": __metadata__ must be an object of strings");
-    for (const auto& [key, value] : entry.items()) {
-      if (!value.is_string())
-        throw Error(source + ": __metadata__ value of " + shown(key) + " is not a string");
-      file.metadata[key] = value.get<std::string>();
-    }
-  }
+  file.metadata = std::move(raw.metadata);
+  for (detail::RawEntry& entry : raw.entries)
+    file.tensors.push_back(check_entry(entry, buffer_size, source));
 
   // The tensors must tile [0, buffer_size) exactly: in offset order, each begins where the
   // previous one ends. (A zero-size tensor occupies no bytes and fits anywhere in order.)
