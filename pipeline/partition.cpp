@@ -85,6 +85,83 @@ Partition balance(const std::vector<double>& costs, int stages) {
   return p;
 }
 
+double largest_device(const Partition& partition, const std::vector<double>& costs,
+                      int devices) {
+  BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
+  std::vector<double> total(static_cast<size_t>(devices), 0.0);
+  for (int s = 0; s < partition.count(); ++s) {
+    const StageRange& r = partition.stages[static_cast<size_t>(s)];
+    for (size_t i = r.begin; i < r.end; ++i)
+      total[static_cast<size_t>(s % devices)] += costs.at(i);
+  }
+  return *std::max_element(total.begin(), total.end());
+}
+
+namespace {
+// The search behind balance(costs, stages, devices). Stages are cut left to right; `load[d]`
+// is what device d carries so far. Pruning, and why no optimum is lost:
+//   * a branch whose current largest load is already >= the best total found cannot
+//     improve it strictly: loads only grow as stages are added (costs are >= 0);
+//   * extending the current stage by one more layer only grows its device's load, so once
+//     that load reaches the best, every longer choice of this stage is pruned too (break);
+//   * the search stops when the best equals a lower bound no cut can beat: the largest
+//     single layer, and total / devices (some device carries at least the average).
+struct DeviceBalanceSearch {
+  const std::vector<double>& prefix;  // prefix[i] = cost of layers [0, i)
+  size_t layers, stages, devices;
+  double lower_bound;
+  std::vector<double> load;  // per device
+  std::vector<size_t> cuts, best_cuts;
+  double best;
+
+  // Stage `stage` starts at layer `begin`; `worst` = the largest load so far.
+  void go(size_t stage, size_t begin, double worst) {
+    if (worst >= best || best <= lower_bound) return;
+    const size_t d = stage % devices;
+    const double before = load[d];
+    if (stage + 1 == stages) {  // the last stage takes every remaining layer
+      const double total = std::max(worst, before + prefix[layers] - prefix[begin]);
+      if (total < best) {
+        best = total;
+        best_cuts = cuts;
+      }
+      return;
+    }
+    const size_t later = stages - 1 - stage;  // stages after this one, a layer each at least
+    for (size_t end = begin + 1; end + later <= layers; ++end) {
+      load[d] = before + (prefix[end] - prefix[begin]);
+      if (load[d] >= best) break;
+      cuts.push_back(end);
+      go(stage + 1, end, std::max(worst, load[d]));
+      cuts.pop_back();
+    }
+    load[d] = before;  // restored exactly (no subtraction: no rounding drift)
+  }
+};
+}  // namespace
+
+Partition balance(const std::vector<double>& costs, int stages, int devices) {
+  BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
+  BRIGADE_CHECK(stages % devices == 0,
+                "partition: " << stages << " stages on " << devices
+                              << " devices; interleaving needs a multiple of the devices");
+  const Partition per_stage = balance(costs, stages);  // also checks costs and stages
+  if (devices == stages) return per_stage;
+  const size_t n = costs.size();
+  std::vector<double> prefix(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  DeviceBalanceSearch search{prefix, n, static_cast<size_t>(stages), static_cast<size_t>(devices),
+                             std::max(*std::max_element(costs.begin(), costs.end()),
+                                      prefix[n] / devices),
+                             std::vector<double>(static_cast<size_t>(devices), 0.0), {}, {},
+                             largest_device(per_stage, costs, devices)};
+  // The per-stage balance is the first incumbent: only a strictly better cut replaces it.
+  for (size_t s = 1; s < per_stage.stages.size(); ++s)
+    search.best_cuts.push_back(per_stage.stages[s].begin);
+  search.go(0, 0, 0.0);
+  return at_cuts(n, search.best_cuts);
+}
+
 const char* cost_name(CostKind kind) {
   switch (kind) {
     case CostKind::params: return "parameters";

@@ -5,7 +5,9 @@
 //                             block K is stage K (blocks must be contiguous);
 //   at_cuts(layers, cuts)     explicit cut points: cuts = the first layer of stages 1, 2, ...;
 //   balance(costs, stages)    the contiguous cut minimising the largest stage's cost, found
-//                             exactly by dynamic programming over (layers, stages).
+//                             exactly by dynamic programming over (layers, stages);
+//   balance(costs, stages, p) the same for interleaved schedules, where device d runs stages
+//                             d, d+p, d+2p...: minimises the largest DEVICE total, exactly.
 // Costs per layer come from the model's shapes (parameters, activation bytes, FLOPs:
 // layer_costs) or from measuring each layer's forward + backward (profile_layer_times).
 //
@@ -42,6 +44,18 @@ Partition at_cuts(size_t layers, const std::vector<size_t>& cuts);
 // stages. Among equally good cuts, the one with the earliest cuts. Throws when
 // stages > layers or stages < 1.
 Partition balance(const std::vector<double>& costs, int stages);
+
+// Interleaved placement (pipeline/schedule.h): stage s runs on device s mod `devices`, so what
+// a device costs is the SUM of its stages, and evening out stages does not even out devices
+// (on 2 devices with v = 2, the balanced stages of a front-heavy model put two heavy stages on
+// device 0). This is the contiguous cut into `stages` stages minimising the largest device
+// total, exact: a depth-first search over cut positions in the spirit of branch and bound
+// (see partition.cpp for why its pruning never discards an optimum). With devices == stages it
+// is balance(costs, stages). Ties: balance(costs, stages)'s cut when that one is optimal.
+// Throws as balance does, and when devices < 1 or stages is not a multiple of devices.
+Partition balance(const std::vector<double>& costs, int stages, int devices);
+// The largest device total of `partition` with stage s on device s mod `devices`.
+double largest_device(const Partition& partition, const std::vector<double>& costs, int devices);
 
 enum class CostKind { params, activations, flops };
 const char* cost_name(CostKind kind);  // "parameters", "activation bytes/sample", "FLOPs/sample"

@@ -59,10 +59,6 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedu
                                 << "; build the model with place(spec, partition, "
                                 << schedule_.devices << ")");
   }
-  for (size_t a = 0; a < devices_.size(); ++a)
-    for (size_t b = a + 1; b < devices_.size(); ++b)
-      BRIGADE_CHECK(devices_[a] != devices_[b], "runtime: schedule devices " << a << " and " << b
-                                                    << " are both " << devices_[a]);
   for (int s = 0; s < stages; ++s) {
     const StageRange& r = partition_.stages[static_cast<size_t>(s)];
     optimizers_.push_back(make_optimizer(model_.parameters(r.begin, r.end)));
@@ -85,6 +81,7 @@ Runtime::~Runtime() {
     try { s.compute.synchronize(); } catch (const std::exception&) {}
     try { s.send.synchronize(); } catch (const std::exception&) {}
     try { s.recv.synchronize(); } catch (const std::exception&) {}
+    if (s.check) try { s.check->synchronize(); } catch (const std::exception&) {}
   }
 }
 
@@ -96,8 +93,11 @@ void Runtime::recover() {
   for (auto& c : activations_) c->reset();
   for (auto& c : gradients_) c->reset();
   streams_.clear();
-  for (const Device& d : devices_)
-    streams_.push_back({Stream::create(d), Stream::create(d), Stream::create(d)});
+  for (const Device& d : devices_) {
+    streams_.push_back({Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt});
+    // Host memory and a host thread for the NaN check of a GPU's outputs: cpu:0's allocator.
+    if (d.is_cuda() && options_.check_finite) streams_.back().check = Stream::create(Device::cpu(0));
+  }
 }
 
 Runtime::Slot& Runtime::slot(const Action& a) {
@@ -160,14 +160,27 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
   failure_ = std::make_unique<Failure>();  // no thread runs: a fresh record
   for (const Device& d : devices_) Allocator::of(d).reset_peak();
   t0_ = std::chrono::steady_clock::now();
+  // CUDA clocks: an event on each idle compute stream (the last step ended with a full
+  // synchronisation, staging copies are blocking) completes when it is recorded, so its time
+  // on the device's clock is the host time read beside it.
+  origins_.clear();  // not assign(n, Event()): copies of an Event are one event
+  origins_.resize(devices_.size());
+  origin_ms_.assign(devices_.size(), 0.0);
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (devices_[d].is_cuda()) {
+      origins_[d].record(streams_[d].compute);
+      origin_ms_[d] = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - t0_).count();
+    }
 
   std::vector<std::thread> threads;
   for (int d = 0; d < schedule_.devices; ++d) threads.emplace_back([this, d] { run_device(d); });
   for (std::thread& t : threads) t.join();
 
   // The one host synchronisation of the step. A task that failed on a stream surfaces here.
-  std::exception_ptr stream_error;
-  int stream_error_device = -1;
+  std::exception_ptr stream_error, check_error;
+  int stream_error_device = -1, check_device = -1;
+  std::optional<Action> check_action;
   for (size_t d = 0; d < streams_.size(); ++d)
     for (const Stream* s : {&streams_[d].compute, &streams_[d].send, &streams_[d].recv}) {
       try {
@@ -179,6 +192,35 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
         }
       }
     }
+  // The NaN checks of CUDA devices. A non-finite value spreads only downstream within its
+  // micro-batch (parameters change after the step), so the failing check of the smallest
+  // stage is where it first appeared; each check stream stops at its first failure. A host
+  // thread's failure, which stopped the step, comes first.
+  for (size_t d = 0; d < streams_.size(); ++d) {
+    if (!streams_[d].check) continue;
+    try {
+      streams_[d].check->synchronize();
+    } catch (const StreamError& e) {
+      std::optional<Action> action;
+      try {
+        std::rethrow_exception(e.cause() ? e.cause() : std::current_exception());
+      } catch (const NonFinite& nan) {
+        action = nan.action;
+      } catch (...) {  // not a NaN (a failed copy): reported as it is, after any NaN found
+      }
+      if (!check_error || (action && (!check_action || action->stage < check_action->stage))) {
+        check_error = e.cause() ? e.cause() : std::current_exception();
+        check_device = static_cast<int>(d);
+        check_action = action;
+      }
+    }
+  }
+  if (!failure_->failed && check_error) {
+    failure_->failed = true;
+    failure_->device = check_device;
+    failure_->action = check_action;
+    failure_->error = check_error;
+  }
   if (!failure_->failed && stream_error) {
     // The origin: the one action whose start marker ran and whose end marker was skipped
     // (streams that inherited the failure through a wait skip both).
@@ -206,6 +248,7 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
     throw PipelineError(os.str(), d, action ? action->stage : -1, action);
   }
 
+  read_cuda_markers();
   StepResult result;
   for (auto& row : slots_.back()) result.loss += row.loss.to_vector().at(0);
   result.timeline.title = schedule_.name + " measured";
@@ -260,14 +303,35 @@ void Runtime::fail(int d, const std::optional<Action>& a, std::exception_ptr e) 
 
 void Runtime::trace(int d, int lane, const Action& a, const Stream& s, bool start) {
   std::deque<Timing>& list = timings_[static_cast<size_t>(d)];
-  if (start) list.push_back({a, lane});
+  if (start) {
+    list.emplace_back();
+    list.back().action = a;
+    list.back().lane = lane;
+  }
   Timing* t = &list.back();  // deque: earlier elements never move
+  if (s.device().is_cuda()) {  // no host tasks on a CUDA stream: an event, timed after the step
+    (start ? t->start_event : t->end_event).record(s);
+    return;
+  }
   const auto t0 = t0_;
   s.enqueue([t, t0, start] {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     (start ? t->start : t->end) = ms;
   });
+}
+
+// After the step's final synchronisation: every CUDA marker is complete. Its time is the
+// device's origin event's host time plus the GPU's elapsed time since that event (both on
+// the same device: CUDA times events of one device against each other only).
+void Runtime::read_cuda_markers() {
+  for (size_t d = 0; d < timings_.size(); ++d) {
+    if (!devices_[d].is_cuda()) continue;
+    for (Timing& t : timings_[d]) {
+      t.start = origin_ms_[d] + elapsed_ms(origins_[d], t.start_event);
+      t.end = origin_ms_[d] + elapsed_ms(origins_[d], t.end_event);
+    }
+  }
 }
 
 }  // namespace brigade::pipeline

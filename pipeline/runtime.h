@@ -25,6 +25,11 @@
 // ends, every stream drains, and step() throws PipelineError naming the device, stage, action
 // and micro-batch. The runtime then replaces its streams and stays USABLE: the parameters are
 // those before the failed step (optimizers step only after a complete step).
+//
+// CPU and CUDA devices alike: every op goes through kernels/ops.h (it dispatches by device);
+// nothing enqueues a host task on a CUDA stream. Trace markers are clock-reading tasks on CPU
+// streams and CUDA events on CUDA streams (timed after the final synchronisation); the NaN
+// check of a GPU's output runs on a CPU "check stream" (README: How a step runs).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -85,7 +90,9 @@ class Runtime {
  public:
   // `model` must be built for the placement: stage s's layers on the device of stage s mod p
   // (place() + Sequential::from_spec). Validates the schedule, checks that it has
-  // partition.count() stages, and that the devices are distinct. Makes one optimizer per stage.
+  // partition.count() stages. Several schedule devices may name one physical device (a single
+  // GPU running a whole pipeline): their hand-overs are then copies within that device, and
+  // they report its one allocator peak. Makes one optimizer per stage.
   Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
           const OptimizerFactory& make_optimizer, RuntimeOptions options = {});
   ~Runtime();
@@ -104,6 +111,9 @@ class Runtime {
  private:
   struct Streams {
     Stream compute, send, recv;
+    // CUDA devices with check_finite only: a CPU stream that copies outputs to the host and
+    // checks them there (a CUDA stream runs no host tasks and there is no kernel for it).
+    std::optional<Stream> check;
   };
   struct Slot;    // one (stage, micro-batch): its tape, saved input, output gradient, loss
   struct Timing;  // one traced piece of work
@@ -116,6 +126,8 @@ class Runtime {
   void send(int d, const Action& produced, int to_stage, Channel& channel, const Tensor& t);
   Tensor receive(int d, Channel& channel, int mb);
   void trace(int d, int lane, const Action& a, const Stream& s, bool start);
+  void read_cuda_markers();
+  void check_finite(int d, const Action& a, const Tensor& t, const std::string& what);
   void fail(int d, const std::optional<Action>& a, std::exception_ptr e);
   void recover();
   Slot& slot(const Action& a);
@@ -136,6 +148,8 @@ class Runtime {
   int64_t batch_size_ = 0;
   uint32_t step_ = 0;
   std::chrono::steady_clock::time_point t0_;  // the step's start: trace times count from it
+  std::vector<Event> origins_;       // [device], CUDA: recorded on its idle compute stream...
+  std::vector<double> origin_ms_;    // ...at this host time (ms since t0_): the clocks' link
   std::vector<std::deque<Timing>> timings_;  // [device], appended by that device's thread
   std::unique_ptr<Failure> failure_;
 };

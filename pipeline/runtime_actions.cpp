@@ -10,18 +10,41 @@
 namespace brigade::pipeline {
 
 namespace {
-// A task on `stream` that fails it if t holds a NaN or an infinity (no host synchronisation:
-// the failure travels as the stream's sticky error).
-void check_finite_on(const Tensor& t, const Stream& stream, const std::string& what) {
-  stream.enqueue([t, what] {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(p[i]))
-        throw Error("non-finite value " + std::to_string(p[i]) + " at element " +
-                    std::to_string(i) + " of " + what + " " + t.shape().str());
-  });
+// Throws naming the first non-finite element of host memory p[0, n) (shape `shape`).
+void throw_if_not_finite(const float* p, int64_t n, const Shape& shape, const std::string& what,
+                         const Action& a) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      throw NonFinite("non-finite value " + std::to_string(p[i]) + " at element " +
+                          std::to_string(i) + " of " + what + " " + shape.str(),
+                      a);
 }
 }  // namespace
+
+// The NaN check (RuntimeOptions::check_finite) of `t`, written by `a` on device d's compute
+// stream; no host synchronisation either way.
+//   CPU: a task on the compute stream. Its failure is the stream's sticky error and travels
+//        along the event waits, so every later task downstream is skipped.
+//   CUDA: a CUDA stream runs no host tasks, so the device's check stream (a CPU stream) waits
+//        for the write — its worker blocks, not this thread —, copies t into host memory and
+//        checks it there. The GPU carries on; step() reports the check after its final sync.
+void Runtime::check_finite(int d, const Action& a, const Tensor& t, const std::string& what) {
+  const Streams& mine = streams_[static_cast<size_t>(d)];
+  if (!t.device().is_cuda()) {
+    mine.compute.enqueue(
+        [t, what, a] { throw_if_not_finite(t.data<float>(), t.numel(), t.shape(), what, a); });
+    return;
+  }
+  const Stream& check = *mine.check;
+  Event written;
+  written.record(mine.compute);
+  check.wait(written);
+  const Tensor host = Tensor::empty(t.shape(), check);  // on cpu:0
+  copy_async(host, t, check);
+  check.enqueue([host, what, a] {
+    throw_if_not_finite(host.data<float>(), host.numel(), host.shape(), what, a);
+  });
+}
 
 void Runtime::run_action(int d, const Action& a) {
   if (a.op == Op::F) forward(d, a);
@@ -81,13 +104,12 @@ void Runtime::forward(int d, const Action& a) {
     ctx.tape = s.tape.get();
   }
   const Tensor y = model_.forward(x, ctx, range.begin, range.end);
-  if (options_.check_finite)
-    check_finite_on(y, compute, "the output of stage " + std::to_string(a.stage));
+  if (options_.check_finite) check_finite(d, a, y, "the output of stage " + std::to_string(a.stage));
   if (last) {
     // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
     ops::LossResult loss = ops::softmax_cross_entropy(
         y, labels_[static_cast<size_t>(a.microbatch)], static_cast<float>(batch_size_), compute);
-    if (options_.check_finite) check_finite_on(loss.loss, compute, "the loss");
+    if (options_.check_finite) check_finite(d, a, loss.loss, "the loss");
     s.loss = loss.loss;
     s.dy = loss.dlogits;
   }

@@ -5,6 +5,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+
+#include "engine/event.h"
 
 #include "pipeline/runtime.h"
 
@@ -17,11 +20,23 @@ struct Runtime::Slot {
   Tensor loss;                         // last stage: (1), this micro-batch's share of the loss
 };
 
+// The two markers of one traced piece of work. CPU stream: a task on the stream reads the
+// clock (start, end are written by the stream's worker, read after synchronize()). CUDA
+// stream: a CUDA event recorded at each marker; after the step's final synchronisation
+// read_cuda_markers() turns them into the same clock (ms since the step's start).
 struct Runtime::Timing {
   Action action;
   int lane = 0;  // 0 compute, 1 send
-  // Written by the stream's worker when it reaches the marker; read after synchronize().
   double start = -1, end = -1;
+  Event start_event, end_event;  // CUDA streams only
+};
+
+// The NaN check on a CUDA device (RuntimeOptions::check_finite) failed: thrown by a task on
+// the device's host check stream, carrying the action whose output was not finite.
+class NonFinite : public Error {
+ public:
+  NonFinite(const std::string& message, Action action) : Error(message), action(action) {}
+  Action action;
 };
 
 struct Runtime::Failure {

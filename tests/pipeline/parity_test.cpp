@@ -9,6 +9,10 @@
 // the reference does — the parameters must be bit-identical; where a schedule runs them in
 // another order (GPipe's backward goes m-1, ..., 0) float addition is not associative and
 // they agree within 1e-5 relative (the test decides per schedule from its lists, and says).
+//
+// On GPUs (BRIGADE_TEST_DEVICES=cuda or cuda:all, runtime_model.h) the reference trains on
+// cuda:0 and every comparison is within 1e-5: cuBLAS and cuDNN choose their algorithms per
+// call, and some of those reduce with atomics, so bit-exactness is claimed on CPU devices only.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -65,7 +69,7 @@ std::vector<HostBatch> batches() {
   return b;
 }
 
-TEST_CASE("every schedule on 1-4 CPU devices trains like one device") {
+TEST_CASE("every schedule on 1-4 devices trains like one device") {
   testing::Deadline deadline("runtime parity matrix", std::chrono::seconds(600));
   const auto data = batches();
   const int layers = static_cast<int>(test::small_spec().layers.size());
@@ -79,20 +83,21 @@ TEST_CASE("every schedule on 1-4 CPU devices trains like one device") {
         if (m < 1) continue;
         if (v > 1 && m % p != 0) continue;  // Megatron's rule: m a multiple of p
         const Schedule schedule = make_schedule(name, p, m, v);
-        const bool exact = accumulates_in_order(schedule);
+        const bool exact = accumulates_in_order(schedule) && !test::on_cuda();
         CAPTURE(name);
         CAPTURE(p);
         CAPTURE(m);
         CAPTURE(exact);
+        // Interleaved: the cut that evens out the devices' totals (stage s on device s mod p).
         const Partition partition =
-            balance(layer_costs(shapes, CostKind::flops), schedule.stages());
+            balance(layer_costs(shapes, CostKind::flops), schedule.stages(), p);
         auto model = test::placed_model(partition, p, /*first_device=*/1);
         Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
         for (int step = 0; step < kSteps; ++step)
           runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
         // naive runs the whole mini-batch as one micro-batch: its reference has m = 1.
         auto reference =
-            test::train_on_one_device(data, schedule.microbatches, Device::cpu(0));
+            test::train_on_one_device(data, schedule.microbatches, test::reference_device());
         check_close(test::params_of(*model), test::params_of(*reference), exact);
       }
     }
@@ -117,7 +122,7 @@ TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 w
     runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
   // Dropout masks depend on the sample's place in the mini-batch, not on the cut, so one big
   // micro-batch gives the same update up to float rounding of the sums.
-  auto whole = test::train_on_one_device(data, 1, Device::cpu(0));
+  auto whole = test::train_on_one_device(data, 1, test::reference_device());
   check_close(test::params_of(*model), test::params_of(*whole), /*exact=*/false);
 }
 

@@ -68,6 +68,73 @@ TEST_CASE("balance: a hand-worked cut") {
   CHECK(p.stages[1].begin == 3);
 }
 
+// The best largest-DEVICE total (stage s on device s mod p) over every contiguous cut.
+double brute_force_devices(const std::vector<double>& costs, int k, int p) {
+  const size_t n = costs.size();
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> cuts;
+  std::function<void(size_t)> go = [&](size_t from) {
+    if (cuts.size() == static_cast<size_t>(k - 1)) {
+      // Summed here layer by layer, not through largest_device: computed another way.
+      std::vector<double> device(static_cast<size_t>(p), 0.0);
+      size_t stage = 0;
+      for (size_t i = 0; i < n; ++i) {
+        while (stage < cuts.size() && i >= cuts[stage]) ++stage;
+        device[stage % static_cast<size_t>(p)] += costs[i];
+      }
+      best = std::min(best, *std::max_element(device.begin(), device.end()));
+      return;
+    }
+    for (size_t c = from; c < n; ++c) {
+      cuts.push_back(c);
+      go(c + 1);
+      cuts.pop_back();
+    }
+  };
+  go(1);
+  return best;
+}
+
+TEST_CASE("per-device balance (interleaved) finds the min-max device total (against brute force)") {
+  std::mt19937 gen(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t n = 2 + gen() % 10;
+    std::vector<double> costs(n);
+    // Integers: every sum is exact, so the two searches' totals compare with ==.
+    for (double& c : costs) c = static_cast<double>(gen() % 12);
+    if (trial % 3 == 0) costs[0] += 20;  // front-heavy, like the question's network
+    for (int p = 1; p <= 3; ++p)
+      for (int v = 1; v <= 3; ++v) {
+        const int k = p * v;
+        if (static_cast<size_t>(k) > n) continue;
+        CAPTURE(n);
+        CAPTURE(p);
+        CAPTURE(v);
+        const Partition part = balance(costs, k, p);
+        REQUIRE(part.count() == k);
+        for (int s = 0; s < k; ++s) CHECK(part.stages[s].size() >= 1);
+        CHECK(part.stages.back().end == n);
+        CHECK(largest_device(part, costs, p) == brute_force_devices(costs, k, p));
+        // Never worse for the devices than evening out the stages.
+        CHECK(largest_device(part, costs, p) <= largest_device(balance(costs, k), costs, p));
+        if (v == 1) CHECK(largest_device(part, costs, p) == largest_stage(part, costs));
+      }
+  }
+}
+
+TEST_CASE("per-device balance: a hand-worked front-heavy model on 2 devices, 2 chunks each") {
+  // 5 3 1 1 1 1 (total 12) into 4 stages on 2 devices (stages 0, 2 on d0; 1, 3 on d1).
+  // The smallest largest stage is 5 ([5] alone), and [5 | 3 | 1 | 1 1 1] gives d0 = 5 + 1,
+  // d1 = 3 + 3: both 6 = 12 / 2, the best any cut can do.
+  const std::vector<double> costs = {5, 3, 1, 1, 1, 1};
+  const Partition p = balance(costs, 4, 2);
+  CHECK(largest_device(p, costs, 2) == 6);
+  // The stages of device 0 are stage 0 and 2: [5] and one 1.
+  CHECK(p.stages[0].size() == 1);
+  CHECK(largest_device(at_cuts(6, {1, 2, 4}), costs, 2) == 7);  // [5|3|1 1|1 1]: d0 = 5 + 2
+  CHECK_THROWS_WITH(balance(costs, 3, 2), doctest::Contains("multiple of the devices"));
+}
+
 TEST_CASE("partition errors name the problem") {
   CHECK_THROWS_WITH(balance({1, 2}, 3), doctest::Contains("3 stages for 2 layers"));
   CHECK_THROWS_WITH(at_cuts(5, {0}), doctest::Contains("cut 0 is out of range"));

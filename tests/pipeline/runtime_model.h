@@ -2,10 +2,15 @@
 //   8x8x1 -> Conv2D(4, 3x3, relu) -> Conv2D(4, 3x3, relu) -> MaxPooling2D(2x2) -> Dropout(0.25)
 //   -> Flatten -> Dense(16, relu) -> Dropout(0.5) -> Dense(3, softmax)      (8 layers)
 // Eight layers, so that interleaved-1f1b on 4 devices (8 stages) has a layer per stage.
+//
+// The devices come from the environment variable BRIGADE_TEST_DEVICES (test_devices below):
+// CPU devices by default, so the same parity, failure and trace tests run on GPUs too.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/stream.h"
@@ -48,12 +53,47 @@ inline std::unique_ptr<layers::Optimizer> sgd(std::vector<layers::Parameter*> pa
                                        SgdParams{.lr = 0.1, .momentum = 0.9});
 }
 
-// The model with stage s on cpu:(first_device + s mod p).
+// BRIGADE_TEST_DEVICES: what the p devices of a runtime test are.
+//   unset, "" or "cpu"  cpu:first .. cpu:first+p-1 (virtual CPU devices; each test passes its
+//                       own `first`, so that allocator peaks and capacities stay its own)
+//   "cuda"              every one is cuda:0: one GPU runs the whole pipeline
+//   "cuda:all"          device d is cuda:(d mod the number of GPUs)
+// Anything else, or a cuda value on a machine without a GPU, throws naming the variable.
+enum class TestDevices { cpu, cuda0, cuda_all };
+
+inline TestDevices test_device_kind() {
+  const char* env = std::getenv("BRIGADE_TEST_DEVICES");
+  const std::string v = env ? env : "";
+  TestDevices kind;
+  if (v.empty() || v == "cpu") kind = TestDevices::cpu;
+  else if (v == "cuda") kind = TestDevices::cuda0;
+  else if (v == "cuda:all") kind = TestDevices::cuda_all;
+  else throw Error("BRIGADE_TEST_DEVICES=\"" + v + "\": expected cpu, cuda or cuda:all");
+  if (kind != TestDevices::cpu && cuda_device_count() == 0)
+    throw Error("BRIGADE_TEST_DEVICES=" + v + " but this machine has no CUDA device");
+  return kind;
+}
+
+inline bool on_cuda() { return test_device_kind() != TestDevices::cpu; }
+
+inline std::vector<Device> test_devices(int p, int first) {
+  std::vector<Device> devices;
+  for (int d = 0; d < p; ++d) switch (test_device_kind()) {
+      case TestDevices::cpu: devices.push_back(Device::cpu(first + d)); break;
+      case TestDevices::cuda0: devices.push_back(Device::cuda(0)); break;
+      case TestDevices::cuda_all: devices.push_back(Device::cuda(d % cuda_device_count())); break;
+    }
+  return devices;
+}
+
+// Where the one-device reference trains: cpu:0, or cuda:0 (the same kernels as the stages).
+inline Device reference_device() { return on_cuda() ? Device::cuda(0) : Device::cpu(0); }
+
+// The model with stage s on test_devices(p, first_device)[s mod p].
 inline std::unique_ptr<layers::Sequential> placed_model(const Partition& partition, int p,
                                                         int first_device) {
-  std::vector<Device> devices;
-  for (int d = 0; d < p; ++d) devices.push_back(Device::cpu(first_device + d));
-  return layers::Sequential::from_spec(place(small_spec(), partition, p), devices, kModelSeed);
+  return layers::Sequential::from_spec(place(small_spec(), partition, p),
+                                       test_devices(p, first_device), kModelSeed);
 }
 
 // The reference: the whole model on `device`, `steps` steps of the same batches, each cut
