@@ -17,7 +17,7 @@ std::string Progress::format_duration(double seconds) {
 
 void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch) {
   epoch_ = epoch, epochs_ = epochs, batches_ = batches, first_batch_ = first_batch;
-  loss_sum_ = 0, rate_ = 0, rows_ = 0, correct_ = 0;
+  loss_sum_ = 0, rows_ = 0, correct_ = 0;
   accuracy_known_ = true;
   start_ = std::chrono::steady_clock::now();
 }
@@ -29,10 +29,12 @@ std::string Progress::status(int64_t k) const {
   if (accuracy_known_ && rows_)
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  acc %.1f%%",
                        100.0 * static_cast<double>(correct_) / static_cast<double>(rows_));
-  n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  %.0f samples/s", rate_);
+  // The epoch's average so far: steadier than one step's rate.
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  %.0f samples/s",
+                     elapsed > 0 ? static_cast<double>(rows_) / elapsed : 0.0);
   if (live_) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double done = static_cast<double>(k + 1 - first_batch_);
     const double eta = done > 0 ? elapsed / done * static_cast<double>(batches_ - k - 1) : 0;
     std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  ETA %s",
@@ -41,12 +43,11 @@ std::string Progress::status(int64_t k) const {
   return buf;
 }
 
-void Progress::step(int64_t k, int64_t rows, double loss, int64_t correct, double samples_per_s) {
+void Progress::step(int64_t k, int64_t rows, double loss, int64_t correct) {
   loss_sum_ += loss * static_cast<double>(rows);
   rows_ += rows;
   if (correct < 0) accuracy_known_ = false;
   else correct_ += correct;
-  rate_ = samples_per_s;
   if (live_) {
     constexpr int width = 24;
     const int filled = static_cast<int>(width * (k + 1) / std::max<int64_t>(batches_, 1));

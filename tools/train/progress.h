@@ -5,7 +5,8 @@
 // Off a terminal (a log file, CI), one plain line every --print-every steps and at the end of
 // the epoch, so logs stay readable:
 //   epoch 2/5 step 212/469 loss 0.4123 acc 85.1% 1510 samples/s
-// The loss and accuracy shown are running means over the epoch so far (sample-weighted).
+// The loss, accuracy and samples/s shown are running means over the epoch so far (the loss and
+// accuracy sample-weighted).
 #pragma once
 
 #include <chrono>
@@ -21,7 +22,7 @@ class Progress {
 
   void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch);
   // After batch k (0-based) of the epoch: its rows, mean loss, correct count (-1: unknown).
-  void step(int64_t k, int64_t rows, double loss, int64_t correct, double samples_per_s);
+  void step(int64_t k, int64_t rows, double loss, int64_t correct);
   void end_epoch();
   // A line of its own (evaluation results, messages), clearing a live bar first.
   void line(const std::string& text);
@@ -35,7 +36,7 @@ class Progress {
   bool live_;
   int64_t print_every_;
   int64_t epoch_ = 0, epochs_ = 0, batches_ = 0, first_batch_ = 0;
-  double loss_sum_ = 0, rate_ = 0;
+  double loss_sum_ = 0;
   int64_t rows_ = 0, correct_ = 0;
   bool accuracy_known_ = true, bar_shown_ = false;
   std::chrono::steady_clock::time_point start_;

@@ -263,7 +263,7 @@ int run_training(const Options& o) {
                                             static_cast<double>(slot.rows))
                     : std::nullopt;
       metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
-      progress.step(k, slot.rows, r.loss, r.correct.value_or(-1), rate);
+      progress.step(k, slot.rows, r.loss, r.correct.value_or(-1));
       if (o.checkpoint_every > 0 && pos.step % o.checkpoint_every == 0) checkpoint(pos);
       if (o.eval_every > 0 && pos.step % o.eval_every == 0) evaluation(epoch);
     }
