@@ -135,6 +135,7 @@ def run(cmd):
 def parity(a):
     torch.set_num_threads(1)
     work = a.workdir or tempfile.mkdtemp(prefix="brigade-parity-")
+    os.makedirs(work, exist_ok=True)
     init, final, metrics = (os.path.join(work, n) for n in
                             ("initial.safetensors", "final.safetensors", "metrics.jsonl"))
     if os.path.exists(metrics):
@@ -150,61 +151,75 @@ def parity(a):
         if rec.get("kind") == "step":
             brigade_loss[rec["step"]] = rec["loss"]
 
-    model = build_model(a.model)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in read_safetensors(init).items()})
-    model.train()
+    # PyTorch in float32 (the comparison) and in float64 (the exact trajectory, to tell how far
+    # float32 itself can stay from it), in lockstep on the same batches.
+    initial = read_safetensors(init)
+    models, opts = {}, {}
+    for dtype in (torch.float32, torch.float64):
+        models[dtype] = build_model(a.model).to(dtype)
+        models[dtype].load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in initial.items()})
+        models[dtype].train()
+        opts[dtype] = torch.optim.SGD(models[dtype].parameters(), lr=a.lr, momentum=a.momentum)
     images = read_idx(os.path.join(a.data_dir, "train-images-idx3-ubyte.gz"))  # (N, 28, 28)
     labels = read_idx(os.path.join(a.data_dir, "train-labels-idx1-ubyte.gz"))  # (N)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
-
-    def rel(x, ref):
-        return abs(x - ref) / max(abs(ref), 1e-30)
 
     ok = True
     print(f"\nper-step loss, batch {a.batch}, SGD lr {a.lr} momentum {a.momentum} "
-          f"(PASS: relative difference <= {a.rtol:g})")
+          f"(PASS: |brigade - pytorch| / |pytorch| <= {a.rtol:g})")
     print(f"{'step':>5} {'brigade':>12} {'pytorch':>12} {'rel diff':>10}  result")
     worst = 0.0
     for step in range(1, a.steps + 1):
         lo = (step - 1) * a.batch
         x = torch.from_numpy(images[lo:lo + a.batch].astype(np.float32) / np.float32(255.0))
         y = torch.from_numpy(labels[lo:lo + a.batch].astype(np.int64))
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x.unsqueeze(1)), y)
-        loss.backward()
-        opt.step()
+        losses = {}
+        for dtype, model in models.items():
+            opts[dtype].zero_grad()
+            loss = F.cross_entropy(model(x.to(dtype).unsqueeze(1)), y)
+            loss.backward()
+            opts[dtype].step()
+            losses[dtype] = loss.item()
+        theirs = losses[torch.float32]
         mine = brigade_loss.get(step)
         if mine is None:
-            print(f"{step:>5} {'missing':>12} {loss.item():12.7f} {'':>10}  FAIL")
+            print(f"{step:>5} {'missing':>12} {theirs:12.7f} {'':>10}  FAIL")
             ok = False
             continue
-        d = rel(mine, loss.item())
+        d = abs(mine - theirs) / abs(theirs)
         worst = max(worst, d)
         good = d <= a.rtol
         ok &= good
-        if not good or step <= 5 or step % 10 == 0 or step == a.steps:
-            print(f"{step:>5} {mine:12.7f} {loss.item():12.7f} {d:10.2e}  {'PASS' if good else 'FAIL'}")
+        if not good or step <= 3 or step % 10 == 0:
+            print(f"{step:>5} {mine:12.7f} {theirs:12.7f} {d:10.2e}  {'PASS' if good else 'FAIL'}")
     print(f"worst per-step loss difference: {worst:.2e}")
 
-    print(f"\nfinal parameters (relative difference = max |brigade - pytorch| / max |pytorch|)")
-    print(f"{'tensor':<16} {'shape':<18} {'rel diff':>10}  result")
-    theirs = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    # Final parameters. d(a, b) = ||a - b|| / ||b|| per tensor. After 50 steps float32 rounding
+    # has been amplified (ReLU and max-pool decisions near ties flip; conv2d_1's bias sums over
+    # the many all-zero background pixels of Fashion-MNIST), so that PyTorch's own float32 run
+    # is ~1e-2 away from its float64 run on some biases: 1e-4 between two float32 programs is
+    # then out of reach for ANY pair. A tensor passes when it agrees to --rtol, or when Brigade
+    # is as close to the float64 trajectory as PyTorch float32 is, within --floor-factor.
+    def d(u, v):
+        return float(np.linalg.norm(u - v) / max(float(np.linalg.norm(v)), 1e-30))
+    print(f"\nfinal parameters, d(a, b) = ||a - b|| / ||b||; PASS: d(brigade, pytorch32) <= {a.rtol:g},"
+          f" or d(brigade, pytorch64) <= {a.floor_factor:g} x d(pytorch32, pytorch64)")
+    print(f"{'tensor':<16} {'shape':<16} {'b vs p32':>9} {'b vs p64':>9} {'p32 vs p64':>10} {'ratio':>6}  result")
+    t32 = {k: v.detach().numpy() for k, v in models[torch.float32].state_dict().items()}
+    t64 = {k: v.detach().numpy() for k, v in models[torch.float64].state_dict().items()}
     mine = read_safetensors(final)
-    for name in sorted(set(theirs) | set(mine)):
-        if name not in theirs or name not in mine:
-            print(f"{name:<16} {'only in ' + ('brigade' if name in mine else 'pytorch'):<18} "
-                  f"{'':>10}  FAIL")
+    for name in sorted(set(t32) | set(mine)):
+        if name not in t32 or name not in mine or t32[name].shape != mine[name].shape:
+            what = "missing" if name not in t32 or name not in mine else f"{mine[name].shape}"
+            print(f"{name:<16} {what:<16} {'':>9} {'':>9} {'':>10} {'':>6}  FAIL")
             ok = False
             continue
-        t, m = theirs[name], mine[name]
-        if t.shape != m.shape:
-            print(f"{name:<16} {str(m.shape) + ' vs ' + str(t.shape):<18} {'':>10}  FAIL")
-            ok = False
-            continue
-        d = float(np.max(np.abs(m - t)) / max(float(np.max(np.abs(t))), 1e-30))
-        good = d <= a.rtol
+        m = mine[name].astype(np.float64)
+        b32, b64, floor = d(m, t32[name]), d(m, t64[name]), d(t32[name].astype(np.float64), t64[name])
+        ratio = b64 / max(floor, 1e-30)
+        good = b32 <= a.rtol or ratio <= a.floor_factor
         ok &= good
-        print(f"{name:<16} {str(tuple(t.shape)):<18} {d:10.2e}  {'PASS' if good else 'FAIL'}")
+        print(f"{name:<16} {str(tuple(m.shape)):<16} {b32:9.2e} {b64:9.2e} {floor:10.2e} {ratio:6.2f}"
+              f"  {'PASS' if good else 'FAIL'}")
     print(f"\nparity: {'PASS' if ok else 'FAIL'} ({a.steps} steps, files in {work})")
     return 0 if ok else 1
 
@@ -287,6 +302,8 @@ def main():
     pa.add_argument("--momentum", type=float, default=0.9)
     pa.add_argument("--seed", type=int, default=1)
     pa.add_argument("--rtol", type=float, default=1e-4)
+    pa.add_argument("--floor-factor", type=float, default=3.0,
+                    help="final parameters: how much farther from float64 than PyTorch float32 Brigade may be")
     pa.add_argument("--workdir", help="keep the files here (default: a new temporary folder)")
     th = sub.add_parser("throughput", help="training samples/s beside PyTorch's")
     th.add_argument("--brigade-bench", default=os.path.join(REPO, "build/tools/brigade-bench"))
