@@ -9,8 +9,13 @@
 namespace brigade::safetensors::detail {
 
 std::string shown(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+  std::string out = "'";  // appends: GCC 12 -O3 warns falsely (-Wrestrict) on "'" + string
+  return out.append(escaped(s, 80)).append("'");
+}
+
+std::string escaped(std::string_view s, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c != 0x7f) {
       out += static_cast<char>(c);
@@ -20,7 +25,7 @@ std::string shown(std::string_view s) {
       out += buf;
     }
   }
-  return out + (s.size() > 80 ? "...'" : "'");
+  return out + (s.size() > max_bytes ? "..." : "");
 }
 
 namespace {
@@ -105,7 +110,8 @@ class HeaderSax : public nlohmann::json_sax<json> {
   bool binary(binary_t&) override { return scalar("binary"); }
 
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
-    throw Error(source_ + ": header is not valid JSON: " + ex.what());
+    // nlohmann's text ends with the offending token's raw bytes: escape them and cut.
+    throw Error(source_ + ": header is not valid JSON: " + escaped(ex.what(), 300));
   }
 
  private:

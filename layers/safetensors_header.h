@@ -34,5 +34,7 @@ RawHeader parse_header_json(std::string_view header, const std::string& source);
 
 // A name from the file as it appears in a message: quoted, control bytes escaped, cut short.
 std::string shown(std::string_view s);
+// Text from the file for a message: bytes below 0x20 and 0x7f as \xNN, at most max_bytes.
+std::string escaped(std::string_view s, size_t max_bytes);
 
 }  // namespace brigade::safetensors::detail

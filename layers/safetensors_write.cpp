@@ -14,6 +14,7 @@
 
 #include "layers/checked_math.h"
 #include "layers/safetensors.h"
+#include "layers/safetensors_header.h"
 
 namespace brigade::safetensors {
 
@@ -127,20 +128,20 @@ std::vector<std::string> mismatches(const File& file, std::span<const Expected> 
     wanted.insert(e.name);
     const TensorInfo* t = file.find(e.name);
     if (!t) {
-      out.push_back("missing tensor '" + e.name + "' (expected " +
+      out.push_back("missing tensor " + detail::shown(e.name) + " (expected " +
                     std::string(dtype_name(e.dtype)) + " " + dims_text(e.shape) + ")");
       continue;
     }
     if (t->dtype != e.dtype)
-      out.push_back("tensor '" + e.name + "': dtype " + std::string(dtype_name(t->dtype)) +
+      out.push_back("tensor " + detail::shown(e.name) + ": dtype " + std::string(dtype_name(t->dtype)) +
                     ", expected " + std::string(dtype_name(e.dtype)));
     if (t->shape != e.shape)
-      out.push_back("tensor '" + e.name + "': shape " + dims_text(t->shape) + ", expected " +
+      out.push_back("tensor " + detail::shown(e.name) + ": shape " + dims_text(t->shape) + ", expected " +
                     dims_text(e.shape));
   }
   for (const TensorInfo& t : file.tensors)
     if (!wanted.count(t.name))
-      out.push_back("unexpected tensor '" + t.name + "' (" + std::string(dtype_name(t.dtype)) +
+      out.push_back("unexpected tensor " + detail::shown(t.name) + " (" + std::string(dtype_name(t.dtype)) +
                     " " + dims_text(t.shape) + ")");
   return out;
 }

@@ -176,11 +176,11 @@ TEST_CASE("check() reports every mismatch in one message") {
   for (const st::TensorInfo& t : st::read_file(good).tensors) total += static_cast<int64_t>(t.end - t.begin) / 4;
   CHECK(total == 278974);
 
-  // Now break it four ways: drop dense_2.bias, add an extra tensor, transpose dense_1's
+  // Now break it four ways: drop dense_2.bias, add an extra tensor (its name with a DEL byte), transpose dense_1's
   // weight, and store conv2d_1.bias as F16.
   std::vector<st::TensorToWrite> bad(tensors.begin(), tensors.end() - 1);
   const std::vector<uint8_t> extra(4), half(64);
-  bad.push_back({"extra", st::Dtype::F32, {1}, extra});
+  bad.push_back({"ex\x7ftra", st::Dtype::F32, {1}, extra});  // names are escaped in messages
   bad[8].shape = {64, 1500};
   bad[1] = {"conv2d_1.bias", st::Dtype::F16, {32}, half};
   const std::string path = dir.file("bad.safetensors");
@@ -190,7 +190,7 @@ TEST_CASE("check() reports every mismatch in one message") {
                                "  tensor 'conv2d_1.bias': dtype F16, expected F32\n"
                                "  tensor 'dense_1.weight': shape [64, 1500], expected [1500, 64]\n"
                                "  missing tensor 'dense_2.bias' (expected F32 [10])\n"
-                               "  unexpected tensor 'extra' (F32 [1])")
+                               "  unexpected tensor 'ex\\x7ftra' (F32 [1])")
                            .c_str(),
                        st::Error);
 }
