@@ -149,3 +149,11 @@ TEST_CASE("placement: impossible device lists") {
   if (brigade::cuda_device_count() == 0)
     CHECK(error("cuda:0").find("cuda:0") != std::string::npos);
 }
+
+TEST_CASE("parse_size: a number too long for a double is refused, not thrown past main") {
+  // Found by tests/fuzz (fuzz_cli, corpus/cli/crash-device-memory-400-digits): std::stod
+  // threw std::out_of_range here.
+  const std::string huge = "1" + std::string(400, '0');
+  CHECK_THROWS_WITH_AS(parse_size(huge), doctest::Contains("larger than 2^64 bytes"), UsageError);
+  CHECK_THROWS_WITH_AS(parse_size("20000000TiB"), doctest::Contains("larger than 2^64 bytes"), UsageError);
+}

@@ -2,6 +2,7 @@
 // parameter files, and an out-of-memory device reported by name.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -98,5 +99,37 @@ TEST_CASE("outputs: a device too small for the model fails with its name, and do
     CHECK(r.status == 1);
     CHECK(r.output.find("out of memory") != std::string::npos);
     CHECK(r.output.find("cpu:") != std::string::npos);
+  }
+}
+
+TEST_CASE("outputs: every schedule and every --balance runs and gives the plain run's losses") {
+  const fs::path dir = temp_dir("schedules");
+  const auto first_losses = [&](const std::string& devices, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--steps", "2", "--metrics", (dir / "m.jsonl").string()});
+    const Run r = run_train(quick(dir, devices, extra));
+    CAPTURE(r.output);
+    REQUIRE(r.status == 0);
+    std::vector<double> losses;
+    std::ifstream in(dir / "m.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j["kind"] == "step") losses.push_back(j["loss"].get<double>());
+    }
+    REQUIRE(losses.size() == 2);
+    return losses;
+  };
+  const std::vector<double> plain = first_losses("cpu:0", {});
+  const std::vector<std::vector<std::string>> runs = {
+      {"--schedule", "naive", "--microbatches", "1"},
+      {"--schedule", "gpipe", "--microbatches", "4"},
+      {"--schedule", "1f1b", "--microbatches", "3", "--recompute"},
+      {"--schedule", "interleaved-1f1b", "--chunks", "2", "--balance", "params", "--microbatches", "4"},
+      {"--schedule", "zb-h1", "--microbatches", "4", "--balance", "time"},
+      {"--schedule", "1f1b", "--microbatches", "2", "--balance", "memory"}};
+  for (const std::vector<std::string>& extra : runs) {
+    CAPTURE(extra[1]);
+    const std::vector<double> piped = first_losses("cpu:0,cpu:1", extra);
+    for (size_t i = 0; i < plain.size(); ++i)
+      CHECK(std::abs(piped[i] - plain[i]) <= 1e-5 * std::abs(plain[i]));
   }
 }

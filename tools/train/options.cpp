@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -32,9 +33,10 @@ uint64_t parse_size(const std::string& text) {
   for (const Unit& u : units)
     if (unit == u.name) found = &u;
   if (!found) throw bad("unknown unit '" + unit + "'");
-  const double bytes = std::stod(number) * found->factor;
+  // strtod, not stod: 400 digits are infinity here, where stod throws std::out_of_range.
+  const double bytes = std::strtod(number.c_str(), nullptr) * found->factor;
+  if (!std::isfinite(bytes) || bytes >= 18446744073709551616.0) throw bad("larger than 2^64 bytes");
   if (bytes != std::floor(bytes)) throw bad("not a whole number of bytes");
-  if (bytes >= 18446744073709551616.0) throw bad("larger than 2^64 bytes");
   return static_cast<uint64_t>(bytes);
 }
 

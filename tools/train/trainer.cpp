@@ -99,6 +99,19 @@ struct Setup {
   std::string placement;
 };
 
+// --balance time: each layer's forward + backward, measured on a micro-batch of zeros on the
+// first device, with the whole model there (a copy, thrown away after).
+std::vector<double> profile_times(const model::ModelSpec& spec, const Device& device,
+                                  int64_t rows, uint64_t seed) {
+  model::ModelSpec one = spec;
+  for (model::LayerSpec& l : one.layers) l.device = 0;
+  one.device_count = 1;
+  const auto model = layers::Sequential::from_spec(one, {device}, seed);
+  std::vector<int64_t> dims = spec.input;
+  dims[0] = rows;  // (rows, C, H, W)
+  return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
+}
+
 Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m) {
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
@@ -135,7 +148,7 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
     if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
     if (o.balance == "memory")
       costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
-    if (o.balance == "time") costs = pipeline::layer_costs(shapes, pipeline::CostKind::flops);
+    if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
     partition = pipeline::balance(costs, stages);
   }
   pipeline::Schedule schedule;
