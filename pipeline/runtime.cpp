@@ -275,6 +275,10 @@ void Runtime::run_device(int d) {
     for (const Action& a : schedule_.lists[static_cast<size_t>(d)]) {
       current = a;
       run_action(d, a);
+      if (options_.lockstep) {
+        streams_[static_cast<size_t>(d)].compute.synchronize();
+        streams_[static_cast<size_t>(d)].send.synchronize();
+      }
     }
     current.reset();
     // Every W of these stages was enqueued on `compute` before: the update sees them all.

@@ -55,6 +55,11 @@ struct RuntimeOptions {
   uint64_t seed = 0;          // dropout masks: (seed, step, layer, sample, element)
   bool recompute = false;     // keep only each stage's input at F; redo the forward before B
   bool check_finite = false;  // a task after every F checks its output (and the loss) for NaN/Inf
+  // The host thread of each device waits for an action's work (compute and send streams)
+  // before it issues the next. Slower; for measurements and tests of memory: a task holds
+  // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
+  // early and peaks depend on timing. In lockstep a device's peak is a function of its list.
+  bool lockstep = false;
 };
 
 using OptimizerFactory =
