@@ -9,10 +9,12 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/error.h"
 #include "engine/philox.h"
+#include "tests/support/error_text.h"
 
 using brigade::data::BatchOptions;
 using brigade::data::Batcher;
@@ -25,12 +27,7 @@ namespace {
 
 template <typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const brigade::Error& e) {
-    return e.what();
-  }
-  return "";
+  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
 }
 
 std::vector<int64_t> order_of(uint64_t seed, int64_t epoch, int64_t n, bool shuffle = true) {

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "engine/error.h"
 #include "tests/data/idx_files.h"
+#include "tests/support/error_text.h"
 
 using brigade::data::Dataset;
 using brigade::data::kFashionMnistDir;
@@ -27,12 +29,7 @@ namespace {
 
 template <typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const brigade::Error& e) {
-    return e.what();
-  }
-  return "";
+  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
 }
 
 uint64_t pixel_sum(const Dataset& d, int64_t first, int64_t count) {

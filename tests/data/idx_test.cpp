@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "engine/error.h"
 #include "tests/data/idx_files.h"
+#include "tests/support/error_text.h"
 
 using brigade::data::parse_idx;
 using brigade::data::read_idx_file;
@@ -34,12 +36,7 @@ Bytes noise(size_t n) {
 // The message of the brigade::Error `f` throws ("" when it throws none).
 template <typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const brigade::Error& e) {
-    return e.what();
-  }
-  return "";
+  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
 }
 
 }  // namespace

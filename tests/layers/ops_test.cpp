@@ -14,6 +14,7 @@
 #include "kernels/reference/dense.h"
 #include "kernels/reference/maxpool2d.h"
 #include "tests/support/deadline.h"
+#include "tests/support/error_text.h"
 
 namespace brigade::ops {
 namespace {
@@ -39,12 +40,7 @@ void check_close(const std::vector<float>& got, const std::vector<double>& want,
 
 template <class Fn>
 std::string message_of(Fn fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
+  return brigade::testing::error_text<std::exception>(fn);
 }
 
 TEST_CASE("conv2d, maxpool2d and dense ops match the reference on a two-thread device") {

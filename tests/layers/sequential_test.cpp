@@ -14,6 +14,7 @@
 #include "layers/model_file.h"
 #include "tests/layers/seed_network.h"
 #include "tests/support/deadline.h"
+#include "tests/support/error_text.h"
 
 namespace brigade::layers {
 namespace {
@@ -77,12 +78,7 @@ TEST_CASE("the question's network: C++ with device scopes and seed_cnn.model agr
 // The message of what `fn` throws ("" when it does not throw).
 template <class Fn>
 std::string message_of(Fn fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
+  return brigade::testing::error_text<std::exception>(fn);
 }
 
 TEST_CASE("a layer that does not fit is rejected at add() with its name and both shapes") {
