@@ -4,6 +4,21 @@
 
 namespace brigade {
 
+std::string printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + (text.size() > max_bytes ? "..." : "");
+}
+
 std::string format_bytes(uint64_t bytes) {
   static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace brigade {
 
@@ -31,6 +32,11 @@ class OutOfMemoryError : public Error {
 
 // "64.0 MiB", "512 B", "1.5 GiB": sizes in error messages and reports.
 std::string format_bytes(uint64_t bytes);
+
+// Text from a file or a user, made fit for an error message: bytes below 0x20 and 0x7f as
+// \xNN (a stray \r must not make two different lines print alike), at most max_bytes of it,
+// then "..." if it was longer.
+std::string printable(std::string_view text, size_t max_bytes = 80);
 
 namespace detail {
 [[noreturn]] void throw_library_error(const char* library, const char* call, const char* file,

@@ -1,5 +1,7 @@
 #include "layers/safetensors_header.h"
 
+#include "engine/error.h"
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -13,20 +15,7 @@ std::string shown(std::string_view s) {
   return out.append(escaped(s, 80)).append("'");
 }
 
-std::string escaped(std::string_view s, size_t max_bytes) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out + (s.size() > max_bytes ? "..." : "");
-}
+std::string escaped(std::string_view s, size_t max_bytes) { return printable(s, max_bytes); }
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "engine/error.h"
 #include "layers/safetensors.h"
 
 namespace brigade::train {
@@ -91,7 +92,7 @@ std::string model_difference(const std::string& checkpoint_model, const std::str
     const std::string y = i < b.size() ? b[i] : "(end of model)";
     if (x != y)
       return "line " + std::to_string(i + 1) + " of the model differs: the checkpoint's is '" +
-             x + "', this run's is '" + y + "'";
+             printable(x) + "', this run's is '" + printable(y) + "'";
   }
   return "";
 }
@@ -114,14 +115,14 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
   };
   if (meta("brigade") != kFormat)
     throw CheckpointError(path + ": not a brigade-train checkpoint (its 'brigade' entry is '" +
-                          meta("brigade") + "', expected '" + kFormat + "')");
+                          printable(meta("brigade")) + "', expected '" + kFormat + "')");
   const std::string diff = model_difference(meta("model"), model::print_model(model));
   if (!diff.empty()) throw CheckpointError(path + " is of another model: " + diff);
 
   std::string recipe_diff;
   for (const auto& [k, v] : recipe)
     if (meta("recipe." + k) != v)
-      recipe_diff += "\n  " + k + ": checkpoint " + meta("recipe." + k) + ", this run " + v;
+      recipe_diff += "\n  " + k + ": checkpoint " + printable(meta("recipe." + k)) + ", this run " + v;
   if (!recipe_diff.empty())
     throw CheckpointError(path + " was written by a run with other settings; resuming it would "
                           "not continue that run:" + recipe_diff);
