@@ -78,8 +78,10 @@ class HeaderSax : public nlohmann::json_sax<json> {
       entry().dtype = s;
       return true;
     }
-    std::string text = "\"";  // built by append: GCC 12 -O3 warns falsely on "\"" + s + "\""
-    text.append(s, 0, 40).append("\"");
+    // A string where none belongs, shown in a message: escaped (it is the file's bytes) and
+    // cut. Built by append: GCC 12 -O3 warns falsely on "\"" + s + "\"".
+    std::string text = "\"";
+    text.append(escaped(s, 40)).append("\"");
     return scalar(text);
   }
   bool number_unsigned(number_unsigned_t v) override {
