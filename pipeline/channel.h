@@ -1,5 +1,6 @@
-// Channel: what one pipeline stage hands to its neighbour — (tensor, ready-event) pairs, one
-// per micro-batch: activations forward (stage s -> s+1), gradients backward (s+1 -> s).
+// Channel: the in-process Link (link.h) — what one pipeline stage hands to its neighbour in
+// the same process: (tensor, ready-event) pairs, one per micro-batch, activations forward
+// (stage s -> s+1), gradients backward (s+1 -> s).
 //
 // The producer enqueues the work that writes the tensor, RECORDS the event after it, and only
 // then sends the pair; so a consumer never holds an event that has not been recorded yet, and
@@ -17,36 +18,24 @@
 #include <mutex>
 #include <string>
 
-#include "engine/error.h"
-#include "engine/event.h"
-#include "engine/tensor.h"
+#include "pipeline/link.h"
 
 namespace brigade::pipeline {
 
-struct Message {
-  Tensor tensor;
-  Event ready;  // recorded after the work that wrote `tensor`
-};
-
-class ChannelClosed : public Error {
- public:
-  using Error::Error;
-};
-
-class Channel {
+class Channel final : public Link {
  public:
   explicit Channel(std::string name) : name_(std::move(name)) {}
-  const std::string& name() const { return name_; }  // "activations 0->1"
+  const std::string& name() const override { return name_; }  // "activations 0->1"
 
   // Hands over micro-batch `microbatch`'s pair; its event must already be recorded.
-  void send(int microbatch, Message message);
+  void send(int microbatch, Message message) override;
   // Blocks until micro-batch `microbatch`'s pair is here, takes it out. Throws ChannelClosed
   // (naming the channel, the micro-batch and the reason) if the channel is closed first.
-  Message receive(int microbatch);
+  Message receive(int microbatch) override;
   // Wakes every receiver with ChannelClosed; later sends are dropped. Idempotent.
-  void close(const std::string& why);
+  void close(const std::string& why) override;
   // Drops what was sent and not received, and reopens (between steps).
-  void reset();
+  void reset() override;
   size_t pending() const;
 
  private:
