@@ -1,0 +1,25 @@
+// GradientReducer: sums gradients across the data-parallel replicas of one pipeline stage.
+// Implementations: MpiReducer (CPU tensors, mpi_reducer.h), NcclReducer (CUDA tensors,
+// nccl_reducer.h, in brigade::distributed); it lives in brigade::pipeline beside Link, since
+// the runtime holds one per stage whatever carries the sums.
+#pragma once
+
+#include <vector>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace brigade::pipeline {
+
+// Sums gradients across the data-parallel replicas of one pipeline stage, in place.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  // Every replica calls this with the same tensors (same shapes, same order), enqueued
+  // after the work that wrote them on `stream`; on return (CPU) or when `stream` reaches
+  // it (CUDA) each tensor holds the sum over replicas. Same order of summation on every
+  // replica, so replicas stay bit-identical.
+  virtual void sum(const std::vector<Tensor>& tensors, const Stream& stream) = 0;
+};
+
+}  // namespace brigade::pipeline
