@@ -18,6 +18,7 @@ packages=(
   dataset-fashion-mnist               # the training data (gzip'd IDX files)
   librsvg2-bin                        # rsvg-convert: SVG timelines -> PNG for the docs
   clang libclang-rt-14-dev            # tools/fuzz.sh: libFuzzer with ASan/UBSan
+  libopenmpi-dev openmpi-bin          # pipeline/distributed: one rank per stage (mpirun)
 )
 [[ " $* " == *" --with-pytorch "* ]] && packages+=(python3-torch python3-numpy)
 

@@ -1,0 +1,69 @@
+// Faults: a rank that fails takes the whole job down, quickly and saying which rank it was.
+//
+// The protocol (README.md, "Faults"):
+//   1. A rank that fails (the trainer catches the exception) calls
+//      report_failure_and_abort(session, what): it prints "brigade: rank r failed: <what>"
+//      on stderr, sends a short notice "<what>" to every other rank on a communicator of its
+//      own (a duplicate of MPI_COMM_WORLD, so no link or collective can ever match it), and
+//      calls MPI_Abort, which makes mpirun kill every process of the job and print
+//      "MPI_ABORT was invoked on rank r".
+//   2. Every wait of this folder (a link's receive, a send in flight, an all-reduce) polls
+//      for notices between its tests (poll.h); a notice makes it throw RankFailed("rank r
+//      failed: <what>"), so a rank blocked on the failed one stops with that message
+//      instead of waiting to be killed. The trainer catches it and calls
+//      report_failure_and_abort too, which then prints "brigade: rank q stops: rank r failed:
+//      <what>" and aborts without sending notices of its own.
+//   3. A rank that dies without a word (SIGKILL, a segfault, the OOM killer): mpirun sees the
+//      process end and kills the job, printing "mpirun noticed that process rank r with PID
+//      ... exited on signal 9 (Killed)" (OpenMPI 4.1; tests/distributed/fault_test.cpp).
+//   4. Last resort, for launchers that do not watch their processes: every wait has a
+//      deadline (poll.h, BRIGADE_MPI_TIMEOUT_S, default 600 s) after which it throws an error
+//      naming the rank it was waiting for.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "pipeline/distributed/mpi_session.h"
+
+namespace brigade::distributed {
+
+// Another rank failed: thrown by the waits of this folder when its notice arrives.
+class RankFailed : public Error {
+ public:
+  RankFailed(int rank, const std::string& what)
+      : Error("rank " + std::to_string(rank) + " failed: " + what), rank_(rank) {}
+  int rank() const { return rank_; }  // the rank that failed (in MPI_COMM_WORLD)
+
+ private:
+  int rank_;
+};
+
+// The fault notices of one process (owned by its MpiSession). Thread-safe.
+class FaultLine {
+ public:
+  FaultLine(int rank, int size);  // collective: duplicates MPI_COMM_WORLD
+  // Reads every notice that has arrived; throws RankFailed for the first one ever heard.
+  void check();
+  // The first failure heard of (by check), if any.
+  std::optional<RankFailed> heard() const;
+  // See report_failure_and_abort.
+  [[noreturn]] void abort_job(const std::string& what);
+
+ private:
+  void read_notices();  // with mutex_ held
+
+  int rank_, size_;
+  Communicator comm_;
+  mutable std::mutex mutex_;
+  std::optional<RankFailed> heard_;
+  bool aborting_ = false;
+};
+
+// Ends the whole job (never returns): the protocol above. If this rank has heard of another
+// rank's failure, it says so and aborts; otherwise it is the failed rank: it prints `what`,
+// notifies every other rank and aborts. The process exits non-zero (MPI_Abort's code 1).
+[[noreturn]] void report_failure_and_abort(const MpiSession& session, const std::string& what);
+
+}  // namespace brigade::distributed

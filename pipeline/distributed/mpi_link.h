@@ -1,0 +1,94 @@
+// MpiLink: a Link (pipeline/link.h) to a stage in another process, over MPI point-to-point.
+// CPU tensors (float32). One object is ONE END of a link: the sending rank makes one with
+// the receiver as `peer` and only sends; the receiving rank makes one with the sender as
+// `peer` and only receives. Both ends give the same `link` number.
+//
+// On the wire, per micro-batch mb, two messages on `comm` from the sender to the receiver:
+//   header   tag(link, mb, 0)   6 × int64: rank, dims[4], dtype   (the shape: the last
+//                                micro-batch may be smaller)
+//   payload  tag(link, mb, 1)   numel × float
+// The tag names the micro-batch, so pairs match by micro-batch in any order the receiver
+// asks for them (MPI_Improbe on the header's tag, then the payload's).
+//
+// send(mb, message) never blocks the caller: it queues the pair for the link's
+// communication thread, which waits (polling, without blocking anything else) for
+// `message.ready`, then posts MPI_Isend for the header and the payload, keeps the tensor
+// alive until both complete, and makes MPI progress for them. So two neighbours sending to
+// each other at the same moment cannot deadlock: neither send waits for a receive.
+//
+// receive(mb) blocks its caller until mb's header and payload are here (poll.h: it also
+// wakes for close(), for another rank's failure, and at the deadline), lands the payload in
+// a new tensor on `device` and returns it with an event recorded on the link's stream there.
+//
+// close(why): receivers blocked now or later throw ChannelClosed; later sends are dropped
+// (sends already posted still complete). reset(): reopens this end. A distributed step that
+// fails ends the whole job (faults.h), so no message of a failed step is ever left in MPI
+// for a later step to take.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline/distributed/mpi_session.h"
+#include "pipeline/distributed/poll.h"
+#include "pipeline/link.h"
+
+namespace brigade::distributed {
+
+struct MpiLinkOptions {
+  std::chrono::milliseconds timeout = default_timeout();  // of every wait (poll.h)
+};
+
+class MpiLink final : public pipeline::Link {
+ public:
+  // Micro-batches 0 .. max_microbatches-1 (the tag has room for that many).
+  static constexpr int max_microbatches = 1 << 12;
+  // `link` numbers this link among the links on `comm`, the same at both ends, from 0 to
+  // max_link(comm): e.g. 2·s for "activations s->s+1" and 2·s+1 for "gradients s+1->s".
+  MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer, int link,
+          Device device, MpiLinkOptions options = {});
+  ~MpiLink() override;  // waits (bounded) for the sends in flight
+  MpiLink(const MpiLink&) = delete;
+  MpiLink& operator=(const MpiLink&) = delete;
+
+  const std::string& name() const override { return name_; }
+  void send(int microbatch, pipeline::Message message) override;
+  pipeline::Message receive(int microbatch) override;
+  void close(const std::string& why) override;
+  void reset() override;
+
+  // The largest link number `comm`'s tag space allows (MPI_TAG_UB).
+  static int max_link(MPI_Comm comm);
+
+ private:
+  struct Outgoing;
+  int tag(int microbatch, int part) const;
+  void check_microbatch(int microbatch, const char* verb) const;
+  void communicate();    // the communication thread
+  void advance_sends();  // with mutex_ held: post the ready sends, retire completed ones
+  std::string from_peer(int microbatch) const;  // "activations 0->1: micro-batch 3 from rank 0"
+
+  std::string name_;
+  FaultLine& faults_;
+  MPI_Comm comm_;
+  int peer_, link_;
+  Device device_;
+  MpiLinkOptions options_;
+  Stream stream_;  // on device_: the received tensors' stream, where their events are recorded
+
+  std::mutex mutex_;
+  std::condition_variable wake_;  // a send queued, or stopping
+  std::list<Outgoing> outgoing_;  // queued or in flight, in send order (a list: MPI holds
+                                  // pointers into its headers)
+  std::vector<Tensor> abandoned_;  // receives given up (closed, failed) that MPI may still fill
+  bool closed_ = false, stopping_ = false;
+  std::string why_;
+  std::thread thread_;
+};
+
+}  // namespace brigade::distributed

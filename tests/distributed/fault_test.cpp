@@ -1,0 +1,95 @@
+// A rank that throws or dies ends the whole job: every rank exits, mpirun's status is
+// non-zero, and the output names the failed rank, within a deadline. Runs fault_worker under
+// mpirun (paths from meson: BRIGADE_MPIRUN, BRIGADE_FAULT_WORKER) and reads what it prints.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Job {
+  int status = -1;       // as waitpid gives it
+  bool timed_out = false;
+  std::string output;    // stdout and stderr of mpirun and every rank
+};
+
+// Runs `mpirun -np 3 fault_worker scenario` in a process group of its own, collecting its
+// output; past `limit` the group is killed and timed_out set.
+Job run_job(const std::string& scenario, std::chrono::seconds limit) {
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(pipe_fds[1], 1);
+    dup2(pipe_fds[1], 2);
+    close(pipe_fds[0]);
+    const char* argv[] = {BRIGADE_MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "3",
+                          BRIGADE_FAULT_WORKER, scenario.c_str(), nullptr};
+    execv(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(pipe_fds[1]);
+  Job job;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      job.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    if (n <= 0) break;  // every writer is gone: the job has ended
+    job.output.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  waitpid(pid, &job.status, 0);
+  return job;
+}
+
+bool failed(const Job& job) {
+  return !job.timed_out && !(WIFEXITED(job.status) && WEXITSTATUS(job.status) == 0);
+}
+
+}  // namespace
+
+// The limit is a hang detector, not a timing assertion: these jobs end in a few seconds.
+constexpr auto limit = std::chrono::seconds(60);
+
+TEST_CASE("fault: a rank that throws while others wait on its link ends the job, named") {
+  const Job job = run_job("throw", limit);
+  INFO(job.output);
+  CHECK(failed(job));
+  CHECK(job.output.find("brigade: rank 1 failed: out of memory on cpu:0 in stage 1 (a test's "
+                        "failure)") != std::string::npos);
+  CHECK(job.output.find("without an error") == std::string::npos);
+}
+
+TEST_CASE("fault: a rank that throws while the others are in an all-reduce ends the job") {
+  const Job job = run_job("throw-reduce", limit);
+  INFO(job.output);
+  CHECK(failed(job));
+  CHECK(job.output.find("brigade: rank 1 failed: out of memory") != std::string::npos);
+  CHECK(job.output.find("without an error") == std::string::npos);
+}
+
+TEST_CASE("fault: a rank killed by SIGKILL ends the job; mpirun names it") {
+  const Job job = run_job("kill", limit);
+  INFO(job.output);
+  CHECK(failed(job));
+  CHECK(job.output.find("process rank 1") != std::string::npos);
+  CHECK(job.output.find("signal 9") != std::string::npos);
+}
