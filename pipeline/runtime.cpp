@@ -104,55 +104,101 @@ Runtime::Slot& Runtime::slot(const Action& a) {
   return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.microbatch)];
 }
 
+std::vector<int64_t> microbatch_rows(int64_t n, int m) {
+  BRIGADE_CHECK(m >= 1, "runtime: " << m << " micro-batches; there must be at least one");
+  BRIGADE_CHECK(n >= m, "runtime: a mini-batch of " << n << " samples cannot be cut into " << m
+                                                    << " micro-batches");
+  std::vector<int64_t> rows;
+  for (int i = 0; i < m; ++i) rows.push_back(n / m + (i < n % m ? 1 : 0));
+  return rows;
+}
+
 StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int64_t n = batch.shape.rank() > 0 ? batch.shape[0] : 0;
-  BRIGADE_CHECK(n >= m, "runtime: a mini-batch of " << n << " samples cannot be cut into " << m
-                                                    << " micro-batches");
+  const std::vector<int64_t> rows = microbatch_rows(n, m);
   BRIGADE_CHECK(static_cast<int64_t>(batch.labels.size()) == n &&
                     static_cast<int64_t>(batch.x.size()) == batch.shape.numel(),
                 "runtime: the batch has shape " << batch.shape << ", " << batch.x.size()
                                                 << " values and " << batch.labels.size()
                                                 << " labels");
-  batch_size_ = n;
-  step_ = step;
-  // Stage the micro-batches on the first and last stages' devices (blocking host copies,
-  // before the step's work is described).
+  // Stage the micro-batches on the first and last stages' devices: blocking host copies, so
+  // the staged batch needs no events.
   const int64_t per_sample = batch.shape.numel() / n;
   const Stream& first = streams_[static_cast<size_t>(schedule_.device_of(0))].compute;
   const Stream& last = streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))].compute;
-  offsets_.clear();
+  StagedBatch staged;
   int64_t offset = 0;
-  int staged = 0;
   bool labels_next = false;  // which of the two copies of micro-batch `staged` is being made
   try {
-  for (int i = 0; i < m; ++i, ++staged) {
-    const int64_t size = n / m + (i < n % m ? 1 : 0);
-    std::vector<int64_t> dims = batch.shape.dims();
-    dims[0] = size;
-    inputs_.push_back(Tensor::from_vector(
-        std::vector<float>(batch.x.begin() + offset * per_sample,
-                           batch.x.begin() + (offset + size) * per_sample),
-        Shape(dims), first));
-    labels_next = true;
-    labels_.push_back(ops::labels_tensor(
-        std::vector<int32_t>(batch.labels.begin() + offset, batch.labels.begin() + offset + size),
-        last));
-    labels_next = false;
-    offsets_.push_back(offset);
-    offset += size;
-  }
+    for (int i = 0; i < m; ++i) {
+      const int64_t size = rows[static_cast<size_t>(i)];
+      std::vector<int64_t> dims = batch.shape.dims();
+      dims[0] = size;
+      staged.inputs.push_back(Tensor::from_vector(
+          std::vector<float>(batch.x.begin() + offset * per_sample,
+                             batch.x.begin() + (offset + size) * per_sample),
+          Shape(dims), first));
+      labels_next = true;
+      staged.labels.push_back(ops::labels_tensor(
+          std::vector<int32_t>(batch.labels.begin() + offset, batch.labels.begin() + offset + size),
+          last));
+      labels_next = false;
+      offset += size;
+    }
   } catch (const std::exception& e) {
     // Before any action: say which micro-batch could not be put on which device.
     const int stage = labels_next ? schedule_.stages() - 1 : 0;
     const int d = schedule_.device_of(stage);
     std::ostringstream os;
-    os << "pipeline step " << step << ": staging micro-batch " << staged
+    os << "pipeline step " << step << ": staging micro-batch " << staged.labels.size()
        << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
        << " (stage " << stage << ") failed: " << e.what();
     recover();
     throw PipelineError(os.str(), d, stage, std::nullopt);
   }
+  return this->step(staged, step);
+}
+
+StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
+  const int m = schedule_.microbatches;
+  const int first_device = schedule_.device_of(0);
+  const int last_device = schedule_.device_of(schedule_.stages() - 1);
+  BRIGADE_CHECK(static_cast<int>(batch.inputs.size()) == m &&
+                    static_cast<int>(batch.labels.size()) == m,
+                "runtime: a staged batch of " << batch.inputs.size() << " inputs and "
+                                              << batch.labels.size() << " labels for a schedule of "
+                                              << m << " micro-batches");
+  offsets_.clear();
+  int64_t n = 0;
+  for (int i = 0; i < m; ++i) {
+    const Tensor& x = batch.inputs[static_cast<size_t>(i)];
+    const Tensor& y = batch.labels[static_cast<size_t>(i)];
+    BRIGADE_CHECK(x.defined() && y.defined() && x.shape().rank() > 0 && x.shape()[0] > 0 &&
+                      y.shape() == Shape({x.shape()[0]}),
+                  "runtime: staged micro-batch " << i << " has inputs "
+                                                 << (x.defined() ? x.str() : "(none)")
+                                                 << " and labels "
+                                                 << (y.defined() ? y.str() : "(none)"));
+    BRIGADE_CHECK(x.device() == devices_[static_cast<size_t>(first_device)] &&
+                      y.device() == devices_[static_cast<size_t>(last_device)],
+                  "runtime: staged micro-batch " << i << " has its inputs on " << x.device()
+                                                 << " and labels on " << y.device()
+                                                 << "; the first stage runs on "
+                                                 << devices_[static_cast<size_t>(first_device)]
+                                                 << " and the last on "
+                                                 << devices_[static_cast<size_t>(last_device)]);
+    offsets_.push_back(n);
+    n += x.shape()[0];
+  }
+  inputs_ = batch.inputs;
+  labels_ = batch.labels;
+  if (batch.inputs_ready.recorded())
+    streams_[static_cast<size_t>(first_device)].compute.wait(batch.inputs_ready);
+  if (batch.labels_ready.recorded())
+    streams_[static_cast<size_t>(last_device)].compute.wait(batch.labels_ready);
+  batch_size_ = n;
+  step_ = step;
   slots_.clear();
   slots_.resize(static_cast<size_t>(schedule_.stages()));
   for (auto& row : slots_) row.resize(static_cast<size_t>(m));
@@ -250,7 +296,12 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
 
   read_cuda_markers();
   StepResult result;
-  for (auto& row : slots_.back()) result.loss += row.loss.to_vector().at(0);
+  const Stream& last = streams_[static_cast<size_t>(last_device)].compute;
+  for (int i = 0; i < m; ++i) {
+    const Slot& row = slots_.back()[static_cast<size_t>(i)];
+    result.loss += row.loss.to_vector().at(0);
+    result.correct += ops::accuracy_count(row.logits, labels_[static_cast<size_t>(i)], last);
+  }
   result.timeline.title = schedule_.name + " measured";
   result.timeline.devices = schedule_.devices;
   result.timeline.chunks = schedule_.chunks;

@@ -72,8 +72,23 @@ struct HostBatch {
   std::vector<int32_t> labels;
 };
 
+// A mini-batch already cut into the schedule's micro-batches (rows as microbatch_rows) and
+// placed on the devices that read it: what a staging area fills for the next step while the
+// current one runs, so that a step starts without a host copy.
+struct StagedBatch {
+  std::vector<Tensor> inputs;  // [micro-batch] (rows_i, ...) on the first stage's device
+  std::vector<Tensor> labels;  // [micro-batch] (rows_i), int32 bits, on the last stage's device
+  // Recorded after the work that wrote them; an event never recorded means "written already".
+  Event inputs_ready, labels_ready;
+};
+
+// The rows of each of m micro-batches of an n-sample mini-batch: n/m each, the first n mod m
+// one more (so the last may be smaller). Throws when n < m: a micro-batch would be empty.
+std::vector<int64_t> microbatch_rows(int64_t n, int m);
+
 struct StepResult {
   double loss = 0;                   // mean cross-entropy over the mini-batch
+  int64_t correct = 0;               // samples whose largest logit is their label
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
   std::vector<uint64_t> peak_bytes;  // per device: allocator peak in use during the step
 };
@@ -108,6 +123,9 @@ class Runtime {
   // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
   // PipelineError (see above) or brigade::Error for a batch that cannot be cut.
   StepResult step(const HostBatch& batch, uint32_t step);
+  // The same on a batch the caller staged: the first and last stages' compute streams wait
+  // on its events (no host copy, no host wait on a CPU device).
+  StepResult step(const StagedBatch& batch, uint32_t step);
 
   const Schedule& schedule() const { return schedule_; }
   const Partition& partition() const { return partition_; }

@@ -112,6 +112,7 @@ void Runtime::forward(int d, const Action& a) {
     if (options_.check_finite) check_finite(d, a, loss.loss, "the loss");
     s.loss = loss.loss;
     s.dy = loss.dlogits;
+    s.logits = y;  // counted after the step's final synchronisation: no host wait inside it
   }
   trace(d, 0, a, compute, false);
   if (!last)

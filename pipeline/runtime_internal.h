@@ -18,6 +18,7 @@ struct Runtime::Slot {
   Tensor input;                        // recomputation only: the stage input, until B
   Tensor dy;                           // the output gradient, from B's receive until W
   Tensor loss;                         // last stage: (1), this micro-batch's share of the loss
+  Tensor logits;                       // last stage: (rows, classes), for the accuracy count
 };
 
 // The two markers of one traced piece of work. CPU stream: a task on the stream reads the
