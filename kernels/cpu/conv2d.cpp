@@ -10,10 +10,15 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/conv2d_avx512.h"
+#include "kernels/cpu/conv2d_lowering.h"
 #include "kernels/cpu/gemm.h"
 
 namespace brigade::cpu {
 namespace {
+
+using lowering::col2im_ld;
+using lowering::im2col_ld;
 
 // Caller's workspace, or an owned one when the caller passed nullptr.
 class Scratch {
@@ -37,13 +42,24 @@ bool is_pointwise(const Conv2dShape& s) {
   return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad_h == 0 && s.pad_w == 0;
 }
 
+// The forward of a single input channel at stride 1 is computed directly (conv2d_avx512.h)
+// where the CPU has AVX-512: im2col would hand SGEMM a product only R·S deep. Elsewhere, and
+// for every backward pass, im2col + SGEMM.
+bool is_direct(const Conv2dShape& s, Isa isa) {
+  return isa == Isa::avx512 && s.C == 1 && s.stride == 1 && !is_pointwise(s);
+}
+
+// The direct kernels read one sample with its padding in place: (P + R - 1, Q + S - 1).
+int64_t padded_rows(const Conv2dShape& s) { return s.P + s.R - 1; }
+int64_t padded_cols(const Conv2dShape& s) { return s.Q + s.S - 1; }
+
 // How the work is cut: T thread slots, each owning a contiguous range of samples, which it
 // lowers nb samples at a time into one col matrix (C·R·S, nb·P·Q). Several samples per SGEMM
 // keep its N dimension wide where P·Q is small (the question's conv4 has P·Q = 9).
 struct Plan {
   int64_t T;         // thread slots
   int64_t nb;        // samples per SGEMM
-  int64_t col;       // floats of one slot's col buffer: (CRS, nb·PQ)
+  int64_t col;       // floats of one slot's col buffer: (CRS, nb·PQ), or a padded sample
   int64_t ybuf;      // floats of one slot's (K, nb·PQ) gather/scatter buffer
   int64_t partial;   // floats of one slot's (K, CRS) filter-gradient partial sum
   int64_t slot() const { return col + ybuf + partial; }
@@ -62,6 +78,7 @@ Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   p.nb = std::min(per_slot, std::max<int64_t>(1, (kTargetColumns + PQ - 1) / PQ));
   p.nb = std::max<int64_t>(1, std::min(p.nb, kMaxColFloats / std::max<int64_t>(1, CRS * PQ)));
   p.col = CRS * p.nb * PQ;
+  if (s.C == 1 && s.stride == 1) p.col = std::max(p.col, padded_rows(s) * padded_cols(s));
   p.ybuf = p.nb > 1 ? s.K * p.nb * PQ : 0;
   p.partial = s.K * CRS;
   return p;
@@ -80,77 +97,19 @@ void for_each_group(const Conv2dShape& s, const Plan& plan, ThreadPool& pool, Bo
   });
 }
 
-// The output columns q whose input column q·stride - pad_w + t lies inside [0, W).
-void valid_columns(const Conv2dShape& s, int64_t t, int64_t& lo, int64_t& hi) {
-  const int64_t a = s.pad_w - t;                      // need q·stride >= a
-  lo = a <= 0 ? 0 : (a + s.stride - 1) / s.stride;
-  const int64_t b = s.W - 1 + s.pad_w - t;            // need q·stride <= b
-  hi = b < 0 ? 0 : std::min<int64_t>(s.Q, b / s.stride + 1);
-  lo = std::min(lo, hi);
-}
-
-// Calls row_fn(row, pq, inside, xo, q_lo, q_hi) for every (c, r, t, p): the shared index
-// walk of im2col and col2im. row = (c·R + r)·S + t is the col row, pq = p·Q the offset of
-// output row p inside it; inside: whether input row h exists; output column q in
-// [q_lo, q_hi) reads x[xo + q·stride] (xo itself may be negative: left padding).
-template <class Fn>
-void for_each_col_row(const Conv2dShape& s, Fn&& row_fn) {
-  for (int64_t c = 0; c < s.C; ++c)
-    for (int64_t r = 0; r < s.R; ++r)
-      for (int64_t t = 0; t < s.S; ++t) {
-        int64_t lo, hi;
-        valid_columns(s, t, lo, hi);
-        const int64_t row = (c * s.R + r) * s.S + t;
-        for (int64_t p = 0; p < s.P; ++p) {
-          const int64_t h = p * s.stride - s.pad_h + r;
-          row_fn(row, p * s.Q, h >= 0 && h < s.H, (c * s.H + h) * s.W - s.pad_w + t, lo, hi);
-        }
-      }
-}
-
-// im2col of one sample into columns [0, P·Q) of a col matrix whose rows are ld floats apart.
-void im2col_ld(const float* x, float* col, int64_t ld, const Conv2dShape& s) {
-  const int64_t stride = s.stride;
-  for_each_col_row(s, [&](int64_t row, int64_t pq, bool inside, int64_t xo, int64_t lo, int64_t hi) {
-    float* out = col + row * ld + pq;
-    if (!inside) {
-      std::fill(out, out + s.Q, 0.0f);
-      return;
-    }
-    for (int64_t q = 0; q < lo; ++q) out[q] = 0.0f;
-    for (int64_t q = hi; q < s.Q; ++q) out[q] = 0.0f;
-    if (hi <= lo) return;
-    const float* in = x + xo + lo * stride;  // the first pixel read: inside x
-    float* o = out + lo;
-    const int64_t n = hi - lo;
-    if (stride == 1) {  // short rows: an inline loop the compiler vectorises beats memcpy calls
-      for (int64_t q = 0; q < n; ++q) o[q] = in[q];
-    } else {
-      for (int64_t q = 0; q < n; ++q) o[q] = in[q * stride];
-    }
-  });
-}
-
-// The adjoint: dx (C, H, W) = the sum of col entries per pixel, over columns [0, P·Q).
-void col2im_ld(const float* col, int64_t ld, float* dx, const Conv2dShape& s) {
-  std::fill(dx, dx + s.C * s.H * s.W, 0.0f);
-  const int64_t stride = s.stride;
-  for_each_col_row(s, [&](int64_t row, int64_t pq, bool inside, int64_t xo, int64_t lo, int64_t hi) {
-    if (!inside || hi <= lo) return;
-    const float* __restrict in = col + row * ld + pq + lo;
-    float* __restrict out = dx + xo + lo * stride;  // the first pixel written: inside dx
-    const int64_t n = hi - lo;
-    if (stride == 1) {  // the common case, spelled out so that it vectorises
-      for (int64_t q = 0; q < n; ++q) out[q] += in[q];
-    } else {
-      for (int64_t q = 0; q < n; ++q) out[q * stride] += in[q];
-    }
+// Runs body(slot, n) for every sample n, slot t handling samples [t·N/T, (t+1)·N/T) in order.
+template <class Body>
+void for_each_sample(const Conv2dShape& s, const Plan& plan, ThreadPool& pool, Body&& body) {
+  pool.parallel_for(plan.T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t n = t * s.N / plan.T; n < (t + 1) * s.N / plan.T; ++n) body(t, n);
   });
 }
 
 // Lowers samples [n0, n0 + nbk) into col (CRS, nbk·PQ), sample j in columns [j·PQ, (j+1)·PQ),
 // and returns it; a single sample of a pointwise convolution is its own lowering.
-const float* lower_group(const float* x, float* col, int64_t n0, int64_t nbk, const Conv2dShape& s) {
+const float* lower_group(const float* x, float* col, int64_t n0, int64_t nbk, const Conv2dShape& s,
+                         Isa isa) {
   const int64_t PQ = s.P * s.Q, CHW = s.C * s.H * s.W, cols = nbk * PQ;
   if (is_pointwise(s) && nbk == 1) return x + n0 * CHW;
   for (int64_t j = 0; j < nbk; ++j) {
@@ -158,9 +117,28 @@ const float* lower_group(const float* x, float* col, int64_t n0, int64_t nbk, co
       for (int64_t c = 0; c < s.C; ++c)
         std::memcpy(col + c * cols + j * PQ, x + (n0 + j) * CHW + c * PQ, PQ * sizeof(float));
     else
-      im2col_ld(x + (n0 + j) * CHW, col + j * PQ, cols, s);
+      im2col_ld(x + (n0 + j) * CHW, col + j * PQ, cols, s, isa);
   }
   return col;
+}
+
+// The direct kernels' view of sample n of a single-channel x: x itself when unpadded, else a
+// copy with the padding in place, in `buf` (padded_rows · padded_cols floats). Returns its
+// rows' stride through ld.
+const float* padded_sample(const float* x, float* buf, int64_t n, const Conv2dShape& s,
+                           int64_t& ld) {
+  const float* xn = x + n * s.H * s.W;
+  if (s.pad_h == 0 && s.pad_w == 0 && padded_rows(s) == s.H && padded_cols(s) == s.W) {
+    ld = s.W;
+    return xn;
+  }
+  ld = padded_cols(s);
+  std::fill(buf, buf + padded_rows(s) * ld, 0.0f);
+  const int64_t rows = std::min(s.H, padded_rows(s) - s.pad_h);
+  const int64_t cols = std::min(s.W, ld - s.pad_w);
+  for (int64_t h = 0; h < rows; ++h)
+    std::copy(xn + h * s.W, xn + h * s.W + cols, buf + (h + s.pad_h) * ld + s.pad_w);
+  return buf;
 }
 
 }  // namespace
@@ -170,20 +148,33 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
   return plan.T * plan.slot();
 }
 
-void im2col(const float* x, float* col, const Conv2dShape& s) { im2col_ld(x, col, s.P * s.Q, s); }
+void im2col(const float* x, float* col, const Conv2dShape& s) {
+  im2col_ld(x, col, s.P * s.Q, s, kernel_isa());
+}
 
-void col2im(const float* col, float* dx, const Conv2dShape& s) { col2im_ld(col, s.P * s.Q, dx, s); }
+void col2im(const float* col, float* dx, const Conv2dShape& s) {
+  col2im_ld(col, s.P * s.Q, dx, s);
+}
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu) {
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
+  const Isa isa = kernel_isa();
   Scratch scratch(workspace, plan.T * plan.slot());
+  if (is_direct(s, isa)) {
+    for_each_sample(s, plan, pool, [&](int64_t t, int64_t n) {
+      int64_t ld;
+      const float* xs = padded_sample(x, scratch.get() + t * plan.slot(), n, s, ld);
+      avx512::conv1ch_forward(xs, ld, w, b, y + n * s.K * PQ, s, relu);
+    });
+    return;
+  }
   for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
     float* col = scratch.get() + t * plan.slot();
     float* ybuf = col + plan.col;
     const int64_t cols = nbk * PQ;
-    const float* lowered = lower_group(x, col, n0, nbk, s);
+    const float* lowered = lower_group(x, col, n0, nbk, s, isa);
     // One sample: straight into y[n0]. Several: into ybuf (K, nbk·PQ), then scattered.
     float* out = nbk == 1 ? y + n0 * s.K * PQ : ybuf;
     sgemm(false, false, s.K, cols, CRS, 1.0f, w, CRS, lowered, cols, 0.0f, out, cols);
@@ -238,11 +229,12 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   Scratch scratch(workspace, plan.T * plan.slot());
   auto partial_of = [&](int64_t t) { return scratch.get() + t * plan.slot() + plan.col + plan.ybuf; };
   for (int64_t t = 0; t < plan.T; ++t) std::fill(partial_of(t), partial_of(t) + plan.partial, 0.0f);
+  const Isa isa = kernel_isa();
   for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
     float* col = scratch.get() + t * plan.slot();
     const int64_t cols = nbk * PQ;
     const float* dyc = gather_dy(dy, col + plan.col, n0, nbk, s);
-    const float* lowered = lower_group(x, col, n0, nbk, s);
+    const float* lowered = lower_group(x, col, n0, nbk, s, isa);
     // partial (K, CRS) += dy group (K, cols) · colᵀ (cols, CRS)
     sgemm(false, true, s.K, CRS, cols, 1.0f, dyc, cols, lowered, cols, 1.0f, partial_of(t), CRS);
   });
@@ -257,16 +249,24 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, ThreadPool& pool) {
   const int64_t PQ = s.P * s.Q;
+  // Sixteen running sums per filter, lane l taking the entries i ≡ l (mod 16) of every sample's
+  // row: independent sums the compiler vectorises (one float sum in order does not), short
+  // (N·PQ/16 terms each), and the same on every ISA and thread count. Then a fixed pairwise
+  // reduction of the lanes.
+  constexpr int64_t L = 16;
   pool.parallel_for(s.K, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
-      float acc = 0.0f;
+      float lanes[L] = {};
       for (int64_t n = 0; n < s.N; ++n) {
         const float* row = dy + (n * s.K + k) * PQ;
-        float part = 0.0f;  // one partial sum per sample: shorter float sums
-        for (int64_t i = 0; i < PQ; ++i) part += row[i];
-        acc += part;
+        int64_t i = 0;
+        for (; i + L <= PQ; i += L)
+          for (int64_t l = 0; l < L; ++l) lanes[l] += row[i + l];
+        for (int64_t l = 0; i + l < PQ; ++l) lanes[l] += row[i + l];
       }
-      db[k] += acc;
+      for (int64_t width = L / 2; width >= 1; width /= 2)
+        for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+      db[k] += lanes[0];
     }
   }, 4);
 }

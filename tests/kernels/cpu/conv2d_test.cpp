@@ -2,7 +2,13 @@
 // reference's backward against finite differences.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <optional>
+
+#include "engine/error.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d_lowering.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/relu.h"
 #include "tests/kernels/cpu/check.h"
@@ -20,7 +26,10 @@ struct Case {
 // Batch 1, odd sizes, stride 2 and 3, same padding with odd and even windows, the pointwise
 // (no im2col) path, a 1x1 kernel with stride (im2col path), a window as large as the input,
 // the question's conv1 and conv2, and small outputs that the CPU path lowers several samples
-// at a time (groups that do not divide a thread's share of the batch).
+// at a time (groups that do not divide a thread's share of the batch). The single-channel
+// cases (C = 1, the direct kernels on AVX-512) cover output rows shorter than, equal to and
+// longer than one 16-lane block, K not a multiple of the 8-filter block, same padding with
+// odd and even windows, and stride 2 (which stays on im2col).
 const Case kCases[] = {
     {1, 1, 28, 28, 32, 3, 3, 1, Padding::valid},   // question's conv1
     {2, 32, 26, 26, 64, 3, 3, 1, Padding::valid},  // question's conv2
@@ -32,6 +41,11 @@ const Case kCases[] = {
     {4, 7, 11, 13, 3, 4, 4, 3, Padding::same},     // even window, stride 3
     {5, 1, 3, 3, 2, 3, 3, 1, Padding::same},
     {7, 2, 12, 12, 3, 3, 3, 1, Padding::valid},    // P·Q = 100: groups of 3, 3, then 1
+    {3, 1, 18, 18, 8, 3, 3, 1, Padding::valid},    // C = 1: Q = 16, one full block
+    {4, 1, 7, 35, 11, 3, 3, 1, Padding::same},     // C = 1: Q = 35 (16 + 16 + 3), K = 8 + 3
+    {3, 1, 9, 6, 5, 4, 2, 1, Padding::same},       // C = 1: even window, K < 8, Q < 16
+    {2, 1, 13, 11, 9, 5, 5, 1, Padding::valid},    // C = 1: 5x5
+    {2, 1, 9, 9, 4, 3, 3, 2, Padding::same},       // C = 1 but strided: im2col
 };
 
 void check_case(const Case& c, ThreadPool& pool) {
@@ -92,11 +106,94 @@ void check_case(const Case& c, ThreadPool& pool) {
 
 }  // namespace
 
-TEST_CASE("conv2d: the fast CPU path matches the reference on every shape, 1 and 3 threads") {
-  for (int threads : {1, 3}) {
-    ThreadPool pool(threads);
-    for (const Case& c : kCases) check_case(c, pool);
+// The ISAs this CPU can run: portable always, avx512 where detected (elsewhere said, not run).
+std::vector<cpu::Isa> runnable_isas() {
+  std::vector<cpu::Isa> isas = {cpu::Isa::portable};
+  if (cpu::detected_isa() == cpu::Isa::avx512)
+    isas.push_back(cpu::Isa::avx512);
+  else
+    MESSAGE("this CPU lacks AVX-512F: only the portable conv2d path is tested");
+  return isas;
+}
+
+// Forces an ISA for the lifetime of the object, then returns to detection.
+struct ForcedIsa {
+  explicit ForcedIsa(cpu::Isa isa) { cpu::force_kernel_isa(isa); }
+  ~ForcedIsa() { cpu::force_kernel_isa(std::nullopt); }
+};
+
+TEST_CASE("conv2d: the fast CPU path matches the reference on every shape, ISA and 1..3 threads") {
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      INFO("isa " << cpu::isa_name(isa));
+      for (const Case& c : kCases) check_case(c, pool);
+    }
   }
+}
+
+TEST_CASE("conv2d: the AVX-512 im2col equals the portable one bit for bit") {
+  if (cpu::detected_isa() != cpu::Isa::avx512) {
+    MESSAGE("this CPU lacks AVX-512F: nothing to compare");
+    return;
+  }
+  // Copies are exact: same bits, and the same zeros in padding.
+  for (const Case& c : kCases) {
+    const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+    INFO("x (" << s.C << "," << s.H << "," << s.W << ") " << s.R << "x" << s.S << " stride "
+               << s.stride << " " << padding_name(c.padding));
+    const int64_t rows = s.C * s.R * s.S, ld = s.P * s.Q + 5;  // a wider col: ld > P·Q
+    const auto x = to_float(random_vector(s.C * s.H * s.W, 7));
+    std::vector<float> col_p(rows * ld, -1.0f), col_v(rows * ld, -1.0f);
+    cpu::lowering::im2col_ld_portable(x.data(), col_p.data(), ld, s);
+    cpu::lowering::im2col_ld_avx512(x.data(), col_v.data(), ld, s);
+    CHECK(col_p == col_v);  // including the 5 untouched columns of every row
+  }
+}
+
+TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count") {
+  // Two runs on the same pool give the same bits (the pipeline parity tests rely on it), on the
+  // direct single-channel kernels and on im2col + SGEMM alike.
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (const Case& c : {kCases[0], kCases[1], kCases[11]}) {
+      const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      ThreadPool pool(3);
+      const auto x = to_float(random_vector(s.x_size(), 1)), dy = to_float(random_vector(s.y_size(), 2));
+      const auto w = to_float(random_vector(s.w_size(), 3));
+      auto run = [&] {
+        std::vector<float> y(s.y_size()), dw(s.w_size(), 0.0f), db(s.K, 0.0f);
+        cpu::conv2d_forward(x.data(), w.data(), nullptr, y.data(), s, pool, nullptr, true);
+        cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s, pool, nullptr);
+        cpu::conv2d_backward_bias(dy.data(), db.data(), s, pool);
+        y.insert(y.end(), dw.begin(), dw.end());
+        y.insert(y.end(), db.begin(), db.end());
+        return y;
+      };
+      CHECK(run() == run());
+    }
+  }
+}
+
+TEST_CASE("conv2d ISA choice: BRIGADE_CPU_ISA forces the portable path; a wrong value is named") {
+  REQUIRE(unsetenv("BRIGADE_CPU_ISA") == 0);
+  CHECK(cpu::kernel_isa() == cpu::detected_isa());
+  REQUIRE(setenv("BRIGADE_CPU_ISA", "portable", 1) == 0);
+  CHECK(cpu::kernel_isa() == cpu::Isa::portable);
+  {
+    ForcedIsa forced(cpu::Isa::portable);  // forcing wins over the environment too
+    CHECK(cpu::kernel_isa() == cpu::Isa::portable);
+  }
+  REQUIRE(setenv("BRIGADE_CPU_ISA", "avx2", 1) == 0);
+  CHECK_THROWS_WITH_AS(cpu::kernel_isa(), doctest::Contains("BRIGADE_CPU_ISA=avx2 is not an instruction set"),
+                       Error);
+  REQUIRE(setenv("BRIGADE_CPU_ISA", "avx512", 1) == 0);
+  if (cpu::detected_isa() == cpu::Isa::avx512)
+    CHECK(cpu::kernel_isa() == cpu::Isa::avx512);
+  else
+    CHECK_THROWS_WITH_AS(cpu::kernel_isa(), doctest::Contains("lacks AVX-512F"), Error);
+  REQUIRE(unsetenv("BRIGADE_CPU_ISA") == 0);
 }
 
 TEST_CASE("conv2d: im2col then col2im multiplies each pixel by the number of taps that read it") {
