@@ -16,7 +16,7 @@ double action_cost(const Schedule& s, const CostModel& costs, const Action& a) {
     case Op::F: one = c.f; break;
     case Op::B: one = c.b; break;
     case Op::W: one = c.w; break;
-    case Op::BW: one = c.b + c.w; break;
+    case Op::BW: one = c.fused(); break;
   }
   return one * s.batch_units;
 }

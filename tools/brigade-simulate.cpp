@@ -116,6 +116,8 @@ int run(const Options& o) {
     bp::Schedule s;
     try {
       s = bp::make_schedule(name, o.devices, o.microbatches, v);
+      if (name == "zb-auto")  // planned for the costs given, not the unit ones
+        s = bp::zb_auto(o.devices, o.microbatches, cost_model(s, share, comm, o.device_weights));
     } catch (const std::invalid_argument& e) {
       if (o.schedule != "all") throw;
       std::snprintf(line, sizeof line, "%-17s ", name.c_str());
@@ -173,7 +175,7 @@ int main(int argc, char** argv) {
   CLI::App app{"brigade-simulate: generate, validate, simulate and draw pipeline schedules"};
   Options o;
   app.add_option("--schedule", o.schedule,
-                 "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, or all (default all)");
+                 "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto, or all (default all)");
   app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")

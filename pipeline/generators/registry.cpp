@@ -28,11 +28,12 @@ Schedule empty_schedule(const char* name, int devices, int microbatches, int chu
 
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved-1f1b",
-                                                 "zb-h1"};
+                                                 "zb-h1", "zb-auto"};
   return names;
 }
 
-Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks) {
+Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks,
+                       const CostModel& costs) {
   auto one_chunk = [&]() {
     if (chunks != 1)
       throw std::invalid_argument(std::string(name) + " places one stage per device, so it needs "
@@ -44,6 +45,7 @@ Schedule make_schedule(std::string_view name, int devices, int microbatches, int
   if (name == "1f1b") return one_chunk(), one_f_one_b(devices, microbatches);
   if (name == "interleaved-1f1b") return interleaved_1f1b(devices, microbatches, chunks);
   if (name == "zb-h1") return one_chunk(), zb_h1(devices, microbatches);
+  if (name == "zb-auto") return one_chunk(), zb_auto(devices, microbatches, costs);
   std::string known;
   for (const auto& n : schedule_names()) known += " " + n;
   throw std::invalid_argument("unknown schedule '" + std::string(name) + "'; known:" + known);

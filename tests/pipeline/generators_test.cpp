@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "pipeline/generators/generators.h"
+#include "pipeline/simulator.h"
 #include "pipeline/validate.h"
 
 namespace bp = brigade::pipeline;
@@ -68,6 +69,38 @@ TEST_CASE("zb-h1, p=2 m=3 and p=4 m=4: device d postpones its first d W's to the
         "d3: 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3W0 3W1 3W2 3W3\n");
 }
 
+TEST_CASE("zb-auto, p=2 m=3 on uneven stages: the bottleneck keeps BW fused, the other splits") {
+  // Stage 0: F = B = W = 1, BW = 1.5 (fused is cheaper than split); stage 1 half of that.
+  // Device 0 holds at most p = 2 micro-batches. Worked by hand, the best order keeps device 0
+  // busy from 0 to 7.5 = 3·F + 3·BW, its own work:
+  //   d0: 0F0 [0,1] 0F1 [1,2] 0BW0 [2,3.5] 0F2 [3.5,4.5] 0BW1 [4.5,6] 0BW2 [6,7.5]
+  //   d1: 1F0 [1,1.5] 1B0 [1.5,2] 1F1 [2,2.5] 1B1 [2.5,3] 1W0 1W1 [3,4] 1F2 [4.5,5] 1B2 1W2
+  // Device 1 splits 1B0 so that 0BW0 starts at 2, not 2.25. 1F1B (fused everywhere) waits
+  // for 1BW0 until 2.25 and ends at 7.75; ZB-H1 splits device 0's backwards too: 3 + 6 = 9.
+  bp::CostModel costs;
+  costs.stages = {{1, 1, 1, 1, 1.5}, {0.5, 0.5, 0.5, 1, 0.75}};
+  const bp::Schedule s = bp::zb_auto(2, 3, costs);
+  CHECK(lists(s) ==
+        "d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2\n"
+        "d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1B2 1W2\n");
+  CHECK(s.name == "zb-auto");
+  CHECK(bp::simulate(s, costs).stats.makespan == doctest::Approx(7.5));
+  CHECK(bp::simulate(bp::one_f_one_b(2, 3), costs).stats.makespan == doctest::Approx(7.75));
+  CHECK(bp::simulate(bp::zb_h1(2, 3), costs).stats.makespan == doctest::Approx(9));
+  // The registry passes the costs through.
+  CHECK(lists(bp::make_schedule("zb-auto", 2, 3, 1, costs)) == lists(s));
+}
+
+TEST_CASE("zb-auto with F = B = W everywhere is as short as ZB-H1: 3m + p - 1") {
+  for (int p = 1; p <= 5; ++p)
+    for (int m = p; m <= 3 * p; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      CHECK(bp::simulate(bp::zb_auto(p, m, bp::CostModel{}), bp::CostModel{}).stats.makespan ==
+            doctest::Approx(3.0 * m + p - 1));
+    }
+}
+
 TEST_CASE("interleaved-1f1b, p=2 m=2 v=2 and p=4 m=4 v=2") {
   // Stages 0, 1 are chunk 0 of devices 0, 1; stages 2, 3 are their chunk 1.
   CHECK(lists(bp::interleaved_1f1b(2, 2, 2)) ==
@@ -91,6 +124,8 @@ TEST_CASE("every generator's schedule validates over a sweep of sizes") {
       CHECK_NOTHROW(bp::validate(bp::gpipe(p, m)));
       CHECK_NOTHROW(bp::validate(bp::one_f_one_b(p, m)));
       CHECK_NOTHROW(bp::validate(bp::zb_h1(p, m)));
+      CHECK_NOTHROW(bp::validate(bp::zb_auto(p, m, bp::CostModel{})));
+      CHECK_NOTHROW(bp::validate(bp::zb_auto(p, m, bp::CostModel{}, 1)));
       if (m % p == 0)
         for (int v = 1; v <= 4; ++v) {
           CAPTURE(v);
@@ -113,7 +148,19 @@ TEST_CASE("sizes a generator cannot serve are refused with the values that work"
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(bp::make_schedule("pipedream", 4, 8),
                        "unknown schedule 'pipedream'; known: naive gpipe 1f1b interleaved-1f1b "
-                       "zb-h1",
+                       "zb-h1 zb-auto",
+                       std::invalid_argument);
+  bp::CostModel three;
+  three.stages.resize(3);
+  CHECK_THROWS_WITH_AS(bp::zb_auto(2, 4, three),
+                       "zb-auto: the cost model has 3 stage costs for 2 devices (one stage per "
+                       "device)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::zb_auto(2, 4, bp::CostModel{}, -1),
+                       "zb-auto: max in-flight micro-batches must be at least 1, got -1",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::make_schedule("zb-auto", 2, 4, 2),
+                       doctest::Contains("zb-auto places one stage per device"),
                        std::invalid_argument);
 }
 
