@@ -1,6 +1,7 @@
 // The trainer's command line and placement, without running anything.
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,25 @@ TEST_CASE("placement: fewer devices than blocks merge neighbours, floor(b * D / 
   const Placement one = place(o, three_blocks());
   REQUIRE(one.stages.size() == 1);
   CHECK(one.stages[0].end == 4);
+}
+
+TEST_CASE("placement by cost: per stage for one chunk, per device for interleaved chunks") {
+  // 1 5 1 1 3 1 on 2 devices. One chunk: [1 5 | 1 1 3 1], 6 each. Two chunks (4 stages on
+  // devices 0 1 0 1): the per-stage balance [1|5|1|1 3 1] (no stage above 5) gives device 1
+  // 5 + 5 = 10; per device, [1|5|1 1 3|1] gives both 6, the best possible (total 12 / 2).
+  const std::vector<double> costs = {1, 5, 1, 1, 3, 1};
+  auto ranges = [](const brigade::pipeline::Partition& part) {
+    std::ostringstream text;
+    for (const auto& s : part.stages) text << "[" << s.begin << "," << s.end << ")";
+    return text.str();
+  };
+  CHECK(ranges(cut_by_cost(costs, 2, 1)) == "[0,2)[2,6)");
+  CHECK(ranges(brigade::pipeline::balance(costs, 4)) == "[0,1)[1,2)[2,3)[3,6)");
+  CHECK(brigade::pipeline::largest_device(brigade::pipeline::balance(costs, 4), costs, 2) == 10);
+  const brigade::pipeline::Partition interleaved = cut_by_cost(costs, 2, 2);
+  CHECK(ranges(interleaved) == "[0,1)[1,2)[2,5)[5,6)");
+  CHECK(brigade::pipeline::largest_device(interleaved, costs, 2) == 6);
+  CHECK_THROWS(cut_by_cost(costs, 4, 2));  // 8 stages, 6 layers
 }
 
 TEST_CASE("placement: impossible device lists") {

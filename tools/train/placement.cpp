@@ -65,6 +65,11 @@ Placement place(const Options& o, const model::ModelSpec& model) {
   return p;
 }
 
+pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks) {
+  if (chunks == 1) return pipeline::balance(layer_costs, devices);
+  return pipeline::balance(layer_costs, devices * chunks, devices);
+}
+
 std::string describe(const Placement& p, const model::ModelSpec& model) {
   std::ostringstream os;
   for (size_t s = 0; s < p.stages.size(); ++s) {

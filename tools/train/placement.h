@@ -9,7 +9,8 @@
 // block b goes to device floor(b·D / K) (K blocks, D devices), so every device gets a
 // contiguous run of blocks and the runs differ by at most one block. One device is plain
 // training. More devices than blocks is refused unless --balance cuts the model anew by cost
-// (then `stages` below is only the block view, and the runtime's partition decides).
+// (then `stages` below is only the block view, and the runtime's partition decides: by cost,
+// cut_by_cost below).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "engine/device.h"
 #include "layers/model_file.h"
+#include "pipeline/partition.h"
 #include "tools/train/options.h"
 
 namespace brigade::train {
@@ -41,6 +43,12 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 // Resolves the devices, maps blocks to them and configures every CPU device (threads and
 // --device-memory). Throws UsageError for impossible combinations.
 Placement place(const Options& options, const model::ModelSpec& model);
+
+// --balance params|memory|time: the model cut into devices x chunks stages by per-layer cost,
+// stage s on device s mod devices. One chunk per device: the exact per-stage balance. More
+// (interleaved schedules): the exact per-DEVICE balance, since a device runs the sum of its
+// chunks and evening out stages does not even out devices. Throws as pipeline::balance does.
+pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks);
 
 // "cpu:0 [conv2d_1 .. maxpool2d_1], cpu:1 [...]"
 std::string describe(const Placement& placement, const model::ModelSpec& model);

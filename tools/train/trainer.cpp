@@ -149,7 +149,7 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
     if (o.balance == "memory")
       costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
     if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
-    partition = pipeline::balance(costs, stages);
+    partition = cut_by_cost(costs, devices, o.chunks);
   }
   pipeline::Schedule schedule;
   try {
