@@ -1,14 +1,23 @@
 // brigade-bench-pipeline: samples/s of every schedule against `naive` on virtual CPU devices,
 // with and without recomputation, next to the simulator's prediction from the measured
-// per-action costs (pipeline/trace.h). Not a test: it measures, and prints a table.
+// per-action costs (pipeline/trace.h). Not a test: it measures, and prints a table, then the
+// per-stage costs of a split and a fused backward, what the simulator makes of them, and the
+// figures the README's account of the targets needs.
+//
+// zb-auto is planned from measured costs: the per-stage means of the last 1f1b step (fused
+// backward) and zb-h1 step (split) at the same m and recomputation setting.
 //
 //   brigade-bench-pipeline --devices 2 --batch 128 --microbatches 4,8,16
 //   brigade-bench-pipeline --train 40      # the question's network over 3 devices, loss falls
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <tuple>
 
 #include "layers/model_file.h"
 #include "pipeline/generators/generators.h"
@@ -16,6 +25,8 @@
 #include "pipeline/runtime.h"
 #include "pipeline/svg.h"
 #include "pipeline/chrome_trace.h"
+#include "pipeline/cost_model.h"
+#include "pipeline/simulator.h"
 #include "pipeline/trace.h"
 #include "tools/data/dataset.h"
 
@@ -72,6 +83,143 @@ int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
   return 0;
 }
 
+// One measured row of the table.
+struct Row {
+  std::string name;
+  int m = 0;
+  bool recompute = false;
+  double rate = 0, sim_rate = 0, bubble = 0, sim_bubble = 0;
+};
+
+// Runs schedules on the CPU devices and remembers each one's last measured step, so that
+// zb-auto can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
+class Bench {
+ public:
+  Bench(const model::ModelSpec& spec, std::vector<Device> devices, HostBatch batch,
+        std::vector<double> layer_times, int steps)
+      : spec_(spec), devices_(std::move(devices)), batch_(std::move(batch)),
+        times_(std::move(layer_times)), steps_(steps) {}
+
+  int p() const { return static_cast<int>(devices_.size()); }
+
+  // Stages balanced by profiled time: per stage for one stage per device; for interleaved
+  // schedules (v > 1) per DEVICE total, since device d runs stages d, d + p, ...
+  Partition partition(int stages) const {
+    return stages == p() ? balance(times_, stages) : balance(times_, stages, p());
+  }
+  std::string describe(int stages) const {
+    return format_partition(partition(stages), spec_, times_, p());
+  }
+
+  Schedule schedule(const std::string& name, int m, bool recompute) {
+    if (name != "zb-auto") return make_schedule(name, p(), m, name == "interleaved-1f1b" ? 2 : 1);
+    return zb_auto(p(), m, measured_costs(m, recompute));
+  }
+
+  // Per-stage means of the last steps of 1f1b and zb-h1 at (m, recompute), run now if the
+  // table has not run them.
+  CostModel measured_costs(int m, bool recompute) {
+    return mean_stage_costs({&last("1f1b", m, recompute), &last("zb-h1", m, recompute)}, p());
+  }
+
+  // `steps_` timed steps after one warm-up; the rate in samples/s and the last step.
+  Row run(const std::string& name, int m, bool recompute) {
+    const Schedule s = schedule(name, m, recompute);
+    auto model = layers::Sequential::from_spec(place(spec_, partition(s.stages()), p()), devices_, 1);
+    Runtime runtime(*model, partition(s.stages()), s, sgd, {.seed = 7, .recompute = recompute});
+    runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
+    StepResult r;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 1; k <= steps_; ++k) r = runtime.step(batch_, static_cast<uint32_t>(k));
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const TraceComparison c = compare_with_simulation(s, r.timeline);
+    last_[{name, m, recompute}] = r.timeline;
+    const double n = static_cast<double>(batch_.labels.size());
+    return {name, m, recompute, n * steps_ / sec, n / (c.simulated.stats.makespan / 1000.0),
+            c.measured.bubble_fraction, c.simulated.stats.bubble_fraction};
+  }
+
+ private:
+  const Timeline& last(const std::string& name, int m, bool recompute) {
+    if (!last_.count({name, m, recompute})) run(name, m, recompute);
+    return last_.at({name, m, recompute});
+  }
+
+  const model::ModelSpec& spec_;
+  std::vector<Device> devices_;
+  HostBatch batch_;
+  std::vector<double> times_;
+  int steps_;
+  std::map<std::tuple<std::string, int, bool>, Timeline> last_;
+};
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return in ? one + " " + five + " " + fifteen : "unknown";
+}
+
+// Split against fused backward, per stage, and what the simulator makes of it: does zb-h1
+// lose to 1f1b by its order of actions, or because B + W costs more than BW?
+void print_split_costs(Bench& bench, const std::vector<int>& ms, int batch) {
+  std::printf("\nsplit against fused backward (ms per micro-batch, means over the last step of "
+              "1f1b and zb-h1, no recomputation):\n");
+  std::printf("%3s %5s %8s %8s %8s %8s %9s\n", "m", "stage", "F", "B", "W", "BW", "(B+W)/BW");
+  for (int m : ms) {
+    const CostModel c = bench.measured_costs(m, false);
+    for (int st = 0; st < bench.p(); ++st) {
+      const StageCost& s = c.stage(st);
+      std::printf("%3d %5d %8.2f %8.2f %8.2f %8.2f %9.2f\n", m, st, s.f, s.b, s.w, s.fused(),
+                  (s.b + s.w) / s.fused());
+    }
+  }
+  std::printf("\nsimulated from those means (samples/s); 'zb-h1 B+W=BW' scales each stage's B "
+              "and W so that they cost its BW:\n");
+  std::printf("%3s %9s %9s %14s %9s\n", "m", "1f1b", "zb-h1", "zb-h1 B+W=BW", "zb-auto");
+  for (int m : ms) {
+    const CostModel c = bench.measured_costs(m, false);
+    CostModel even = c;
+    for (StageCost& s : even.stages)
+      if (s.b + s.w > 0) {
+        const double k = s.fused() / (s.b + s.w);
+        s.b *= k, s.w *= k;
+      }
+    auto rate = [&](const Schedule& s, const CostModel& costs) {
+      return batch / (simulate(s, costs).stats.makespan / 1000.0);
+    };
+    std::printf("%3d %9.1f %9.1f %14.1f %9.1f\n", m, rate(one_f_one_b(bench.p(), m), c),
+                rate(zb_h1(bench.p(), m), c), rate(zb_h1(bench.p(), m), even),
+                rate(zb_auto(bench.p(), m, c), c));
+  }
+}
+
+// The figures the README's account needs, from the rows.
+void print_summary(const std::vector<Row>& rows) {
+  auto find = [&](const std::string& name, int m) -> const Row* {
+    for (const Row& r : rows)
+      if (r.name == name && r.m == m && !r.recompute) return &r;
+    return nullptr;
+  };
+  std::printf("\nagainst the targets (no recomputation):\n");
+  for (const Row& r : rows) {
+    if (r.recompute || r.name != "1f1b") continue;
+    const Row* naive = find("naive", r.m);
+    if (naive) std::printf("  m=%-3d 1f1b %.2fx naive (target >= 1.45 at m=8)\n", r.m, r.rate / naive->rate);
+    for (const char* zb : {"zb-h1", "zb-auto"})
+      if (const Row* z = find(zb, r.m))
+        std::printf("  m=%-3d %-7s / 1f1b = %.2f (target > 1)\n", r.m, zb, z->rate / r.rate);
+  }
+  int within = 0;
+  double worst_gap = 0;
+  for (const Row& r : rows) {
+    within += std::abs(r.rate / r.sim_rate - 1) <= 0.10;
+    worst_gap = std::max(worst_gap, 100 * std::abs(r.bubble - r.sim_bubble));
+  }
+  std::printf("  measured within 10 %% of simulated: %d of %zu rows; largest bubble gap %.1f "
+              "points (target 5)\n", within, rows.size(), worst_gap);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,7 +227,8 @@ int main(int argc, char** argv) {
   std::string model_path = "tools/models/seed_cnn.model";
   int p = 2, batch = 128, steps = 3, train_steps = 0;
   std::vector<int> ms = {4, 8, 16};
-  std::vector<std::string> schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+  std::vector<std::string> schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                        "zb-auto"};
   std::string trace;
   app.add_option("--model", model_path, "model file");
   app.add_option("--devices", p, "CPU devices, one compute thread each")->check(CLI::Range(1, 8));
@@ -93,42 +242,40 @@ int main(int argc, char** argv) {
   try {
     const model::ModelSpec spec = model::load_model_file(model_path);
     if (train_steps > 0) return train(spec, train_steps, trace);
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    std::printf("%s\nload average at the start: %s\n", command.c_str(), load_average().c_str());
     const data::Dataset ds = data::make_synthetic(data::Split::train, 3, batch);
-    const HostBatch b = batch_of(ds, 0, batch);
     const std::vector<Device> devices = cpu_devices(p);
     // Balance by measured time: profile every layer on one device, one 16-sample micro-batch.
     auto whole = layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1),
                                                {devices[0]}, 1);
     const HostBatch probe = batch_of(ds, 0, 16);
-    const auto times = profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, devices[0]));
+    Bench bench(spec, devices, batch_of(ds, 0, batch),
+                profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, devices[0])),
+                steps);
+    std::printf("stages by profiled time, one per device:\n%s", bench.describe(p).c_str());
+    if (std::count(schedules.begin(), schedules.end(), "interleaved-1f1b"))
+      std::printf("interleaved (v = 2), balanced per device:\n%s", bench.describe(2 * p).c_str());
     std::printf("%-17s %3s %5s %10s %7s %10s %8s %9s %9s\n", "schedule", "m", "recomp",
                 "samples/s", "xnaive", "sim smp/s", "meas/sim", "bubble %", "sim bub %");
+    std::vector<Row> rows;
     std::map<int, double> naive;  // per m
     for (int m : ms)
       for (const std::string& name : schedules)
         for (int recompute = 0; recompute < 2; ++recompute) {
-          const int v = name == "interleaved-1f1b" ? 2 : 1;
-          if (v > 1 && m % p != 0) continue;
-          const Schedule schedule = make_schedule(name, p, m, v);
-          const Partition partition = balance(times, schedule.stages());
-          auto model = layers::Sequential::from_spec(place(spec, partition, p), devices, 1);
-          Runtime runtime(*model, partition, schedule, sgd, {.seed = 7, .recompute = recompute == 1});
-          runtime.step(b, 0);  // warm-up: caches of the allocators, first-touch pages
-          StepResult last;
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int s = 1; s <= steps; ++s) last = runtime.step(b, static_cast<uint32_t>(s));
-          const double sec =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          const double rate = batch * steps / sec;
-          if (name == "naive" && recompute == 0) naive[m] = rate;
-          const TraceComparison c = compare_with_simulation(schedule, last.timeline);
-          const double sim_rate = batch / (c.simulated.stats.makespan / 1000.0);
+          if (name == "interleaved-1f1b" && m % p != 0) continue;
+          const Row r = bench.run(name, m, recompute == 1);
+          if (name == "naive" && !r.recompute) naive[m] = r.rate;
           std::printf("%-17s %3d %5s %10.1f %7.2f %10.1f %8.2f %9.1f %9.1f\n", name.c_str(), m,
-                      recompute ? "yes" : "no", rate, naive.count(m) ? rate / naive[m] : 0.0,
-                      sim_rate, rate / sim_rate, 100 * c.measured.bubble_fraction,
-                      100 * c.simulated.stats.bubble_fraction);
+                      recompute ? "yes" : "no", r.rate, naive.count(m) ? r.rate / naive[m] : 0.0,
+                      r.sim_rate, r.rate / r.sim_rate, 100 * r.bubble, 100 * r.sim_bubble);
           std::fflush(stdout);
+          rows.push_back(r);
         }
+    if (p > 1) print_split_costs(bench, ms, batch);
+    print_summary(rows);
+    std::printf("load average at the end: %s\n", load_average().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brigade-bench-pipeline: %s\n", e.what());
     return 1;
