@@ -17,6 +17,8 @@
 #              (BRIGADE_TEST_DEVICES=cuda), then stage d on cuda:(d mod GPUs) (=cuda:all)
 #   6. bench   brigade-bench --quick (cpu, hand-written and vendor ops; training samples/s on
 #              the CPU and on cuda:0) and brigade-bench-pipeline
+#   7. nccl    NcclLink and NcclReducer under `mpirun -np 2` (tests/distributed/nccl_test.cpp);
+#              skipped with fewer than 2 GPUs (NCCL wants a GPU per rank) or without mpirun
 # Budget: 8 minutes on one GPU (BUILD_JOBS defaults to the number of cores).
 # Exit status: 0 all passed; 1 a step failed; 2 a tool is missing; 3 no GPU here.
 # Environment: MESON, DOCTEST_INCLUDE, GPU_ARCH, BUILD (default build-gpu), SUMMARY (default
@@ -161,6 +163,20 @@ fi
 if run_step bench-pipeline 90 "$BUILD/tools/brigade-bench-pipeline" --devices 2 --batch 64 \
      --microbatches 4 --steps 2; then
   sed 's/^/    /' "$LOGS/bench-pipeline.log" >>"$SUMMARY"
+fi
+
+# ---- 7. NCCL between ranks -------------------------------------------------------------------
+# The MPI transport's CPU tests ran in step 4 (suite distributed). NCCL refuses two ranks of one
+# communicator on the same GPU, so this needs a GPU per rank.
+if ! command -v mpirun >/dev/null; then
+  result nccl SKIP "no mpirun (Debian: openmpi-bin libopenmpi-dev; then reconfigure)"
+elif [ ! -x "$BUILD/tests/distributed/test_nccl" ]; then
+  result nccl SKIP "test_nccl not built: Meson found no MPI or no libnccl (see its summary)"
+elif [ "$gpus" -lt 2 ]; then
+  result nccl SKIP "$gpus GPU: NCCL needs a GPU of its own for each of the 2 ranks"
+else
+  run_step nccl 180 mpirun --oversubscribe --allow-run-as-root -np 2 \
+    "$BUILD/tests/distributed/test_nccl"
 fi
 
 say "gpu-check: $([ $FAILED -eq 0 ] && echo 'ALL PASSED' || echo 'FAILURES (RESULT FAIL above)') in $(elapsed)s; summary $SUMMARY"

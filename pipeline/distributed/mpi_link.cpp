@@ -30,6 +30,18 @@ int MpiLink::max_link(MPI_Comm comm) {
   return static_cast<int>((tag_ub + 1) / (2 * int64_t{max_microbatches})) - 1;
 }
 
+void MpiLink::check_end(const std::string& name, MPI_Comm comm, int peer, int link) {
+  int size = 0;
+  BRIGADE_MPI_CHECK(MPI_Comm_size(comm, &size));
+  BRIGADE_CHECK(peer >= 0 && peer < size,
+                name << ": peer rank " << peer << " is not in the communicator (" << size
+                     << " ranks)");
+  const int most = max_link(comm);
+  BRIGADE_CHECK(link >= 0 && link <= most,
+                name << ": link number " << link << " is out of range: this MPI's tags allow 0 to "
+                     << most << " (MPI_TAG_UB)");
+}
+
 MpiLink::MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
                  int link, Device device, MpiLinkOptions options)
     : name_(std::move(name)),
@@ -42,15 +54,7 @@ MpiLink::MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int
       stream_(Stream::create(device)) {
   BRIGADE_CHECK(device.is_cpu(), name_ << ": an MpiLink carries CPU tensors; " << device
                                        << " is a GPU (use an NcclLink)");
-  int size = 0;
-  BRIGADE_MPI_CHECK(MPI_Comm_size(comm, &size));
-  BRIGADE_CHECK(peer >= 0 && peer < size,
-                name_ << ": peer rank " << peer << " is not in the communicator (" << size
-                      << " ranks)");
-  const int most = max_link(comm);
-  BRIGADE_CHECK(link >= 0 && link <= most,
-                name_ << ": link number " << link << " is out of range: this MPI's tags allow 0 to "
-                      << most << " (MPI_TAG_UB)");
+  check_end(name_, comm, peer, link);
   thread_ = std::thread([this] { communicate(); });
 }
 

@@ -64,6 +64,9 @@ class MpiLink final : public pipeline::Link {
 
   // The largest link number `comm`'s tag space allows (MPI_TAG_UB).
   static int max_link(MPI_Comm comm);
+  // Throws a brigade::Error naming the link unless `peer` is a rank of `comm` and `link` a
+  // valid link number (NcclLink checks its ends the same way).
+  static void check_end(const std::string& name, MPI_Comm comm, int peer, int link);
 
  private:
   struct Outgoing;

@@ -1,0 +1,210 @@
+#include "pipeline/distributed/nccl_link.h"
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <climits>
+
+namespace brigade::distributed {
+
+using pipeline::ChannelClosed;
+using pipeline::Message;
+
+// A header in flight: micro-batch, rank, dims[4]. Kept until MPI has sent it.
+struct NcclLink::Header {
+  std::array<int64_t, 6> words{};
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+namespace {
+constexpr int header_words = 6;
+}
+
+NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
+                   int link, Device gpu, bool sending, MpiLinkOptions options)
+    : name_(std::move(name)),
+      faults_(session.faults()),
+      comm_(comm),
+      peer_(peer),
+      link_(link),
+      gpu_(gpu),
+      sending_(sending),
+      options_(options),
+      stream_(Stream::create(gpu)) {
+  BRIGADE_CHECK(gpu.is_cuda(), name_ << ": an NcclLink carries CUDA tensors; " << gpu
+                                     << " is not a GPU (use an MpiLink)");
+  MpiLink::check_end(name_, comm, peer, link);
+  int me = 0;
+  BRIGADE_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  BRIGADE_CHECK(peer != me, name_ << ": peer rank " << peer << " is this rank; an NcclLink joins two");
+
+  // The two ends' communicator: the lower rank makes the id and sends it.
+  ncclUniqueId id{};
+  const int id_tag = header_tag() + 1;
+  if (me < peer) {
+    BRIGADE_NCCL_RANK_CHECK(ncclGetUniqueId(&id));
+    BRIGADE_MPI_CHECK(MPI_Send(&id, static_cast<int>(sizeof id), MPI_BYTE, peer, id_tag, comm));
+  } else {
+    MPI_Request request = MPI_REQUEST_NULL;
+    BRIGADE_MPI_CHECK(
+        MPI_Irecv(&id, static_cast<int>(sizeof id), MPI_BYTE, peer, id_tag, comm, &request));
+    auto here = [&] {
+      int done = 0;
+      BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      return done != 0;
+    };
+    poll_until(faults_, here, [] { return false; }, options_.timeout,
+               [&] { return name_ + ": the NCCL id from rank " + std::to_string(peer_); });
+  }
+  nccl_ = std::make_unique<NcclCommunicator>(id, 2, me < peer ? 0 : 1, gpu);
+  nccl_peer_ = me < peer ? 1 : 0;
+
+  // Open the connection now, while both ends are here anyway: NCCL connects peers on first
+  // use, and that first use would otherwise block a send() until the receiver came.
+  Tensor one = Tensor::zeros(Shape{1}, stream_);
+  BRIGADE_CUDA_CHECK(cudaSetDevice(gpu.index));
+  if (sending_) {
+    BRIGADE_NCCL_RANK_CHECK(ncclSend(one.data<float>(), 1, ncclFloat, nccl_peer_, nccl_->get(),
+                                     stream_.cuda_handle()));
+  } else {
+    BRIGADE_NCCL_RANK_CHECK(ncclRecv(one.data<float>(), 1, ncclFloat, nccl_peer_, nccl_->get(),
+                                     stream_.cuda_handle()));
+  }
+  stream_.synchronize();
+}
+
+NcclLink::~NcclLink() {
+  // Headers are small and sent eagerly; wait (bounded) for the last ones to leave.
+  try {
+    poll_until(
+        faults_,
+        [&] {
+          std::lock_guard<std::mutex> lock(mutex_);
+          retire_headers();
+          return headers_.empty();
+        },
+        [] { return false; }, options_.timeout, [&] { return name_ + ": the last headers"; });
+  } catch (const std::exception&) {
+    // A peer failed or never took them: the job is ending; nothing more to do here.
+  }
+  // A receive posted for a micro-batch that never came, or a peer that failed, leaves NCCL
+  // work that will never complete: abort it instead of waiting for it.
+  if (closed() || faults_.heard() || !arrived_.empty()) nccl_->abort_pending();
+}
+
+int NcclLink::header_tag() const { return (link_ * MpiLink::max_microbatches + max_microbatches) * 2; }
+
+bool NcclLink::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+ChannelClosed NcclLink::closed_error(int microbatch) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ChannelClosed(name_ + ": closed while waiting for micro-batch " +
+                       std::to_string(microbatch) + " (" + why_ + ")");
+}
+
+void NcclLink::retire_headers() {
+  for (auto it = headers_.begin(); it != headers_.end();) {
+    int done = 0;
+    BRIGADE_MPI_CHECK(MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE));
+    it = done ? headers_.erase(it) : std::next(it);
+  }
+}
+
+void NcclLink::send(int microbatch, Message message) {
+  BRIGADE_CHECK(sending_, name_ << ": this end was made to receive (sending = false)");
+  BRIGADE_CHECK(microbatch >= 0 && microbatch < max_microbatches,
+                name_ << ": cannot send micro-batch " << microbatch
+                      << ": an NcclLink numbers micro-batches 0 to " << max_microbatches - 1);
+  BRIGADE_CHECK(message.ready.recorded(),
+                name_ << ": micro-batch " << microbatch
+                      << " sent with an event that was never recorded; record it after the "
+                         "work that writes the tensor, then send");
+  const Tensor& t = message.tensor;
+  BRIGADE_CHECK(t.defined() && t.device() == gpu_,
+                name_ << ": micro-batch " << microbatch << " is "
+                      << (t.defined() ? "on " + t.device().str() : std::string("undefined"))
+                      << "; this NcclLink carries tensors of " << gpu_);
+  auto header = std::make_unique<Header>();
+  header->words[0] = microbatch;
+  header->words[1] = t.shape().rank();
+  for (int i = 0; i < t.shape().rank(); ++i) header->words[2 + static_cast<size_t>(i)] = t.shape()[i];
+  // (Shape::max_rank = 4: a rank-4 shape fills words 2..5.)
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return;
+  // The payload: after the producer's work, on the link's stream. The tensor's memory is
+  // declared in use by that stream, so the allocator keeps it until the send is done.
+  stream_.wait(message.ready);
+  t.record_stream(stream_);
+  BRIGADE_CUDA_CHECK(cudaSetDevice(gpu_.index));
+  BRIGADE_NCCL_RANK_CHECK(ncclSend(t.data<float>(), static_cast<size_t>(t.numel()), ncclFloat,
+                                   nccl_peer_, nccl_->get(), stream_.cuda_handle()));
+  // The header, after the ncclSend is enqueued: headers arrive in ncclSend order.
+  BRIGADE_MPI_CHECK(MPI_Isend(header->words.data(), header_words, MPI_INT64_T, peer_,
+                              header_tag(), comm_, &header->request));
+  headers_.push_back(std::move(header));
+  retire_headers();
+}
+
+void NcclLink::take_next_header(int waiting_for) {
+  MPI_Message handle = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  auto here = [&] {
+    int flag = 0;
+    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, header_tag(), comm_, &flag, &handle, &status));
+    return flag != 0;
+  };
+  if (!poll_until(faults_, here, [&] { return closed(); }, options_.timeout, [&] {
+        return name_ + ": micro-batch " + std::to_string(waiting_for) + " from rank " +
+               std::to_string(peer_);
+      }))
+    throw closed_error(waiting_for);
+  std::array<int64_t, header_words> words{};
+  BRIGADE_MPI_CHECK(MPI_Mrecv(words.data(), header_words, MPI_INT64_T, &handle, MPI_STATUS_IGNORE));
+  const int64_t mb = words[0], rank = words[1];
+  BRIGADE_CHECK(mb >= 0 && mb < max_microbatches && rank >= 0 && rank <= Shape::max_rank,
+                name_ << ": a header from rank " << peer_ << " that is not one (micro-batch " << mb
+                      << ", rank " << rank << "); is it running the same program?");
+  const Shape shape(std::vector<int64_t>(words.begin() + 2, words.begin() + 2 + rank));
+  Tensor tensor = Tensor::empty(shape, stream_);
+  BRIGADE_CUDA_CHECK(cudaSetDevice(gpu_.index));
+  BRIGADE_NCCL_RANK_CHECK(ncclRecv(tensor.data<float>(), static_cast<size_t>(shape.numel()),
+                                   ncclFloat, nccl_peer_, nccl_->get(), stream_.cuda_handle()));
+  Message message{tensor, Event()};
+  message.ready.record(stream_);
+  BRIGADE_CHECK(arrived_.emplace(static_cast<int>(mb), message).second,
+                name_ << ": micro-batch " << mb << " arrived twice from rank " << peer_);
+}
+
+Message NcclLink::receive(int microbatch) {
+  BRIGADE_CHECK(!sending_, name_ << ": this end was made to send (sending = true)");
+  std::lock_guard<std::mutex> order(receive_mutex_);
+  for (;;) {
+    if (closed()) throw closed_error(microbatch);
+    auto it = arrived_.find(microbatch);
+    if (it != arrived_.end()) {
+      Message message = std::move(it->second);
+      arrived_.erase(it);
+      return message;
+    }
+    take_next_header(microbatch);
+  }
+}
+
+void NcclLink::close(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return;
+  closed_ = true;
+  why_ = why;
+}
+
+void NcclLink::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = false;
+  why_.clear();
+}
+
+}  // namespace brigade::distributed
