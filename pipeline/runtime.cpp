@@ -28,11 +28,13 @@ std::string what_of(const std::exception_ptr& e) {
 }  // namespace
 
 Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
-                 const OptimizerFactory& make_optimizer, RuntimeOptions options)
+                 const OptimizerFactory& make_optimizer, RuntimeOptions options,
+                 ProcessShare share)
     : model_(model),
       partition_(std::move(partition)),
       schedule_(std::move(schedule)),
       options_(options),
+      share_(std::move(share)),
       failure_(std::make_unique<Failure>()) {
   validate(schedule_);
   const int stages = schedule_.stages();
@@ -43,13 +45,16 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedu
   BRIGADE_CHECK(partition_.stages.back().end == model_.size(),
                 "runtime: the partition covers " << partition_.stages.back().end
                                                  << " layers but the model has " << model_.size());
-  // The device of each schedule device index: that of its stages' layers, which must agree.
+  check_share();
+  // The device of each schedule device index: that of its stages' layers, which must agree
+  // (on the devices run here; the others' layers may sit anywhere, they are not touched).
   devices_.assign(static_cast<size_t>(schedule_.devices), Device::cpu(0));
   for (int s = 0; s < stages; ++s) {
     const StageRange& r = partition_.stages[static_cast<size_t>(s)];
     const int d = schedule_.device_of(s);
     const Device first = model_.layer(r.begin).device();
     if (s < schedule_.devices) devices_[static_cast<size_t>(d)] = first;
+    if (!runs(d)) continue;
     for (size_t i = r.begin; i < r.end; ++i)
       BRIGADE_CHECK(model_.layer(i).device() == devices_[static_cast<size_t>(d)],
                     "runtime: " << model_.layer(i).name() << " (stage " << s << ") lives on "
@@ -61,22 +66,67 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedu
   }
   for (int s = 0; s < stages; ++s) {
     const StageRange& r = partition_.stages[static_cast<size_t>(s)];
-    optimizers_.push_back(make_optimizer(model_.parameters(r.begin, r.end)));
+    optimizers_.push_back(runs(schedule_.device_of(s))
+                              ? make_optimizer(model_.parameters(r.begin, r.end))
+                              : nullptr);
   }
-  for (int s = 0; s + 1 < stages; ++s) {
-    activations_.push_back(std::make_unique<Channel>("activations " + std::to_string(s) + "->" +
-                                                     std::to_string(s + 1)));
-    gradients_.push_back(std::make_unique<Channel>("gradients " + std::to_string(s + 1) + "->" +
-                                                   std::to_string(s)));
-  }
+  make_links();
   // Parameters and optimizer state were written on the devices' default streams: let that
   // finish before other streams use them (construction, not a step).
-  for (const Device& d : devices_) Stream::default_for(d).synchronize();
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (local_[d]) Stream::default_for(devices_[d]).synchronize();
   recover();  // makes the streams
 }
 
+// The share (process_share.h) against the schedule; fills local_.
+void Runtime::check_share() {
+  const int p = schedule_.devices, stages = schedule_.stages();
+  local_.assign(static_cast<size_t>(p), share_.devices.empty() ? 1 : 0);
+  for (int d : share_.devices) {
+    BRIGADE_CHECK(d >= 0 && d < p, "runtime: this process is to run device "
+                                       << d << " of a schedule of " << p << " devices ("
+                                       << schedule_.name << ")");
+    BRIGADE_CHECK(!local_[static_cast<size_t>(d)],
+                  "runtime: the share names device " << d << " twice");
+    local_[static_cast<size_t>(d)] = 1;
+  }
+  BRIGADE_CHECK(static_cast<int>(share_.devices.size()) == p || share_.devices.empty() ||
+                    share_.links,
+                "runtime: this process runs " << share_.devices.size() << " of " << p
+                                              << " devices but the share has no link factory "
+                                                 "for the links to the others");
+  BRIGADE_CHECK(share_.reducers.empty() || static_cast<int>(share_.reducers.size()) == stages,
+                "runtime: the share has " << share_.reducers.size() << " reducers for " << stages
+                                          << " stages (give one per stage, or none)");
+  BRIGADE_CHECK(share_.replicas >= 1 && share_.replica >= 0 && share_.replica < share_.replicas,
+                "runtime: replica " << share_.replica << " of " << share_.replicas);
+}
+
+// One link per direction between neighbouring stages: an in-process Channel where both ends
+// are here, the share's link where one is, none where neither is.
+void Runtime::make_links() {
+  for (int s = 0; s + 1 < schedule_.stages(); ++s) {
+    const int from = schedule_.device_of(s), to = schedule_.device_of(s + 1);
+    const auto make = [&](LinkEnd::Kind kind, int a, int b, int da, int db) -> std::shared_ptr<Link> {
+      const std::string name = std::string(kind == LinkEnd::Kind::activations ? "activations "
+                                                                              : "gradients ") +
+                               std::to_string(a) + "->" + std::to_string(b);
+      if (!runs(da) && !runs(db)) return nullptr;
+      if (runs(da) && runs(db)) return std::make_shared<Channel>(name);
+      std::shared_ptr<Link> link = share_.links(
+          {kind, name, a, b, da, db, runs(da), devices_[static_cast<size_t>(runs(da) ? da : db)]});
+      BRIGADE_CHECK(link != nullptr, "runtime: the share's link factory made no link for " << name);
+      return link;
+    };
+    activations_.push_back(make(LinkEnd::Kind::activations, s, s + 1, from, to));
+    gradients_.push_back(make(LinkEnd::Kind::gradients, s + 1, s, to, from));
+  }
+}
+
 Runtime::~Runtime() {
-  for (Streams& s : streams_) {
+  for (std::optional<Streams>& mine : streams_) {
+    if (!mine) continue;
+    Streams& s = *mine;
     // Drain, ignoring sticky errors: a failed step already reported them.
     try { s.compute.synchronize(); } catch (const std::exception&) {}
     try { s.send.synchronize(); } catch (const std::exception&) {}
@@ -90,13 +140,18 @@ void Runtime::recover() {
   slots_.clear();
   inputs_.clear();
   labels_.clear();
-  for (auto& c : activations_) c->reset();
-  for (auto& c : gradients_) c->reset();
+  for (auto& c : activations_)
+    if (c) c->reset();
+  for (auto& c : gradients_)
+    if (c) c->reset();
   streams_.clear();
-  for (const Device& d : devices_) {
-    streams_.push_back({Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt});
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device& d = devices_[i];
+    streams_.emplace_back();
+    if (!local_[i]) continue;  // another process runs it
+    streams_.back() = Streams{Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt};
     // Host memory and a host thread for the NaN check of a GPU's outputs: cpu:0's allocator.
-    if (d.is_cuda() && options_.check_finite) streams_.back().check = Stream::create(Device::cpu(0));
+    if (d.is_cuda() && options_.check_finite) streams_.back()->check = Stream::create(Device::cpu(0));
   }
 }
 
@@ -115,34 +170,48 @@ std::vector<int64_t> microbatch_rows(int64_t n, int m) {
 
 StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
-  const int64_t n = batch.shape.rank() > 0 ? batch.shape[0] : 0;
-  const std::vector<int64_t> rows = microbatch_rows(n, m);
-  BRIGADE_CHECK(static_cast<int64_t>(batch.labels.size()) == n &&
+  const int64_t global_n = batch.shape.rank() > 0 ? batch.shape[0] : 0;
+  BRIGADE_CHECK(static_cast<int64_t>(batch.labels.size()) == global_n &&
                     static_cast<int64_t>(batch.x.size()) == batch.shape.numel(),
                 "runtime: the batch has shape " << batch.shape << ", " << batch.x.size()
                                                 << " values and " << batch.labels.size()
                                                 << " labels");
-  // Stage the micro-batches on the first and last stages' devices: blocking host copies, so
-  // the staged batch needs no events.
-  const int64_t per_sample = batch.shape.numel() / n;
-  const Stream& first = streams_[static_cast<size_t>(schedule_.device_of(0))].compute;
-  const Stream& last = streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))].compute;
+  // This replica's rows [first_sample, first_sample + n) of the mini-batch (all of it alone).
+  BRIGADE_CHECK(global_n >= share_.replicas,
+                "runtime: a mini-batch of " << global_n << " samples cannot be shared by "
+                                            << share_.replicas << " replicas");
+  const std::vector<int64_t> shares = microbatch_rows(global_n, share_.replicas);
+  int64_t first_sample = 0;
+  for (int r = 0; r < share_.replica; ++r) first_sample += shares[static_cast<size_t>(r)];
+  const int64_t n = shares[static_cast<size_t>(share_.replica)];
+  const std::vector<int64_t> rows = microbatch_rows(n, m);
+  // Stage the micro-batches on the first and last stages' devices, where they are run here:
+  // blocking host copies, so the staged batch needs no events.
+  const int64_t per_sample = batch.shape.numel() / global_n;
+  const int first_device = schedule_.device_of(0);
+  const int last_device = schedule_.device_of(schedule_.stages() - 1);
   StagedBatch staged;
-  int64_t offset = 0;
+  int64_t offset = first_sample;
   bool labels_next = false;  // which of the two copies of micro-batch `staged` is being made
   try {
     for (int i = 0; i < m; ++i) {
       const int64_t size = rows[static_cast<size_t>(i)];
       std::vector<int64_t> dims = batch.shape.dims();
       dims[0] = size;
-      staged.inputs.push_back(Tensor::from_vector(
-          std::vector<float>(batch.x.begin() + offset * per_sample,
-                             batch.x.begin() + (offset + size) * per_sample),
-          Shape(dims), first));
+      staged.inputs.push_back(
+          runs(first_device)
+              ? Tensor::from_vector(
+                    std::vector<float>(batch.x.begin() + offset * per_sample,
+                                       batch.x.begin() + (offset + size) * per_sample),
+                    Shape(dims), streams_[static_cast<size_t>(first_device)]->compute)
+              : Tensor());
       labels_next = true;
-      staged.labels.push_back(ops::labels_tensor(
-          std::vector<int32_t>(batch.labels.begin() + offset, batch.labels.begin() + offset + size),
-          last));
+      staged.labels.push_back(
+          runs(last_device)
+              ? ops::labels_tensor(std::vector<int32_t>(batch.labels.begin() + offset,
+                                                        batch.labels.begin() + offset + size),
+                                   streams_[static_cast<size_t>(last_device)]->compute)
+              : Tensor());
       labels_next = false;
       offset += size;
     }
@@ -157,54 +226,80 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
     recover();
     throw PipelineError(os.str(), d, stage, std::nullopt);
   }
-  return this->step(staged, step);
+  return run_step(staged, rows, first_sample, global_n, step);
 }
 
 StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int first_device = schedule_.device_of(0);
   const int last_device = schedule_.device_of(schedule_.stages() - 1);
+  BRIGADE_CHECK(share_.replicas == 1 && (runs(first_device) || runs(last_device)),
+                "runtime: a staged batch is the whole mini-batch of a process that runs the "
+                "first or the last stage; replica "
+                    << share_.replica << " of " << share_.replicas
+                    << " takes its rows from step(HostBatch)");
   BRIGADE_CHECK(static_cast<int>(batch.inputs.size()) == m &&
                     static_cast<int>(batch.labels.size()) == m,
                 "runtime: a staged batch of " << batch.inputs.size() << " inputs and "
                                               << batch.labels.size() << " labels for a schedule of "
                                               << m << " micro-batches");
-  offsets_.clear();
+  // Each staged tensor is checked where it is read: inputs on the first stage's device,
+  // labels on the last's, when this process runs them.
+  const bool in = runs(first_device), out = runs(last_device);
+  std::vector<int64_t> rows;
   int64_t n = 0;
   for (int i = 0; i < m; ++i) {
     const Tensor& x = batch.inputs[static_cast<size_t>(i)];
     const Tensor& y = batch.labels[static_cast<size_t>(i)];
-    BRIGADE_CHECK(x.defined() && y.defined() && x.shape().rank() > 0 && x.shape()[0] > 0 &&
-                      y.shape() == Shape({x.shape()[0]}),
+    const int64_t size = in ? (x.defined() && x.shape().rank() > 0 ? x.shape()[0] : 0)
+                            : (y.defined() && y.shape().rank() > 0 ? y.shape()[0] : 0);
+    BRIGADE_CHECK(size > 0 && (!in || x.defined()) && (!out || (y.defined() && y.shape() == Shape({size}))),
                   "runtime: staged micro-batch " << i << " has inputs "
                                                  << (x.defined() ? x.str() : "(none)")
                                                  << " and labels "
                                                  << (y.defined() ? y.str() : "(none)"));
-    BRIGADE_CHECK(x.device() == devices_[static_cast<size_t>(first_device)] &&
-                      y.device() == devices_[static_cast<size_t>(last_device)],
-                  "runtime: staged micro-batch " << i << " has its inputs on " << x.device()
-                                                 << " and labels on " << y.device()
+    BRIGADE_CHECK((!in || x.device() == devices_[static_cast<size_t>(first_device)]) &&
+                      (!out || y.device() == devices_[static_cast<size_t>(last_device)]),
+                  "runtime: staged micro-batch " << i << " has its inputs on "
+                                                 << (in ? x.device().str() : "-")
+                                                 << " and labels on "
+                                                 << (out ? y.device().str() : "-")
                                                  << "; the first stage runs on "
                                                  << devices_[static_cast<size_t>(first_device)]
                                                  << " and the last on "
                                                  << devices_[static_cast<size_t>(last_device)]);
-    offsets_.push_back(n);
-    n += x.shape()[0];
+    rows.push_back(size);
+    n += size;
+  }
+  return run_step(batch, rows, 0, n, step);
+}
+
+StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
+                             int64_t first_sample, int64_t global_n, uint32_t step) {
+  const int m = schedule_.microbatches;
+  const int first_device = schedule_.device_of(0);
+  const int last_device = schedule_.device_of(schedule_.stages() - 1);
+  offsets_.clear();
+  int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
+  for (int64_t r : rows) {
+    offsets_.push_back(offset);
+    offset += r;
   }
   inputs_ = batch.inputs;
   labels_ = batch.labels;
-  if (batch.inputs_ready.recorded())
-    streams_[static_cast<size_t>(first_device)].compute.wait(batch.inputs_ready);
-  if (batch.labels_ready.recorded())
-    streams_[static_cast<size_t>(last_device)].compute.wait(batch.labels_ready);
-  batch_size_ = n;
+  if (runs(first_device) && batch.inputs_ready.recorded())
+    streams_[static_cast<size_t>(first_device)]->compute.wait(batch.inputs_ready);
+  if (runs(last_device) && batch.labels_ready.recorded())
+    streams_[static_cast<size_t>(last_device)]->compute.wait(batch.labels_ready);
+  batch_size_ = global_n;  // every sample of the whole mini-batch weighs 1/global_n
   step_ = step;
   slots_.clear();
   slots_.resize(static_cast<size_t>(schedule_.stages()));
   for (auto& row : slots_) row.resize(static_cast<size_t>(m));
   timings_.assign(devices_.size(), {});
   failure_ = std::make_unique<Failure>();  // no thread runs: a fresh record
-  for (const Device& d : devices_) Allocator::of(d).reset_peak();
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (local_[d]) Allocator::of(devices_[d]).reset_peak();
   t0_ = std::chrono::steady_clock::now();
   // CUDA clocks: an event on each idle compute stream (the last step ended with a full
   // synchronisation, staging copies are blocking) completes when it is recorded, so its time
@@ -213,22 +308,24 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
   origins_.resize(devices_.size());
   origin_ms_.assign(devices_.size(), 0.0);
   for (size_t d = 0; d < devices_.size(); ++d)
-    if (devices_[d].is_cuda()) {
-      origins_[d].record(streams_[d].compute);
+    if (local_[d] && devices_[d].is_cuda()) {
+      origins_[d].record(streams_[d]->compute);
       origin_ms_[d] = std::chrono::duration<double, std::milli>(
                           std::chrono::steady_clock::now() - t0_).count();
     }
 
   std::vector<std::thread> threads;
-  for (int d = 0; d < schedule_.devices; ++d) threads.emplace_back([this, d] { run_device(d); });
+  for (int d = 0; d < schedule_.devices; ++d)
+    if (runs(d)) threads.emplace_back([this, d] { run_device(d); });
   for (std::thread& t : threads) t.join();
 
   // The one host synchronisation of the step. A task that failed on a stream surfaces here.
   std::exception_ptr stream_error, check_error;
   int stream_error_device = -1, check_device = -1;
   std::optional<Action> check_action;
-  for (size_t d = 0; d < streams_.size(); ++d)
-    for (const Stream* s : {&streams_[d].compute, &streams_[d].send, &streams_[d].recv}) {
+  for (size_t d = 0; d < streams_.size(); ++d) {
+    if (!streams_[d]) continue;
+    for (const Stream* s : {&streams_[d]->compute, &streams_[d]->send, &streams_[d]->recv}) {
       try {
         s->synchronize();
       } catch (const std::exception&) {
@@ -238,14 +335,15 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
         }
       }
     }
+  }
   // The NaN checks of CUDA devices. A non-finite value spreads only downstream within its
   // micro-batch (parameters change after the step), so the failing check of the smallest
   // stage is where it first appeared; each check stream stops at its first failure. A host
   // thread's failure, which stopped the step, comes first.
   for (size_t d = 0; d < streams_.size(); ++d) {
-    if (!streams_[d].check) continue;
+    if (!streams_[d] || !streams_[d]->check) continue;
     try {
-      streams_[d].check->synchronize();
+      streams_[d]->check->synchronize();
     } catch (const StreamError& e) {
       std::optional<Action> action;
       try {
@@ -296,11 +394,13 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
 
   read_cuda_markers();
   StepResult result;
-  const Stream& last = streams_[static_cast<size_t>(last_device)].compute;
-  for (int i = 0; i < m; ++i) {
-    const Slot& row = slots_.back()[static_cast<size_t>(i)];
-    result.loss += row.loss.to_vector().at(0);
-    result.correct += ops::accuracy_count(row.logits, labels_[static_cast<size_t>(i)], last);
+  if (runs(last_device)) {
+    const Stream& last = streams_[static_cast<size_t>(last_device)]->compute;
+    for (int i = 0; i < m; ++i) {
+      const Slot& row = slots_.back()[static_cast<size_t>(i)];
+      result.loss += row.loss.to_vector().at(0);
+      result.correct += ops::accuracy_count(row.logits, labels_[static_cast<size_t>(i)], last);
+    }
   }
   result.timeline.title = schedule_.name + " measured";
   result.timeline.devices = schedule_.devices;
@@ -311,7 +411,8 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
   for (size_t d = 0; d < timings_.size(); ++d)
     for (const Timing& t : timings_[d])
       result.timeline.events.push_back({static_cast<int>(d), t.lane, t.action, t.start, t.end});
-  for (const Device& d : devices_) result.peak_bytes.push_back(Allocator::of(d).stats().peak_in_use);
+  for (size_t d = 0; d < devices_.size(); ++d)  // 0 for the devices run elsewhere
+    result.peak_bytes.push_back(local_[d] ? Allocator::of(devices_[d]).stats().peak_in_use : 0);
   slots_.clear();
   inputs_.clear();
   labels_.clear();
@@ -321,19 +422,28 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
 void Runtime::run_device(int d) {
   std::optional<Action> current;
   try {
-    const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+    const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
     for (int s : schedule_.stages_on(d)) optimizers_[static_cast<size_t>(s)]->zero_grad(compute);
     for (const Action& a : schedule_.lists[static_cast<size_t>(d)]) {
       current = a;
       run_action(d, a);
       if (options_.lockstep) {
-        streams_[static_cast<size_t>(d)].compute.synchronize();
-        streams_[static_cast<size_t>(d)].send.synchronize();
+        streams_[static_cast<size_t>(d)]->compute.synchronize();
+        streams_[static_cast<size_t>(d)]->send.synchronize();
       }
     }
     current.reset();
-    // Every W of these stages was enqueued on `compute` before: the update sees them all.
-    for (int s : schedule_.stages_on(d)) optimizers_[static_cast<size_t>(s)]->step(compute);
+    // Every W of these stages was enqueued on `compute` before: the sum across replicas and
+    // the update see them all.
+    for (int s : schedule_.stages_on(d)) {
+      if (!share_.reducers.empty() && share_.reducers[static_cast<size_t>(s)]) {
+        const StageRange& r = partition_.stages[static_cast<size_t>(s)];
+        std::vector<Tensor> grads;
+        for (layers::Parameter* p : model_.parameters(r.begin, r.end)) grads.push_back(p->grad);
+        share_.reducers[static_cast<size_t>(s)]->sum(grads, compute);
+      }
+      optimizers_[static_cast<size_t>(s)]->step(compute);
+    }
   } catch (const ChannelClosed&) {
     // Another device failed first and closed the channels: not an error of this one.
   } catch (...) {
@@ -352,8 +462,10 @@ void Runtime::fail(int d, const std::optional<Action>& a, std::exception_ptr e) 
   }
   const std::string why = "device " + std::to_string(d) + " failed" +
                           (a ? " at " + to_string(*a) : std::string());
-  for (auto& c : activations_) c->close(why);
-  for (auto& c : gradients_) c->close(why);
+  for (auto& c : activations_)
+    if (c) c->close(why);
+  for (auto& c : gradients_)
+    if (c) c->close(why);
 }
 
 void Runtime::trace(int d, int lane, const Action& a, const Stream& s, bool start) {

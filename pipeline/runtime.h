@@ -30,6 +30,11 @@
 // nothing enqueues a host task on a CUDA stream. Trace markers are clock-reading tasks on CPU
 // streams and CUDA events on CUDA streams (timed after the final synchronisation); the NaN
 // check of a GPU's output runs on a CPU "check stream" (README: How a step runs).
+//
+// One process's share (process_share.h): a Runtime may run only some of the schedule's
+// devices — one rank of `mpirun` — with Links to the other processes' stages, and be one of
+// several data-parallel replicas. It then makes streams, optimizers and threads for its own
+// devices only and never touches the other stages' layers.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -46,6 +51,7 @@
 #include "layers/sequential.h"
 #include "pipeline/channel.h"
 #include "pipeline/partition.h"
+#include "pipeline/process_share.h"
 #include "pipeline/schedule.h"
 #include "pipeline/timeline.h"
 
@@ -112,24 +118,32 @@ class Runtime {
   // (place() + Sequential::from_spec). Validates the schedule, checks that it has
   // partition.count() stages. Several schedule devices may name one physical device (a single
   // GPU running a whole pipeline): their hand-overs are then copies within that device, and
-  // they report its one allocator peak. Makes one optimizer per stage.
+  // they report its one allocator peak. Makes one optimizer per stage it runs. `share`: the
+  // devices this process runs, its links to the others, its replica (process_share.h);
+  // checked, and refused with what is wrong.
   Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
-          const OptimizerFactory& make_optimizer, RuntimeOptions options = {});
+          const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
+          ProcessShare share = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   // One training step: every micro-batch forward and backward as the schedule says, then
   // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
-  // PipelineError (see above) or brigade::Error for a batch that cannot be cut.
+  // PipelineError (see above) or brigade::Error for a batch that cannot be cut. A replica of
+  // several (ProcessShare::replicas) is given the WHOLE mini-batch and trains on its rows.
+  // Where this process does not run the last stage, loss and correct are 0.
   StepResult step(const HostBatch& batch, uint32_t step);
   // The same on a batch the caller staged: the first and last stages' compute streams wait
   // on its events (no host copy, no host wait on a CPU device).
+  // One replica only, and a process that runs the first or the last stage (the rows of the
+  // micro-batches are read from the staged tensors).
   StepResult step(const StagedBatch& batch, uint32_t step);
 
   const Schedule& schedule() const { return schedule_; }
   const Partition& partition() const { return partition_; }
   const std::vector<Device>& devices() const { return devices_; }  // devices_[d] runs lists[d]
+  bool runs(int device) const { return local_[static_cast<size_t>(device)] != 0; }  // here?
 
  private:
   struct Streams {
@@ -142,12 +156,18 @@ class Runtime {
   struct Timing;  // one traced piece of work
   struct Failure;
 
+  void check_share();
+  void make_links();
+  // The step proper, on micro-batches of `rows` (staged only on the devices run here) whose
+  // first sample is `first_sample` of a mini-batch of `global_n`.
+  StepResult run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
+                      int64_t first_sample, int64_t global_n, uint32_t step);
   void run_device(int d);
   void run_action(int d, const Action& a);
   void forward(int d, const Action& a);
   void backward(int d, const Action& a);
-  void send(int d, const Action& produced, int to_stage, Channel& channel, const Tensor& t);
-  Tensor receive(int d, Channel& channel, int mb);
+  void send(int d, const Action& produced, int to_stage, Link& link, const Tensor& t);
+  Tensor receive(int d, Link& link, int mb);
   void trace(int d, int lane, const Action& a, const Stream& s, bool start);
   void read_cuda_markers();
   void check_finite(int d, const Action& a, const Tensor& t, const std::string& what);
@@ -159,11 +179,15 @@ class Runtime {
   Partition partition_;
   Schedule schedule_;
   RuntimeOptions options_;
+  ProcessShare share_;
   std::vector<Device> devices_;
-  std::vector<Streams> streams_;
-  std::vector<std::unique_ptr<layers::Optimizer>> optimizers_;  // per stage
-  std::vector<std::unique_ptr<Channel>> activations_;  // [s]: stage s -> s+1
-  std::vector<std::unique_ptr<Channel>> gradients_;    // [s]: stage s+1 -> s
+  std::vector<char> local_;                      // [device]: run by this process
+  std::vector<std::optional<Streams>> streams_;  // [device], for the devices run here
+  std::vector<std::unique_ptr<layers::Optimizer>> optimizers_;  // per stage (null: elsewhere)
+  // [s]: stage s -> s+1, and s+1 -> s. In-process Channels between devices run here, the
+  // share's links where one end is elsewhere, null where neither end is here.
+  std::vector<std::shared_ptr<Link>> activations_;
+  std::vector<std::shared_ptr<Link>> gradients_;
   // Per step.
   std::vector<std::vector<Slot>> slots_;  // [stage][micro-batch]
   std::vector<Tensor> inputs_, labels_;   // per micro-batch, on the first / last stage's device

@@ -1,5 +1,5 @@
 // The four actions of the runtime (runtime.h: F, B, W, BW) and how a tensor crosses to the
-// neighbouring stage through a Channel.
+// neighbouring stage through a Link (a Channel in this process, or one to another process).
 #include <cmath>
 #include <string>
 
@@ -29,7 +29,7 @@ void throw_if_not_finite(const float* p, int64_t n, const Shape& shape, const st
 //        for the write — its worker blocks, not this thread —, copies t into host memory and
 //        checks it there. The GPU carries on; step() reports the check after its final sync.
 void Runtime::check_finite(int d, const Action& a, const Tensor& t, const std::string& what) {
-  const Streams& mine = streams_[static_cast<size_t>(d)];
+  const Streams& mine = *streams_[static_cast<size_t>(d)];
   if (!t.device().is_cuda()) {
     mine.compute.enqueue(
         [t, what, a] { throw_if_not_finite(t.data<float>(), t.numel(), t.shape(), what, a); });
@@ -51,31 +51,43 @@ void Runtime::run_action(int d, const Action& a) {
   else backward(d, a);
 }
 
-// The tensor of micro-batch `mb` from `channel`, usable on this device's compute stream.
-Tensor Runtime::receive(int d, Channel& channel, int mb) {
-  Message msg = channel.receive(mb);  // the event is recorded: waiting on it is always legal
-  streams_[static_cast<size_t>(d)].compute.wait(msg.ready);
+// The tensor of micro-batch `mb` from `link`, usable on this device's compute stream.
+Tensor Runtime::receive(int d, Link& link, int mb) {
+  Message msg = link.receive(mb);  // the event is recorded: waiting on it is always legal
+  const Streams& mine = *streams_[static_cast<size_t>(d)];
+  if (msg.tensor.device() != devices_[static_cast<size_t>(d)]) {
+    // A sender in another Runtime of this process handed over its own tensor (send() below):
+    // the receive stream copies it here once it is written.
+    mine.recv.wait(msg.ready);
+    Tensor here = Tensor::empty(msg.tensor.shape(), mine.recv);
+    copy_async(here, msg.tensor, mine.recv);
+    Event arrived;  // not msg.ready.record(): copies of an Event are one event, the sender's
+    arrived.record(mine.recv);
+    msg = {here, arrived};
+  }
+  mine.compute.wait(msg.ready);
   return msg.tensor;
 }
 
-// Hands `t` (written on device d's compute stream) to stage `to_stage`. Same device: the
-// tensor itself. Another device: the send stream waits for the compute stream, copies into a
-// buffer of the receiver's device (owned by its receive stream), and the event recorded
-// after the copy goes with it.
-void Runtime::send(int d, const Action& produced, int to_stage, Channel& channel,
+// Hands `t` (written on device d's compute stream) to stage `to_stage`. Same device, or a
+// device run by another process: the tensor itself and the event after its writing (the
+// link moves it). Another device here: the send stream waits for the compute stream,
+// copies into a buffer of the receiver's device (owned by its receive stream), and the event
+// recorded after the copy goes with it.
+void Runtime::send(int d, const Action& produced, int to_stage, Link& channel,
                    const Tensor& t) {
   const int mb = produced.microbatch;
-  const Streams& mine = streams_[static_cast<size_t>(d)];
+  const Streams& mine = *streams_[static_cast<size_t>(d)];
   const int to = schedule_.device_of(to_stage);
   Event written;
   written.record(mine.compute);
-  if (to == d) {
+  if (to == d || !runs(to)) {
     channel.send(mb, {t, written});
     return;
   }
   mine.send.wait(written);
   trace(d, 1, produced, mine.send, true);  // the send lane shows the action whose result goes
-  Tensor there = Tensor::empty(t.shape(), streams_[static_cast<size_t>(to)].recv);
+  Tensor there = Tensor::empty(t.shape(), streams_[static_cast<size_t>(to)]->recv);
   copy_async(there, t, mine.send);
   trace(d, 1, produced, mine.send, false);
   Event arrived;
@@ -84,7 +96,7 @@ void Runtime::send(int d, const Action& produced, int to_stage, Channel& channel
 }
 
 void Runtime::forward(int d, const Action& a) {
-  const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+  const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
   const StageRange& range = partition_.stages[static_cast<size_t>(a.stage)];
   const bool last = a.stage == schedule_.stages() - 1;
   Slot& s = slot(a);
@@ -120,7 +132,7 @@ void Runtime::forward(int d, const Action& a) {
 }
 
 void Runtime::backward(int d, const Action& a) {
-  const Stream& compute = streams_[static_cast<size_t>(d)].compute;
+  const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
   const bool last = a.stage == schedule_.stages() - 1;
   const bool first = a.stage == 0;
   Slot& s = slot(a);

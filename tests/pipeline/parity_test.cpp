@@ -15,8 +15,6 @@
 // call, and some of those reduce with atomics, so bit-exactness is claimed on CPU devices only.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <set>
 
 #include "pipeline/generators/generators.h"
@@ -29,45 +27,7 @@ namespace {
 constexpr int kSteps = 3;
 constexpr int64_t kBatch = 12;
 
-// True when every stage's weight gradients are accumulated in micro-batch order.
-bool accumulates_in_order(const Schedule& s) {
-  std::vector<int> next(static_cast<size_t>(s.stages()), 0);
-  for (const auto& list : s.lists)
-    for (const Action& a : list)
-      if (a.op == Op::W || a.op == Op::BW) {
-        if (a.microbatch != next[static_cast<size_t>(a.stage)]) return false;
-        ++next[static_cast<size_t>(a.stage)];
-      }
-  return true;
-}
-
-// |a - b| <= 1e-5 (1 + |b|): relative, floored at 1 for values near zero.
-void check_close(const std::vector<std::vector<float>>& got,
-                 const std::vector<std::vector<float>>& want, bool exact) {
-  REQUIRE(got.size() == want.size());
-  for (size_t t = 0; t < got.size(); ++t) {
-    REQUIRE(got[t].size() == want[t].size());
-    for (size_t i = 0; i < got[t].size(); ++i) {
-      if (exact) {
-        if (got[t][i] != want[t][i]) {
-          FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i]
-                                  << " != " << want[t][i] << " (expected bit-exact)");
-          return;
-        }
-      } else if (!(std::fabs(got[t][i] - want[t][i]) <= 1e-5 * (1 + std::fabs(want[t][i])))) {
-        FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i] << " vs "
-                                << want[t][i] << " beyond 1e-5 relative");
-        return;
-      }
-    }
-  }
-}
-
-std::vector<HostBatch> batches() {
-  std::vector<HostBatch> b;
-  for (int i = 0; i < kSteps; ++i) b.push_back(test::random_batch(kBatch, 100 + i));
-  return b;
-}
+std::vector<HostBatch> batches() { return test::random_batches(kSteps, kBatch, 100); }
 
 TEST_CASE("every schedule on 1-4 devices trains like one device") {
   testing::Deadline deadline("runtime parity matrix", std::chrono::seconds(600));
@@ -83,7 +43,7 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
         if (m < 1) continue;
         if (v > 1 && m % p != 0) continue;  // Megatron's rule: m a multiple of p
         const Schedule schedule = make_schedule(name, p, m, v);
-        const bool exact = accumulates_in_order(schedule) && !test::on_cuda();
+        const bool exact = test::accumulates_in_order(schedule) && !test::on_cuda();
         CAPTURE(name);
         CAPTURE(p);
         CAPTURE(m);
@@ -98,16 +58,16 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
         // naive runs the whole mini-batch as one micro-batch: its reference has m = 1.
         auto reference =
             test::train_on_one_device(data, schedule.microbatches, test::reference_device());
-        check_close(test::params_of(*model), test::params_of(*reference), exact);
+        test::check_close(test::params_of(*model), test::params_of(*reference), exact);
       }
     }
   }
 }
 
 TEST_CASE("1f1b accumulates in order (bit-exact), gpipe does not (1e-5): the test's classifier") {
-  CHECK(accumulates_in_order(make_schedule("1f1b", 3, 5)));
-  CHECK(accumulates_in_order(make_schedule("zb-h1", 3, 5)));
-  CHECK_FALSE(accumulates_in_order(make_schedule("gpipe", 3, 5)));
+  CHECK(test::accumulates_in_order(make_schedule("1f1b", 3, 5)));
+  CHECK(test::accumulates_in_order(make_schedule("zb-h1", 3, 5)));
+  CHECK_FALSE(test::accumulates_in_order(make_schedule("gpipe", 3, 5)));
 }
 
 TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 within 1e-5") {
@@ -123,7 +83,7 @@ TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 w
   // Dropout masks depend on the sample's place in the mini-batch, not on the cut, so one big
   // micro-batch gives the same update up to float rounding of the sums.
   auto whole = test::train_on_one_device(data, 1, test::reference_device());
-  check_close(test::params_of(*model), test::params_of(*whole), /*exact=*/false);
+  test::check_close(test::params_of(*model), test::params_of(*whole), /*exact=*/false);
 }
 
 }  // namespace

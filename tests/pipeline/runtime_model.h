@@ -7,11 +7,14 @@
 // CPU devices by default, so the same parity, failure and trace tests run on GPUs too.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "engine/stream.h"
 #include "kernels/ops.h"
@@ -19,6 +22,7 @@
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime.h"
+#include "pipeline/schedule.h"
 
 namespace brigade::pipeline::test {
 
@@ -45,6 +49,13 @@ inline HostBatch random_batch(int64_t n, uint32_t seed) {
   b.shape = Shape({n, 1, 8, 8});
   for (int64_t i = 0; i < n * 64; ++i) b.x.push_back(u(gen));
   for (int64_t i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>(gen() % 3));
+  return b;
+}
+
+// `steps` batches of n samples, batch i from seed first_seed + i.
+inline std::vector<HostBatch> random_batches(int steps, int64_t n, uint32_t first_seed) {
+  std::vector<HostBatch> b;
+  for (int i = 0; i < steps; ++i) b.push_back(random_batch(n, first_seed + static_cast<uint32_t>(i)));
   return b;
 }
 
@@ -96,39 +107,47 @@ inline std::unique_ptr<layers::Sequential> placed_model(const Partition& partiti
                                        test_devices(p, first_device), kModelSeed);
 }
 
+// Accumulates into `model`'s .grad the samples [begin, begin + n) of `b`, cut into m
+// micro-batches as the runtime cuts them (sizes n/m, the first n%m one larger), in order
+// 0, 1, ..., m-1; every sample weighs 1/global_n, and its dropout mask is keyed by its place
+// in `b` (the global mini-batch).
+inline void accumulate_microbatches(layers::Sequential& model, const HostBatch& b, int64_t begin,
+                                    int64_t n, int m, int64_t global_n, uint32_t step,
+                                    const Stream& s) {
+  const Device device = s.device();
+  int64_t offset = begin;
+  for (int i = 0; i < m; ++i) {
+    const int64_t size = n / m + (i < n % m ? 1 : 0);
+    layers::Tape tape;
+    layers::ForwardContext ctx;
+    ctx.seed = kDropoutSeed;
+    ctx.step = step;
+    ctx.sample_offset = offset;
+    ctx.tape = &tape;
+    ctx.streams = {{device, s}};
+    const Tensor x = Tensor::from_vector(
+        std::vector<float>(b.x.begin() + offset * 64, b.x.begin() + (offset + size) * 64),
+        Shape({size, 1, 8, 8}), s);
+    const Tensor logits = model.forward(x, ctx);
+    const auto loss = ops::softmax_cross_entropy(
+        logits, ops::labels_tensor({b.labels.begin() + offset, b.labels.begin() + offset + size}, s),
+        static_cast<float>(global_n), s);
+    tape.backward(loss.dlogits, /*need_input_grad=*/false);
+    offset += size;
+  }
+}
+
 // The reference: the whole model on `device`, `steps` steps of the same batches, each cut
-// into m micro-batches as the runtime cuts them (sizes n/m, the first n%m one larger),
-// accumulated in order 0, 1, ..., m-1, then one optimizer step.
+// into m micro-batches as the runtime cuts them, accumulated in order, then one optimizer step.
 inline std::unique_ptr<layers::Sequential> train_on_one_device(
     const std::vector<HostBatch>& batches, int m, Device device) {
   auto model = layers::Sequential::from_spec(small_spec(), {device}, kModelSeed);
   const Stream s = Stream::default_for(device);
   auto opt = sgd(model->parameters());
   for (size_t step = 0; step < batches.size(); ++step) {
-    const HostBatch& b = batches[step];
-    const int64_t n = b.shape[0];
+    const int64_t n = batches[step].shape[0];
     opt->zero_grad(s);
-    int64_t offset = 0;
-    for (int i = 0; i < m; ++i) {
-      const int64_t size = n / m + (i < n % m ? 1 : 0);
-      layers::Tape tape;
-      layers::ForwardContext ctx;
-      ctx.seed = kDropoutSeed;
-      ctx.step = static_cast<uint32_t>(step);
-      ctx.sample_offset = offset;
-      ctx.tape = &tape;
-      ctx.streams = {{device, s}};
-      const Tensor x = Tensor::from_vector(
-          std::vector<float>(b.x.begin() + offset * 64, b.x.begin() + (offset + size) * 64),
-          Shape({size, 1, 8, 8}), s);
-      const Tensor logits = model->forward(x, ctx);
-      const auto loss = ops::softmax_cross_entropy(
-          logits,
-          ops::labels_tensor({b.labels.begin() + offset, b.labels.begin() + offset + size}, s),
-          static_cast<float>(n), s);
-      tape.backward(loss.dlogits, /*need_input_grad=*/false);
-      offset += size;
-    }
+    accumulate_microbatches(*model, batches[step], 0, n, m, n, static_cast<uint32_t>(step), s);
     opt->step(s);
     s.synchronize();
   }
@@ -139,6 +158,40 @@ inline std::vector<std::vector<float>> params_of(layers::Sequential& m) {
   std::vector<std::vector<float>> out;
   for (layers::Parameter* p : m.parameters()) out.push_back(p->value.to_vector());
   return out;
+}
+
+// True when every stage's weight gradients are accumulated in micro-batch order.
+inline bool accumulates_in_order(const Schedule& s) {
+  std::vector<int> next(static_cast<size_t>(s.stages()), 0);
+  for (const auto& list : s.lists)
+    for (const Action& a : list)
+      if (a.op == Op::W || a.op == Op::BW) {
+        if (a.microbatch != next[static_cast<size_t>(a.stage)]) return false;
+        ++next[static_cast<size_t>(a.stage)];
+      }
+  return true;
+}
+
+// |a - b| <= 1e-5 (1 + |b|): relative, floored at 1 for values near zero.
+inline void check_close(const std::vector<std::vector<float>>& got,
+                        const std::vector<std::vector<float>>& want, bool exact) {
+  REQUIRE(got.size() == want.size());
+  for (size_t t = 0; t < got.size(); ++t) {
+    REQUIRE(got[t].size() == want[t].size());
+    for (size_t i = 0; i < got[t].size(); ++i) {
+      if (exact) {
+        if (got[t][i] != want[t][i]) {
+          FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i]
+                                  << " != " << want[t][i] << " (expected bit-exact)");
+          return;
+        }
+      } else if (!(std::fabs(got[t][i] - want[t][i]) <= 1e-5 * (1 + std::fabs(want[t][i])))) {
+        FAIL_CHECK("parameter " << t << " element " << i << ": " << got[t][i] << " vs "
+                                << want[t][i] << " beyond 1e-5 relative");
+        return;
+      }
+    }
+  }
 }
 
 }  // namespace brigade::pipeline::test
