@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
                     r.samples_per_s, r.gflops, 100 * f);
         out["model"].push_back({{"device", r.device}, {"impl", r.impl}, {"threads", r.threads},
                                 {"batch", r.batch}, {"step_ms", r.step_ms},
+                                {"cpu_step_ms", r.cpu_step_ms},
                                 {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops},
                                 {"fraction_of_peak", f}});
       }

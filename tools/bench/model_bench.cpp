@@ -1,5 +1,7 @@
 #include "tools/bench/model_bench.h"
 
+#include <time.h>
+
 #include <cstdio>
 
 #include "engine/device.h"
@@ -47,6 +49,13 @@ std::vector<Batch> make_batches(const model::ModelSpec& spec, int64_t B, const S
   return batches;
 }
 
+// CPU seconds this process has run, all threads together.
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 ModelRow run(const model::ModelSpec& spec, const Device& device, const std::string& impl,
              int threads, int64_t B, const ModelBenchOptions& o) {
   const Stream st = Stream::default_for(device);
@@ -69,15 +78,17 @@ ModelRow run(const model::ModelSpec& spec, const Device& device, const std::stri
   };
   for (int i = 0; i < o.warmup; ++i) train_step();
   st.synchronize();
-  std::vector<double> per_step;
+  std::vector<double> per_step, cpu_per_step;
   for (int r = 0; r < o.repetitions; ++r) {
-    const double t0 = now_s();
+    const double t0 = now_s(), c0 = process_cpu_s();
     for (int i = 0; i < o.steps; ++i) train_step();
     st.synchronize();
     per_step.push_back((now_s() - t0) / o.steps);
+    cpu_per_step.push_back((process_cpu_s() - c0) / o.steps);
   }
   const double s = summarize(per_step).median_s;
-  ModelRow row{device.str(), impl, threads, B, s * 1e3, static_cast<double>(B) / s, 0};
+  ModelRow row{device.str(), impl, threads, B, s * 1e3, 0, static_cast<double>(B) / s, 0};
+  row.cpu_step_ms = summarize(cpu_per_step).median_s * 1e3;
   row.gflops = training_flops_per_sample(spec) * static_cast<double>(B) / s * 1e-9;
   std::fprintf(stderr, "  model %-7s %-12s %2d thr  batch %4lld  %9.1f samples/s\n",
                row.device.c_str(), impl.c_str(), threads, static_cast<long long>(B),

@@ -22,6 +22,10 @@ struct ModelRow {
   int threads = 0;     // CPU threads (0 on a GPU)
   int64_t batch = 0;
   double step_ms = 0;        // median over the repetitions
+  // Process CPU time per step (every thread), median: on a machine shared with other work it
+  // counts what this process ran, not what it waited for a core. For a 1-thread device it is
+  // the steadier figure (the waiting threads block, they do not spin).
+  double cpu_step_ms = 0;
   double samples_per_s = 0;  // batch / step time
   double gflops = 0;         // training FLOPs / step time
 };

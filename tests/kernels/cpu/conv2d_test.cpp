@@ -27,9 +27,10 @@ struct Case {
 // (no im2col) path, a 1x1 kernel with stride (im2col path), a window as large as the input,
 // the question's conv1 and conv2, and small outputs that the CPU path lowers several samples
 // at a time (groups that do not divide a thread's share of the batch). The single-channel
-// cases (C = 1, the direct kernels on AVX-512) cover output rows shorter than, equal to and
+// cases (C = 1, the direct forward on AVX-512) cover output rows shorter than, equal to and
 // longer than one 16-lane block, K not a multiple of the 8-filter block, same padding with
-// odd and even windows, and stride 2 (which stays on im2col).
+// odd and even windows, and stride 2 (which stays on im2col). The last three run the
+// AVX-512 im2col on padded and unpadded multi-channel inputs with rows of 10..19 floats.
 const Case kCases[] = {
     {1, 1, 28, 28, 32, 3, 3, 1, Padding::valid},   // question's conv1
     {2, 32, 26, 26, 64, 3, 3, 1, Padding::valid},  // question's conv2
@@ -46,6 +47,9 @@ const Case kCases[] = {
     {3, 1, 9, 6, 5, 4, 2, 1, Padding::same},       // C = 1: even window, K < 8, Q < 16
     {2, 1, 13, 11, 9, 5, 5, 1, Padding::valid},    // C = 1: 5x5
     {2, 1, 9, 9, 4, 3, 3, 2, Padding::same},       // C = 1 but strided: im2col
+    {2, 20, 9, 10, 5, 3, 3, 1, Padding::same},     // more channels than one 16-float block
+    {3, 40, 8, 19, 6, 4, 2, 1, Padding::same},     // rows of 19: a block and a masked tail
+    {2, 64, 12, 12, 16, 3, 3, 1, Padding::valid},  // the question's conv3 (K cut to 16)
 };
 
 void check_case(const Case& c, ThreadPool& pool) {
