@@ -113,9 +113,22 @@ TEST_CASE("batches: B rows each, the last one short or dropped, contents from th
           "batch 3 is outside 0..2 of 'synthetic train' (10 samples in batches of 4)");
     std::vector<float> small(3 * sample);
     CHECK(error_of([&] { batcher.fill(0, 0, small, labels); }) ==
-          "batch 0 of 'synthetic train' has 4 rows of (1, 28, 28): it needs 3136 floats and 4 "
+          "batch 0 of 'synthetic train': 4 rows of (1, 28, 28) need 3136 floats and 4 "
           "labels, the buffers hold 2352 and 4");
     CHECK(batcher.fill(0, 2, small, labels) == 2);  // the short batch fits a smaller buffer
+    // Micro-batches in place: rows [1, 4) then [0, 1) of batch 1 are the full fill's rows.
+    REQUIRE(batcher.fill(2, 1, images, labels) == 4);
+    std::vector<float> part(3 * sample);
+    std::vector<int32_t> part_labels(3);
+    batcher.fill_rows(2, 1, 1, 3, part, part_labels);
+    CHECK(std::vector<float>(images.begin() + sample, images.end()) == part);
+    CHECK(std::vector<int32_t>(labels.begin() + 1, labels.end()) == part_labels);
+    batcher.fill_rows(2, 1, 0, 1, part, part_labels);
+    CHECK(std::vector<float>(images.begin(), images.begin() + sample) ==
+          std::vector<float>(part.begin(), part.begin() + sample));
+    CHECK(part_labels[0] == labels[0]);
+    CHECK(error_of([&] { batcher.fill_rows(0, 2, 1, 2, part, part_labels); }) ==
+          "rows [1, 3) of batch 2 of 'synthetic train', which has 2 rows");
   }
   SUBCASE("drop_last drops the short batch") {
     Batcher batcher(data, BatchOptions{.batch_size = 4, .shuffle = true, .drop_last = true, .seed = 9});

@@ -63,24 +63,33 @@ std::span<const int64_t> Batcher::order(int64_t epoch) {
 int64_t Batcher::fill(int64_t epoch, int64_t k, std::span<float> images,
                       std::span<int32_t> labels) {
   const int64_t rows = batch_rows(k);
+  fill_rows(epoch, k, 0, rows, images, labels);
+  return rows;
+}
+
+void Batcher::fill_rows(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                        std::span<float> images, std::span<int32_t> labels) {
+  const int64_t rows = batch_rows(k);
   const int64_t sample = data_.sample_size();  // C * H * W
-  BRIGADE_CHECK(static_cast<int64_t>(images.size()) >= rows * sample &&
-                    static_cast<int64_t>(labels.size()) >= rows,
-                "batch " << k << " of '" << data_.name << "' has " << rows << " rows of ("
+  BRIGADE_CHECK(first >= 0 && count >= 0 && first + count <= rows,
+                "rows [" << first << ", " << first + count << ") of batch " << k << " of '"
+                         << data_.name << "', which has " << rows << " rows");
+  BRIGADE_CHECK(static_cast<int64_t>(images.size()) >= count * sample &&
+                    static_cast<int64_t>(labels.size()) >= count,
+                "batch " << k << " of '" << data_.name << "': " << count << " rows of ("
                          << data_.channels << ", " << data_.height << ", " << data_.width
-                         << "): it needs " << rows * sample << " floats and " << rows
+                         << ") need " << count * sample << " floats and " << count
                          << " labels, the buffers hold " << images.size() << " and "
                          << labels.size());
   const std::span<const int64_t> visit = order(epoch).subspan(
-      static_cast<size_t>(k * options_.batch_size), static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
+      static_cast<size_t>(k * options_.batch_size + first), static_cast<size_t>(count));
+  for (int64_t r = 0; r < count; ++r) {
     const int64_t n = visit[static_cast<size_t>(r)];
     const uint8_t* src = data_.pixels.data() + n * sample;  // (C, H, W) bytes
     float* dst = images.data() + r * sample;                // (C, H, W) floats
     for (int64_t p = 0; p < sample; ++p) dst[p] = static_cast<float>(src[p]) / 255.0f;
     labels[static_cast<size_t>(r)] = data_.labels[static_cast<size_t>(n)];
   }
-  return rows;
 }
 
 }  // namespace brigade::data

@@ -56,6 +56,10 @@ class Batcher {
   // Writes batch k of `epoch`: images (rows, C, H, W) as float32 pixel / 255 in [0, 1] and
   // labels (rows), rows = batch_rows(k). The spans must hold at least that much. Returns rows.
   int64_t fill(int64_t epoch, int64_t k, std::span<float> images, std::span<int32_t> labels);
+  // Rows [first, first + count) of batch k only, into spans of at least `count` rows: a
+  // pipelined step's micro-batches are written in place, each into a tensor of its own.
+  void fill_rows(int64_t epoch, int64_t k, int64_t first, int64_t count, std::span<float> images,
+                 std::span<int32_t> labels);
 
   // The order of `epoch` (see epoch_order), rebuilt if it is not the one kept.
   std::span<const int64_t> order(int64_t epoch);

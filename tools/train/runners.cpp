@@ -14,12 +14,19 @@ std::string PlainRunner::describe() const {
   return "plain training on " + model_.layer(0).device().str() + " (one stage, one micro-batch)";
 }
 
+StagingLayout PlainRunner::staging() const {
+  const Device device = model_.layer(0).device();
+  return {.first = device, .last = device, .microbatches = 1};
+}
+
 StepOutcome PlainRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) {
   const Device device = model_.layer(0).device();
   const Stream compute = Stream::default_for(device);  // the parameters' stream
   Allocator::of(device).reset_peak();
 
-  compute.wait(slot.ready);  // the staged batch, without blocking the host
+  const Tensor& images = slot.staged.inputs.at(0);  // (rows, C, H, W)
+  const Tensor& labels = slot.staged.labels.at(0);  // (rows)
+  compute.wait(slot.staged.inputs_ready);  // the staged batch, without blocking the host
   Event start, forwarded, done;
   start.record(compute);
   optimizer_->zero_grad();
@@ -28,9 +35,9 @@ StepOutcome PlainRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_
   ctx.seed = seed_;
   ctx.step = step;
   ctx.tape = &tape;
-  const Tensor logits = model_.forward(slot.images, ctx);  // (rows, classes)
+  const Tensor logits = model_.forward(images, ctx);  // (rows, classes)
   const ops::LossResult loss =
-      ops::softmax_cross_entropy(logits, slot.labels, static_cast<float>(slot.rows), compute);
+      ops::softmax_cross_entropy(logits, labels, static_cast<float>(slot.rows), compute);
   forwarded.record(compute);
   tape.backward(loss.dlogits, /*need_input_grad=*/false);
   optimizer_->step();
@@ -38,7 +45,7 @@ StepOutcome PlainRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_
   area.release(slot, compute);
 
   StepOutcome out;
-  out.correct = ops::accuracy_count(logits, slot.labels, compute);  // waits for the stream
+  out.correct = ops::accuracy_count(logits, labels, compute);  // waits for the stream
   out.loss = loss.loss.to_vector()[0];
   const double f = elapsed_ms(start, forwarded), total = elapsed_ms(start, done);
   out.timeline.title = "plain step";
@@ -71,12 +78,21 @@ std::string PipelinedRunner::describe() const {
   return os.str();
 }
 
+StagingLayout PipelinedRunner::staging() const {
+  const pipeline::Schedule& s = runtime_->schedule();
+  const std::vector<Device>& devices = runtime_->devices();
+  return {.first = devices[static_cast<size_t>(s.device_of(0))],
+          .last = devices[static_cast<size_t>(s.device_of(s.stages() - 1))],
+          .microbatches = s.microbatches};
+}
+
 StepOutcome PipelinedRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) {
-  area.wait_ready(slot);  // the runtime reads the host vectors itself
-  pipeline::StepResult r = runtime_->step(slot.host, step);
-  area.release(slot, Stream::default_for(runtime_->devices()[0]));
+  pipeline::StepResult r = runtime_->step(slot.staged, step);
+  // step() returns after its final synchronisation: nothing reads the slot any more.
+  area.release(slot, Stream::default_for(area.layout().first));
   StepOutcome out;
   out.loss = r.loss;
+  out.correct = r.correct;
   out.timeline = std::move(r.timeline);
   for (size_t d = 0; d < r.peak_bytes.size(); ++d)
     out.peak_memory[runtime_->devices()[d].str()] = r.peak_bytes[d];

@@ -2,12 +2,13 @@
 //
 //   PlainRunner      one stage on one CPU device, one micro-batch: forward with a Tape, the
 //                    loss, the fused backward, the optimizer step, all enqueued on the
-//                    device's stream right after it waits on the staged batch's event. Also
-//                    reports the step's training accuracy.
+//                    device's stream right after it waits on the staged batch's event.
 //   PipelinedRunner  everything else (several stages, micro-batches, recomputation, a GPU):
 //                    pipeline::Runtime executes the schedule's action lists over the devices
-//                    and returns the measured timeline. The optimizers are the trainer's
-//                    (made through the runtime's factory), so checkpoints reach their state.
+//                    on the micro-batches staged on them, and returns the measured timeline.
+//                    The optimizers are the trainer's (made through the runtime's factory),
+//                    so checkpoints reach their state.
+// Both report the step's training accuracy.
 //
 // Both give the same update for the same batch: the runtime's synchronous semantics
 // (pipeline/runtime.h) is "one big batch on one device".
@@ -44,7 +45,7 @@ class StepRunner {
   // its results.
   virtual StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
   virtual std::vector<CheckpointedOptimizer*> optimizers() = 0;
-  virtual StagingArea::Destination staging() const = 0;
+  virtual StagingLayout staging() const = 0;  // where the staging area puts each batch
   virtual std::string describe() const = 0;  // one line for the start of the run
 };
 
@@ -53,7 +54,7 @@ class PlainRunner : public StepRunner {
   PlainRunner(layers::Sequential& model, const Options& options);
   StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<CheckpointedOptimizer*> optimizers() override { return {optimizer_.get()}; }
-  StagingArea::Destination staging() const override { return StagingArea::Destination::tensors; }
+  StagingLayout staging() const override;
   std::string describe() const override;
 
  private:
@@ -68,7 +69,7 @@ class PipelinedRunner : public StepRunner {
                   pipeline::Schedule schedule, const Options& options);
   StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
-  StagingArea::Destination staging() const override { return StagingArea::Destination::host; }
+  StagingLayout staging() const override;
   std::string describe() const override;
 
  private:

@@ -6,14 +6,14 @@
 
 namespace brigade::train {
 
-StagingArea::StagingArea(data::Batcher& batcher, const Device& device, Destination destination)
+StagingArea::StagingArea(data::Batcher& batcher, StagingLayout layout)
     : batcher_(batcher),
-      destination_(destination),
-      // Host vectors are filled by a CPU worker: the first stage's own if it is a CPU device,
-      // else cpu:0's (a GPU run's host side).
-      stream_(Stream::create(device.is_cpu() ? device : Device::cpu(0))) {
-  BRIGADE_CHECK(destination == Destination::host || device.is_cpu(),
-                "StagingArea: in-place tensors need a CPU device, not " << device);
+      layout_(layout),
+      // A CPU worker decodes the rows: the first stage's own if it is a CPU device (its
+      // tensors are then allocated for this stream), else cpu:0's (a GPU run's host side).
+      stream_(Stream::create(layout.first.is_cpu() ? layout.first : Device::cpu(0))) {
+  BRIGADE_CHECK(layout_.microbatches >= 1,
+                "StagingArea: " << layout_.microbatches << " micro-batches");
   const int64_t full = batcher_.options().batch_size;
   for (Slot& slot : slots_) make_buffers(slot, std::min(full, batcher_.dataset().count));
 }
@@ -22,21 +22,35 @@ StagingArea::~StagingArea() {
   try {
     stream_.synchronize();
   } catch (...) {
-    // The error was (or will be) reported by take()/wait_ready(); a destructor only waits.
+    // The error was (or will be) reported by the step that waited on the slot; a destructor
+    // only waits.
   }
 }
 
 void StagingArea::make_buffers(Slot& slot, int64_t rows) {
   const data::Dataset& d = batcher_.dataset();
   slot.rows = rows;
-  if (destination_ == Destination::tensors) {
-    slot.images = Tensor::empty(Shape({rows, d.channels, d.height, d.width}), stream_);
-    slot.labels = Tensor::empty(Shape({rows}), stream_);  // int32 bits in float32-sized cells
-  } else {
-    slot.host.x.resize(static_cast<size_t>(rows * d.sample_size()));
-    slot.host.labels.resize(static_cast<size_t>(rows));
-    slot.host.shape = Shape({rows, d.channels, d.height, d.width});
+  slot.staged.inputs.clear();
+  slot.staged.labels.clear();
+  slot.host_inputs.clear();
+  slot.host_labels.clear();
+  // Tensors on `device` that this stream writes: allocated for it when it is the device's
+  // own stream, else marked as used by it (the allocator then waits for it before reuse).
+  const auto for_stream = [&](const Shape& shape, const Device& device) {
+    if (device == stream_.device()) return Tensor::empty(shape, stream_);
+    const Tensor t = Tensor::empty(shape, device);
+    t.record_stream(stream_);
+    return t;
+  };
+  for (int64_t n : pipeline::microbatch_rows(rows, layout_.microbatches)) {
+    const Shape images({n, d.channels, d.height, d.width}), labels({n});
+    slot.staged.inputs.push_back(for_stream(images, layout_.first));
+    slot.staged.labels.push_back(for_stream(labels, layout_.last));  // int32 bits
+    if (!layout_.first.is_cpu()) slot.host_inputs.push_back(Tensor::empty(images, stream_));
+    if (!layout_.last.is_cpu()) slot.host_labels.push_back(Tensor::empty(labels, stream_));
   }
+  // One fill task writes both: one record serves as both events (copies are one event).
+  slot.staged.labels_ready = slot.staged.inputs_ready;
 }
 
 void StagingArea::stage(int64_t epoch, int64_t k) {
@@ -45,28 +59,33 @@ void StagingArea::stage(int64_t epoch, int64_t k) {
   // The fill overwrites the slot: it waits for the step that last read it.
   if (slot.consumed.recorded()) stream_.wait(slot.consumed);
   const int64_t rows = batcher_.batch_rows(k);
-  if (rows != slot.rows) {
-    // The epoch's short last batch, or the first full one after it. Tensors made on the
-    // staging stream after the wait above; vectors only change size (capacity is kept) —
-    // but they are host memory the previous fill may still write, so wait for it first.
-    if (destination_ == Destination::host) stream_.synchronize();
-    make_buffers(slot, rows);
-  }
+  // The epoch's short last batch, or the first full one after it: tensors of that size, made
+  // after the wait above (the old ones stay alive until the steps that read them are done).
+  if (rows != slot.rows) make_buffers(slot, rows);
   slot.epoch = epoch;
   slot.batch = k;
+  // The task writes where the rows will be read: in place on a CPU device, else the host
+  // side, copied up below. The tensors are captured by value: alive until the task has run.
+  const std::vector<Tensor> images = layout_.first.is_cpu() ? slot.staged.inputs : slot.host_inputs;
+  const std::vector<Tensor> labels = layout_.last.is_cpu() ? slot.staged.labels : slot.host_labels;
   data::Batcher* batcher = &batcher_;
   const int64_t sample = batcher_.dataset().sample_size();
-  if (destination_ == Destination::tensors) {
-    const Tensor images = slot.images, labels = slot.labels;  // alive until the task has run
-    stream_.enqueue([=] {
-      batcher->fill(epoch, k, {images.data<float>(), static_cast<size_t>(rows * sample)},
-                    {reinterpret_cast<int32_t*>(labels.data<float>()), static_cast<size_t>(rows)});
-    });
-  } else {
-    pipeline::HostBatch* host = &slot.host;  // the slot outlives the task (see ~StagingArea)
-    stream_.enqueue([=] { batcher->fill(epoch, k, host->x, host->labels); });
-  }
-  slot.ready.record(stream_);
+  stream_.enqueue([=] {
+    int64_t first = 0;
+    for (size_t i = 0; i < images.size(); ++i) {
+      const int64_t n = images[i].shape()[0];
+      batcher->fill_rows(epoch, k, first, n,
+                         {images[i].data<float>(), static_cast<size_t>(n * sample)},
+                         {reinterpret_cast<int32_t*>(labels[i].data<float>()),
+                          static_cast<size_t>(n)});
+      first += n;
+    }
+  });
+  for (size_t i = 0; i < slot.host_inputs.size(); ++i)
+    copy_async(slot.staged.inputs[i], slot.host_inputs[i], stream_);
+  for (size_t i = 0; i < slot.host_labels.size(); ++i)
+    copy_async(slot.staged.labels[i], slot.host_labels[i], stream_);
+  slot.staged.inputs_ready.record(stream_);  // labels_ready is the same event
   ++staged_;
 }
 

@@ -1,26 +1,31 @@
-// StagingArea: the next mini-batch is prepared while the current step runs (the role of the
-// question's StagingArea).
+// StagingArea: the next mini-batch is prepared on the devices while the current step runs
+// (the role of the question's StagingArea).
 //
 // Two slots, used in turn. stage(epoch, k) enqueues, on a staging stream of its own, the
 // work that fills the free slot with batch k of `epoch` (the Batcher decodes bytes to floats
-// in [0, 1] in the shuffled order), and records the slot's `ready` event; nothing blocks the
-// caller. take() hands out the oldest staged slot; the consumer makes its stream wait on
-// `ready` (no host synchronisation) and, once it has enqueued everything that reads the slot,
-// calls release(slot, stream): the slot's `consumed` event is recorded there, and the next
-// fill of that slot waits on it. So the fill of step s+1 runs on the staging stream's worker
-// while step s computes, and never overwrites data a step still reads.
+// in [0, 1] in the shuffled order), and records the slot's ready events; nothing blocks the
+// caller. take() hands out the oldest staged slot; the step makes its streams wait on the
+// ready events (no host synchronisation) and, once it has enqueued everything that reads the
+// slot, the runner calls release(slot, stream): the slot's `consumed` event is recorded there,
+// and the next fill of that slot waits on it. So the fill of step s+1 runs on the staging
+// stream's worker while step s computes, and never overwrites data a step still reads.
 //
-// Two destinations, chosen at construction:
-//   Tensors  a CPU first stage: the slot holds tensors on that device, filled in place
-//            (CPU device memory is host memory): no copy at all;
-//   Host     a pipelined run: the slot holds the runtime's HostBatch (vectors); the runtime
-//            copies each micro-batch onto the first stage's device itself.
+// Where the batch goes is the runner's StagingLayout: images on the first stage's device,
+// labels on the last stage's, cut into the step's micro-batches exactly as the runtime cuts a
+// mini-batch (pipeline::microbatch_rows) — one tensor per micro-batch, so a pipelined step
+// starts without a copy (pipeline::StagedBatch). Plain training is the layout with one device
+// and one micro-batch.
+//   CPU device   the tensors are host memory: the staging task writes the decoded rows into
+//                them in place, no copy at all;
+//   CUDA device  the task writes host tensors (cpu:0) and copies each one up from the
+//                staging stream's worker (a blocking copy there, not on the caller's thread).
 // No allocation per step: the buffers are made once for a full batch; only an epoch's short
-// last batch gets tensors of its own size (once per epoch), or shrinks the vectors in place.
+// last batch gets tensors of its own size (once per epoch).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "engine/event.h"
 #include "engine/stream.h"
@@ -30,37 +35,38 @@
 
 namespace brigade::train {
 
+// Where a step reads its batch.
+struct StagingLayout {
+  Device first = Device::cpu(0);  // the first stage's device: the images
+  Device last = Device::cpu(0);   // the last stage's device: the labels
+  int microbatches = 1;
+};
+
 class StagingArea {
  public:
-  enum class Destination { tensors, host };
-
   struct Slot {
     int64_t epoch = -1, batch = -1, rows = 0;
-    Tensor images;                    // (rows, C, H, W): Destination::tensors
-    Tensor labels;                    // (rows), int32 bits (kernels/ops.h)
-    pipeline::HostBatch host;         // Destination::host
-    Event ready;                      // recorded on the staging stream after the fill
-    Event consumed;                   // recorded by release() on the consumer's stream
+    // inputs[i] (rows_i, C, H, W) on layout.first, labels[i] (rows_i) int32 bits on
+    // layout.last, and their ready events (recorded on the staging stream after the fill).
+    pipeline::StagedBatch staged;
+    std::vector<Tensor> host_inputs, host_labels;  // a CUDA destination's host side, else empty
+    Event consumed;  // recorded by release() on the consumer's stream
   };
 
-  // `device`: the first stage's device, a CPU device when destination is tensors.
-  StagingArea(data::Batcher& batcher, const Device& device, Destination destination);
+  StagingArea(data::Batcher& batcher, StagingLayout layout);
   ~StagingArea();  // waits for the fills in flight (they write into the slots)
 
   void stage(int64_t epoch, int64_t k);  // the next slot: batch k of `epoch`
   Slot& take();                          // the oldest staged slot (one must be staged)
   bool has_staged() const { return staged_ > taken_; }
   void release(Slot& slot, const Stream& consumer);
-
-  // Blocks until the staged slot is filled: a pipelined step takes host vectors, which its
-  // host code reads directly. Throws the staging stream's error, if any.
-  void wait_ready(Slot& slot) const { slot.ready.synchronize(); }
+  const StagingLayout& layout() const { return layout_; }
 
  private:
   void make_buffers(Slot& slot, int64_t rows);
 
   data::Batcher& batcher_;
-  Destination destination_;
+  StagingLayout layout_;
   Stream stream_;  // the staging stream
   std::array<Slot, 2> slots_;
   int64_t staged_ = 0, taken_ = 0;  // counts: slot i % 2

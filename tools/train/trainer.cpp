@@ -246,7 +246,7 @@ int run_training(const Options& o) {
   const auto started = Clock::now();
   int64_t steps_run = 0;
 
-  StagingArea staging(batcher, placement.devices[0], runner.staging());
+  StagingArea staging(batcher, runner.staging());
   for (int64_t epoch = pos.epoch; epoch < o.epochs && !limit_reached(pos.step); ++epoch) {
     progress.start_epoch(epoch, o.epochs, batches, pos.batch);
     for (int64_t k = pos.batch; k < batches; ++k) {
