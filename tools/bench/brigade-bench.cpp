@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
         out["ops"].push_back({{"layer", r.layer}, {"op", r.op}, {"impl", r.impl},
                               {"device", r.device}, {"threads", r.threads}, {"batch", r.batch},
                               {"shape", r.shape}, {"flops", r.flops}, {"ms", r.ms},
-                              {"gflops", r.gflops}, {"fraction_of_peak", f}});
+                              {"cpu_ms", r.cpu_ms}, {"gflops", r.gflops},
+                              {"fraction_of_peak", f}});
       }
     }
     if (run_model) {

@@ -1,7 +1,5 @@
 #include "tools/bench/model_bench.h"
 
-#include <time.h>
-
 #include <cstdio>
 
 #include "engine/device.h"
@@ -47,13 +45,6 @@ std::vector<Batch> make_batches(const model::ModelSpec& spec, int64_t B, const S
     batches.push_back({Tensor::from_vector(x, Shape(shape), st), ops::labels_tensor(y, st)});
   }
   return batches;
-}
-
-// CPU seconds this process has run, all threads together.
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 ModelRow run(const model::ModelSpec& spec, const Device& device, const std::string& impl,

@@ -207,30 +207,36 @@ std::vector<OpCase> cases_of(const model::ModelSpec& spec) {
   return cases;
 }
 
-// Median seconds per call: warm-up, one probe to size the repetitions, then the repetitions,
-// each `calls` enqueues followed by one sync().
-double seconds_per_call(const Call& call, const std::function<void()>& sync,
-                        const OpBenchOptions& o) {
+// Median seconds per call, wall-clock and process CPU: warm-up, one probe to size the
+// repetitions, then the repetitions, each `calls` enqueues followed by one sync().
+struct PerCall {
+  double wall_s, cpu_s;
+};
+PerCall seconds_per_call(const Call& call, const std::function<void()>& sync,
+                         const OpBenchOptions& o) {
   for (int i = 0; i < o.warmup; ++i) call();
   sync();
   double t0 = now_s();
   call();
   sync();
   const int calls = calls_for(now_s() - t0, o.min_repetition_s);
-  std::vector<double> per_call;
+  std::vector<double> per_call, cpu_per_call;
   for (int r = 0; r < o.repetitions; ++r) {
     t0 = now_s();
+    const double c0 = process_cpu_s();
     for (int c = 0; c < calls; ++c) call();
     sync();
     per_call.push_back((now_s() - t0) / calls);
+    cpu_per_call.push_back((process_cpu_s() - c0) / calls);
   }
-  return summarize(per_call).median_s;
+  return {summarize(per_call).median_s, summarize(cpu_per_call).median_s};
 }
 
 OpRow row_of(const OpCase& c, const std::string& impl, const std::string& device, int threads,
-             int64_t N, double seconds) {
-  OpRow r{c.layer, c.op, impl, device, threads, N, c.shape(N), c.flops(N), seconds * 1e3, 0};
-  if (r.flops > 0) r.gflops = r.flops / seconds * 1e-9;
+             int64_t N, PerCall t) {
+  OpRow r{c.layer, c.op, impl, device, threads, N, c.shape(N), c.flops(N), t.wall_s * 1e3,
+          t.cpu_s * 1e3, 0};
+  if (r.flops > 0) r.gflops = r.flops / t.wall_s * 1e-9;
   return r;
 }
 
@@ -246,8 +252,8 @@ std::vector<OpRow> bench_ops(const model::ModelSpec& spec, const OpBenchOptions&
   const std::vector<OpCase> cases = cases_of(spec);
   std::vector<OpRow> rows;
   auto progress = [](const OpRow& r) {
-    std::fprintf(stderr, "  %-10s %-16s %-12s %2d thr  %9.3f ms\n", r.layer.c_str(), r.op.c_str(),
-                 r.impl.c_str(), r.threads, r.ms);
+    std::fprintf(stderr, "  %-10s %-16s %-12s %2d thr  %9.3f ms  (%.3f ms CPU)\n",
+                 r.layer.c_str(), r.op.c_str(), r.impl.c_str(), r.threads, r.ms, r.cpu_ms);
   };
   if (wanted(o, "reference"))
     for (const OpCase& c : cases) {
@@ -291,7 +297,8 @@ double gpu_sgemm_peak_gflops(int n, int repetitions) {
                b = tensor(Shape({n}), st, 3);
   const Call call = [&] { ops::dense_forward(x, w, b, false, st); };
   const double s = seconds_per_call(call, [&] { st.synchronize(); },
-                                    {.warmup = 2, .repetitions = repetitions, .min_repetition_s = 0.1});
+                                    {.warmup = 2, .repetitions = repetitions, .min_repetition_s = 0.1})
+                       .wall_s;
   return 2.0 * n * static_cast<double>(n) * n / s * 1e-9;
 }
 

@@ -31,6 +31,7 @@ struct OpRow {
   std::string shape;   // "x (128, 32, 26, 26) w (64, 32, 3, 3)"
   double flops = 0;    // per call; 0 for ops that are data movement (pooling)
   double ms = 0;       // median per call
+  double cpu_ms = 0;   // process CPU time per call (every thread), median: steadier when shared
   double gflops = 0;   // flops / time; 0 when flops is 0
 };
 

@@ -4,6 +4,8 @@
 // mean (one preempted repetition does not move it) and than the minimum (which rewards luck).
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -20,6 +22,14 @@ struct Timing {
 inline double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// CPU seconds this process has run, all threads together: on a machine shared with other work
+// it counts what the process ran, not what it waited for a core.
+inline double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 inline Timing summarize(std::vector<double> seconds) {
