@@ -13,7 +13,7 @@
 // `measured`, when it holds an action, overrides the per-stage cost of that action: the
 // runtime fills it with the durations it measured and replays them here.
 //
-// mean_stage_costs() goes the other way: from measured steps to one cost per stage, the input
+// median_stage_costs() goes the other way: from measured steps to one cost per stage, the input
 // a generator that plans for the costs (zb_auto) needs before the schedule exists.
 #pragma once
 
@@ -45,10 +45,11 @@ struct CostModel {
   }
 };
 
-// Per-stage means over measured timelines (compute lane; other lanes are transfers): F from
+// Per-stage medians over measured timelines (compute lane; other lanes are transfers): F from
 // every timeline, B and W from those that split the backward, `bw` from those that fuse it
-// (unset if none did); comm is the mean transfer. A cost no timeline measured stays 0.
-// Activation bytes are not measured here (0).
-CostModel mean_stage_costs(const std::vector<const Timeline*>& measured, int stages);
+// (unset if none did); comm is the median transfer. Medians, not means: on a shared machine
+// an action that lost its core for a while would drag a mean. A cost no timeline measured
+// stays 0; activation bytes are not measured here (0).
+CostModel median_stage_costs(const std::vector<const Timeline*>& measured, int stages);
 
 }  // namespace brigade::pipeline

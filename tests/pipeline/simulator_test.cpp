@@ -137,25 +137,26 @@ TEST_CASE("a fused backward costs `bw` when the cost model sets it, B + W when n
   CHECK(bp::simulate(bp::zb_h1(2, 1), costs).stats.makespan == doctest::Approx(9));
 }
 
-TEST_CASE("per-stage means of measured timelines: F from all, B and W from split, BW from fused") {
+TEST_CASE("per-stage medians of measured timelines: F from all, B and W from split, BW fused") {
   bp::Timeline fused, split;
   fused.events = {{0, 0, {0, bp::Op::F, 0}, 0, 2},   {0, 0, {0, bp::Op::F, 1}, 2, 6},
                   {0, 0, {0, bp::Op::BW, 0}, 6, 11}, {1, 1, {0, bp::Op::F, 0}, 2, 3}};
   split.events = {{0, 0, {0, bp::Op::F, 0}, 0, 3}, {0, 0, {0, bp::Op::B, 0}, 3, 5},
                   {0, 0, {0, bp::Op::W, 0}, 5, 9}, {1, 0, {1, bp::Op::F, 0}, 3, 4},
-                  {0, 1, {0, bp::Op::F, 0}, 3, 6}};  // lane 1: a transfer, 3
-  const bp::CostModel c = bp::mean_stage_costs({&fused, &split}, 2);
+                  {0, 1, {0, bp::Op::F, 0}, 3, 6},   // lane 1: a transfer, 3
+                  {0, 0, {0, bp::Op::F, 1}, 9, 29}};  // stage 0 lost its core: 20
+  const bp::CostModel c = bp::median_stage_costs({&fused, &split}, 2);
   REQUIRE(c.stages.size() == 2);
-  CHECK(c.stages[0].f == doctest::Approx(3));  // (2 + 4 + 3) / 3
+  CHECK(c.stages[0].f == doctest::Approx(3.5));  // 2 3 | 4 20: (3 + 4) / 2, not the mean 7.25
   CHECK(c.stages[0].b == doctest::Approx(2));
   CHECK(c.stages[0].w == doctest::Approx(4));
   REQUIRE(c.stages[0].bw.has_value());
   CHECK(*c.stages[0].bw == doctest::Approx(5));
   CHECK(c.stages[1].f == doctest::Approx(1));
   CHECK_FALSE(c.stages[1].bw.has_value());  // no fused backward measured: B + W
-  CHECK(c.comm == doctest::Approx(2));      // (1 + 3) / 2
-  CHECK_THROWS_WITH_AS(bp::mean_stage_costs({&split}, 1),
-                       "mean_stage_costs: 1F0 is outside the 1 stages", std::invalid_argument);
+  CHECK(c.comm == doctest::Approx(2));      // 1 3: (1 + 3) / 2
+  CHECK_THROWS_WITH_AS(bp::median_stage_costs({&split}, 1),
+                       "median_stage_costs: 1F0 is outside the 1 stages", std::invalid_argument);
 }
 
 // Random uneven stages: F, B, W in [0.2, 2], a fused backward from 30 % cheaper to 10 % dearer

@@ -4,8 +4,8 @@
 // per-stage costs of a split and a fused backward, what the simulator makes of them, and the
 // figures the README's account of the targets needs.
 //
-// zb-auto is planned from measured costs: the per-stage means of the last 1f1b step (fused
-// backward) and zb-h1 step (split) at the same m and recomputation setting.
+// zb-auto is planned from measured costs: the per-stage medians over the timed steps of 1f1b
+// (fused backward) and zb-h1 (split) at the same m and recomputation setting.
 //
 //   brigade-bench-pipeline --devices 2 --batch 128 --microbatches 4,8,16
 //   brigade-bench-pipeline --train 40      # the question's network over 3 devices, loss falls
@@ -91,8 +91,8 @@ struct Row {
   double rate = 0, sim_rate = 0, bubble = 0, sim_bubble = 0;
 };
 
-// Runs schedules on the CPU devices and remembers each one's last measured step, so that
-// zb-auto can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
+// Runs schedules on the CPU devices and remembers each one's measured steps, so that zb-auto
+// can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
 class Bench {
  public:
   Bench(const model::ModelSpec& spec, std::vector<Device> devices, HostBatch batch,
@@ -116,33 +116,38 @@ class Bench {
     return zb_auto(p(), m, measured_costs(m, recompute));
   }
 
-  // Per-stage means of the last steps of 1f1b and zb-h1 at (m, recompute), run now if the
-  // table has not run them.
+  // Per-stage medians over the timed steps of 1f1b and zb-h1 at (m, recompute), run now if
+  // the table has not run them.
   CostModel measured_costs(int m, bool recompute) {
-    return mean_stage_costs({&last("1f1b", m, recompute), &last("zb-h1", m, recompute)}, p());
+    std::vector<const Timeline*> all;
+    for (const char* name : {"1f1b", "zb-h1"})
+      for (const Timeline& t : steps(name, m, recompute)) all.push_back(&t);
+    return median_stage_costs(all, p());
   }
 
-  // `steps_` timed steps after one warm-up; the rate in samples/s and the last step.
+  // `steps_` timed steps after one warm-up: the rate in samples/s, and the last step against
+  // the simulator.
   Row run(const std::string& name, int m, bool recompute) {
     const Schedule s = schedule(name, m, recompute);
     auto model = layers::Sequential::from_spec(place(spec_, partition(s.stages()), p()), devices_, 1);
     Runtime runtime(*model, partition(s.stages()), s, sgd, {.seed = 7, .recompute = recompute});
     runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
-    StepResult r;
+    std::vector<Timeline>& timed = steps_of_[{name, m, recompute}];
+    timed.clear();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 1; k <= steps_; ++k) r = runtime.step(batch_, static_cast<uint32_t>(k));
+    for (int k = 1; k <= steps_; ++k)
+      timed.push_back(runtime.step(batch_, static_cast<uint32_t>(k)).timeline);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const TraceComparison c = compare_with_simulation(s, r.timeline);
-    last_[{name, m, recompute}] = r.timeline;
+    const TraceComparison c = compare_with_simulation(s, timed.back());
     const double n = static_cast<double>(batch_.labels.size());
     return {name, m, recompute, n * steps_ / sec, n / (c.simulated.stats.makespan / 1000.0),
             c.measured.bubble_fraction, c.simulated.stats.bubble_fraction};
   }
 
  private:
-  const Timeline& last(const std::string& name, int m, bool recompute) {
-    if (!last_.count({name, m, recompute})) run(name, m, recompute);
-    return last_.at({name, m, recompute});
+  const std::vector<Timeline>& steps(const std::string& name, int m, bool recompute) {
+    if (!steps_of_.count({name, m, recompute})) run(name, m, recompute);
+    return steps_of_.at({name, m, recompute});
   }
 
   const model::ModelSpec& spec_;
@@ -150,7 +155,7 @@ class Bench {
   HostBatch batch_;
   std::vector<double> times_;
   int steps_;
-  std::map<std::tuple<std::string, int, bool>, Timeline> last_;
+  std::map<std::tuple<std::string, int, bool>, std::vector<Timeline>> steps_of_;
 };
 
 std::string load_average() {
@@ -163,8 +168,8 @@ std::string load_average() {
 // Split against fused backward, per stage, and what the simulator makes of it: does zb-h1
 // lose to 1f1b by its order of actions, or because B + W costs more than BW?
 void print_split_costs(Bench& bench, const std::vector<int>& ms, int batch) {
-  std::printf("\nsplit against fused backward (ms per micro-batch, means over the last step of "
-              "1f1b and zb-h1, no recomputation):\n");
+  std::printf("\nsplit against fused backward (ms per micro-batch, medians over the timed steps "
+              "of 1f1b and zb-h1, no recomputation):\n");
   std::printf("%3s %5s %8s %8s %8s %8s %9s\n", "m", "stage", "F", "B", "W", "BW", "(B+W)/BW");
   for (int m : ms) {
     const CostModel c = bench.measured_costs(m, false);
@@ -174,7 +179,7 @@ void print_split_costs(Bench& bench, const std::vector<int>& ms, int batch) {
                   (s.b + s.w) / s.fused());
     }
   }
-  std::printf("\nsimulated from those means (samples/s); 'zb-h1 B+W=BW' scales each stage's B "
+  std::printf("\nsimulated from those medians (samples/s); 'zb-h1 B+W=BW' scales each stage's B "
               "and W so that they cost its BW:\n");
   std::printf("%3s %9s %9s %14s %9s\n", "m", "1f1b", "zb-h1", "zb-h1 B+W=BW", "zb-auto");
   for (int m : ms) {
