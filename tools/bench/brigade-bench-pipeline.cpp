@@ -1,8 +1,9 @@
 // brigade-bench-pipeline: samples/s of every schedule against `naive` on virtual CPU devices,
 // with and without recomputation, next to the simulator's prediction from the measured
 // per-action costs (pipeline/trace.h). Not a test: it measures, and prints a table, then the
-// per-stage costs of a split and a fused backward, what the simulator makes of them, and the
-// figures the README's account of the targets needs.
+// per-stage costs of a split and a fused backward (in the pipeline, and on one device with the
+// two measured in alternation), what the simulator makes of them, and the figures the
+// README's account of the targets needs.
 //
 // zb-auto is planned from measured costs: the per-stage medians over the timed steps of 1f1b
 // (fused backward) and zb-h1 (split) at the same m and recomputation setting.
@@ -19,6 +20,7 @@
 #include <map>
 #include <tuple>
 
+#include "kernels/ops.h"
 #include "layers/model_file.h"
 #include "pipeline/generators/generators.h"
 #include "pipeline/partition.h"
@@ -199,6 +201,66 @@ void print_split_costs(Bench& bench, const std::vector<int>& ms, int batch) {
   }
 }
 
+// Split against fused backward without the pipeline: each stage of the one-per-device cut on
+// ONE device, a micro-batch of n/m samples, `reps` times a forward then the fused backward and
+// a forward then B and W back to back, alternating, so that a shared machine's load falls on
+// both alike. Medians in ms. Isolates what splitting costs in compute from everything else.
+void print_split_probe(const model::ModelSpec& spec, Device device, const HostBatch& batch,
+                       const Partition& cut, const std::vector<int>& ms, int reps) {
+  auto whole =
+      layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1), {device}, 1);
+  const Stream stream = Stream::default_for(device);
+  auto ms_since = [](auto t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto median = [](std::vector<double> xs) {
+    std::sort(xs.begin(), xs.end());
+    return xs[xs.size() / 2];
+  };
+  std::printf("\nthe same on one device, no pipeline (medians of %d alternating runs, ms):\n", reps);
+  std::printf("%3s %5s %8s %8s %8s %9s\n", "m", "stage", "BW", "B", "W", "(B+W)/BW");
+  for (int m : ms) {
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(batch.labels.size()) / m);
+    const int64_t per_sample = batch.shape.numel() / batch.shape[0];
+    const std::vector<float> x0(batch.x.begin(), batch.x.begin() + n * per_sample);
+    std::vector<int64_t> dims = batch.shape.dims();
+    dims[0] = n;
+    Tensor h = Tensor::from_vector(x0, Shape(dims), device);
+    for (int st = 0; st < cut.count(); ++st) {
+      const StageRange r = cut.stages[static_cast<size_t>(st)];
+      std::vector<double> fused, b, w;
+      Tensor y;
+      for (int k = 0; k < 2 * reps; ++k) {
+        layers::Tape tape;
+        layers::ForwardContext ctx;
+        ctx.tape = &tape;
+        y = whole->forward(h, ctx, r.begin, r.end);
+        Tensor dy = Tensor::empty(y.shape(), stream);
+        ops::fill(dy, 1.0f, stream);
+        stream.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        if (k % 2 == 0) {
+          tape.backward(dy, st > 0);
+          stream.synchronize();
+          fused.push_back(ms_since(t0));
+        } else {
+          tape.backward_input(dy, st > 0);
+          stream.synchronize();
+          b.push_back(ms_since(t0));
+          const auto t1 = std::chrono::steady_clock::now();
+          tape.backward_params(dy);
+          stream.synchronize();
+          w.push_back(ms_since(t1));
+        }
+      }
+      std::printf("%3d %5d %8.2f %8.2f %8.2f %9.2f\n", m, st, median(fused), median(b), median(w),
+                  (median(b) + median(w)) / median(fused));
+      h = y;
+    }
+  }
+  whole->zero_grad();
+}
+
 // The figures the README's account needs, from the rows.
 void print_summary(const std::vector<Row>& rows) {
   auto find = [&](const std::string& name, int m) -> const Row* {
@@ -279,6 +341,7 @@ int main(int argc, char** argv) {
           rows.push_back(r);
         }
     if (p > 1) print_split_costs(bench, ms, batch);
+    if (p > 1) print_split_probe(spec, devices[0], batch_of(ds, 0, batch), bench.partition(p), ms, 7);
     print_summary(rows);
     std::printf("load average at the end: %s\n", load_average().c_str());
   } catch (const std::exception& e) {
