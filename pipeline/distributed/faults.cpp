@@ -76,27 +76,35 @@ void FaultLine::abort_job(const std::string& what) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
   } else {
     say("brigade: rank " + std::to_string(rank_) + " failed: " + what);
-    const std::string text = what.substr(0, notice_max_bytes);
-    std::vector<MPI_Request> sent;
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      MPI_Request request = MPI_REQUEST_NULL;
-      if (MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, r, notice_tag,
-                    comm_.get(), &request) == MPI_SUCCESS)
-        sent.push_back(request);
-    }
-    // Notices are small (sent eagerly): give them a bounded moment to leave, then abort.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    int done = 0;
-    while (!done && std::chrono::steady_clock::now() < until) {
-      if (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE) !=
-          MPI_SUCCESS)
-        break;
-      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    lock.unlock();
+    notify(what);
   }
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();  // MPI_Abort does not return; this is for the compiler and broken MPIs
+}
+
+void FaultLine::notify(const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // MPI reads the text until the sends complete: it lives as long as this FaultLine.
+  const std::string& text = notices_.emplace_back(what.substr(0, notice_max_bytes));
+  lock.unlock();
+  std::vector<MPI_Request> sent;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, r, notice_tag,
+                  comm_.get(), &request) == MPI_SUCCESS)
+      sent.push_back(request);
+  }
+  // Notices are small (sent eagerly): give them a bounded moment to leave.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < until) {
+    if (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE) !=
+        MPI_SUCCESS)
+      break;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void report_failure_and_abort(const MpiSession& session, const std::string& what) {

@@ -21,6 +21,7 @@
 //      naming the rank it was waiting for.
 #pragma once
 
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ class FaultLine {
   void check();
   // The first failure heard of (by check), if any.
   std::optional<RankFailed> heard() const;
+  // Sends `what` to every other rank as this rank's failure notice and waits (at most 1 s)
+  // for the notices to leave. abort_job does this, then aborts.
+  void notify(const std::string& what);
   // See report_failure_and_abort.
   [[noreturn]] void abort_job(const std::string& what);
 
@@ -58,6 +62,7 @@ class FaultLine {
   Communicator comm_;
   mutable std::mutex mutex_;
   std::optional<RankFailed> heard_;
+  std::deque<std::string> notices_;  // sent by notify (a deque: MPI holds pointers into them)
   bool aborting_ = false;
 };
 

@@ -73,7 +73,8 @@ class Communicator {
 class FaultLine;  // faults.h
 
 // The MPI library's lifetime in this process: one per process, made first thing in main()
-// and destroyed last. MPI_THREAD_MULTIPLE is required: the pipeline runtime calls its links
+// and destroyed last — after every link, reducer and communicator made with it (their
+// threads and destructors still call MPI). MPI_THREAD_MULTIPLE is required: the pipeline runtime calls its links
 // from one host thread per device, and links have threads of their own.
 class MpiSession {
  public:
