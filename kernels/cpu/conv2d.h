@@ -1,13 +1,16 @@
-// Conv2D, the fast CPU path: im2col + SGEMM per sample, samples split over the device's
-// threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
+// Conv2D, the fast CPU path: im2col + SGEMM per group of samples, samples split over the
+// device's threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
+// Where the CPU has AVX-512 (cpu_isa.h; BRIGADE_CPU_ISA=portable turns it off), im2col runs in
+// 16-float blocks and a single-channel stride-1 forward is computed directly, without im2col.
 //
 // Workspace: every function takes `workspace`, at least conv2d_workspace_floats(s, pool)
 // floats, owned by the caller so that a training step allocates nothing; nullptr makes the
 // call allocate (and free) its own, which is convenient in tests and slow in a loop. Two calls
 // running at the same time (two streams of one device) need two workspaces.
-// Results are deterministic for a given (shape, pool size). Across pool sizes or batch sizes
-// they may differ in the last bits: samples are grouped differently per SGEMM, and
-// conv2d_backward_filter adds per-thread partial sums (in thread order).
+// Results are deterministic for a given (shape, pool size, ISA). Across pool sizes, batch sizes
+// or ISAs they may differ in the last bits: samples are grouped differently per SGEMM,
+// conv2d_backward_filter adds per-thread partial sums (in thread order), and the direct
+// single-channel forward sums its taps in another order than SGEMM.
 #pragma once
 
 #include <cstdint>

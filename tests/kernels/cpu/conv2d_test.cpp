@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "engine/error.h"
 #include "kernels/cpu/conv2d.h"
@@ -162,9 +163,11 @@ TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count")
   for (cpu::Isa isa : runnable_isas()) {
     ForcedIsa forced(isa);
     for (const Case& c : {kCases[0], kCases[1], kCases[11]}) {
-      const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      const Conv2dShape s =
+          make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
       ThreadPool pool(3);
-      const auto x = to_float(random_vector(s.x_size(), 1)), dy = to_float(random_vector(s.y_size(), 2));
+      const auto x = to_float(random_vector(s.x_size(), 1));
+      const auto dy = to_float(random_vector(s.y_size(), 2));
       const auto w = to_float(random_vector(s.w_size(), 3));
       auto run = [&] {
         std::vector<float> y(s.y_size()), dw(s.w_size(), 0.0f), db(s.K, 0.0f);
@@ -181,6 +184,10 @@ TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count")
 }
 
 TEST_CASE("conv2d ISA choice: BRIGADE_CPU_ISA forces the portable path; a wrong value is named") {
+  // Whatever the environment says is put back afterwards, for the tests that follow.
+  const char* before = std::getenv("BRIGADE_CPU_ISA");
+  const std::optional<std::string> saved =
+      before ? std::optional<std::string>(before) : std::nullopt;
   REQUIRE(unsetenv("BRIGADE_CPU_ISA") == 0);
   CHECK(cpu::kernel_isa() == cpu::detected_isa());
   REQUIRE(setenv("BRIGADE_CPU_ISA", "portable", 1) == 0);
@@ -190,14 +197,16 @@ TEST_CASE("conv2d ISA choice: BRIGADE_CPU_ISA forces the portable path; a wrong 
     CHECK(cpu::kernel_isa() == cpu::Isa::portable);
   }
   REQUIRE(setenv("BRIGADE_CPU_ISA", "avx2", 1) == 0);
-  CHECK_THROWS_WITH_AS(cpu::kernel_isa(), doctest::Contains("BRIGADE_CPU_ISA=avx2 is not an instruction set"),
-                       Error);
+  CHECK_THROWS_WITH_AS(cpu::kernel_isa(),
+                       doctest::Contains("BRIGADE_CPU_ISA=avx2 is not an instruction set"), Error);
   REQUIRE(setenv("BRIGADE_CPU_ISA", "avx512", 1) == 0);
   if (cpu::detected_isa() == cpu::Isa::avx512)
     CHECK(cpu::kernel_isa() == cpu::Isa::avx512);
   else
     CHECK_THROWS_WITH_AS(cpu::kernel_isa(), doctest::Contains("lacks AVX-512F"), Error);
-  REQUIRE(unsetenv("BRIGADE_CPU_ISA") == 0);
+  const int restored =
+      saved ? setenv("BRIGADE_CPU_ISA", saved->c_str(), 1) : unsetenv("BRIGADE_CPU_ISA");
+  REQUIRE(restored == 0);
 }
 
 TEST_CASE("conv2d: im2col then col2im multiplies each pixel by the number of taps that read it") {
