@@ -86,7 +86,10 @@ BRIGADE_AVX512 inline void forward_block(const float* xs, int64_t ld_x, const fl
       for (int j = 0; j < KB; ++j) acc[j] = _mm512_fmadd_ps(xv, _mm512_set1_ps(wt[j * RS]), acc[j]);
     }
   for (int j = 0; j < KB; ++j) {
-    const __m512 v = relu ? _mm512_max_ps(acc[j], _mm512_setzero_ps()) : acc[j];
+    // max(0, v), in that order: vmaxps returns its second operand when either is NaN, so a
+    // NaN passes through the ReLU as it does in std::max(v, 0) (a NaN must reach the
+    // pipeline's finiteness check, not turn into 0).
+    const __m512 v = relu ? _mm512_max_ps(_mm512_setzero_ps(), acc[j]) : acc[j];
     _mm512_mask_storeu_ps(y + ((k0 + j) * s.P + p) * s.Q + q, m, v);
   }
 }

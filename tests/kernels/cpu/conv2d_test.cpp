@@ -2,7 +2,9 @@
 // reference's backward against finite differences.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -179,6 +181,25 @@ TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count")
         return y;
       };
       CHECK(run() == run());
+    }
+  }
+}
+
+TEST_CASE("conv2d: a NaN input reaches the output through the fused ReLU on every path") {
+  // The pipeline's finiteness check relies on it: max(NaN, 0) must stay NaN, not become 0.
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (const Case& c : {kCases[0], kCases[1]}) {  // the direct C = 1 forward, and SGEMM
+      const Conv2dShape s =
+          make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      INFO("isa " << cpu::isa_name(isa) << " C = " << s.C);
+      ThreadPool pool(1);
+      auto x = to_float(random_vector(s.x_size(), 1));
+      const auto w = to_float(random_vector(s.w_size(), 2));
+      x[0] = std::numeric_limits<float>::quiet_NaN();  // read by output (0, k, 0, 0) for all k
+      std::vector<float> y(s.y_size());
+      cpu::conv2d_forward(x.data(), w.data(), nullptr, y.data(), s, pool, nullptr, true);
+      for (int64_t k = 0; k < s.K; ++k) CHECK(std::isnan(y[k * s.P * s.Q]));
     }
   }
 }
