@@ -26,11 +26,9 @@ inline std::string train_binary() {
   return path;
 }
 
-// Runs brigade-train with `args` (no spaces inside an argument), stdout not a terminal.
-inline Run run_train(const std::vector<std::string>& args) {
-  std::string command = train_binary();
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>&1 </dev/null";
+// Runs a shell command line, stdin empty, stdout not a terminal.
+inline Run run_command(const std::string& line) {
+  const std::string command = line + " 2>&1 </dev/null";
   Run r;
   std::FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -39,6 +37,13 @@ inline Run run_train(const std::vector<std::string>& args) {
   const int status = pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// Runs brigade-train with `args` (no spaces inside an argument).
+inline Run run_train(const std::vector<std::string>& args) {
+  std::string command = train_binary();
+  for (const std::string& a : args) command += " '" + a + "'";
+  return run_command(command);
 }
 
 // A fresh, empty directory under the system's temporary directory.

@@ -2,23 +2,63 @@
 // files; trainer.h is the run itself. Exit status: 0 done, 1 a run-time error (a bad data or
 // model file, out of memory, a corrupt checkpoint), 2 a usage error, 130/143 stopped by
 // SIGINT/SIGTERM after writing a checkpoint.
+//
+// --distributed (under mpirun): MPI starts before anything else. An error every rank meets
+// alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with
+// its status; an error of one rank ends the whole job naming that rank (distributed.h).
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 #include "tools/train/options.h"
 #include "tools/train/trainer.h"
+#if defined(BRIGADE_HAVE_MPI)
+#include "tools/train/distributed.h"
+#endif
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv, brigade::train::Cluster* cluster) {
   using namespace brigade::train;
+#if defined(BRIGADE_HAVE_MPI)
+  const bool speaks = cluster == nullptr || cluster->root();
+#else
+  const bool speaks = true;
+#endif
   try {
     const std::optional<Options> options = parse_options(argc, argv);
     if (!options) return 0;  // --help
-    return run_training(*options);
+    return run_training(*options, cluster);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "brigade-train: %s\n", e.what());
+    if (speaks) std::fprintf(stderr, "brigade-train: %s\n", e.what());
     return 2;
+#if defined(BRIGADE_HAVE_MPI)
+  } catch (const AllRanksError& e) {
+    if (speaks) std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
+    return e.status();
+#endif
   } catch (const std::exception& e) {
+#if defined(BRIGADE_HAVE_MPI)
+    if (cluster) cluster->abort_job(e.what());  // this rank alone: end the whole job
+#endif
     std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if defined(BRIGADE_HAVE_MPI)
+  std::unique_ptr<brigade::train::Cluster> cluster;
+  if (brigade::train::wants_distributed(argc, argv)) try {
+      cluster = brigade::train::Cluster::start(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "brigade-train: %s\n", e.what());
+      return 2;
+    }
+  return run(argc, argv, cluster.get());
+#else
+  return run(argc, argv, nullptr);  // --distributed is refused by run_training
+#endif
 }

@@ -125,6 +125,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--resume", o.resume, "continue from the checkpoint in --checkpoint-dir");
 
+  app.add_flag("--distributed", o.distributed,
+               "one process per pipeline device under mpirun -np P (x D with --data-parallel)");
+  app.add_option("--data-parallel", o.data_parallel,
+                 "replicas of the pipeline, each on 1/D of every mini-batch (with --distributed)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -145,6 +150,12 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
     throw UsageError("--resume needs --checkpoint-dir (where the checkpoint is)");
   if (o.resume && !o.init_from.empty())
     throw UsageError("--resume and --init-from both set the parameters: give one of them");
+  if (o.data_parallel < 1)
+    throw UsageError("--data-parallel " + std::to_string(o.data_parallel) + ": must be at least 1");
+  if (o.data_parallel > 1 && !o.distributed)
+    throw UsageError("--data-parallel " + std::to_string(o.data_parallel) +
+                     " needs --distributed (one process per pipeline device and replica, under "
+                     "mpirun -np P*D)");
   if (o.optimizer == "adam" && app.count("--momentum"))
     throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
   return o;

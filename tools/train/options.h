@@ -58,6 +58,10 @@ struct Options {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 500;        // steps; 0 = only on a signal and at the end
   bool resume = false;
+
+  // Beyond one process (tools/train/distributed.h).
+  bool distributed = false;              // one rank per pipeline device, under mpirun
+  int data_parallel = 1;                 // D replicas of the pipeline: mpirun -np P*D
 };
 
 // Parses argv. Returns nullopt when the program should exit 0 (--help was printed);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "layers/param_file.h"
@@ -21,6 +22,9 @@
 #include "tools/train/runners.h"
 #include "tools/train/signals.h"
 #include "tools/train/staging.h"
+#if defined(BRIGADE_HAVE_MPI)
+#include "tools/train/distributed.h"
+#endif
 
 #ifndef BRIGADE_MODELS_DIR
 #define BRIGADE_MODELS_DIR "tools/models"
@@ -91,6 +95,13 @@ Recipe recipe_of(const Options& o, int microbatches) {
           {"microbatches", std::to_string(microbatches)}};
 }
 
+// Replicas sum their gradients in another order than one process: a checkpoint says D.
+Recipe recipe_of(const Options& o, int microbatches, int replicas) {
+  Recipe r = recipe_of(o, microbatches);
+  if (replicas > 1) r["data_parallel"] = std::to_string(replicas);
+  return r;
+}
+
 // The devices and the runner: plain training when the run is one stage, one micro-batch on a
 // CPU device; the pipeline runtime otherwise.
 struct Setup {
@@ -112,11 +123,13 @@ std::vector<double> profile_times(const model::ModelSpec& spec, const Device& de
   return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
 }
 
-Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m) {
+Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m,
+            Cluster* cluster) {
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
   const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
-                     !o.recompute && o.balance == "blocks" && p.devices[0].is_cpu();
+                     !o.recompute && o.balance == "blocks" && p.devices[0].is_cpu() &&
+                     cluster == nullptr;
   if (plain) {
     s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
     s.runner = std::make_unique<PlainRunner>(*s.model, o);
@@ -159,7 +172,10 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   }
   const model::ModelSpec placed = pipeline::place(spec, partition, devices);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
-  s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, schedule, o);
+#if defined(BRIGADE_HAVE_MPI)
+  if (cluster) s.runner = cluster->make_runner(*s.model, partition, schedule, o);
+#endif
+  if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, schedule, o);
   s.placement = pipeline::format_partition(
       partition, placed,
       pipeline::layer_costs(model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops),
@@ -169,6 +185,49 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   return s;
 }
 
+// What the run asks of the MPI job (distributed.h); for a lone process (no cluster) every
+// call is what one process does alone.
+struct Job {
+  Cluster* cluster = nullptr;
+#if defined(BRIGADE_HAVE_MPI)
+  bool speaks() const { return cluster == nullptr || cluster->root(); }
+  // Before rank 0 reads the model (evaluation, checkpoint, --save): it gathers every stage.
+  void gather(layers::Sequential& model, const StepRunner& runner) const {
+    if (cluster) cluster->gather(model, runner);
+  }
+  // After rank 0 set the model (--resume, --init-from): every rank takes its values.
+  void broadcast(layers::Sequential& model, const StepRunner& runner, Position& pos) const {
+    if (cluster) cluster->broadcast(model, runner, pos);
+  }
+  // fn on rank 0 alone; its error becomes every rank's.
+  void on_root(const std::function<void()>& fn, const std::string& what) const {
+    if (cluster) cluster->on_root(fn, what);
+    else fn();
+  }
+  // The step's global loss and correct count; the stop signal any rank saw.
+  int agree(StepOutcome& r) const {
+    if (!cluster) return stop_signal();
+    const Cluster::Agreement a = cluster->agree(r.loss, r.correct.value_or(0), stop_signal());
+    r.loss = a.loss;
+    if (r.correct) r.correct = a.correct;
+    return a.stop_signal;
+  }
+  // Per device busy time (each rank timed its own; the replicas' mean), the longest makespan.
+  void combine(std::vector<double>& busy_ms, double& makespan_ms) const {
+    if (cluster) cluster->combine(busy_ms, makespan_ms);
+  }
+#else
+  bool speaks() const { return true; }
+  void gather(layers::Sequential&, const StepRunner&) const {}
+  void broadcast(layers::Sequential&, const StepRunner&, Position&) const {}
+  void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
+  int agree(StepOutcome&) const { return stop_signal(); }
+  void combine(std::vector<double>&, double&) const {}
+#endif
+};
+
+bool is_root(Cluster* cluster) { return Job{cluster}.speaks(); }
+
 void write_trace(const std::string& path, const pipeline::Timeline& t) {
   if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
   else pipeline::write_chrome_trace(t, path);
@@ -176,36 +235,54 @@ void write_trace(const std::string& path, const pipeline::Timeline& t) {
 
 }  // namespace
 
-int run_training(const Options& o) {
-  if (!o.trace.empty() && !o.trace.ends_with(".svg") && !o.trace.ends_with(".json"))
-    throw UsageError("--trace '" + o.trace + "': the name must end in .svg or .json");
-  const model::ModelSpec spec = load_model(o.model);
+int run_training(const Options& options, Cluster* cluster) {
+  if (!options.trace.empty() && !options.trace.ends_with(".svg") &&
+      !options.trace.ends_with(".json"))
+    throw UsageError("--trace '" + options.trace + "': the name must end in .svg or .json");
+  if (options.distributed && !cluster)
+    throw UsageError(
+        "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
+        "then reconfigure with -Dmpi=enabled)");
+  const model::ModelSpec spec = load_model(options.model);
+  Options o = options;
+#if defined(BRIGADE_HAVE_MPI)
+  if (cluster) o = cluster->pipeline_options(options, spec);  // P devices, one per rank
+#endif
+  const bool speaks = cluster == nullptr || is_root(cluster);  // rank 0, or a lone process
+  const int replicas = o.data_parallel;
   const Placement placement = place(o, spec);
   const int stages = static_cast<int>(placement.devices.size()) * o.chunks;
   const int m = o.microbatches > 0 ? o.microbatches : (stages == 1 ? 1 : 2 * stages);
-  if (o.batch < m)
+  if (o.batch / replicas < m)
     throw UsageError("--batch " + std::to_string(o.batch) + " is smaller than the " +
-                     std::to_string(m) + " micro-batches of a step: every micro-batch needs a sample");
+                     std::to_string(m) + " micro-batches of a step" +
+                     (replicas > 1 ? " times the " + std::to_string(replicas) + " replicas" : "") +
+                     ": every micro-batch needs a sample");
 
   const data::Dataset train = load_split(o, data::Split::train);
   const data::Dataset test = load_split(o, data::Split::test);
   check_model_fits_data(spec, train);
   data::Batcher batcher(train, {.batch_size = o.batch, .shuffle = !o.no_shuffle, .seed = o.seed});
   const int64_t batches = batcher.batches_per_epoch();
-  if (batcher.batch_rows(batches - 1) < m)
+  if (batcher.batch_rows(batches - 1) / replicas < m)
     throw UsageError("the last batch of an epoch has " +
                      std::to_string(batcher.batch_rows(batches - 1)) + " samples (" +
                      std::to_string(train.count) + " mod " + std::to_string(o.batch) +
-                     "), fewer than the " + std::to_string(m) + " micro-batches");
+                     "), fewer than the " + std::to_string(m) + " micro-batches" +
+                     (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  Setup setup = build(o, spec, placement, m);
+  Setup setup = build(o, spec, placement, m, cluster);
   layers::Sequential& model = *setup.model;
   StepRunner& runner = *setup.runner;
   const std::vector<CheckpointedOptimizer*> optimizers = runner.optimizers();
-  const Recipe recipe = recipe_of(o, m);
+  const Recipe recipe = recipe_of(o, m, replicas);
 
-  const bool live = isatty(STDOUT_FILENO);
-  Progress progress(stdout, live, o.print_every);
+  const Job job{cluster};
+  // Only rank 0 speaks: the others' progress goes nowhere.
+  const std::unique_ptr<FILE, int (*)(FILE*)> quiet(speaks ? nullptr : std::fopen("/dev/null", "w"),
+                                                   &std::fclose);
+  const bool live = speaks && isatty(STDOUT_FILENO);
+  Progress progress(speaks ? stdout : quiet.get(), live, o.print_every);
   progress.line("brigade-train: " + o.model + " (" + std::to_string(model.parameter_count()) +
                 " parameters) on " + train.name + " (" + std::to_string(train.count) +
                 " samples), batch " + std::to_string(o.batch) + ", " + o.optimizer + " lr " +
@@ -214,23 +291,35 @@ int run_training(const Options& o) {
                 " threads per CPU device): " + setup.placement);
   progress.line(runner.describe());
 
-  if (!o.init_from.empty()) layers::load_parameters(model.parameters(), o.init_from);
   Position pos;
+  if (!o.init_from.empty() || o.resume) {
+    job.on_root(
+        [&] {
+          if (!o.init_from.empty()) layers::load_parameters(model.parameters(), o.init_from);
+          if (o.resume)
+            pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
+        },
+        o.resume ? "reading the checkpoint" : "reading --init-from");
+    job.broadcast(model, runner, pos);
+  }
   if (o.resume) {
-    pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
     progress.line("resumed from " + checkpoint_path(o.checkpoint_dir) + " at step " +
                   std::to_string(pos.step) + " (epoch " + std::to_string(pos.epoch + 1) +
                   ", batch " + std::to_string(pos.batch) + ")");
   }
-  if (!o.save_initial.empty()) layers::save_parameters(model.parameters(), o.save_initial);
-  MetricsWriter metrics = o.metrics.empty() ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
+  if (!o.save_initial.empty() && speaks) layers::save_parameters(model.parameters(), o.save_initial);
+  MetricsWriter metrics =
+      o.metrics.empty() || !speaks ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
   install_stop_handlers();
 
   const auto checkpoint = [&](const Position& at) {
     if (o.checkpoint_dir.empty()) return;
-    save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
+    job.gather(model, runner);
+    if (speaks) save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
   };
   const auto evaluation = [&](int64_t epoch) {
+    job.gather(model, runner);
+    if (!speaks) return;
     const Evaluation e = evaluate(model, test, o.batch);
     char line[160];
     std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
@@ -245,12 +334,14 @@ int run_training(const Options& o) {
   const auto limit_reached = [&](int64_t step) { return o.steps > 0 && step >= o.steps; };
   const auto started = Clock::now();
   int64_t steps_run = 0;
+  int stopping = 0;  // distributed: the signal that stops every rank, agreed after each step
+  const auto stopped = [&] { return cluster ? stopping : stop_signal(); };
 
   StagingArea staging(batcher, runner.staging());
   for (int64_t epoch = pos.epoch; epoch < o.epochs && !limit_reached(pos.step); ++epoch) {
     progress.start_epoch(epoch, o.epochs, batches, pos.batch);
     for (int64_t k = pos.batch; k < batches; ++k) {
-      if (stop_signal() || limit_reached(pos.step)) break;
+      if (stopped() || limit_reached(pos.step)) break;
       if (!staging.has_staged()) staging.stage(epoch, k);  // the first step of this run
       StagingArea::Slot& slot = staging.take();
       // The next batch fills on the staging stream while this step runs.
@@ -260,6 +351,7 @@ int run_training(const Options& o) {
 
       const auto t0 = Clock::now();
       StepOutcome r = runner.run(staging, slot, static_cast<uint32_t>(pos.step));
+      stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       pos.step += 1;
       pos.batch = k + 1;
@@ -281,7 +373,7 @@ int run_training(const Options& o) {
       if (o.eval_every > 0 && pos.step % o.eval_every == 0) evaluation(epoch);
     }
     progress.end_epoch();
-    if (stop_signal()) break;
+    if (stopped()) break;
     if (pos.batch == batches) {  // the epoch is complete
       evaluation(epoch);
       pos.epoch = epoch + 1;
@@ -289,7 +381,7 @@ int run_training(const Options& o) {
     }
   }
 
-  if (const int sig = stop_signal()) {
+  if (const int sig = stopped()) {
     checkpoint(pos);
     progress.line(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                   " after step " + std::to_string(pos.step) +
@@ -305,6 +397,7 @@ int run_training(const Options& o) {
   std::snprintf(line, sizeof line, "%lld steps in %s (%.1f s)", static_cast<long long>(steps_run),
                 Progress::format_duration(wall).c_str(), wall);
   progress.line(line);
+  job.combine(busy_ms, makespan_ms);  // distributed: each rank timed its own device
   if (makespan_ms > 0) {
     double busy_total = 0;
     for (size_t d = 0; d < busy_ms.size(); ++d) {
@@ -318,12 +411,13 @@ int run_training(const Options& o) {
                   100 * (1 - busy_total / (static_cast<double>(busy_ms.size()) * makespan_ms)));
     progress.line(line);
   }
-  if (!o.trace.empty() && !last_timeline.events.empty()) {
+  if (!o.trace.empty() && !last_timeline.events.empty() && speaks) {
     write_trace(o.trace, last_timeline);
     progress.line("trace of the last step: " + o.trace);
   }
   if (!o.save.empty()) {
-    layers::save_parameters(model.parameters(), o.save);
+    job.gather(model, runner);
+    if (speaks) layers::save_parameters(model.parameters(), o.save);
     progress.line("parameters saved to " + o.save);
   }
   return 0;

@@ -8,14 +8,20 @@
 //           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between
 //           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h)
 //   end     per-device busy time and measured bubble, --trace, --save, the last checkpoint
+//
+// --distributed: the same run on every rank, each training its share (distributed.h); rank 0
+// alone prints, evaluates and writes, after gathering the trained stages.
 #pragma once
 
 #include "tools/train/options.h"
 
 namespace brigade::train {
 
+class Cluster;  // distributed.h: this process's place among the ranks of mpirun
+
 // Runs the training the options describe. Returns the exit status: 0, or 130/143 after a
 // SIGINT/SIGTERM stop. Throws for every error (main() prints one line and exits 1 or 2).
-int run_training(const Options& options);
+// `cluster`: with --distributed, the MPI job this process is a rank of (null otherwise).
+int run_training(const Options& options, Cluster* cluster = nullptr);
 
 }  // namespace brigade::train
