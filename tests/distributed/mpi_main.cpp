@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   // Every rank runs every case; only rank 0 prints the summary (the other ranks print only
   // their failures), so a test case counts once in CI's "N passed" line.
   if (session.rank() != 0) context.setOption("minimal", true);
+  // mpirun hands the ranks a terminal-like stdout, so doctest would colour its summary and
+  // CI's count of "[doctest] test cases:" lines would not see it.
+  context.setOption("no-colors", true);
   const int failed = context.run() != 0 ? 1 : 0;
   int any = 0;
   BRIGADE_MPI_CHECK(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
