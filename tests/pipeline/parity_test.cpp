@@ -34,7 +34,7 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
   const auto data = batches();
   const int layers = static_cast<int>(test::small_spec().layers.size());
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
-  for (const char* name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}) {
+  for (const char* name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-auto"}) {
     for (int p = 1; p <= 4; ++p) {
       const int v = std::string(name) == "interleaved-1f1b" ? 2 : 1;
       if (p * v > layers) continue;
@@ -42,7 +42,13 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
       for (int m : ms) {
         if (m < 1) continue;
         if (v > 1 && m % p != 0) continue;  // Megatron's rule: m a multiple of p
-        const Schedule schedule = make_schedule(name, p, m, v);
+        // zb-auto plans for uneven stage costs (later stages dearer, W cheaper than B, a
+        // fused backward cheaper than its halves), so its lists mix split and fused backwards.
+        CostModel uneven;
+        for (int s = 0; s < p; ++s)
+          uneven.stages.push_back({.f = 1.0 + s, .b = 1.0 + s, .w = 0.5 + 0.7 * s,
+                                   .bw = 0.9 * (1.5 + 1.7 * s)});
+        const Schedule schedule = make_schedule(name, p, m, v, uneven);
         const bool exact = test::accumulates_in_order(schedule) && !test::on_cuda();
         CAPTURE(name);
         CAPTURE(p);

@@ -135,6 +135,7 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives the plain 
       {"--schedule", "1f1b", "--microbatches", "3", "--recompute"},
       {"--schedule", "interleaved-1f1b", "--chunks", "2", "--balance", "params", "--microbatches", "4"},
       {"--schedule", "zb-h1", "--microbatches", "4", "--balance", "time"},
+      {"--schedule", "zb-auto", "--microbatches", "4", "--balance", "params"},
       {"--schedule", "1f1b", "--microbatches", "2", "--balance", "memory"}};
   for (const std::vector<std::string>& extra : runs) {
     CAPTURE(extra[1]);

@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "pipeline/generators/generators.h"
+
 namespace brigade::train {
 
 uint64_t parse_size(const std::string& text) {
@@ -80,8 +82,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
 
   app.add_option("--schedule", o.schedule,
-                 "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, zb-h1")
-      ->check(CLI::IsMember({"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}));
+                 "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto "
+                 "(zero bubble planned for the stages' FLOPs)")
+      ->check(CLI::IsMember(pipeline::schedule_names()));
   app.add_option("--microbatches", o.microbatches,
                  "micro-batches per step (default: 1 on one stage, else 2 x stages)")
       ->default_str("auto");

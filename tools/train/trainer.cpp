@@ -164,9 +164,21 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
     if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
     partition = cut_by_cost(costs, devices, o.chunks);
   }
+  // zb-auto plans its W's for the stages' costs before anything has run: each stage's forward
+  // FLOPs, with each half of the backward costing about a forward (the same GEMMs, transposed).
+  pipeline::CostModel planned;
+  if (o.schedule == "zb-auto") {
+    const std::vector<double> flops = pipeline::layer_costs(
+        model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops);
+    for (const pipeline::StageRange& r : partition.stages) {
+      double c = 0;
+      for (size_t i = r.begin; i < r.end; ++i) c += flops[i];
+      planned.stages.push_back({.f = c, .b = c, .w = c});
+    }
+  }
   pipeline::Schedule schedule;
   try {
-    schedule = pipeline::make_schedule(o.schedule, devices, m, o.chunks);
+    schedule = pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
