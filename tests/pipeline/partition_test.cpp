@@ -24,14 +24,13 @@ double largest_stage(const Partition& p, const std::vector<double>& costs) {
   return worst;
 }
 
-// The best largest-stage cost over every way to place k-1 cuts among n-1 gaps.
-double brute_force(const std::vector<double>& costs, int k) {
-  const size_t n = costs.size();
-  double best = std::numeric_limits<double>::infinity();
+// Calls visit(cuts) for every way to place k-1 cuts among the n-1 gaps of n layers (cut c
+// starts a stage at layer c), in lexicographic order.
+void for_each_cut(size_t n, int k, const std::function<void(const std::vector<size_t>&)>& visit) {
   std::vector<size_t> cuts;
   std::function<void(size_t)> go = [&](size_t from) {
     if (cuts.size() == static_cast<size_t>(k - 1)) {
-      best = std::min(best, largest_stage(at_cuts(n, cuts), costs));
+      visit(cuts);
       return;
     }
     for (size_t c = from; c < n; ++c) {
@@ -41,6 +40,14 @@ double brute_force(const std::vector<double>& costs, int k) {
     }
   };
   go(1);
+}
+
+// The best largest-stage cost over every way to place k-1 cuts among n-1 gaps.
+double brute_force(const std::vector<double>& costs, int k) {
+  double best = std::numeric_limits<double>::infinity();
+  for_each_cut(costs.size(), k, [&](const std::vector<size_t>& cuts) {
+    best = std::min(best, largest_stage(at_cuts(costs.size(), cuts), costs));
+  });
   return best;
 }
 
@@ -70,28 +77,17 @@ TEST_CASE("balance: a hand-worked cut") {
 
 // The best largest-DEVICE total (stage s on device s mod p) over every contiguous cut.
 double brute_force_devices(const std::vector<double>& costs, int k, int p) {
-  const size_t n = costs.size();
   double best = std::numeric_limits<double>::infinity();
-  std::vector<size_t> cuts;
-  std::function<void(size_t)> go = [&](size_t from) {
-    if (cuts.size() == static_cast<size_t>(k - 1)) {
-      // Summed here layer by layer, not through largest_device: computed another way.
-      std::vector<double> device(static_cast<size_t>(p), 0.0);
-      size_t stage = 0;
-      for (size_t i = 0; i < n; ++i) {
-        while (stage < cuts.size() && i >= cuts[stage]) ++stage;
-        device[stage % static_cast<size_t>(p)] += costs[i];
-      }
-      best = std::min(best, *std::max_element(device.begin(), device.end()));
-      return;
+  for_each_cut(costs.size(), k, [&](const std::vector<size_t>& cuts) {
+    // Summed here layer by layer, not through largest_device: computed another way.
+    std::vector<double> device(static_cast<size_t>(p), 0.0);
+    size_t stage = 0;
+    for (size_t i = 0; i < costs.size(); ++i) {
+      while (stage < cuts.size() && i >= cuts[stage]) ++stage;
+      device[stage % static_cast<size_t>(p)] += costs[i];
     }
-    for (size_t c = from; c < n; ++c) {
-      cuts.push_back(c);
-      go(c + 1);
-      cuts.pop_back();
-    }
-  };
-  go(1);
+    best = std::min(best, *std::max_element(device.begin(), device.end()));
+  });
   return best;
 }
 
