@@ -48,8 +48,8 @@ struct Cluster::State {
 namespace {
 
 // The runner of one rank: pipeline::Runtime over its share, plus an optimizer for every
-// stage — real ones (made by the runtime's factory) for the stages it trains, placeholders
-// for the others that only hold state gathered on rank 0 or read from a checkpoint.
+// stage: the runtime's (made by its factory) for the stages this rank trains, and for the
+// others `gathered_` ones, which hold the state gathered on rank 0 or read from a checkpoint.
 class DistributedRunner final : public StepRunner {
  public:
   DistributedRunner(dist::MpiSession& session, dist::Topology& topology,
@@ -62,7 +62,7 @@ class DistributedRunner final : public StepRunner {
         replicas_(topology.replicas) {
     const int stages = partition.count();
     optimizers_.assign(static_cast<size_t>(stages), nullptr);
-    placeholders_.resize(static_cast<size_t>(stages));
+    gathered_.resize(static_cast<size_t>(stages));
     pipeline::ProcessShare share;
     share.devices = {topology.position};
     share.replica = topology.replica;
@@ -101,8 +101,8 @@ class DistributedRunner final : public StepRunner {
         pipeline::RuntimeOptions{.seed = options.seed, .recompute = options.recompute}, share);
     for (int s = 0; s < stages; ++s)
       if (!optimizers_[static_cast<size_t>(s)]) {
-        placeholders_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));
-        optimizers_[static_cast<size_t>(s)] = placeholders_[static_cast<size_t>(s)].get();
+        gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));
+        optimizers_[static_cast<size_t>(s)] = gathered_[static_cast<size_t>(s)].get();
       }
   }
 
@@ -171,7 +171,8 @@ class DistributedRunner final : public StepRunner {
   int position_, replicas_;
   std::vector<std::unique_ptr<dist::MpiReducer>> reducers_;
   std::vector<CheckpointedOptimizer*> optimizers_;                    // [stage]
-  std::vector<std::unique_ptr<CheckpointedOptimizer>> placeholders_;  // [stage], not trained here
+  // [stage]: the state of the stages other ranks train
+  std::vector<std::unique_ptr<CheckpointedOptimizer>> gathered_;
   std::unique_ptr<pipeline::Runtime> runtime_;
 };
 
