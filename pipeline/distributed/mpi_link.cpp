@@ -2,6 +2,7 @@
 
 #include <array>
 #include <climits>
+#include <cstdio>
 
 namespace brigade::distributed {
 
@@ -22,39 +23,18 @@ struct MpiLink::Outgoing {
   bool posted = false;
 };
 
-int MpiLink::max_link(MPI_Comm comm) {
-  void* value = nullptr;
-  int found = 0;
-  BRIGADE_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &value, &found));
-  const int64_t tag_ub = found ? *static_cast<int*>(value) : 32767;  // the standard's minimum
-  return static_cast<int>((tag_ub + 1) / (2 * int64_t{max_microbatches})) - 1;
-}
-
-void MpiLink::check_end(const std::string& name, MPI_Comm comm, int peer, int link) {
-  int size = 0;
-  BRIGADE_MPI_CHECK(MPI_Comm_size(comm, &size));
-  BRIGADE_CHECK(peer >= 0 && peer < size,
-                name << ": peer rank " << peer << " is not in the communicator (" << size
-                     << " ranks)");
-  const int most = max_link(comm);
-  BRIGADE_CHECK(link >= 0 && link <= most,
-                name << ": link number " << link << " is out of range: this MPI's tags allow 0 to "
-                     << most << " (MPI_TAG_UB)");
-}
-
 MpiLink::MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
-                 int link, Device device, MpiLinkOptions options)
+                 int link, int microbatches, Device device, MpiLinkOptions options)
     : name_(std::move(name)),
       faults_(session.faults()),
       comm_(comm),
       peer_(peer),
-      link_(link),
+      tags_(name_, comm, peer, link, microbatches),
       device_(device),
       options_(options),
       stream_(Stream::create(device)) {
   BRIGADE_CHECK(device.is_cpu(), name_ << ": an MpiLink carries CPU tensors; " << device
                                        << " is a GPU (use an NcclLink)");
-  check_end(name_, comm, peer, link);
   thread_ = std::thread([this] { communicate(); });
 }
 
@@ -67,23 +47,13 @@ MpiLink::~MpiLink() {
   thread_.join();
 }
 
-int MpiLink::tag(int microbatch, int part) const {
-  return (link_ * max_microbatches + microbatch) * 2 + part;
-}
-
-void MpiLink::check_microbatch(int microbatch, const char* verb) const {
-  BRIGADE_CHECK(microbatch >= 0 && microbatch < max_microbatches,
-                name_ << ": cannot " << verb << " micro-batch " << microbatch
-                      << ": an MpiLink numbers micro-batches 0 to " << max_microbatches - 1);
-}
-
 std::string MpiLink::from_peer(int microbatch) const {
   return name_ + ": micro-batch " + std::to_string(microbatch) + " from rank " +
          std::to_string(peer_);
 }
 
 void MpiLink::send(int microbatch, Message message) {
-  check_microbatch(microbatch, "send");
+  tags_.check_microbatch(name_, microbatch, "send");
   BRIGADE_CHECK(message.ready.recorded(),
                 name_ << ": micro-batch " << microbatch
                       << " sent with an event that was never recorded; record it after the "
@@ -128,9 +98,9 @@ void MpiLink::advance_sends() {
       }
       const Tensor& t = out.message.tensor;
       BRIGADE_MPI_CHECK(MPI_Isend(out.header.data(), header_words, MPI_INT64_T, peer_,
-                                  tag(out.microbatch, 0), comm_, &out.requests[0]));
+                                  tags_.message(out.microbatch, 0), comm_, &out.requests[0]));
       BRIGADE_MPI_CHECK(MPI_Isend(t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT, peer_,
-                                  tag(out.microbatch, 1), comm_, &out.requests[1]));
+                                  tags_.message(out.microbatch, 1), comm_, &out.requests[1]));
       out.posted = true;
     }
     int done = 0;
@@ -172,7 +142,7 @@ void MpiLink::communicate() {
 }
 
 Message MpiLink::receive(int microbatch) {
-  check_microbatch(microbatch, "receive");
+  tags_.check_microbatch(name_, microbatch, "receive");
   auto closed = [&] {
     std::lock_guard<std::mutex> lock(mutex_);
     return closed_;
@@ -188,7 +158,7 @@ Message MpiLink::receive(int microbatch) {
   MPI_Status status;
   auto header_here = [&] {
     int here = 0;
-    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, tag(microbatch, 0), comm_, &here, &handle, &status));
+    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, tags_.message(microbatch, 0), comm_, &here, &handle, &status));
     return here != 0;
   };
   if (!poll_until(faults_, header_here, closed, options_.timeout, what)) throw closed_error();
@@ -210,7 +180,7 @@ Message MpiLink::receive(int microbatch) {
   Tensor tensor = Tensor::empty(shape, stream_);
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Irecv(tensor.data<float>(), static_cast<int>(shape.numel()), MPI_FLOAT,
-                              peer_, tag(microbatch, 1), comm_, &request));
+                              peer_, tags_.message(microbatch, 1), comm_, &request));
   auto payload_here = [&] {
     int here = 0;
     BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));

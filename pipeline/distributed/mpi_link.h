@@ -3,7 +3,8 @@
 // the receiver as `peer` and only sends; the receiving rank makes one with the sender as
 // `peer` and only receives. Both ends give the same `link` number.
 //
-// On the wire, per micro-batch mb, two messages on `comm` from the sender to the receiver:
+// On the wire, per micro-batch mb, two messages on `comm` from the sender to the receiver,
+// tagged by link_tags.h from the link number and the step's micro-batch count m:
 //   header   tag(link, mb, 0)   6 × int64: rank, dims[4], dtype   (the shape: the last
 //                                micro-batch may be smaller)
 //   payload  tag(link, mb, 1)   numel × float
@@ -34,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/distributed/link_tags.h"
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
 #include "pipeline/link.h"
@@ -46,12 +48,12 @@ struct MpiLinkOptions {
 
 class MpiLink final : public pipeline::Link {
  public:
-  // Micro-batches 0 .. max_microbatches-1 (the tag has room for that many).
-  static constexpr int max_microbatches = 1 << 12;
   // `link` numbers this link among the links on `comm`, the same at both ends, from 0 to
-  // max_link(comm): e.g. 2·s for "activations s->s+1" and 2·s+1 for "gradients s+1->s".
+  // LinkTags::max_link(comm, microbatches): e.g. 2·s for "activations s->s+1" and 2·s+1 for
+  // "gradients s+1->s". `microbatches`: the schedule's m, the same at both ends; the link
+  // carries micro-batches 0 .. m-1.
   MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer, int link,
-          Device device, MpiLinkOptions options = {});
+          int microbatches, Device device, MpiLinkOptions options = {});
   ~MpiLink() override;  // waits (bounded) for the sends in flight
   MpiLink(const MpiLink&) = delete;
   MpiLink& operator=(const MpiLink&) = delete;
@@ -62,16 +64,9 @@ class MpiLink final : public pipeline::Link {
   void close(const std::string& why) override;
   void reset() override;
 
-  // The largest link number `comm`'s tag space allows (MPI_TAG_UB).
-  static int max_link(MPI_Comm comm);
-  // Throws a brigade::Error naming the link unless `peer` is a rank of `comm` and `link` a
-  // valid link number (NcclLink checks its ends the same way).
-  static void check_end(const std::string& name, MPI_Comm comm, int peer, int link);
 
  private:
   struct Outgoing;
-  int tag(int microbatch, int part) const;
-  void check_microbatch(int microbatch, const char* verb) const;
   void communicate();    // the communication thread
   void advance_sends();  // with mutex_ held: post the ready sends, retire completed ones
   std::string from_peer(int microbatch) const;  // "activations 0->1: micro-batch 3 from rank 0"
@@ -79,7 +74,8 @@ class MpiLink final : public pipeline::Link {
   std::string name_;
   FaultLine& faults_;
   MPI_Comm comm_;
-  int peer_, link_;
+  int peer_;
+  LinkTags tags_;
   Device device_;
   MpiLinkOptions options_;
   Stream stream_;  // on device_: the received tensors' stream, where their events are recorded

@@ -21,26 +21,26 @@ constexpr int header_words = 6;
 }
 
 NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
-                   int link, Device gpu, bool sending, MpiLinkOptions options)
+                   int link, int microbatches, Device gpu, bool sending,
+                   MpiLinkOptions options)
     : name_(std::move(name)),
       faults_(session.faults()),
       comm_(comm),
       peer_(peer),
-      link_(link),
+      tags_(name_, comm, peer, link, microbatches),
       gpu_(gpu),
       sending_(sending),
       options_(options),
       stream_(Stream::create(gpu)) {
   BRIGADE_CHECK(gpu.is_cuda(), name_ << ": an NcclLink carries CUDA tensors; " << gpu
                                      << " is not a GPU (use an MpiLink)");
-  MpiLink::check_end(name_, comm, peer, link);
   int me = 0;
   BRIGADE_MPI_CHECK(MPI_Comm_rank(comm, &me));
   BRIGADE_CHECK(peer != me, name_ << ": peer rank " << peer << " is this rank; an NcclLink joins two");
 
   // The two ends' communicator: the lower rank makes the id and sends it.
   ncclUniqueId id{};
-  const int id_tag = header_tag() + 1;
+  const int id_tag = tags_.control(1);
   if (me < peer) {
     BRIGADE_NCCL_RANK_CHECK(ncclGetUniqueId(&id));
     BRIGADE_MPI_CHECK(MPI_Send(&id, static_cast<int>(sizeof id), MPI_BYTE, peer, id_tag, comm));
@@ -92,8 +92,6 @@ NcclLink::~NcclLink() {
   if (closed() || faults_.heard() || !arrived_.empty()) nccl_->abort_pending();
 }
 
-int NcclLink::header_tag() const { return (link_ * MpiLink::max_microbatches + max_microbatches) * 2; }
-
 bool NcclLink::closed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return closed_;
@@ -115,9 +113,7 @@ void NcclLink::retire_headers() {
 
 void NcclLink::send(int microbatch, Message message) {
   BRIGADE_CHECK(sending_, name_ << ": this end was made to receive (sending = false)");
-  BRIGADE_CHECK(microbatch >= 0 && microbatch < max_microbatches,
-                name_ << ": cannot send micro-batch " << microbatch
-                      << ": an NcclLink numbers micro-batches 0 to " << max_microbatches - 1);
+  tags_.check_microbatch(name_, microbatch, "send");
   BRIGADE_CHECK(message.ready.recorded(),
                 name_ << ": micro-batch " << microbatch
                       << " sent with an event that was never recorded; record it after the "
@@ -144,7 +140,7 @@ void NcclLink::send(int microbatch, Message message) {
                                    nccl_peer_, nccl_->get(), stream_.cuda_handle()));
   // The header, after the ncclSend is enqueued: headers arrive in ncclSend order.
   BRIGADE_MPI_CHECK(MPI_Isend(header->words.data(), header_words, MPI_INT64_T, peer_,
-                              header_tag(), comm_, &header->request));
+                              tags_.control(0), comm_, &header->request));
   headers_.push_back(std::move(header));
   retire_headers();
 }
@@ -154,7 +150,7 @@ void NcclLink::take_next_header(int waiting_for) {
   MPI_Status status;
   auto here = [&] {
     int flag = 0;
-    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, header_tag(), comm_, &flag, &handle, &status));
+    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, tags_.control(0), comm_, &flag, &handle, &status));
     return flag != 0;
   };
   if (!poll_until(faults_, here, [&] { return closed(); }, options_.timeout, [&] {
@@ -165,7 +161,7 @@ void NcclLink::take_next_header(int waiting_for) {
   std::array<int64_t, header_words> words{};
   BRIGADE_MPI_CHECK(MPI_Mrecv(words.data(), header_words, MPI_INT64_T, &handle, MPI_STATUS_IGNORE));
   const int64_t mb = words[0], rank = words[1];
-  BRIGADE_CHECK(mb >= 0 && mb < max_microbatches && rank >= 0 && rank <= Shape::max_rank,
+  BRIGADE_CHECK(mb >= 0 && mb < tags_.microbatches() && rank >= 0 && rank <= Shape::max_rank,
                 name_ << ": a header from rank " << peer_ << " that is not one (micro-batch " << mb
                       << ", rank " << rank << "); is it running the same program?");
   const Shape shape(std::vector<int64_t>(words.begin() + 2, words.begin() + 2 + rank));
@@ -181,6 +177,7 @@ void NcclLink::take_next_header(int waiting_for) {
 
 Message NcclLink::receive(int microbatch) {
   BRIGADE_CHECK(!sending_, name_ << ": this end was made to send (sending = true)");
+  tags_.check_microbatch(name_, microbatch, "receive");
   std::lock_guard<std::mutex> order(receive_mutex_);
   for (;;) {
     if (closed()) throw closed_error(microbatch);

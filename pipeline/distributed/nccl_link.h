@@ -17,7 +17,7 @@
 //
 //   send(mb, message): the link's stream waits for message.ready (on the GPU, no host wait),
 //     ncclSend of the payload is enqueued there, and the header (mb, shape) goes by MPI_Isend
-//     on the link's one header tag. Both in send order, under one lock: the headers tell the
+//     on the link's header tag (link_tags.h: the control row of its tags). Both in send order, under one lock: the headers tell the
 //     receiver the order of the ncclSends.
 //   receive(mb): takes headers in arrival order (= the sender's order), enqueues an ncclRecv
 //     into a new tensor for each, with an event after it, until mb's has come; earlier
@@ -40,10 +40,9 @@ namespace brigade::distributed {
 
 class NcclLink final : public pipeline::Link {
  public:
-  // Micro-batches 0 .. max_microbatches-1: the last of MpiLink's tags carries the headers.
-  static constexpr int max_microbatches = MpiLink::max_microbatches - 1;
+  // `link` and `microbatches` as for MpiLink: micro-batches 0 .. m-1 of the schedule's m.
   NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer, int link,
-           Device gpu, bool sending, MpiLinkOptions options = {});
+           int microbatches, Device gpu, bool sending, MpiLinkOptions options = {});
   ~NcclLink() override;
   NcclLink(const NcclLink&) = delete;
   NcclLink& operator=(const NcclLink&) = delete;
@@ -56,7 +55,6 @@ class NcclLink final : public pipeline::Link {
 
  private:
   struct Header;
-  int header_tag() const;
   bool closed() const;
   pipeline::ChannelClosed closed_error(int microbatch) const;
   void take_next_header(int waiting_for);  // receive side: one header in, its ncclRecv out
@@ -65,7 +63,8 @@ class NcclLink final : public pipeline::Link {
   std::string name_;
   FaultLine& faults_;
   MPI_Comm comm_;
-  int peer_, link_;
+  int peer_;
+  LinkTags tags_;  // control(0): the headers; control(1): the NCCL id
   Device gpu_;
   bool sending_;
   MpiLinkOptions options_;

@@ -30,7 +30,7 @@ void run(const MpiSession& session, const std::string& scenario) {
     MpiReducer(session, MPI_COMM_WORLD).sum({g}, Stream::default_for(Device::cpu(0)));
   } else {
     MpiLink link("gradients 1->" + std::to_string(r), session, MPI_COMM_WORLD, 1, r,
-                 Device::cpu(0));
+                 /*microbatches=*/1, Device::cpu(0));
     link.receive(0);
   }
   std::printf("rank %d: the wait on rank 1 ended without an error\n", r);

@@ -64,25 +64,25 @@ void check_received(Message message, int from, int mb, const Shape& shape) {
 struct Line {
   std::unique_ptr<MpiLink> to_next, from_next, to_prev, from_prev;
 };
-Line make_line(MpiSession& session) {
+Line make_line(MpiSession& session, int m) {
   const int r = session.rank(), n = session.size();
   Line line;
   const Device cpu = Device::cpu(0);
   if (r + 1 < n) {
     line.to_next = std::make_unique<MpiLink>("activations " + std::to_string(r) + "->" +
                                                  std::to_string(r + 1),
-                                             session, MPI_COMM_WORLD, r + 1, 2 * r, cpu);
+                                             session, MPI_COMM_WORLD, r + 1, 2 * r, m, cpu);
     line.from_next = std::make_unique<MpiLink>("gradients " + std::to_string(r + 1) + "->" +
                                                    std::to_string(r),
-                                               session, MPI_COMM_WORLD, r + 1, 2 * r + 1, cpu);
+                                               session, MPI_COMM_WORLD, r + 1, 2 * r + 1, m, cpu);
   }
   if (r > 0) {
     line.from_prev = std::make_unique<MpiLink>("activations " + std::to_string(r - 1) + "->" +
                                                    std::to_string(r),
-                                               session, MPI_COMM_WORLD, r - 1, 2 * (r - 1), cpu);
+                                               session, MPI_COMM_WORLD, r - 1, 2 * (r - 1), m, cpu);
     line.to_prev = std::make_unique<MpiLink>("gradients " + std::to_string(r) + "->" +
                                                  std::to_string(r - 1),
-                                             session, MPI_COMM_WORLD, r - 1, 2 * (r - 1) + 1, cpu);
+                                             session, MPI_COMM_WORLD, r - 1, 2 * (r - 1) + 1, m, cpu);
   }
   return line;
 }
@@ -92,7 +92,7 @@ Line make_line(MpiSession& session) {
 void exchange(bool wide) {
   MpiSession& session = testing::mpi_session();
   const int r = session.rank(), m = 4;
-  Line line = make_line(session);
+  Line line = make_line(session, m);
   Stream stream = Stream::create(Device::cpu(0));
   testing::Gate gate;
   for (int mb = 0; mb < m; ++mb) {
@@ -126,7 +126,7 @@ TEST_CASE("MpiLink: close wakes a blocked receiver with ChannelClosed; reset reo
   MpiSession& session = testing::mpi_session();
   if (session.rank() == 1) {
     // Link 1000 has no sender: the receive can only end by close().
-    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 0, 1000, Device::cpu(0));
+    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 0, 1000, 4, Device::cpu(0));
     std::string error;
     std::thread receiver([&] {
       error = testing::error_text<ChannelClosed>([&] { link.receive(2); });
@@ -141,13 +141,13 @@ TEST_CASE("MpiLink: close wakes a blocked receiver with ChannelClosed; reset reo
   MPI_Barrier(MPI_COMM_WORLD);
   // After reset the link carries pairs again (rank 0 sends one on the same link number).
   if (session.rank() == 0) {
-    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 1, 1000, Device::cpu(0));
+    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 1, 1000, 4, Device::cpu(0));
     Message message{Tensor::from_vector({1, 2, 3}, Shape{3}), Event()};
     message.ready.record(Stream::default_for(Device::cpu(0)));
     link.send(0, message);
     MPI_Barrier(MPI_COMM_WORLD);
   } else if (session.rank() == 1) {
-    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 0, 1000, Device::cpu(0));
+    MpiLink link("activations 0->1", session, MPI_COMM_WORLD, 0, 1000, 4, Device::cpu(0));
     link.close("first step failed");
     link.reset();
     Message got = link.receive(0);
@@ -165,7 +165,8 @@ TEST_CASE("MpiLink: a receive from a rank that never sends ends at the deadline,
   if (session.rank() == 1) {
     MpiLinkOptions options;
     options.timeout = std::chrono::milliseconds(200);
-    MpiLink link("gradients 0->1", session, MPI_COMM_WORLD, 0, 1001, Device::cpu(0), options);
+    MpiLink link("gradients 0->1", session, MPI_COMM_WORLD, 0, 1001, 8, Device::cpu(0),
+                 options);
     const std::string error = testing::error_text<MpiError>([&] { link.receive(7); });
     CHECK(error == "gradients 0->1: micro-batch 7 from rank 0: still waiting after 0.2 s "
                    "(BRIGADE_MPI_TIMEOUT_S); has that rank died or hung?");
@@ -173,26 +174,87 @@ TEST_CASE("MpiLink: a receive from a rank that never sends ends at the deadline,
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_CASE("MpiLink: the tags of neighbouring links and of the highest link number stay apart") {
+  // A link's tags are (link·(m+1) + mb)·2 + part (link_tags.h): the last micro-batch of link
+  // L and the first of link L+1 are one tag row apart, and the highest link number's last
+  // micro-batch lies just under MPI_TAG_UB, where a tag one too large is an MPI error.
+  testing::Deadline deadline("MpiLink tags", std::chrono::seconds(60));
+  MpiSession& session = testing::mpi_session();
+  const int m = 6;
+  const int top = LinkTags::max_link(MPI_COMM_WORLD, m);
+  REQUIRE(top >= 2);
+  const Device cpu = Device::cpu(0);
+  if (session.rank() < 2) {
+    const int peer = 1 - session.rank();
+    const std::vector<int> numbers{0, 1, top - 1, top};
+    std::vector<std::unique_ptr<MpiLink>> links;
+    for (const int link : numbers)
+      links.push_back(std::make_unique<MpiLink>("link " + std::to_string(link), session,
+                                                MPI_COMM_WORLD, peer, link, m, cpu));
+    const auto value = [](int link, int mb) { return static_cast<float>(link * 100 + mb); };
+    if (session.rank() == 0) {
+      const Stream stream = Stream::default_for(cpu);
+      for (size_t i = 0; i < links.size(); ++i)
+        for (const int mb : {0, m - 1}) {
+          Message message{Tensor::from_vector({value(numbers[i], mb)}, Shape{1}), Event()};
+          message.ready.record(stream);
+          links[i]->send(mb, message);
+        }
+    } else {
+      // Received in the reverse order: each pair is taken by its own tag, none by a neighbour's.
+      for (size_t i = links.size(); i-- > 0;)
+        for (const int mb : {m - 1, 0}) {
+          CAPTURE(numbers[i]);
+          Message got = links[i]->receive(mb);
+          got.ready.synchronize();
+          CHECK(got.tensor.to_vector() == std::vector<float>{value(numbers[i], mb)});
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 TEST_CASE("MpiLink: user errors name the link") {
   MpiSession& session = testing::mpi_session();
   const int peer = (session.rank() + 1) % session.size();
   CHECK(testing::error_text<Error>([&] {
-          MpiLink("a", session, MPI_COMM_WORLD, session.size(), 0, Device::cpu(0));
+          MpiLink("a", session, MPI_COMM_WORLD, session.size(), 0, 4, Device::cpu(0));
         }) == "a: peer rank " + std::to_string(session.size()) +
                   " is not in the communicator (" + std::to_string(session.size()) + " ranks)");
-  const int most = MpiLink::max_link(MPI_COMM_WORLD);
+  // With m micro-batches per step, (MPI_TAG_UB + 1) / (2(m + 1)) link numbers.
+  void* ub = nullptr;
+  int found = 0;
+  BRIGADE_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found));
+  REQUIRE(found);
+  const int64_t tag_ub = *static_cast<int*>(ub);
+  const int most = LinkTags::max_link(MPI_COMM_WORLD, 8);
+  CHECK(most == (tag_ub + 1) / 18 - 1);
   CHECK(most >= 1000);
   CHECK(testing::error_text<Error>([&] {
-          MpiLink("b", session, MPI_COMM_WORLD, peer, most + 1, Device::cpu(0));
+          MpiLink("b", session, MPI_COMM_WORLD, peer, most + 1, 8, Device::cpu(0));
         }) == "b: link number " + std::to_string(most + 1) +
-                  " is out of range: this MPI's tags allow 0 to " + std::to_string(most) +
-                  " (MPI_TAG_UB)");
-  MpiLink link("activations 0->1", session, MPI_COMM_WORLD, peer, 5, Device::cpu(0));
+                  " is out of range: with 8 micro-batches per step this MPI's tags (MPI_TAG_UB " +
+                  std::to_string(tag_ub) + ") allow link numbers 0 to " + std::to_string(most));
+  CHECK(testing::error_text<Error>([&] {
+          MpiLink("c", session, MPI_COMM_WORLD, peer, 0, 0, Device::cpu(0));
+        }) == "c: 0 micro-batches per step; a link needs at least 1");
+  const int too_many = static_cast<int>((tag_ub + 1) / 2);
+  CHECK(testing::error_text<Error>([&] {
+          MpiLink("d", session, MPI_COMM_WORLD, peer, 0, too_many, Device::cpu(0));
+        }) == "d: " + std::to_string(too_many) + " micro-batches per step are more than this "
+                  "MPI's tags (MPI_TAG_UB " + std::to_string(tag_ub) + ") can number: at most " +
+                  std::to_string((tag_ub + 1) / 4 - 1));
+  MpiLink link("activations 0->1", session, MPI_COMM_WORLD, peer, 5, 4, Device::cpu(0));
   CHECK(testing::error_text<Error>([&] {
           link.send(0, Message{Tensor::from_vector({1}, Shape{1}), Event()});
         }) == "activations 0->1: micro-batch 0 sent with an event that was never recorded; "
               "record it after the work that writes the tensor, then send");
-  CHECK(testing::error_text<Error>([&] { link.receive(MpiLink::max_microbatches); }) ==
-        "activations 0->1: cannot receive micro-batch 4096: an MpiLink numbers micro-batches 0 "
-        "to 4095");
+  CHECK(testing::error_text<Error>([&] { link.receive(4); }) ==
+        "activations 0->1: cannot receive micro-batch 4: this link carries micro-batches 0 to 3 "
+        "(4 per step)");
+  CHECK(testing::error_text<Error>([&] { link.receive(-1); }) ==
+        "activations 0->1: cannot receive micro-batch -1: this link carries micro-batches 0 to "
+        "3 (4 per step)");
 }

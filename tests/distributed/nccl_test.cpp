@@ -34,8 +34,8 @@ TEST_CASE("NcclLink: two ranks send to each other first, then receive in reverse
     const int peer = 1 - r;
     const Device gpu = Device::cuda(r);
     // Link 0 carries 0 -> 1, link 1 carries 1 -> 0; both ranks make them in that order.
-    NcclLink zero("activations 0->1", session, MPI_COMM_WORLD, peer, 0, gpu, r == 0);
-    NcclLink one("gradients 1->0", session, MPI_COMM_WORLD, peer, 1, gpu, r == 1);
+    NcclLink zero("activations 0->1", session, MPI_COMM_WORLD, peer, 0, m, gpu, r == 0);
+    NcclLink one("gradients 1->0", session, MPI_COMM_WORLD, peer, 1, m, gpu, r == 1);
     NcclLink& out = r == 0 ? zero : one;
     NcclLink& in = r == 0 ? one : zero;
     Stream stream = Stream::create(gpu);

@@ -1,7 +1,7 @@
 // brigade-train --distributed under mpirun against the same training in one process: the
 // parameters it saves (--save, gathered on rank 0) after a few steps of a small model on
-// synthetic data, for 2 and 3 ranks (one per stage), 2 ranks running 2 interleaved stages
-// each, and 2 stages x 2 replicas; the exact
+// synthetic data, for 2 and 3 ranks (one per stage), 2 ranks running 2 or 3 interleaved
+// stages each, and 2 stages x 2 replicas; the exact
 // resume of a distributed checkpoint; and the bad launches, each refused on rank 0 with one
 // message and a non-zero exit of every rank.
 //
@@ -120,21 +120,26 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST_CASE("2 and 3 ranks, and 2 ranks of 2 interleaved stages, save what one process saves") {
+TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what one process saves") {
   const fs::path dir = temp_dir("ranks");
   struct Case {
+    const char* name;
     int ranks;
     std::vector<std::string> schedule;
   };
-  for (const Case& c : {Case{2, {}}, Case{3, {}},
-                        Case{2, {"--schedule", "interleaved-1f1b", "--chunks", "2", "--balance",
-                                 "params"}}}) {
-    CAPTURE(c.ranks);
-    CAPTURE(c.schedule.size());
+  const auto interleaved = [](int chunks) {
+    return std::vector<std::string>{"--schedule", "interleaved-1f1b", "--chunks",
+                                    std::to_string(chunks), "--balance", "params"};
+  };
+  // 3 stages per rank: 6 link numbers between the two ranks, beyond the 4 that a fixed
+  // field of 4096 micro-batches in the tag left under OpenMPI's MPI_TAG_UB of 32767.
+  for (const Case& c : {Case{"2", 2, {}}, Case{"3", 3, {}}, Case{"2x2", 2, interleaved(2)},
+                        Case{"2x3", 2, interleaved(3)}}) {
+    CAPTURE(c.name);
     const auto base = with(recipe(dir, 4), c.schedule);
     std::string devices;
     for (int d = 0; d < c.ranks; ++d) devices += (d ? ",cpu:" : "cpu:") + std::to_string(d);
-    const std::string name = std::to_string(c.ranks) + "-" + std::to_string(c.schedule.size());
+    const std::string name = c.name;
     const fs::path one = dir / ("one-" + name + ".safetensors");
     const fs::path many = dir / ("mpi-" + name + ".safetensors");
     const Run single = train(with(base, {"--devices", devices, "--save", one.string()}));

@@ -67,19 +67,19 @@ class DistributedRunner final : public StepRunner {
     share.devices = {topology.position};
     share.replica = topology.replica;
     share.replicas = topology.replicas;
-    const int p = topology.stages;
-    share.links = [&session, &topology, p](const pipeline::LinkEnd& end) {
+    const int p = topology.stages, m = schedule.microbatches;
+    share.links = [&session, &topology, p, m](const pipeline::LinkEnd& end) {
       // A link number must tell apart the links between the same two ranks only (MPI matches
-      // on source and tag, and OpenMPI may allow as few as 4 link numbers): the boundary
-      // after stage s joins ranks s mod P and (s+1) mod P, and the boundaries between the
-      // same ranks are s mod P + kP, so 2(s / P) for the activations and 2(s / P) + 1 for the
-      // gradients are unique per pair and direction, and stay below 2v with v chunks.
+      // on source and tag): the boundary after stage s joins ranks s mod P and (s+1) mod P,
+      // and the boundaries between the same ranks are s mod P + kP, so 2(s / P) for the
+      // activations and 2(s / P) + 1 for the gradients are unique per pair and direction, and
+      // stay below 2v with v chunks — far below what the tags allow (link_tags.h).
       const bool forward = end.kind == pipeline::LinkEnd::Kind::activations;
       const int boundary = forward ? end.from_stage : end.to_stage;
       const int number = 2 * (boundary / p) + (forward ? 0 : 1);
       const int peer = end.sending ? end.to_device : end.from_device;
       return std::make_shared<dist::MpiLink>(end.name, session, topology.pipeline.get(), peer,
-                                             number, end.local);
+                                             number, m, end.local);
     };
     if (topology.replicas > 1)
       for (int s = 0; s < stages; ++s) {
