@@ -8,6 +8,8 @@
 // (pipeline/process_share.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
 // (the first n mod D replicas one more), its links are MpiLinks to the neighbouring ranks,
 // and with D > 1 each of its stages all-reduces its gradients (MpiReducer) before the step.
+// With one replica, the ranks of the first and last stages hand the runtime the staged
+// micro-batches themselves; the others stage on the host and hand over a host batch.
 //
 // Rank 0 is the one that speaks and writes: progress, metrics, traces, evaluation,
 // checkpoints, --save. Before any of those, gather() brings every stage's parameters and
