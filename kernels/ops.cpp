@@ -61,22 +61,30 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 }
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
-                            const Conv2dArgs& a, const Stream& stream) {
+                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
   check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
                 "conv2d_backward_data: dy " << dy.shape() << " is not the output shape "
                                             << Shape({s.N, s.K, s.P, s.Q}) << " of input "
                                             << x_shape << " and weights " << w.shape());
+  if (relu_x.defined()) {
+    check_operands("conv2d_backward_data", stream, {{"relu_x", &relu_x}});
+    BRIGADE_CHECK(relu_x.shape() == x_shape, "conv2d_backward_data: relu_x "
+                                                 << relu_x.shape() << " is not the input shape "
+                                                 << x_shape);
+  }
   Tensor dx = Tensor::empty(x_shape, stream);  // (N, C, H, W)
   if (stream.device().is_cpu()) {
     Tensor ws = conv_workspace(s, stream);
-    on_cpu(stream, {dy, w, dx, ws}, [=](ThreadPool& pool) {
+    on_cpu(stream, {dy, w, dx, ws, relu_x}, [=](ThreadPool& pool) {
       cpu::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s, pool,
-                                ws.data<float>());
+                                ws.data<float>(),
+                                relu_x.defined() ? relu_x.data<float>() : nullptr);
     });
   } else {
     BRIGADE_OPS_CUDA(conv2d_backward_data, (dy, w, dx, s, stream));
+    if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
   }
   return dx;
 }

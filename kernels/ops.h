@@ -50,8 +50,11 @@ Conv2dShape conv2d_shape(const char* op, const Shape& x, const Shape& w, const C
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
                       bool relu, const Stream& stream);
 // dy: (N, K, P, Q)  w: (K, C, R, S)  -> dx with x_shape (N, C, H, W)
+// relu_x, when defined: the input x, a ReLU's output; dx then also goes through that ReLU's
+// backward (relu_backward(relu_x, dx), the same bits), fused into the pass on CPU.
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
-                            const Conv2dArgs& a, const Stream& stream);
+                            const Conv2dArgs& a, const Stream& stream,
+                            const Tensor& relu_x = Tensor());
 // x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream);

@@ -47,12 +47,13 @@ inline void check_same_shape(const char* op, const char* a_name, const Tensor& a
 inline int32_t* int32_data(const Tensor& t) { return static_cast<int32_t*>(t.storage()->data()); }
 
 // Enqueues fn(pool) on the CPU stream, keeping `keep` alive until it has run and declaring
-// the stream as a user of every operand it does not own.
+// the stream as a user of every operand it does not own (an undefined tensor in `keep`, an
+// optional operand left out, is skipped).
 template <class Fn>
 void on_cpu(const Stream& stream, std::initializer_list<Tensor> keep, Fn fn) {
   std::vector<Tensor> alive(keep);
   for (const Tensor& t : alive)
-    if (!(t.stream() == stream)) t.record_stream(stream);
+    if (t.defined() && !(t.stream() == stream)) t.record_stream(stream);
   ThreadPool& pool = stream.thread_pool();  // retired pools live on: the reference stays valid
   stream.enqueue([alive = std::move(alive), fn = std::move(fn), &pool]() { fn(pool); });
 }

@@ -57,6 +57,11 @@ class WeightedNode : public Node {
   }
   std::string name() const override { return name_; }
   bool has_params() const override { return true; }
+  Tensor relu_output() const override { return relu_ ? y_ : Tensor(); }
+  void relu_masked_downstream() override {
+    relu_ = false;
+    y_ = Tensor();  // the mask was all this node kept it for
+  }
 
  protected:
   const Tensor& pre_activation_grad(const Tensor& dy) {
@@ -77,9 +82,16 @@ class ConvNode : public WeightedNode {
            Stream stream, ops::Conv2dArgs args)
       : WeightedNode(std::move(name), std::move(x), std::move(y), relu, w, b, std::move(stream)),
         args_(args) {}
+  // conv(relu) -> conv: this node's input gradient goes through the previous ReLU's mask in
+  // the same pass (tape.h), x being that ReLU's output.
+  bool take_relu_mask_of_input(const Tensor& relu_y) override {
+    mask_input_ = relu_y.defined() && relu_y.storage() == x_.storage() &&
+                  relu_y.shape() == x_.shape();
+    return mask_input_;
+  }
   Tensor backward_input(const Tensor& dy) override {
     return ops::conv2d_backward_data(pre_activation_grad(dy), w_->value, x_.shape(), args_,
-                                     stream_);
+                                     stream_, mask_input_ ? x_ : Tensor());
   }
   void backward_params(const Tensor& dy) override {
     ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
@@ -87,6 +99,7 @@ class ConvNode : public WeightedNode {
 
  private:
   ops::Conv2dArgs args_;
+  bool mask_input_ = false;
 };
 
 class DenseNode : public WeightedNode {
@@ -130,6 +143,7 @@ class Conv2DModule : public Module {
 
  private:
   ops::Conv2dArgs args_;
+  bool mask_input_ = false;
 };
 
 class DenseModule : public Module {
@@ -176,6 +190,42 @@ void record(ForwardContext& ctx, const std::string& name, Backward backward) {
   if (ctx.tape) ctx.tape->record(std::make_unique<LambdaNode<Backward>>(name, std::move(backward)));
 }
 
+// A max-pool's backward; when its input is the output of a fused ReLU just before it on the
+// tape, it also applies that ReLU's backward, by masking dy with its own output (tape.h).
+class MaxPoolNode : public Node {
+ public:
+  MaxPoolNode(std::string name, const Tensor& x, ops::PoolResult fwd, ops::Pool2dArgs args,
+              Stream stream)
+      : name_(std::move(name)), input_block_(x.storage().get()), input_shape_(x.shape()),
+        fwd_(std::move(fwd)), args_(args), stream_(std::move(stream)) {
+    // Only cuDNN's backward reads y and x; keep y only while the mask may want it.
+    y_ = fwd_.y;
+    if (!fwd_.x.defined()) fwd_.y = Tensor();
+  }
+  std::string name() const override { return name_; }
+  bool take_relu_mask_of_input(const Tensor& relu_y) override {
+    relu_mask_ = relu_y.defined() && relu_y.storage().get() == input_block_ &&
+                 relu_y.shape() == input_shape_;
+    if (!relu_mask_) y_ = Tensor();
+    return relu_mask_;
+  }
+  Tensor backward_input(const Tensor& dy) override {
+    // y_ is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
+    const Tensor g = relu_mask_ ? ops::relu_backward(y_, dy, stream_) : dy;
+    return ops::maxpool2d_backward(g, fwd_, args_, stream_);
+  }
+
+ private:
+  std::string name_;
+  const Block* input_block_;  // identifies the input (not owned: x may be freed)
+  Shape input_shape_;
+  ops::PoolResult fwd_;
+  Tensor y_;  // (N, C, P, Q), the output: the ReLU mask's test when relu_mask_
+  ops::Pool2dArgs args_;
+  Stream stream_;
+  bool relu_mask_ = false;
+};
+
 class MaxPool2DModule : public Module {
  public:
   using Module::Module;
@@ -186,13 +236,10 @@ class MaxPool2DModule : public Module {
                   name() << ": strides " << shape().stride_h << "x" << shape().stride_w
                          << " differ; the kernels take one stride for both directions");
     const ops::Pool2dArgs a{spec().pool_h, spec().pool_w, shape().stride_h};
-    const ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
-    ops::PoolResult saved = r;
-    if (!saved.x.defined()) saved.y = Tensor();  // only cuDNN's backward reads y (and x)
-    record(ctx, name(), [saved, a, s](const Tensor& dy) {
-      return ops::maxpool2d_backward(dy, saved, a, s);
-    });
-    return r.y;
+    ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
+    Tensor y = r.y;
+    if (ctx.tape) ctx.tape->record(std::make_unique<MaxPoolNode>(name(), x, std::move(r), a, s));
+    return y;
   }
 };
 
@@ -225,6 +272,25 @@ class FlattenModule : public Module {
   }
 };
 
+// A standalone ReLU's backward; a max-pool right after it may take the mask over (tape.h),
+// and then this node passes dy through.
+class ReLUNode : public Node {
+ public:
+  ReLUNode(std::string name, Tensor y, Stream stream)
+      : name_(std::move(name)), y_(std::move(y)), stream_(std::move(stream)) {}
+  std::string name() const override { return name_; }
+  Tensor relu_output() const override { return y_; }
+  void relu_masked_downstream() override { y_ = Tensor(); }
+  Tensor backward_input(const Tensor& dy) override {
+    return y_.defined() ? ops::relu_backward(y_, dy, stream_) : dy;
+  }
+
+ private:
+  std::string name_;
+  Tensor y_;  // the output, or undefined once the next node masks
+  Stream stream_;
+};
+
 class ReLUModule : public Module {
  public:
   using Module::Module;
@@ -232,7 +298,7 @@ class ReLUModule : public Module {
  protected:
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
     Tensor y = ops::relu_forward(x, s);
-    record(ctx, name(), [y, s](const Tensor& dy) { return ops::relu_backward(y, dy, s); });
+    if (ctx.tape) ctx.tape->record(std::make_unique<ReLUNode>(name(), y, s));
     return y;
   }
 };

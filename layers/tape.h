@@ -55,6 +55,18 @@ class Node {
   virtual Tensor backward_input(const Tensor& dy) = 0;
   virtual bool has_params() const { return false; }
   virtual void backward_params(const Tensor& /*dy*/) {}
+
+  // A ReLU's backward moved into the next node (Tape::record arranges it). The mask y > 0 of
+  // a fused ReLU is a pass over the layer's whole output; a max-pool right after it can
+  // apply the same mask to its own output, a quarter of the size, with the same bits
+  // (tape.cpp says why). A node whose output went through a fused ReLU offers that output
+  // and, when the next node takes the mask over, stops applying it itself.
+  virtual Tensor relu_output() const { return {}; }
+  virtual void relu_masked_downstream() {}
+  // Asked once, when the node is recorded, with the previous node's relu_output() (undefined
+  // when there is none): true when `relu_y` is this node's input and the node will mask its
+  // input gradient by relu_y > 0 from now on.
+  virtual bool take_relu_mask_of_input(const Tensor& /*relu_y*/) { return false; }
 };
 
 class Tape {

@@ -205,20 +205,31 @@ const float* gather_dy(const float* dy, float* ybuf, int64_t n0, int64_t nbk, co
 }  // namespace
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          ThreadPool& pool, float* workspace) {
+                          ThreadPool& pool, float* workspace, const float* relu_x) {
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q, CHW = s.C * s.H * s.W;
   Scratch scratch(workspace, plan.T * plan.slot());
+  // relu_backward's test, on one sample's dx (C, H, W) while it is in cache.
+  auto mask = [&](int64_t n) {
+    if (!relu_x) return;
+    float* d = dx + n * CHW;
+    const float* y = relu_x + n * CHW;
+    for (int64_t i = 0; i < CHW; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
+  };
   for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
     float* col = scratch.get() + t * plan.slot();
     const int64_t cols = nbk * PQ;
     const float* dyc = gather_dy(dy, col + plan.col, n0, nbk, s);
     if (is_pointwise(s) && nbk == 1) {  // dx[n0] (C, HW) = wᵀ · dy[n0]: no lowering at all
       sgemm(true, false, CRS, PQ, s.K, 1.0f, w, CRS, dyc, PQ, 0.0f, dx + n0 * CHW, PQ);
+      mask(n0);
       return;
     }
     sgemm(true, false, CRS, cols, s.K, 1.0f, w, CRS, dyc, cols, 0.0f, col, cols);
-    for (int64_t j = 0; j < nbk; ++j) col2im_ld(col + j * PQ, cols, dx + (n0 + j) * CHW, s);
+    for (int64_t j = 0; j < nbk; ++j) {
+      col2im_ld(col + j * PQ, cols, dx + (n0 + j) * CHW, s);
+      mask(n0 + j);
+    }
   });
 }
 

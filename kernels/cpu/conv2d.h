@@ -29,8 +29,11 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu = false);
 
 // dy: (N, K, P, Q)  w: (K, C, R, S)  dx: (N, C, H, W), overwritten
+// relu_x: (N, C, H, W) or nullptr. When the input x is a ReLU's output, passing it here also
+// applies that ReLU's backward, dx = relu_x > 0 ? dx : 0 (the bits of relu_backward), to each
+// sample right after its col2im, while its dx is still in cache.
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          ThreadPool& pool, float* workspace);
+                          ThreadPool& pool, float* workspace, const float* relu_x = nullptr);
 
 // x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S), accumulated (dw += ...)
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,

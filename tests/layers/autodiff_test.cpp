@@ -1,7 +1,7 @@
 // Autodiff on the tape: the whole small model's gradients against finite differences of the
 // same model written independently in double through kernels/reference; the two backward
 // halves in either order and fused; micro-batches against one batch; what is released when;
-// no-grad mode.
+// no-grad mode; a ReLU's mask moved to the node after it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -199,6 +199,76 @@ TEST_CASE("halves release what they no longer need; no-grad mode saves nothing")
     Tensor y2 = m->forward(x, ctx);
     s.synchronize();
     CHECK(alloc.stats().in_use - before > 2 * Allocator::round_size(y.nbytes()));
+  }
+}
+
+// The gradients with a ReLU's mask applied by the node after it (one tape: Tape::record moves
+// it there) and by the ReLU itself (two tapes, cut between them: the next node never sees
+// the ReLU's): a max-pool after a fused or a standalone ReLU, and a convolution after one.
+TEST_CASE("a ReLU's mask taken over by the next node: the same bits, the ReLU's output freed") {
+  testing::Deadline deadline("relu mask downstream");
+  enum Kind { pool_after_fused, pool_after_standalone, conv_after_fused };
+  for (const Kind kind : {pool_after_fused, pool_after_standalone, conv_after_fused}) {
+    CAPTURE(kind);
+    auto model = [&] {
+      auto m = std::make_unique<Sequential>(7);
+      if (kind == pool_after_standalone) {
+        m->add(Conv2D(3, {3, 3}, "", {kSide, kSide, 1}));
+        m->add(ReLU());
+      } else {
+        m->add(Conv2D(3, {3, 3}, "relu", {kSide, kSide, 1}));
+      }
+      if (kind == conv_after_fused)
+        m->add(Conv2D(2, {3, 3}, "relu"));  // (3, 4, 4) -> (2, 2, 2)
+      else
+        m->add(MaxPooling2D({2, 2}));
+      m->add(Flatten());
+      m->add(Dense(kClasses, "softmax"));
+      return m;
+    };
+    const size_t taker = kind == pool_after_standalone ? 2 : 1;  // the node after the ReLU
+    // Inputs in [-1, 1): about half the conv outputs are negative, so ReLU zeros win pooling
+    // windows (ties among zeros included) and the mask matters.
+    const Batch b = random_batch(6, 59);
+    const Stream s = Stream::default_for(Device::cpu(0));
+    auto gradients = [&](bool split) {
+      auto m = model();
+      Tape first, second;
+      ForwardContext ctx;
+      ctx.tape = &first;
+      Tensor h = m->forward(input_of(b), ctx, 0, split ? taker : m->size());
+      if (split) {
+        ctx.tape = &second;
+        h = m->forward(h, ctx, taker, m->size());
+      }
+      const ops::LossResult r =
+          ops::softmax_cross_entropy(h, ops::labels_tensor(b.labels, s), 6.0f, s);
+      Tensor g = r.dlogits;
+      if (split) g = second.backward(g);
+      const Tensor dx = first.backward(g);
+      auto out = grads_of(*m);
+      out.push_back(dx.to_vector());
+      return out;
+    };
+    const auto downstream = gradients(false), at_relu = gradients(true);
+    CHECK(downstream == at_relu);
+    CHECK(std::any_of(downstream[0].begin(), downstream[0].end(), [](float v) { return v != 0.0f; }));
+
+    // A max-pool takes the mask from its output, so nothing holds the ReLU's output once the
+    // pool has run (a convolution keeps its input for its filter gradient anyway).
+    if (kind == conv_after_fused) continue;
+    auto m = model();
+    Tape tape;
+    ForwardContext ctx;
+    ctx.tape = &tape;
+    Tensor relu_y = m->forward(input_of(b), ctx, 0, taker);
+    const std::weak_ptr<Block> relu_block = relu_y.storage();
+    const Tensor pooled = m->forward(relu_y, ctx, taker, taker + 1);
+    relu_y = Tensor();
+    s.synchronize();  // the enqueued ops hold their operands until they have run
+    CHECK(relu_block.expired());
+    CHECK(tape.backward(Tensor::zeros(pooled.shape(), s)).shape() ==
+          Shape({6, 1, kSide, kSide}));
   }
 }
 

@@ -2,6 +2,7 @@
 // reference's backward against finite differences.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -10,11 +11,13 @@
 
 #include "engine/error.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/relu.h"
 #include "kernels/cpu/conv2d_lowering.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/relu.h"
 #include "tests/kernels/cpu/check.h"
+#include "tests/kernels/cpu/isa.h"
 
 using namespace brigade;
 using namespace brigade::test;
@@ -113,29 +116,38 @@ void check_case(const Case& c, ThreadPool& pool) {
 
 }  // namespace
 
-// The ISAs this CPU can run: portable always, avx512 where detected (elsewhere said, not run).
-std::vector<cpu::Isa> runnable_isas() {
-  std::vector<cpu::Isa> isas = {cpu::Isa::portable};
-  if (cpu::detected_isa() == cpu::Isa::avx512)
-    isas.push_back(cpu::Isa::avx512);
-  else
-    MESSAGE("this CPU lacks AVX-512F: only the portable conv2d path is tested");
-  return isas;
-}
-
-// Forces an ISA for the lifetime of the object, then returns to detection.
-struct ForcedIsa {
-  explicit ForcedIsa(cpu::Isa isa) { cpu::force_kernel_isa(isa); }
-  ~ForcedIsa() { cpu::force_kernel_isa(std::nullopt); }
-};
-
 TEST_CASE("conv2d: the fast CPU path matches the reference on every shape, ISA and 1..3 threads") {
   for (cpu::Isa isa : runnable_isas()) {
     ForcedIsa forced(isa);
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
-      INFO("isa " << cpu::isa_name(isa));
+      INFO("isa " << std::string(cpu::isa_name(isa)));
       for (const Case& c : kCases) check_case(c, pool);
+    }
+  }
+}
+
+TEST_CASE("conv2d: backward-data with a ReLU's output masks like relu_backward, bit for bit") {
+  // Half the inputs negative or zero (a ReLU's output is never negative, but the mask's test
+  // is all that matters here): the masked dx must be relu_backward of the unmasked one.
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    for (const Case& c : kCases) {
+      const Conv2dShape s =
+          make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      INFO("x (" << s.N << "," << s.C << "," << s.H << "," << s.W << ") w (" << s.K << ","
+                 << s.C << "," << s.R << "," << s.S << "), " << threads << " threads");
+      const auto dy = to_float(random_vector(s.y_size(), 41));
+      const auto w = to_float(random_vector(s.w_size(), 42));
+      auto relu_x = to_float(random_vector(s.x_size(), 43));
+      for (size_t i = 0; i < relu_x.size(); i += 5) relu_x[i] = 0.0f;
+      std::vector<float> dx(s.x_size()), masked(s.x_size()), want(s.x_size());
+      cpu::conv2d_backward_data(dy.data(), w.data(), dx.data(), s, pool, nullptr);
+      cpu::conv2d_backward_data(dy.data(), w.data(), masked.data(), s, pool, nullptr,
+                                relu_x.data());
+      cpu::relu_backward(relu_x.data(), dx.data(), want.data(), s.x_size(), pool);
+      CHECK(masked == want);
+      CHECK(std::count(masked.begin(), masked.end(), 0.0f) > s.x_size() / 5);
     }
   }
 }
@@ -192,7 +204,7 @@ TEST_CASE("conv2d: a NaN input reaches the output through the fused ReLU on ever
     for (const Case& c : {kCases[0], kCases[1]}) {  // the direct C = 1 forward, and SGEMM
       const Conv2dShape s =
           make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
-      INFO("isa " << cpu::isa_name(isa) << " C = " << s.C);
+      INFO("isa " << std::string(cpu::isa_name(isa)) << " C = " << s.C);
       ThreadPool pool(1);
       auto x = to_float(random_vector(s.x_size(), 1));
       const auto w = to_float(random_vector(s.w_size(), 2));

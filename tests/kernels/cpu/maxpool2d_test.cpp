@@ -1,48 +1,72 @@
-// MaxPooling2D: the CPU path against the reference (exact: a max involves no rounding), the
-// documented tie rule on a hand example, and the reference backward against finite
-// differences on inputs whose values are spread far apart (no tie within the step).
+// MaxPooling2D: the CPU path against the reference, bit for bit on every ISA (a max involves
+// no rounding), the documented tie rule on a hand example, and the reference backward against
+// finite differences on inputs whose values are spread far apart (no tie within the step).
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "kernels/cpu/maxpool2d.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/maxpool2d.h"
 #include "tests/kernels/cpu/check.h"
+#include "tests/kernels/cpu/isa.h"
 
 using namespace brigade;
 using namespace brigade::test;
 
-TEST_CASE("maxpool2d: the CPU path equals the reference, argmax included") {
+// Bits, not values: -0 against +0 and NaN against NaN must agree too.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_CASE("maxpool2d: the CPU path equals the reference bit for bit, argmax included, on every ISA") {
   struct Case { int64_t N, C, H, W, R, S, stride; Padding padding; };
   const Case cases[] = {
-      {2, 64, 24, 24, 2, 2, 2, Padding::valid},  // the question's first pooling
-      {1, 1, 1, 1, 1, 1, 1, Padding::valid},
+      {2, 64, 24, 24, 2, 2, 2, Padding::valid},  // the question's pools: 2x2 at stride 2
+      {2, 16, 10, 10, 2, 2, 2, Padding::valid},
+      {3, 8, 3, 3, 2, 2, 2, Padding::valid},     // 3x3 -> 1x1: the last row/column dropped
+      {1, 2, 6, 70, 2, 2, 2, Padding::valid},    // 35 outputs a row: 16 + 16 + a masked 3
       {3, 7, 7, 5, 2, 2, 2, Padding::valid},     // odd input: the last row/column is dropped
+      {1, 1, 1, 1, 1, 1, 1, Padding::valid},
       {1, 3, 33, 7, 3, 3, 2, Padding::valid},    // overlapping windows
       {2, 3, 7, 7, 3, 3, 2, Padding::same},      // padded cells never win
       {2, 2, 5, 6, 2, 3, 1, Padding::same},
+      {2, 3, 8, 8, 2, 2, 2, Padding::same},      // "same" on an even size pads nothing
+      {2, 3, 7, 9, 2, 2, 2, Padding::same},      // on an odd one it pads the end: the general walk
   };
-  for (int threads : {1, 3}) {
-    ThreadPool pool(threads);
-    for (const Case& c : cases) {
-      const Pool2dShape s = make_pool2d_shape(c.N, c.C, c.H, c.W, c.R, c.S, c.stride, c.padding);
-      INFO("x (" << s.N << "," << s.C << "," << s.H << "," << s.W << ") pool " << s.R << "x"
-                 << s.S << " stride " << s.stride << " " << padding_name(c.padding));
-      // Coarse values (multiples of 1/8 in [-1, 1]) make ties frequent: they must agree too.
-      auto x = to_float(random_vector(s.x_size(), 21));
-      for (auto& v : x) v = static_cast<float>(std::round(v * 8) / 8);
-      std::vector<float> y(s.y_size()), yr(s.y_size());
-      std::vector<int32_t> a(s.y_size()), ar(s.y_size());
-      cpu::maxpool2d_forward(x.data(), y.data(), a.data(), s, pool);
-      ref::maxpool2d_forward(x.data(), yr.data(), ar.data(), s);
-      CHECK(y == yr);
-      CHECK(a == ar);
-      const auto dy = to_float(random_vector(s.y_size(), 22));
-      std::vector<float> dx(s.x_size(), 7.0f), dxr(s.x_size());
-      cpu::maxpool2d_backward(dy.data(), a.data(), dx.data(), s, pool);
-      ref::maxpool2d_backward(dy.data(), ar.data(), dxr.data(), s);
-      CHECK(dx == dxr);  // the same additions in the same order: bit-identical
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      for (const Case& c : cases) {
+        const Pool2dShape s = make_pool2d_shape(c.N, c.C, c.H, c.W, c.R, c.S, c.stride, c.padding);
+        INFO("isa " << std::string(cpu::isa_name(isa)) << ", x (" << s.N << "," << s.C << "," << s.H << ","
+                    << s.W << ") pool " << s.R << "x" << s.S << " stride " << s.stride << " "
+                    << std::string(padding_name(c.padding)) << ", " << threads << " threads");
+        // Coarse values (multiples of 1/8 in [-1, 1]) make ties frequent: they must agree
+        // too; a few NaNs (never a winner unless first in its window) and -0s (a tie with 0).
+        auto x = to_float(random_vector(s.x_size(), 21));
+        for (auto& v : x) v = static_cast<float>(std::round(v * 8) / 8);
+        for (size_t i = 5; i < x.size(); i += 37) x[i] = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = 3; i < x.size(); i += 11) x[i] = -0.0f;
+        std::vector<float> y(s.y_size()), yr(s.y_size());
+        std::vector<int32_t> a(s.y_size()), ar(s.y_size());
+        cpu::maxpool2d_forward(x.data(), y.data(), a.data(), s, pool);
+        ref::maxpool2d_forward(x.data(), yr.data(), ar.data(), s);
+        CHECK(same_bits(y, yr));
+        CHECK(a == ar);
+        // dy with -0s: the reference's "zero, then add" turns them into +0.
+        auto dy = to_float(random_vector(s.y_size(), 22));
+        for (size_t i = 0; i < dy.size(); i += 7) dy[i] = -0.0f;
+        std::vector<float> dx(s.x_size(), 7.0f), dxr(s.x_size());  // 7: dx is overwritten
+        cpu::maxpool2d_backward(dy.data(), a.data(), dx.data(), s, pool);
+        ref::maxpool2d_backward(dy.data(), ar.data(), dxr.data(), s);
+        CHECK(same_bits(dx, dxr));  // the same additions in the same order
+      }
     }
   }
 }
