@@ -17,7 +17,9 @@
 #              (BRIGADE_TEST_DEVICES=cuda), then stage d on cuda:(d mod GPUs) (=cuda:all)
 #   6. bench   brigade-bench --quick (cpu, hand-written and vendor ops; training samples/s on
 #              the CPU and on cuda:0) and brigade-bench-pipeline
-#   7. nccl    NcclLink and NcclReducer under `mpirun -np 2` (tests/distributed/nccl_test.cpp);
+#   7. nccl    NcclLink and NcclReducer under `mpirun -np 2` (tests/distributed/nccl_test.cpp),
+#              then `mpirun -np 2 brigade-train --distributed --devices cuda` against one
+#              process on cuda:0,cuda:1 (tests/distributed/parity_test.cpp, its GPUs case);
 #              skipped with fewer than 2 GPUs (NCCL wants a GPU per rank) or without mpirun
 # Budget: 8 minutes on one GPU (BUILD_JOBS defaults to the number of cores).
 # Exit status: 0 all passed; 1 a step failed; 2 a tool is missing; 3 no GPU here.
@@ -177,6 +179,9 @@ elif [ "$gpus" -lt 2 ]; then
 else
   run_step nccl 180 mpirun --oversubscribe --allow-run-as-root -np 2 \
     "$BUILD/tests/distributed/test_nccl"
+  # The trainer on a GPU per rank: parameters within 1e-5 of the one-process GPU pipeline.
+  run_step nccl-train 240 "$BUILD/tests/distributed/test_dist_train" --no-colors \
+    --test-case='GPUs*'
 fi
 
 say "gpu-check: $([ $FAILED -eq 0 ] && echo 'ALL PASSED' || echo 'FAILURES (RESULT FAIL above)') in $(elapsed)s; summary $SUMMARY"

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device.h"
 #include "layers/safetensors.h"
 #include "tests/train/run_binary.h"
 
@@ -150,6 +151,8 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
     CHECK_MESSAGE(count(run.output, "brigade-train: ") == 1, run.output);
     CHECK(count(run.output, "test accuracy") == 1);
     CHECK(run.output.find(std::to_string(c.ranks) + " ranks x 1 replica") != std::string::npos);
+    // Rank 0 runs the first stage of the one replica: the runtime takes the staged batch.
+    CHECK_MESSAGE(run.output.find("staged on the stages' devices") != std::string::npos, run.output);
     check_same(many, one, /*exact=*/true);
   }
 }
@@ -164,6 +167,8 @@ TEST_CASE("2 stages x 2 replicas: within 1e-5 of one process with all the micro-
                                                      "--save", many.string()}));
   REQUIRE_MESSAGE(run.status == 0, run.output);
   CHECK(run.output.find("2 ranks x 2 replica") != std::string::npos);
+  // A replica's rows are cut by the runtime from the whole batch (Runtime::step(HostBatch)).
+  CHECK(run.output.find("cut from a batch on the host") != std::string::npos);
   check_same(many, one, /*exact=*/false);
 }
 
@@ -185,6 +190,39 @@ TEST_CASE("a distributed checkpoint resumes exactly") {
   check_same(resumed, whole, /*exact=*/true);
 }
 
+// With two GPUs or more (tools/gpu-check.sh runs this case), 2 ranks on a GPU each against
+// one process on cuda:0,cuda:1: the same kernels on the same GPUs, the activations by NCCL
+// instead of a peer copy; within 1e-5, since a GPU library may choose its algorithms anew in
+// each process. Without them, the one refusal a user gets here.
+TEST_CASE("GPUs (--devices cuda): 2 ranks save what one process on 2 GPUs saves, or one refusal") {
+  const fs::path dir = temp_dir("gpus");
+  const auto base = recipe(dir, 4);
+  const int gpus = brigade::cuda_device_count();
+#if defined(BRIGADE_HAVE_CUDA) && BRIGADE_TEST_HAVE_NCCL
+  if (gpus >= 2) {
+    const fs::path one = dir / "one.safetensors", many = dir / "mpi.safetensors";
+    const Run single = train(with(base, {"--devices", "cuda:0,cuda:1", "--save", one.string()}));
+    REQUIRE_MESSAGE(single.status == 0, single.output);
+    const Run run = train_mpi(2, with(base, {"--distributed", "--devices", "cuda", "--save",
+                                             many.string()}));
+    REQUIRE_MESSAGE(run.status == 0, run.output);
+    CHECK_MESSAGE(run.output.find("cuda:0") != std::string::npos, run.output);
+    check_same(many, one, /*exact=*/false);
+    return;
+  }
+  const char* refusal = "GPU(s) for its 2 rank(s)";  // this host is short of GPUs
+#elif defined(BRIGADE_HAVE_CUDA)
+  const char* refusal = "this brigade-train was built without NCCL";
+#else
+  const char* refusal = "this brigade-train was built without CUDA";
+#endif
+  CAPTURE(gpus);
+  const Run run = train_mpi(2, with(base, {"--distributed", "--devices", "cuda"}));
+  CHECK_MESSAGE(run.status != 0, run.output);
+  CHECK_MESSAGE(count(run.output, refusal) == 1, run.output);
+  CHECK_MESSAGE(count(run.output, "--devices cuda with --distributed") == 1, run.output);
+}
+
 TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no hang") {
   const fs::path dir = temp_dir("bad");
   const auto base = recipe(dir, 4);
@@ -198,7 +236,7 @@ TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no ha
            Case{4, {"--distributed"}, "the model has 3 device blocks"},
            Case{2, {"--distributed", "--balance", "params", "--chunks", "8"},
                 "stages, but the model has only 7 layers"},
-           Case{2, {"--distributed", "--devices", "cpu:0"}, "each rank runs one CPU device"},
+           Case{2, {"--distributed", "--devices", "cpu:0"}, "each rank runs one device of its own"},
        }) {
     CAPTURE(c.message);
     const Run run = train_mpi(c.ranks, with(base, c.args));

@@ -9,10 +9,15 @@
 #include <thread>
 
 #include "pipeline/distributed/faults.h"
-#include "pipeline/distributed/mpi_session.h"
+#include "pipeline/distributed/local_gpu.h"
 #include "pipeline/distributed/mpi_link.h"
 #include "pipeline/distributed/mpi_reducer.h"
+#include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
+#if defined(BRIGADE_HAVE_NCCL)
+#include "pipeline/distributed/nccl_link.h"
+#include "pipeline/distributed/nccl_reducer.h"
+#endif
 #include "pipeline/runtime.h"
 #include "tools/train/optimizer.h"
 
@@ -43,9 +48,58 @@ struct Cluster::State {
         },
         [] { return false; }, timeout, [&] { return what; });
   }
+
+  // The refusal of the lowest rank that has one ("" if none), on every rank: for a check
+  // whose outcome differs between ranks (one host short of GPUs), so that every rank stops
+  // alike and rank 0 says why.
+  std::string first_refusal(const std::string& mine) {
+    const MPI_Comm comm = control.get();
+    const int size = session->size();
+    int in = mine.empty() ? size : session->rank(), first = size;
+    MPI_Request request = MPI_REQUEST_NULL;
+    BRIGADE_MPI_CHECK(MPI_Iallreduce(&in, &first, 1, MPI_INT, MPI_MIN, comm, &request));
+    wait(request, "agreeing on the devices");
+    if (first == size) return "";
+    std::string text = mine;
+    int length = static_cast<int>(text.size());
+    BRIGADE_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT, first, comm, &request));
+    wait(request, "rank " + std::to_string(first) + "'s refusal");
+    text.resize(static_cast<size_t>(length));
+    BRIGADE_MPI_CHECK(MPI_Ibcast(text.data(), length, MPI_CHAR, first, comm, &request));
+    wait(request, "rank " + std::to_string(first) + "'s refusal");
+    return "rank " + std::to_string(first) + ": " + text;
+  }
 };
 
 namespace {
+
+// A staged batch of one micro-batch, staged on the host (StagingLayout on cpu:0), as the
+// host batch Runtime::step(HostBatch) takes: the runtime cuts this replica's rows from it.
+// Staging on the host keeps a GPU rank from copying the batch up and back down.
+pipeline::HostBatch host_batch(const pipeline::StagedBatch& staged) {
+  if (staged.inputs_ready.recorded()) staged.inputs_ready.synchronize();
+  if (staged.labels_ready.recorded()) staged.labels_ready.synchronize();
+  const Tensor& x = staged.inputs.at(0);  // (n, C, H, W) on cpu:0
+  const Tensor& y = staged.labels.at(0);  // (n) int32 bits in a float32-sized tensor (kernels/ops.h)
+  const int32_t* labels = reinterpret_cast<const int32_t*>(y.data<float>());
+  return {x.to_vector(), x.shape(), std::vector<int32_t>(labels, labels + y.numel())};
+}
+
+// The all-reduce of stage s's gradients across its replicas, where its parameters live.
+std::unique_ptr<pipeline::GradientReducer> make_reducer(dist::MpiSession& session,
+                                                        dist::Topology& topology,
+                                                        const layers::Sequential& model,
+                                                        const pipeline::Partition& partition,
+                                                        int s) {
+  const Device device = model.layer(partition.stages[static_cast<size_t>(s)].begin).device();
+#if defined(BRIGADE_HAVE_NCCL)
+  if (device.is_cuda())
+    return std::make_unique<dist::NcclReducer>(topology.stage_replicas.get(), device);
+#endif
+  BRIGADE_CHECK(device.is_cpu(), "--distributed: stage " << s << " is on " << device
+                                                         << ", and this build has no NCCL");
+  return std::make_unique<dist::MpiReducer>(session, topology.stage_replicas.get());
+}
 
 // The runner of one rank: pipeline::Runtime over its share, plus an optimizer for every
 // stage: the runtime's (made by its factory) for the stages this rank trains, and for the
@@ -78,8 +132,13 @@ class DistributedRunner final : public StepRunner {
       const int boundary = forward ? end.from_stage : end.to_stage;
       const int number = 2 * (boundary / p) + (forward ? 0 : 1);
       const int peer = end.sending ? end.to_device : end.from_device;
-      return std::make_shared<dist::MpiLink>(end.name, session, topology.pipeline.get(), peer,
-                                             number, m, end.local);
+#if defined(BRIGADE_HAVE_NCCL)
+      if (end.local.is_cuda())  // --devices cuda: payloads by NCCL between the two GPUs
+        return std::shared_ptr<pipeline::Link>(std::make_shared<dist::NcclLink>(
+            end.name, session, topology.pipeline.get(), peer, number, m, end.local, end.sending));
+#endif
+      return std::shared_ptr<pipeline::Link>(std::make_shared<dist::MpiLink>(
+          end.name, session, topology.pipeline.get(), peer, number, m, end.local));
     };
     if (topology.replicas > 1)
       for (int s = 0; s < stages; ++s) {
@@ -87,7 +146,7 @@ class DistributedRunner final : public StepRunner {
           share.reducers.push_back(nullptr);
           continue;
         }
-        reducers_.push_back(std::make_unique<dist::MpiReducer>(session, topology.stage_replicas.get()));
+        reducers_.push_back(make_reducer(session, topology, model, partition, s));
         share.reducers.push_back(reducers_.back().get());
       }
     const pipeline::OptimizerFactory factory =
@@ -104,23 +163,21 @@ class DistributedRunner final : public StepRunner {
         gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));
         optimizers_[static_cast<size_t>(s)] = gathered_[static_cast<size_t>(s)].get();
       }
+    // How this rank hands the runtime its batch (Runtime::step): staged micro-batches where
+    // the runtime takes them — one replica, and this rank runs the first or the last stage
+    // (it then reads only its own end: the inputs, or the labels) — and otherwise a host
+    // batch, from which the runtime takes this replica's rows (a middle rank takes none: it
+    // needs only the batch's size).
+    staged_ = topology.replicas == 1 && (runtime_->runs(schedule_.device_of(0)) ||
+                                         runtime_->runs(schedule_.device_of(stages - 1)));
   }
 
   StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override {
-    // The whole mini-batch, staged as one piece on this process's CPU devices, read back as
-    // host vectors: the runtime takes this replica's rows of it (a staged batch is cut for one
-    // process, not for a replica's share; a copy of a batch per step, not yet overlapped).
-    const pipeline::StagedBatch& staged = slot.staged;
-    if (staged.inputs_ready.recorded()) staged.inputs_ready.synchronize();
-    if (staged.labels_ready.recorded()) staged.labels_ready.synchronize();
-    const Tensor& x = staged.inputs.at(0);
-    const Tensor& y = staged.labels.at(0);
-    // int32 bits in a float32-sized tensor (kernels/ops.h), read through an int32 pointer
-    const int32_t* labels = reinterpret_cast<const int32_t*>(y.data<float>());
-    const pipeline::HostBatch batch{x.to_vector(), x.shape(),
-                                    std::vector<int32_t>(labels, labels + y.numel())};
+    // Staged: the micro-batches themselves, the runtime's streams waiting on their events.
+    pipeline::StepResult r = staged_ ? runtime_->step(slot.staged, step)
+                                     : runtime_->step(host_batch(slot.staged), step);
+    // step() returns after its final synchronisation: nothing reads the slot any more.
     area.release(slot, Stream::default_for(area.layout().first));
-    pipeline::StepResult r = runtime_->step(batch, step);
     StepOutcome out;
     out.loss = r.loss;  // this rank's share: the cluster adds the shares up
     out.correct = r.correct;
@@ -132,17 +189,19 @@ class DistributedRunner final : public StepRunner {
 
   std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override {
-    // The whole batch in one piece, on the CPU devices of stage 0 and of the last stage.
+    if (!staged_) return {.first = Device::cpu(0), .last = Device::cpu(0), .microbatches = 1};
+    // Cut as the runtime cuts it, on the devices of the first and the last stage.
     const std::vector<Device>& devices = runtime_->devices();
     return {.first = devices[static_cast<size_t>(schedule_.device_of(0))],
             .last = devices[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))],
-            .microbatches = 1};
+            .microbatches = schedule_.microbatches};
   }
   std::string describe() const override {
     std::ostringstream os;
     os << "distributed pipeline: schedule " << schedule_.name << ", " << partition_.count()
        << " stages on " << schedule_.devices << " ranks x " << replicas_
-       << " replica(s), " << schedule_.microbatches << " micro-batches per replica";
+       << " replica(s), " << schedule_.microbatches << " micro-batches per replica"
+       << (staged_ ? ", staged on the stages' devices" : ", cut from a batch on the host");
     return os.str();
   }
 
@@ -169,11 +228,12 @@ class DistributedRunner final : public StepRunner {
   pipeline::Partition partition_;
   pipeline::Schedule schedule_;
   int position_, replicas_;
-  std::vector<std::unique_ptr<dist::MpiReducer>> reducers_;
+  std::vector<std::unique_ptr<pipeline::GradientReducer>> reducers_;
   std::vector<CheckpointedOptimizer*> optimizers_;                    // [stage]
   // [stage]: the state of the stages other ranks train
   std::vector<std::unique_ptr<CheckpointedOptimizer>> gathered_;
   std::unique_ptr<pipeline::Runtime> runtime_;
+  bool staged_ = false;  // run() hands the runtime the staged micro-batches, else a host batch
 };
 
 // Host copies of tensors, and back.
@@ -247,22 +307,47 @@ Options Cluster::pipeline_options(const Options& options, const model::ModelSpec
     throw UsageError(np + " x " + std::to_string(o.chunks) + " chunks = " +
                      std::to_string(p * o.chunks) + " stages, but the model has only " +
                      std::to_string(layers) + " layers");
-  if (o.devices != "auto")
+  if (o.devices != "auto" && o.devices != "cpu" && o.devices != "cuda")
     throw UsageError("--devices " + o.devices +
-                     " with --distributed: each rank runs one CPU device of its own (GPUs over "
-                     "NCCL are not wired into brigade-train yet); leave --devices out");
+                     " with --distributed: each rank runs one device of its own, chosen by the "
+                     "rank: --devices cuda (a GPU per rank, over NCCL) or cpu (a CPU device per "
+                     "rank, over MPI; also what leaving --devices out gives)");
+  const bool gpus = o.devices == "cuda";
+#if !defined(BRIGADE_HAVE_NCCL)
+  if (gpus)
+    throw UsageError(std::string("--devices cuda with --distributed: this brigade-train was built "
+                                 "without ") +
+#if defined(BRIGADE_HAVE_CUDA)
+                     "NCCL (Meson looks for libnccl.so beside the CUDA toolkit)"
+#else
+                     "CUDA (reconfigure with the CUDA toolkit and NCCL installed, -Dcuda=enabled)"
+#endif
+    );
+#endif
   if (o.balance == "time")
     throw UsageError("--balance time with --distributed: each rank would measure its own times "
                      "and cut the model differently; use --balance params or memory");
   state_->topology = dist::make_topology(*state_->session, p);
+  const dist::HostRanks here = dist::host_ranks();
+  // This rank's device at its position, CPU devices at the others: the runtime never touches
+  // the other stages' blocks (process_share.h), so they stay in host memory.
+  int gpu = -1;
+  if (gpus) {
+    const dist::GpuChoice choice = dist::choose_gpu(here, cuda_device_count());
+    const std::string refusal = state_->first_refusal(choice.refusal);
+    if (!refusal.empty())
+      throw AllRanksError("--devices cuda with --distributed: " + refusal, 2);
+    gpu = choice.gpu;
+  }
   o.devices.clear();
-  for (int i = 0; i < p; ++i) o.devices += (i ? ",cpu:" : "cpu:") + std::to_string(i);
+  for (int i = 0; i < p; ++i) {
+    if (i > 0) o.devices += ',';
+    o.devices += (i == position() && gpu >= 0 ? Device::cuda(gpu) : Device::cpu(i)).str();
+  }
   if (o.threads_per_device == 0) {
     // The cores of this host, shared by the ranks mpirun started on it.
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int ranks_here = local ? std::max(1, std::atoi(local)) : size();
-    o.threads_per_device =
-        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
+    o.threads_per_device = std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, here.local_size));
   }
   return o;
 }

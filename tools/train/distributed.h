@@ -1,13 +1,14 @@
 // --distributed: brigade-train under `mpirun -np P·D`, one rank per pipeline device (one
 // stage, or the v stages of that device in an interleaved schedule), D replicas of the
-// pipeline (--data-parallel D), ranks laid out as pipeline/distributed/mpi.h says: replica
+// pipeline (--data-parallel D), ranks laid out as pipeline/distributed/mpi_session.h says: replica
 // r's pipeline is ranks r·P .. r·P+P-1, and rank r·P+d runs schedule device d.
 //
 // Every rank runs the same trainer on the same data (the batch order is a pure function of
 // the seed) and builds the whole model from the same seed; its Runtime runs only its share
 // (pipeline/process_share.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
-// (the first n mod D replicas one more), its links are MpiLinks to the neighbouring ranks,
-// and with D > 1 each of its stages all-reduces its gradients (MpiReducer) before the step.
+// (the first n mod D replicas one more), its links go to the neighbouring ranks (MPI on
+// CPU devices, NCCL with --devices cuda), and with D > 1 each of its stages all-reduces its
+// gradients (MPI_Allreduce / ncclAllReduce) before the step.
 // With one replica, the ranks of the first and last stages hand the runtime the staged
 // micro-batches themselves; the others stage on the host and hand over a host batch.
 //
@@ -68,10 +69,12 @@ class Cluster {
   bool root() const { return rank() == 0; }
 
   // Lays the ranks out as pipelines of P = size / --data-parallel devices and returns the
-  // options of one pipeline: P CPU devices cpu:0..cpu:P-1 (this rank runs cpu:position() of
-  // its own process), the cores of this host shared by the ranks on it. Throws AllRanksError
-  // or UsageError (on every rank alike) for an -np that is not P·D, more ranks than the
-  // model has blocks or layers, --devices other than auto, --balance time.
+  // options of one pipeline: P devices cpu:0..cpu:P-1, except that with --devices cuda this
+  // rank's own position is its GPU (local_gpu.h: the host's GPUs one per rank); the cores of
+  // this host shared by the ranks on it. Throws AllRanksError or UsageError (on every rank
+  // alike) for an -np that is not P·D, more ranks than the model has blocks or layers,
+  // --devices other than auto|cpu|cuda, cuda in a build without NCCL or on a host with fewer
+  // GPUs than ranks, --balance time.
   Options pipeline_options(const Options& options, const model::ModelSpec& spec);
   int pipeline_devices() const;  // P
   int replicas() const;          // D
@@ -79,7 +82,8 @@ class Cluster {
   int position() const;          // this rank's schedule device
 
   // The runner of this rank's share: a Runtime over the whole schedule that runs device
-  // position() only, MpiLinks to its neighbours, MpiReducers across replicas.
+  // position() only, links to its neighbours and reducers across replicas: MpiLink and
+  // MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
   std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
                                           pipeline::Schedule schedule, const Options& options);
 
