@@ -10,14 +10,9 @@
 
 #include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/local_gpu.h"
-#include "pipeline/distributed/mpi_link.h"
-#include "pipeline/distributed/mpi_reducer.h"
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
-#if defined(BRIGADE_HAVE_NCCL)
-#include "pipeline/distributed/nccl_link.h"
-#include "pipeline/distributed/nccl_reducer.h"
-#endif
+#include "pipeline/distributed/transport.h"
 #include "pipeline/runtime.h"
 #include "tools/train/optimizer.h"
 
@@ -85,22 +80,6 @@ pipeline::HostBatch host_batch(const pipeline::StagedBatch& staged) {
   return {x.to_vector(), x.shape(), std::vector<int32_t>(labels, labels + y.numel())};
 }
 
-// The all-reduce of stage s's gradients across its replicas, where its parameters live.
-std::unique_ptr<pipeline::GradientReducer> make_reducer(dist::MpiSession& session,
-                                                        dist::Topology& topology,
-                                                        const layers::Sequential& model,
-                                                        const pipeline::Partition& partition,
-                                                        int s) {
-  const Device device = model.layer(partition.stages[static_cast<size_t>(s)].begin).device();
-#if defined(BRIGADE_HAVE_NCCL)
-  if (device.is_cuda())
-    return std::make_unique<dist::NcclReducer>(topology.stage_replicas.get(), device);
-#endif
-  BRIGADE_CHECK(device.is_cpu(), "--distributed: stage " << s << " is on " << device
-                                                         << ", and this build has no NCCL");
-  return std::make_unique<dist::MpiReducer>(session, topology.stage_replicas.get());
-}
-
 // The runner of one rank: pipeline::Runtime over its share, plus an optimizer for every
 // stage: the runtime's (made by its factory) for the stages this rank trains, and for the
 // others `gathered_` ones, which hold the state gathered on rank 0 or read from a checkpoint.
@@ -132,13 +111,9 @@ class DistributedRunner final : public StepRunner {
       const int boundary = forward ? end.from_stage : end.to_stage;
       const int number = 2 * (boundary / p) + (forward ? 0 : 1);
       const int peer = end.sending ? end.to_device : end.from_device;
-#if defined(BRIGADE_HAVE_NCCL)
-      if (end.local.is_cuda())  // --devices cuda: payloads by NCCL between the two GPUs
-        return std::shared_ptr<pipeline::Link>(std::make_shared<dist::NcclLink>(
-            end.name, session, topology.pipeline.get(), peer, number, m, end.local, end.sending));
-#endif
-      return std::shared_ptr<pipeline::Link>(std::make_shared<dist::MpiLink>(
-          end.name, session, topology.pipeline.get(), peer, number, m, end.local));
+      // MPI between CPU devices, NCCL between GPUs (--devices cuda).
+      return dist::make_link(end.name, session, topology.pipeline.get(), peer, number, m,
+                             end.local, end.sending);
     };
     if (topology.replicas > 1)
       for (int s = 0; s < stages; ++s) {
@@ -146,7 +121,9 @@ class DistributedRunner final : public StepRunner {
           share.reducers.push_back(nullptr);
           continue;
         }
-        reducers_.push_back(make_reducer(session, topology, model, partition, s));
+        // Where the stage's parameters live: MPI_Allreduce on a CPU, ncclAllReduce on a GPU.
+        const Device device = model.layer(partition.stages[static_cast<size_t>(s)].begin).device();
+        reducers_.push_back(dist::make_reducer(session, topology.stage_replicas.get(), device));
         share.reducers.push_back(reducers_.back().get());
       }
     const pipeline::OptimizerFactory factory =
