@@ -142,7 +142,7 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
 }
 
 Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
-                          const Stream& stream) {
+                          const Stream& stream, const Tensor& relu_y) {
   check_operands("maxpool2d_backward", stream, {{"dy", &dy}});
   const Pool2dShape s = pool_shape("maxpool2d_backward", fwd.x_shape, a);
   const Shape out({s.N, s.C, s.P, s.Q});
@@ -150,14 +150,23 @@ Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dA
                                                               << " is not the output shape "
                                                               << out << " of input "
                                                               << fwd.x_shape);
+  if (relu_y.defined()) {
+    check_operands("maxpool2d_backward", stream, {{"relu_y", &relu_y}});
+    BRIGADE_CHECK(relu_y.shape() == out, "maxpool2d_backward: relu_y "
+                                             << relu_y.shape() << " is not the output shape "
+                                             << out);
+  }
   Tensor dx = Tensor::empty(fwd.x_shape, stream);  // (N, C, H, W)
   if (stream.device().is_cpu()) {
     check_operands("maxpool2d_backward", stream, {{"argmax", &fwd.argmax}});
-    on_cpu(stream, {dy, fwd.argmax, dx}, [=, argmax = fwd.argmax](ThreadPool& pool) {
-      cpu::maxpool2d_backward(dy.data<float>(), int32_data(argmax), dx.data<float>(), s, pool);
+    on_cpu(stream, {dy, fwd.argmax, dx, relu_y}, [=, argmax = fwd.argmax](ThreadPool& pool) {
+      cpu::maxpool2d_backward(dy.data<float>(), int32_data(argmax), dx.data<float>(), s, pool,
+                              relu_y.defined() ? relu_y.data<float>() : nullptr);
     });
   } else {
-    BRIGADE_OPS_CUDA(maxpool2d_backward, (dy, fwd, dx, s, stream));
+    // Masking the (N, C, P, Q) gradient first gives the same bits (layers/tape.cpp).
+    const Tensor g = relu_y.defined() ? relu_backward(relu_y, dy, stream) : dy;
+    BRIGADE_OPS_CUDA(maxpool2d_backward, (g, fwd, dx, s, stream));
   }
   return dx;
 }

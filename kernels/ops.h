@@ -80,8 +80,11 @@ struct PoolResult {
 // cuDNN breaks ties its own way).
 PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream& stream);
 // dy: (N, C, P, Q), fwd: the forward's result  -> dx: (N, C, H, W)
+// relu_y, when defined: the pool's output y, its input having been a ReLU's output; dx then
+// also goes through that ReLU's backward (the same bits as relu_backward on dx: see
+// layers/tape.cpp), fused into the pass on CPU.
 Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
-                          const Stream& stream);
+                          const Stream& stream, const Tensor& relu_y = Tensor());
 
 // ---- ReLU, Dropout -------------------------------------------------------------------------
 

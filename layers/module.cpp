@@ -211,8 +211,7 @@ class MaxPoolNode : public Node {
   }
   Tensor backward_input(const Tensor& dy) override {
     // y_ is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
-    const Tensor g = relu_mask_ ? ops::relu_backward(y_, dy, stream_) : dy;
-    return ops::maxpool2d_backward(g, fwd_, args_, stream_);
+    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? y_ : Tensor());
   }
 
  private:

@@ -60,19 +60,27 @@ void forward_plane_2x2(const float* xp, float* yp, int32_t* ap, const Pool2dShap
   }
 }
 
-void backward_plane(const float* dyp, const int32_t* ap, float* dxp, const Pool2dShape& s) {
+// The window's gradient, with the ReLU mask of maxpool2d.h when yp is given: relu_backward's
+// own test and its 0.0f.
+inline float window_grad(const float* dyp, const float* yp, int64_t i) {
+  return !yp || yp[i] > 0.0f ? dyp[i] : 0.0f;
+}
+
+void backward_plane(const float* dyp, const int32_t* ap, float* dxp, const Pool2dShape& s,
+                    const float* yp) {
   std::fill(dxp, dxp + s.H * s.W, 0.0f);
-  for (int64_t i = 0; i < s.P * s.Q; ++i) dxp[ap[i]] += dyp[i];
+  for (int64_t i = 0; i < s.P * s.Q; ++i) dxp[ap[i]] += window_grad(dyp, yp, i);
 }
 
 // Disjoint windows: each cell is written once, 0 + dy for its window's winner (the reference's
 // "zero, then add" bits: -0 becomes +0), 0 for the others and for cells no window covers.
-void backward_plane_2x2(const float* dyp, const int32_t* ap, float* dxp, const Pool2dShape& s) {
+void backward_plane_2x2(const float* dyp, const int32_t* ap, float* dxp, const Pool2dShape& s,
+                        const float* yp) {
   for (int64_t p = 0; p < s.P; ++p) {
     float* r0 = dxp + 2 * p * s.W;
     float* r1 = r0 + s.W;
     for (int64_t q = 0; q < s.Q; ++q) {
-      const float g = 0.0f + dyp[p * s.Q + q];
+      const float g = 0.0f + window_grad(dyp, yp, p * s.Q + q);
       const int64_t at = ap[p * s.Q + q] - (2 * p * s.W + 2 * q);
       r0[2 * q] = at == 0 ? g : 0.0f;
       r0[2 * q + 1] = at == 1 ? g : 0.0f;
@@ -99,7 +107,7 @@ void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dSh
 }
 
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
-                        ThreadPool& pool) {
+                        ThreadPool& pool, const float* relu_y) {
   const int64_t HW = s.H * s.W, PQ = s.P * s.Q;
   auto plane_fn = !is_2x2_stride_2(s)          ? backward_plane
                   : kernel_isa() == Isa::avx512 ? avx512::maxpool2x2_backward_plane
@@ -107,7 +115,8 @@ void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const
   // Planes are independent, so the scatter-add never races.
   pool.parallel_for(s.N * s.C, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane)
-      plane_fn(dy + plane * PQ, argmax + plane * PQ, dx + plane * HW, s);
+      plane_fn(dy + plane * PQ, argmax + plane * PQ, dx + plane * HW, s,
+               relu_y ? relu_y + plane * PQ : nullptr);
   }, 4);
 }
 

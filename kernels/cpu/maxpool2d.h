@@ -15,7 +15,10 @@ void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dSh
                        ThreadPool& pool);
 
 // dy, argmax: (N, C, P, Q)  dx: (N, C, H, W), overwritten
+// relu_y: (N, C, P, Q) or nullptr. When the input was a ReLU's output, passing the pool's
+// output y here also applies that ReLU's backward: each window's gradient counts only where
+// y > 0 (the bits of relu_backward on dx: see layers/tape.cpp).
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
-                        ThreadPool& pool);
+                        ThreadPool& pool, const float* relu_y = nullptr);
 
 }  // namespace brigade::cpu

@@ -64,7 +64,7 @@ BRIGADE_AVX512 void maxpool2x2_forward_plane(const float* xp, float* yp, int32_t
 }
 
 BRIGADE_AVX512 void maxpool2x2_backward_plane(const float* dyp, const int32_t* ap, float* dxp,
-                                              const Pool2dShape& s) {
+                                              const Pool2dShape& s, const float* yp) {
   const int32_t W = static_cast<int32_t>(s.W);
   const __m512 zero = _mm512_setzero_ps();
   // Interleaving two 16-lane vectors (even, odd columns) back into 32 floats of a row.
@@ -77,8 +77,13 @@ BRIGADE_AVX512 void maxpool2x2_backward_plane(const float* dyp, const int32_t* a
     for (int64_t q = 0; q < s.Q; q += 16) {
       const int64_t n = s.Q - q < 16 ? s.Q - q : 16;
       const __mmask16 out = first_lanes(n);
+      // Where the ReLU mask applies, dy counts only where y > 0 (ordered: not for NaN).
+      __mmask16 live = out;
+      if (yp)
+        live = _mm512_mask_cmp_ps_mask(out, _mm512_maskz_loadu_ps(out, yp + p * s.Q + q), zero,
+                                       _CMP_GT_OQ);
       // 0 + dy, as the reference's "zero, then add" gives (-0 becomes +0).
-      const __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(out, dyp + p * s.Q + q));
+      const __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(live, dyp + p * s.Q + q));
       const __m512i corner = _mm512_add_epi32(
           _mm512_set1_epi32(static_cast<int32_t>(2 * p * s.W + 2 * q)), even_lanes());
       const __m512i offset =

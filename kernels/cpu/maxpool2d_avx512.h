@@ -13,8 +13,9 @@ namespace brigade::cpu::avx512 {
 void maxpool2x2_forward_plane(const float* xp, float* yp, int32_t* ap, const Pool2dShape& s);
 
 // dyp, ap: one plane's (P, Q) gradients and argmax  dxp: its (H, W) input gradient,
-// overwritten (the cells no window covers get 0)
+// overwritten (the cells no window covers get 0)  yp: the plane's (P, Q) outputs, or nullptr:
+// a window's gradient counts only where its output is > 0 (maxpool2d.h)
 void maxpool2x2_backward_plane(const float* dyp, const int32_t* ap, float* dxp,
-                               const Pool2dShape& s);
+                               const Pool2dShape& s, const float* yp);
 
 }  // namespace brigade::cpu::avx512

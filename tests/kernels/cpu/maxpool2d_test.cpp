@@ -12,6 +12,7 @@
 #include "kernels/cpu/maxpool2d.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/maxpool2d.h"
+#include "kernels/reference/relu.h"
 #include "tests/kernels/cpu/check.h"
 #include "tests/kernels/cpu/isa.h"
 
@@ -66,6 +67,14 @@ TEST_CASE("maxpool2d: the CPU path equals the reference bit for bit, argmax incl
         cpu::maxpool2d_backward(dy.data(), a.data(), dx.data(), s, pool);
         ref::maxpool2d_backward(dy.data(), ar.data(), dxr.data(), s);
         CHECK(same_bits(dx, dxr));  // the same additions in the same order
+        // With the ReLU mask taken from the output y: the reference's relu_backward on dy
+        // first (y holds zeros, -0s and NaNs: none of them passes), then its backward.
+        std::vector<float> masked_dy(dy.size());
+        ref::relu_backward(yr.data(), dy.data(), masked_dy.data(), s.y_size());
+        std::fill(dx.begin(), dx.end(), 7.0f);
+        cpu::maxpool2d_backward(dy.data(), a.data(), dx.data(), s, pool, y.data());
+        ref::maxpool2d_backward(masked_dy.data(), ar.data(), dxr.data(), s);
+        CHECK(same_bits(dx, dxr));
       }
     }
   }
