@@ -6,10 +6,12 @@
 #include <cmath>
 
 #include "kernels/cpu/dropout.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/relu.h"
 #include "kernels/reference/dropout.h"
 #include "kernels/reference/relu.h"
 #include "tests/kernels/cpu/check.h"
+#include "tests/kernels/cpu/isa.h"
 
 using namespace brigade;
 using namespace brigade::test;
@@ -53,18 +55,23 @@ namespace {
 const DropoutKey kKey{0x0123456789abcdefull, 17, 2};
 }
 
-TEST_CASE("dropout: CPU equals reference, forward and backward, any sample offset") {
+TEST_CASE("dropout: CPU equals reference, forward and backward, any sample offset and ISA") {
   ThreadPool pool(3);
-  for (int64_t per_sample : {1, 3, 7, 33, 1500}) {
-    const int64_t batch = 5, offset = 11;
-    const auto x = to_float(random_vector(batch * per_sample, 45));
-    std::vector<float> y(x.size()), yr(x.size()), dx(x.size()), dxr(x.size());
-    cpu::dropout_forward(x.data(), y.data(), batch, per_sample, offset, 0.5f, kKey, pool);
-    ref::dropout_forward(x.data(), yr.data(), batch, per_sample, offset, 0.5f, kKey);
-    CHECK(y == yr);
-    cpu::dropout_backward(x.data(), dx.data(), batch, per_sample, offset, 0.5f, kKey, pool);
-    ref::dropout_backward(x.data(), dxr.data(), batch, per_sample, offset, 0.5f, kKey);
-    CHECK(dx == dxr);
+  // Rows shorter than a block of 64, exactly one, a block and a remainder, many blocks.
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (int64_t per_sample : {1, 3, 7, 33, 64, 67, 1500}) {
+      INFO("isa " << std::string(cpu::isa_name(isa)) << ", " << per_sample << " per sample");
+      const int64_t batch = 5, offset = 11;
+      const auto x = to_float(random_vector(batch * per_sample, 45));
+      std::vector<float> y(x.size()), yr(x.size()), dx(x.size()), dxr(x.size());
+      cpu::dropout_forward(x.data(), y.data(), batch, per_sample, offset, 0.5f, kKey, pool);
+      ref::dropout_forward(x.data(), yr.data(), batch, per_sample, offset, 0.5f, kKey);
+      CHECK(y == yr);
+      cpu::dropout_backward(x.data(), dx.data(), batch, per_sample, offset, 0.5f, kKey, pool);
+      ref::dropout_backward(x.data(), dxr.data(), batch, per_sample, offset, 0.5f, kKey);
+      CHECK(dx == dxr);
+    }
   }
 }
 
