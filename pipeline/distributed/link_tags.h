@@ -10,8 +10,8 @@
 // row mb = m carries a link's control messages (NcclLink: its headers and its NCCL id).
 // Both ends know m — they run the same schedule — so they compute the same tags without
 // asking each other. Room: (MPI_TAG_UB + 1) / (2(m + 1)) link numbers, e.g. 1820 with
-// 32767 and m = 8 (an interleaved schedule of 910 stages per rank), far more with MPICH's
-// or Open MPI's larger bounds elsewhere. A fixed field of 4096 micro-batches left 4 here.
+// 32767 and m = 8 (an interleaved schedule of 910 stages per rank), and far more where an
+// MPI's MPI_TAG_UB is larger. A fixed field of 4096 micro-batches left 4 here.
 //
 // Why not a communicator per link, which would free the tag for the micro-batch alone:
 // making one (MPI_Comm_create_group, MPI_Comm_split) is collective, so both ends would have
