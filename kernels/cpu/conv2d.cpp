@@ -7,6 +7,7 @@
 #include "kernels/cpu/conv2d.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -70,12 +71,18 @@ struct Plan {
 constexpr int64_t kTargetColumns = 256;
 constexpr int64_t kMaxColFloats = 1 << 20;    // 4 MiB of col per slot at most
 
+// Groups per thread at least, where the batch allows: enough that handing them out as threads
+// come free (for_each_group_as_free) evens out a thread that runs slower than the other.
+constexpr int64_t kGroupsPerThread = 4;
+
 Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   const int64_t PQ = s.P * s.Q, CRS = s.C * s.R * s.S;
   Plan p{};
   p.T = std::min<int64_t>(s.N, pool.size());
   const int64_t per_slot = (s.N + p.T - 1) / p.T;
   p.nb = std::min(per_slot, std::max<int64_t>(1, (kTargetColumns + PQ - 1) / PQ));
+  if (p.T > 1)
+    p.nb = std::min(p.nb, std::max<int64_t>(1, s.N / (kGroupsPerThread * p.T)));
   p.nb = std::max<int64_t>(1, std::min(p.nb, kMaxColFloats / std::max<int64_t>(1, CRS * PQ)));
   p.col = CRS * p.nb * PQ;
   if (s.C == 1 && s.stride == 1) p.col = std::max(p.col, padded_rows(s) * padded_cols(s));
@@ -94,6 +101,23 @@ void for_each_group(const Conv2dShape& s, const Plan& plan, ThreadPool& pool, Bo
       for (int64_t n0 = t * s.N / plan.T; n0 < end; n0 += plan.nb)
         body(t, n0, std::min(plan.nb, end - n0));
     }
+  });
+}
+
+// Runs body(slot, n0, nbk) for the groups [g·nb, (g+1)·nb) of the batch, handed out one at a
+// time to whichever thread is free, slot t being that thread's workspace. For work whose
+// result per sample does not depend on who computes it (forward, backward-data): a thread
+// the machine slows down takes fewer groups instead of holding the others up, as a fixed
+// half of the batch would.
+template <class Body>
+void for_each_group_as_free(const Conv2dShape& s, const Plan& plan, ThreadPool& pool,
+                            Body&& body) {
+  const int64_t groups = (s.N + plan.nb - 1) / plan.nb;
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(plan.T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t g = next++; g < groups; g = next++)
+        body(t, g * plan.nb, std::min(plan.nb, s.N - g * plan.nb));
   });
 }
 
@@ -170,7 +194,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
     });
     return;
   }
-  for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
+  for_each_group_as_free(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
     float* col = scratch.get() + t * plan.slot();
     float* ybuf = col + plan.col;
     const int64_t cols = nbk * PQ;
@@ -216,7 +240,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
     const float* y = relu_x + n * CHW;
     for (int64_t i = 0; i < CHW; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
   };
-  for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
+  for_each_group_as_free(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
     float* col = scratch.get() + t * plan.slot();
     const int64_t cols = nbk * PQ;
     const float* dyc = gather_dy(dy, col + plan.col, n0, nbk, s);
