@@ -143,7 +143,6 @@ class Conv2DModule : public Module {
 
  private:
   ops::Conv2dArgs args_;
-  bool mask_input_ = false;
 };
 
 class DenseModule : public Module {
