@@ -49,7 +49,7 @@ struct MpiLinkOptions {
 class MpiLink final : public pipeline::Link {
  public:
   // `link` numbers this link among the links on `comm`, the same at both ends, from 0 to
-  // LinkTags::max_link(comm, microbatches): e.g. 2·s for "activations s->s+1" and 2·s+1 for
+  // LinkTags::max_link(microbatches): e.g. 2·s for "activations s->s+1" and 2·s+1 for
   // "gradients s+1->s". `microbatches`: the schedule's m, the same at both ends; the link
   // carries micro-batches 0 .. m-1.
   MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer, int link,

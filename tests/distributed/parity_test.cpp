@@ -132,8 +132,8 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
     return std::vector<std::string>{"--schedule", "interleaved-1f1b", "--chunks",
                                     std::to_string(chunks), "--balance", "params"};
   };
-  // 3 stages per rank: 6 link numbers between the two ranks, beyond the 4 that a fixed
-  // field of 4096 micro-batches in the tag left under OpenMPI's MPI_TAG_UB of 32767.
+  // 3 stages per rank: 6 link numbers between the two ranks, beyond the 4 that an earlier
+  // tag layout left (pipeline/distributed/link_tags.h says why).
   for (const Case& c : {Case{"2", 2, {}}, Case{"3", 3, {}}, Case{"2x2", 2, interleaved(2)},
                         Case{"2x3", 2, interleaved(3)}}) {
     CAPTURE(c.name);
