@@ -196,12 +196,16 @@ TEST_CASE("MpiLink: the tags of neighbouring links and of the highest link numbe
     for (const int link : numbers)
       links.push_back(std::make_unique<MpiLink>("link " + std::to_string(link), session,
                                                 pair.get(), peer, link, m, cpu));
-    const auto value = [](int link, int mb) { return static_cast<float>(link * 100 + mb); };
+    // (link mod 4096, link / 4096, mb): exact in floats for any link number this MPI allows
+    const auto values = [](int link, int mb) {
+      return std::vector<float>{static_cast<float>(link % 4096), static_cast<float>(link / 4096),
+                                static_cast<float>(mb)};
+    };
     if (session.rank() == 0) {
       const Stream stream = Stream::default_for(cpu);
       for (size_t i = 0; i < links.size(); ++i)
         for (const int mb : {0, m - 1}) {
-          Message message{Tensor::from_vector({value(numbers[i], mb)}, Shape{1}), Event()};
+          Message message{Tensor::from_vector(values(numbers[i], mb), Shape{3}), Event()};
           message.ready.record(stream);
           links[i]->send(mb, message);
         }
@@ -212,7 +216,7 @@ TEST_CASE("MpiLink: the tags of neighbouring links and of the highest link numbe
           CAPTURE(numbers[i]);
           Message got = links[i]->receive(mb);
           got.ready.synchronize();
-          CHECK(got.tensor.to_vector() == std::vector<float>{value(numbers[i], mb)});
+          CHECK(got.tensor.to_vector() == values(numbers[i], mb));
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
