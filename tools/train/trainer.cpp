@@ -228,6 +228,14 @@ struct Job {
   void combine(std::vector<double>& busy_ms, double& makespan_ms) const {
     if (cluster) cluster->combine(busy_ms, makespan_ms);
   }
+  // How the busy lines name pipeline position d: distributed, by its rank (rank 0 holds only
+  // placeholders for the other ranks' devices, which may be GPUs of other hosts), or by the
+  // ranks of every replica, whose mean the line shows.
+  std::string device_name(size_t d, const Device& placed) const {
+    if (!cluster) return placed.str();
+    if (cluster->replicas() == 1) return "rank " + std::to_string(d);
+    return "ranks " + std::to_string(d) + "+" + std::to_string(cluster->pipeline_devices()) + "k";
+  }
 #else
   bool speaks() const { return true; }
   void gather(layers::Sequential&, const StepRunner&) const {}
@@ -235,6 +243,7 @@ struct Job {
   void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
   int agree(StepOutcome&) const { return stop_signal(); }
   void combine(std::vector<double>&, double&) const {}
+  std::string device_name(size_t, const Device& placed) const { return placed.str(); }
 #endif
 };
 
@@ -414,7 +423,7 @@ int run_training(const Options& options, Cluster* cluster) {
     double busy_total = 0;
     for (size_t d = 0; d < busy_ms.size(); ++d) {
       std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
-                    placement.devices[d].str().c_str(), busy_ms[d] / 1000,
+                    job.device_name(d, placement.devices[d]).c_str(), busy_ms[d] / 1000,
                     100 * busy_ms[d] / makespan_ms);
       progress.line(line);
       busy_total += busy_ms[d];
