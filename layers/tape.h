@@ -57,10 +57,11 @@ class Node {
   virtual void backward_params(const Tensor& /*dy*/) {}
 
   // A ReLU's backward moved into the next node (Tape::record arranges it). The mask y > 0 of
-  // a fused ReLU is a pass over the layer's whole output; a max-pool right after it can
-  // apply the same mask to its own output, a quarter of the size, with the same bits
-  // (tape.cpp says why). A node whose output went through a fused ReLU offers that output
-  // and, when the next node takes the mask over, stops applying it itself.
+  // a ReLU is a pass over the layer's whole output; a max-pool right after it applies the
+  // same mask by its own output, a quarter of the size, and a convolution in the pass that
+  // writes its input gradient, both with the same bits (tape.cpp says why). A node whose
+  // output went through a ReLU offers that output and, when the next node takes the mask
+  // over, stops applying it itself.
   virtual Tensor relu_output() const { return {}; }
   virtual void relu_masked_downstream() {}
   // Asked once, when the node is recorded, with the previous node's relu_output() (undefined
