@@ -228,9 +228,9 @@ struct Job {
   void combine(std::vector<double>& busy_ms, double& makespan_ms) const {
     if (cluster) cluster->combine(busy_ms, makespan_ms);
   }
-  // How the busy lines name pipeline position d: distributed, by its rank (rank 0 holds only
-  // placeholders for the other ranks' devices, which may be GPUs of other hosts), or by the
-  // ranks of every replica, whose mean the line shows.
+  // How the busy lines name pipeline position d: distributed, by its rank (rank 0 knows only
+  // its own device; the others' may be GPUs of other hosts), or by the ranks of every
+  // replica, whose mean the line shows.
   std::string device_name(size_t d, const Device& placed) const {
     if (!cluster) return placed.str();
     if (cluster->replicas() == 1) return "rank " + std::to_string(d);
