@@ -196,29 +196,25 @@ class MaxPoolNode : public Node {
   MaxPoolNode(std::string name, const Tensor& x, ops::PoolResult fwd, ops::Pool2dArgs args,
               Stream stream)
       : name_(std::move(name)), input_block_(x.storage().get()), input_shape_(x.shape()),
-        fwd_(std::move(fwd)), args_(args), stream_(std::move(stream)) {
-    // Only cuDNN's backward reads y and x; keep y only while the mask may want it.
-    y_ = fwd_.y;
-    if (!fwd_.x.defined()) fwd_.y = Tensor();
-  }
+        fwd_(std::move(fwd)), args_(args), stream_(std::move(stream)) {}
   std::string name() const override { return name_; }
   bool take_relu_mask_of_input(const Tensor& relu_y) override {
     relu_mask_ = relu_y.defined() && relu_y.storage().get() == input_block_ &&
                  relu_y.shape() == input_shape_;
-    if (!relu_mask_) y_ = Tensor();
+    // The output y is the mask's test; otherwise only cuDNN's backward reads it (and x).
+    if (!relu_mask_ && !fwd_.x.defined()) fwd_.y = Tensor();
     return relu_mask_;
   }
   Tensor backward_input(const Tensor& dy) override {
-    // y_ is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
-    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? y_ : Tensor());
+    // y is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
+    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor());
   }
 
  private:
   std::string name_;
   const Block* input_block_;  // identifies the input (not owned: x may be freed)
   Shape input_shape_;
-  ops::PoolResult fwd_;
-  Tensor y_;  // (N, C, P, Q), the output: the ReLU mask's test when relu_mask_
+  ops::PoolResult fwd_;       // y kept while the ReLU mask or cuDNN needs it
   ops::Pool2dArgs args_;
   Stream stream_;
   bool relu_mask_ = false;
@@ -270,8 +266,8 @@ class FlattenModule : public Module {
   }
 };
 
-// A standalone ReLU's backward; a max-pool right after it may take the mask over (tape.h),
-// and then this node passes dy through.
+// A standalone ReLU's backward; the max-pool or convolution after it may take the mask over
+// (tape.h), and then this node passes dy through.
 class ReLUNode : public Node {
  public:
   ReLUNode(std::string name, Tensor y, Stream stream)
