@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/conv2d_avx512.h"
 #include "kernels/cpu/conv2d_lowering.h"
+#include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/gemm.h"
 
 namespace brigade::cpu {
@@ -169,7 +170,7 @@ const float* padded_sample(const float* x, float* buf, int64_t n, const Conv2dSh
 
 int64_t conv2d_workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
   const Plan plan = make_plan(s, pool);
-  return plan.T * plan.slot();
+  return std::max(plan.T * plan.slot(), winograd::workspace_floats(s, pool));
 }
 
 void im2col(const float* x, float* col, const Conv2dShape& s) {
@@ -182,6 +183,10 @@ void col2im(const float* col, float* dx, const Conv2dShape& s) {
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu) {
+  if (winograd::applies(s)) {
+    winograd::forward(x, w, b, y, s, pool, workspace, relu);
+    return;
+  }
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   const Isa isa = kernel_isa();
@@ -230,6 +235,10 @@ const float* gather_dy(const float* dy, float* ybuf, int64_t n0, int64_t nbk, co
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           ThreadPool& pool, float* workspace, const float* relu_x) {
+  if (s.stride == 1 && winograd::applies(winograd::data_shape(s))) {
+    winograd::backward_data(dy, w, dx, s, pool, workspace, relu_x);
+    return;
+  }
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q, CHW = s.C * s.H * s.W;
   Scratch scratch(workspace, plan.T * plan.slot());
@@ -259,6 +268,10 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                             ThreadPool& pool, float* workspace) {
+  if (winograd::applies(s)) {
+    winograd::backward_filter(x, dy, dw, s, pool, workspace);
+    return;
+  }
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   Scratch scratch(workspace, plan.T * plan.slot());

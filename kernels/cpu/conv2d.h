@@ -1,7 +1,10 @@
 // Conv2D, the fast CPU path: im2col + SGEMM per group of samples, samples split over the
 // device's threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
-// Where the CPU has AVX-512 (cpu_isa.h; BRIGADE_CPU_ISA=portable turns it off), im2col runs in
-// 16-float blocks and a single-channel stride-1 forward is computed directly, without im2col.
+// A 3x3 stride-1 convolution with 4 or more channels in and out runs all three passes by
+// Winograd's F(2x2, 3x3) instead (conv2d_winograd.h: 2.25x fewer multiply-adds), on every
+// ISA. Where the CPU has AVX-512 (cpu_isa.h; BRIGADE_CPU_ISA=portable turns it off), im2col
+// and Winograd's transforms run 16 floats at a time, and a single-channel stride-1 forward is
+// computed directly, without im2col.
 //
 // Workspace: every function takes `workspace`, at least conv2d_workspace_floats(s, pool)
 // floats, owned by the caller so that a training step allocates nothing; nullptr makes the
@@ -10,7 +13,7 @@
 // Results are deterministic for a given (shape, pool size, ISA). Across pool sizes, batch sizes
 // or ISAs they may differ in the last bits: samples are grouped differently per SGEMM,
 // conv2d_backward_filter adds per-thread partial sums (in thread order), and the direct
-// single-channel forward sums its taps in another order than SGEMM.
+// single-channel forward and Winograd sum in other orders than im2col + SGEMM.
 #pragma once
 
 #include <cstdint>

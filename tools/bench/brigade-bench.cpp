@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "op level:\n");
       const std::vector<OpRow> rows = bench_ops(spec, op);
       std::printf("\nOp level (median ms per call; %%peak = GFLOP/s / FMA peak of the same threads,"
-                  " or / cuBLAS SGEMM on a GPU)\n");
+                  " or / cuBLAS SGEMM on a GPU;\nconv GFLOP/s count a direct convolution's"
+                  " multiply-adds: Winograd does 2.25x fewer, so it can pass 100 %%)\n");
       std::printf("%-10s %-16s %-12s %3s %5s  %-38s %10s %9s %6s\n", "layer", "op", "impl", "thr",
                   "batch", "shape", "ms", "GFLOP/s", "%peak");
       for (const OpRow& r : rows) {

@@ -8,11 +8,13 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "engine/error.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/relu.h"
 #include "kernels/cpu/conv2d_lowering.h"
+#include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/relu.h"
@@ -56,6 +58,12 @@ const Case kCases[] = {
     {2, 20, 9, 10, 5, 3, 3, 1, Padding::same},     // more channels than one 16-float block
     {3, 40, 8, 19, 6, 4, 2, 1, Padding::same},     // rows of 19: a block and a masked tail
     {2, 64, 12, 12, 16, 3, 3, 1, Padding::valid},  // the question's conv3 (K cut to 16)
+    // Winograd F(2x2, 3x3) (conv2d_winograd.h), forward and backward-data: odd output sizes
+    // (half-filled tiles) with same padding, rows of 19 tiles (a 16-tile block and a masked
+    // tail), several samples per group, and the smallest channel counts it takes (4).
+    {2, 6, 9, 37, 5, 3, 3, 1, Padding::same},
+    {3, 4, 8, 8, 4, 3, 3, 1, Padding::valid},
+    {2, 5, 11, 7, 6, 3, 3, 1, Padding::same},
 };
 
 void check_case(const Case& c, ThreadPool& pool) {
@@ -275,6 +283,33 @@ TEST_CASE("conv2d: the reference backward matches finite differences (double)") 
     CHECK(gradient_matches("w", w, dw, loss));
     CHECK(gradient_matches("b", b, db, loss));
   }
+}
+
+TEST_CASE("conv2d: Winograd takes the question's conv2d_2 and conv2d_3, not conv2d_1 or conv2d_4") {
+  // forward, and backward-data through the forward that computes it
+  auto takes = [](const Conv2dShape& s) {
+    return std::pair{cpu::winograd::applies(s), cpu::winograd::applies(cpu::winograd::data_shape(s))};
+  };
+  CHECK(takes(make_conv2d_shape(128, 1, 28, 28, 32, 3, 3, 1, Padding::valid)) ==
+        std::pair{false, false});  // one input channel: the direct forward; dx is never needed
+  CHECK(takes(make_conv2d_shape(128, 32, 26, 26, 64, 3, 3, 1, Padding::valid)) == std::pair{true, true});
+  CHECK(takes(make_conv2d_shape(128, 64, 12, 12, 128, 3, 3, 1, Padding::valid)) == std::pair{true, true});
+  // 3x3 outputs fill 9 of the 16 cells of their tiles, its 5x5 dx 25 of 36
+  CHECK(takes(make_conv2d_shape(128, 128, 5, 5, 64, 3, 3, 1, Padding::valid)) ==
+        std::pair{false, false});
+  CHECK_FALSE(cpu::winograd::applies(make_conv2d_shape(2, 8, 9, 9, 8, 3, 3, 2, Padding::same)));
+  CHECK_FALSE(cpu::winograd::applies(make_conv2d_shape(2, 8, 9, 9, 8, 5, 5, 1, Padding::same)));
+  // the backward-data shape is a forward convolution from dy's size back to x's
+  const Conv2dShape s = make_conv2d_shape(2, 6, 9, 37, 5, 3, 3, 1, Padding::same);
+  const Conv2dShape d = cpu::winograd::data_shape(s);
+  CHECK(d.C == s.K);
+  CHECK(d.K == s.C);
+  CHECK(d.H == s.P);
+  CHECK(d.W == s.Q);
+  CHECK(d.P == s.H);
+  CHECK(d.Q == s.W);
+  CHECK(d.pad_h == 2 - s.pad_h);
+  CHECK(d.pad_w == 2 - s.pad_w);
 }
 
 TEST_CASE("conv2d shapes: valid and same output sizes, TensorFlow's padding split, clear errors") {

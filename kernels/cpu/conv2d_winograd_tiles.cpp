@@ -1,0 +1,230 @@
+// See conv2d_winograd_tiles.h. The matrices (Lavin & Gray):
+//   Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   Aᵀ = [1 1 1 0; 0 1 -1 -1]
+// Each transform is applied along the rows of a tile, then across them. In the AVX-512 forms
+// lane i holds tile q + i; the even and odd columns of a row (2q, 2q + 1) are split out of
+// two 16-float loads with vpermt2ps, and merged back the same way.
+#include "kernels/cpu/conv2d_winograd_tiles.h"
+
+#include <algorithm>
+
+// GCC 12 warns that the _mm512_undefined_ps() inside _mm512_max_ps "may be used
+// uninitialized" (GCC bug 105593, fixed in 13): a false positive, silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#define BRIGADE_AVX512 __attribute__((target("avx512f")))
+
+namespace brigade::cpu::winograd {
+namespace {
+
+// ---- portable: one tile at a time ----
+
+void input_band_portable(const float* r0, const float* r1, const float* r2, const float* r3,
+                         float* v, int64_t ld, int64_t tw) {
+  const float* rows[4] = {r0, r1, r2, r3};
+  for (int64_t q = 0; q < tw; ++q) {
+    float e[4][4];  // d B, row by row
+    for (int a = 0; a < 4; ++a) {
+      const float d0 = rows[a][2 * q], d1 = rows[a][2 * q + 1];
+      const float d2 = rows[a][2 * q + 2], d3 = rows[a][2 * q + 3];
+      e[a][0] = d0 - d2;
+      e[a][1] = d1 + d2;
+      e[a][2] = d2 - d1;
+      e[a][3] = d1 - d3;
+    }
+    for (int b = 0; b < 4; ++b) {  // Bᵀ (d B)
+      v[(0 * 4 + b) * ld + q] = e[0][b] - e[2][b];
+      v[(1 * 4 + b) * ld + q] = e[1][b] + e[2][b];
+      v[(2 * 4 + b) * ld + q] = e[2][b] - e[1][b];
+      v[(3 * 4 + b) * ld + q] = e[1][b] - e[3][b];
+    }
+  }
+}
+
+// bias, then the ReLU (std::max(v, 0), in that order: a NaN passes through) or the mask
+float finish(float v, const OutputRows& out, int64_t at) {
+  if (out.relu) return std::max(v, 0.0f);
+  if (out.mask) return out.mask[at] > 0.0f ? v : 0.0f;
+  return v;
+}
+
+void output_band_portable(const float* m, int64_t ld, int64_t tw, const OutputRows& out) {
+  for (int64_t q = 0; q < tw; ++q) {
+    float a[2][4];  // Aᵀ M: rows m0 + m1 + m2 and m1 - m2 - m3
+    for (int col = 0; col < 4; ++col) {
+      const float m0 = m[(0 + col) * ld + q], m1 = m[(4 + col) * ld + q];
+      const float m2 = m[(8 + col) * ld + q], m3 = m[(12 + col) * ld + q];
+      a[0][col] = m0 + m1 + m2;
+      a[1][col] = m1 - m2 - m3;
+    }
+    for (int64_t r = 0; r < out.rows; ++r) {  // (Aᵀ M) A
+      const float even = a[r][0] + a[r][1] + a[r][2] + out.bias;
+      const float odd = a[r][1] - a[r][2] - a[r][3] + out.bias;
+      const int64_t at = r * out.Q + 2 * q;
+      out.y0[at] = finish(even, out, at);
+      if (2 * q + 1 < out.Q) out.y0[at + 1] = finish(odd, out, at + 1);
+    }
+  }
+}
+
+void gradient_band_portable(const float* dy0, int64_t rows, int64_t Q, float* dm, int64_t ld,
+                            int64_t tw) {
+  for (int64_t q = 0; q < tw; ++q) {
+    float t[2][4];  // dY Aᵀ, row by row: (y0, y0 + y1, y0 - y1, -y1)
+    for (int64_t r = 0; r < 2; ++r) {
+      const float* row = dy0 + r * Q;
+      const float even = r < rows ? row[2 * q] : 0.0f;
+      const float odd = r < rows && 2 * q + 1 < Q ? row[2 * q + 1] : 0.0f;
+      t[r][0] = even;
+      t[r][1] = even + odd;
+      t[r][2] = even - odd;
+      t[r][3] = 0.0f - odd;
+    }
+    for (int b = 0; b < 4; ++b) {  // A (dY Aᵀ)
+      dm[(0 * 4 + b) * ld + q] = t[0][b];
+      dm[(1 * 4 + b) * ld + q] = t[0][b] + t[1][b];
+      dm[(2 * 4 + b) * ld + q] = t[0][b] - t[1][b];
+      dm[(3 * 4 + b) * ld + q] = 0.0f - t[1][b];
+    }
+  }
+}
+
+// ---- AVX-512: 16 tiles at a time ----
+
+// The lanes [0, n) of a 16-lane block, n clamped to [0, 16].
+BRIGADE_AVX512 inline __mmask16 first_lanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1u);
+}
+
+// Lane i <- element 2i (even) or 2i + 1 (odd) of the 32 floats lo:hi.
+BRIGADE_AVX512 inline __m512i even_lanes() {
+  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+BRIGADE_AVX512 inline __m512i odd_lanes() {
+  return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+BRIGADE_AVX512 void input_band_avx512(const float* r0, const float* r1, const float* r2,
+                                      const float* r3, float* v, int64_t ld, int64_t tw) {
+  const __m512i even = even_lanes(), odd = odd_lanes();
+  const float* rows[4] = {r0, r1, r2, r3};
+  for (int64_t q = 0; q < tw; q += 16) {
+    const __mmask16 m = first_lanes(tw - q);
+    __m512 e[4][4];
+    for (int a = 0; a < 4; ++a) {
+      // columns 2q .. 2q + 31 and 2q + 2 .. 2q + 33: d0, d1 and d2, d3 of 16 tiles
+      const float* r = rows[a] + 2 * q;
+      const __m512 lo = _mm512_loadu_ps(r), hi = _mm512_loadu_ps(r + 16);
+      const __m512 lo2 = _mm512_loadu_ps(r + 2), hi2 = _mm512_loadu_ps(r + 18);
+      const __m512 d0 = _mm512_permutex2var_ps(lo, even, hi);
+      const __m512 d1 = _mm512_permutex2var_ps(lo, odd, hi);
+      const __m512 d2 = _mm512_permutex2var_ps(lo2, even, hi2);
+      const __m512 d3 = _mm512_permutex2var_ps(lo2, odd, hi2);
+      e[a][0] = _mm512_sub_ps(d0, d2);
+      e[a][1] = _mm512_add_ps(d1, d2);
+      e[a][2] = _mm512_sub_ps(d2, d1);
+      e[a][3] = _mm512_sub_ps(d1, d3);
+    }
+    for (int b = 0; b < 4; ++b) {
+      _mm512_mask_storeu_ps(v + (0 * 4 + b) * ld + q, m, _mm512_sub_ps(e[0][b], e[2][b]));
+      _mm512_mask_storeu_ps(v + (1 * 4 + b) * ld + q, m, _mm512_add_ps(e[1][b], e[2][b]));
+      _mm512_mask_storeu_ps(v + (2 * 4 + b) * ld + q, m, _mm512_sub_ps(e[2][b], e[1][b]));
+      _mm512_mask_storeu_ps(v + (3 * 4 + b) * ld + q, m, _mm512_sub_ps(e[1][b], e[3][b]));
+    }
+  }
+}
+
+BRIGADE_AVX512 void output_band_avx512(const float* m, int64_t ld, int64_t tw,
+                                       const OutputRows& out) {
+  // even and odd outputs of 16 tiles -> columns 2q .. 2q + 15, then 2q + 16 .. 2q + 31
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+  const __m512 bias = _mm512_set1_ps(out.bias), zero = _mm512_setzero_ps();
+  for (int64_t q = 0; q < tw; q += 16) {
+    const __mmask16 mt = first_lanes(tw - q);
+    __m512 a[2][4];  // Aᵀ M: rows m0 + m1 + m2 and m1 - m2 - m3
+    for (int col = 0; col < 4; ++col) {
+      const __m512 m0 = _mm512_maskz_loadu_ps(mt, m + (0 + col) * ld + q);
+      const __m512 m1 = _mm512_maskz_loadu_ps(mt, m + (4 + col) * ld + q);
+      const __m512 m2 = _mm512_maskz_loadu_ps(mt, m + (8 + col) * ld + q);
+      const __m512 m3 = _mm512_maskz_loadu_ps(mt, m + (12 + col) * ld + q);
+      a[0][col] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+      a[1][col] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+    }
+    for (int64_t r = 0; r < out.rows; ++r) {  // (Aᵀ M) A
+      const __m512 even = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), a[r][2]), bias);
+      const __m512 odd = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(a[r][1], a[r][2]), a[r][3]), bias);
+      const __m512 halves[2] = {_mm512_permutex2var_ps(even, first, odd),
+                                _mm512_permutex2var_ps(even, second, odd)};
+      for (int64_t h = 0; h < 2; ++h) {
+        const int64_t at = r * out.Q + 2 * q + 16 * h;
+        const __mmask16 mq = first_lanes(out.Q - (2 * q + 16 * h));
+        __m512 val = halves[h];
+        if (out.relu) {
+          // max(0, v), in that order: vmaxps returns its second operand when either is NaN,
+          // so a NaN passes through as it does in std::max(v, 0)
+          val = _mm512_max_ps(zero, val);
+        } else if (out.mask) {
+          const __m512 x = _mm512_maskz_loadu_ps(mq, out.mask + at);
+          val = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ), val);
+        }
+        _mm512_mask_storeu_ps(out.y0 + at, mq, val);
+      }
+    }
+  }
+}
+
+BRIGADE_AVX512 void gradient_band_avx512(const float* dy0, int64_t rows, int64_t Q, float* dm,
+                                         int64_t ld, int64_t tw) {
+  const __m512i even = even_lanes(), odd = odd_lanes();
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t q = 0; q < tw; q += 16) {
+    const __mmask16 mt = first_lanes(tw - q);
+    __m512 t[2][4];  // dY Aᵀ, row by row: (y0, y0 + y1, y0 - y1, -y1)
+    for (int64_t r = 0; r < 2; ++r) {
+      __m512 e = zero, o = zero;
+      if (r < rows) {  // columns 2q .. 2q + 31 of the row, zero from Q on
+        const float* row = dy0 + r * Q + 2 * q;
+        const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(Q - 2 * q), row);
+        const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(Q - 2 * q - 16), row + 16);
+        e = _mm512_permutex2var_ps(lo, even, hi);
+        o = _mm512_permutex2var_ps(lo, odd, hi);
+      }
+      t[r][0] = e;
+      t[r][1] = _mm512_add_ps(e, o);
+      t[r][2] = _mm512_sub_ps(e, o);
+      t[r][3] = _mm512_sub_ps(zero, o);
+    }
+    for (int b = 0; b < 4; ++b) {  // A (dY Aᵀ)
+      _mm512_mask_storeu_ps(dm + (0 * 4 + b) * ld + q, mt, t[0][b]);
+      _mm512_mask_storeu_ps(dm + (1 * 4 + b) * ld + q, mt, _mm512_add_ps(t[0][b], t[1][b]));
+      _mm512_mask_storeu_ps(dm + (2 * 4 + b) * ld + q, mt, _mm512_sub_ps(t[0][b], t[1][b]));
+      _mm512_mask_storeu_ps(dm + (3 * 4 + b) * ld + q, mt, _mm512_sub_ps(zero, t[1][b]));
+    }
+  }
+}
+
+}  // namespace
+
+int64_t band_row_floats(int64_t tw) { return 2 * ((tw + 15) / 16 * 16) + 34; }
+
+void input_band(const float* r0, const float* r1, const float* r2, const float* r3, float* v,
+                int64_t ld, int64_t tw, bool avx512) {
+  if (avx512) input_band_avx512(r0, r1, r2, r3, v, ld, tw);
+  else input_band_portable(r0, r1, r2, r3, v, ld, tw);
+}
+
+void output_band(const float* m, int64_t ld, int64_t tw, const OutputRows& out, bool avx512) {
+  if (avx512) output_band_avx512(m, ld, tw, out);
+  else output_band_portable(m, ld, tw, out);
+}
+
+void gradient_band(const float* dy0, int64_t rows, int64_t Q, float* dm, int64_t ld, int64_t tw,
+                   bool avx512) {
+  if (avx512) gradient_band_avx512(dy0, rows, Q, dm, ld, tw);
+  else gradient_band_portable(dy0, rows, Q, dm, ld, tw);
+}
+
+}  // namespace brigade::cpu::winograd
