@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/conv2d_winograd_tiles.h"
@@ -36,9 +35,8 @@ struct Geometry {
   int64_t slots;    // thread slots
   int64_t u;        // floats of U (shared)
   int64_t v, m;     // floats of one slot's V and M
-  int64_t du;       // floats of one slot's dU
-  int64_t rows;     // floats of one slot's input plane with its padding (and a zero row)
-  int64_t slot() const { return v + m + du + rows; }
+  int64_t du;       // floats of one slot's dU (backward-filter; one size fits all passes)
+  int64_t slot() const { return v + m + du; }
   int64_t total() const { return u + slots * slot(); }
 };
 
@@ -56,17 +54,16 @@ Geometry geometry(const Conv2dShape& s, const ThreadPool& pool) {
   g.v = kXi * s.C * g.T;
   g.m = kXi * s.K * g.T;
   g.du = kXi * s.K * s.C;
-  g.rows = (s.H + 1) * band_row_floats(g.tw);
   return g;
 }
 
 // One slot's buffers inside the workspace.
 struct Slot {
-  float *V, *M, *dU, *rows;
+  float *V, *M, *dU;
 };
 Slot slot_of(float* workspace, const Geometry& g, int64_t t) {
   float* base = workspace + g.u + t * g.slot();
-  return {base, base + g.v, base + g.v + g.m, base + g.v + g.m + g.du};
+  return {base, base + g.v, base + g.v + g.m};
 }
 
 // U[ξ][k][c] = (G g Gᵀ)[ξ] for every filter g (3x3); turned 180° with K and C swapped when
@@ -81,7 +78,8 @@ void transform_filters(const float* w, float* U, int64_t K, int64_t C, bool for_
       const float* src = w + i * 9;
       float g[3][3];
       for (int r = 0; r < 3; ++r)
-        for (int t = 0; t < 3; ++t) g[r][t] = for_data ? src[(2 - r) * 3 + (2 - t)] : src[r * 3 + t];
+        for (int t = 0; t < 3; ++t)
+          g[r][t] = for_data ? src[(2 - r) * 3 + (2 - t)] : src[r * 3 + t];
       float Gg[4][3];  // G g
       for (int t = 0; t < 3; ++t) {
         Gg[0][t] = g[0][t];
@@ -127,30 +125,17 @@ void untransform_filter_gradient(const float* dU, float* dw, int64_t K, int64_t 
 // V (16, C, T) of samples [n0, n0 + nbk) of x (N, C, H, W), s a forward shape.
 void transform_inputs(const float* x, const Slot& buf, int64_t n0, int64_t nbk,
                       const Conv2dShape& s, const Geometry& g, bool avx512) {
-  const int64_t width = band_row_floats(g.tw), HW = s.H * s.W;
-  float* zero = buf.rows;  // a row of padding
-  float* plane = zero + width;  // (H, width): the input plane with its padding in place
-  // Columns [lo, hi) of a row hold input columns [lo - pad_w, hi - pad_w); the rest are zero.
-  const int64_t lo = std::clamp<int64_t>(s.pad_w, 0, width);
-  const int64_t hi = std::clamp<int64_t>(s.pad_w + s.W, lo, width);
-  std::fill(zero, zero + width, 0.0f);
-  for (int64_t h = 0; h < s.H; ++h) {
-    std::fill(plane + h * width, plane + h * width + lo, 0.0f);
-    std::fill(plane + h * width + hi, plane + (h + 1) * width, 0.0f);
-  }
+  const int64_t HW = s.H * s.W;
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t j = 0; j < nbk; ++j) {
       const float* xc = x + ((n0 + j) * s.C + c) * HW;
-      for (int64_t h = 0; h < s.H; ++h)
-        std::memcpy(plane + h * width + lo, xc + h * s.W + (lo - s.pad_w), (hi - lo) * sizeof(float));
       for (int64_t ti = 0; ti < g.th; ++ti) {
-        const float* r[4];
-        for (int64_t a = 0; a < 4; ++a) {
+        InputRows in{{}, s.W, s.pad_w};
+        for (int64_t a = 0; a < 4; ++a) {  // input row h, or padding
           const int64_t h = 2 * ti - s.pad_h + a;
-          r[a] = h >= 0 && h < s.H ? plane + h * width : zero;
+          in.rows[a] = h >= 0 && h < s.H ? xc + h * s.W : nullptr;
         }
-        input_band(r[0], r[1], r[2], r[3], buf.V + c * g.T + j * g.tiles + ti * g.tw,
-                   s.C * g.T, g.tw, avx512);
+        input_band(in, buf.V + c * g.T + j * g.tiles + ti * g.tw, s.C * g.T, g.tw, avx512);
       }
     }
 }

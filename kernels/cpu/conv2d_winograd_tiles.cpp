@@ -21,18 +21,19 @@ namespace {
 
 // ---- portable: one tile at a time ----
 
-void input_band_portable(const float* r0, const float* r1, const float* r2, const float* r3,
-                         float* v, int64_t ld, int64_t tw) {
-  const float* rows[4] = {r0, r1, r2, r3};
+void input_band_portable(const InputRows& in, float* v, int64_t ld, int64_t tw) {
   for (int64_t q = 0; q < tw; ++q) {
     float e[4][4];  // d B, row by row
     for (int a = 0; a < 4; ++a) {
-      const float d0 = rows[a][2 * q], d1 = rows[a][2 * q + 1];
-      const float d2 = rows[a][2 * q + 2], d3 = rows[a][2 * q + 3];
-      e[a][0] = d0 - d2;
-      e[a][1] = d1 + d2;
-      e[a][2] = d2 - d1;
-      e[a][3] = d1 - d3;
+      float d[4];
+      for (int b = 0; b < 4; ++b) {
+        const int64_t col = 2 * q + b - in.pad_w;
+        d[b] = in.rows[a] && col >= 0 && col < in.W ? in.rows[a][col] : 0.0f;
+      }
+      e[a][0] = d[0] - d[2];
+      e[a][1] = d[1] + d[2];
+      e[a][2] = d[2] - d[1];
+      e[a][3] = d[1] - d[3];
     }
     for (int b = 0; b < 4; ++b) {  // Bᵀ (d B)
       v[(0 * 4 + b) * ld + q] = e[0][b] - e[2][b];
@@ -106,22 +107,35 @@ BRIGADE_AVX512 inline __m512i odd_lanes() {
   return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
-BRIGADE_AVX512 void input_band_avx512(const float* r0, const float* r1, const float* r2,
-                                      const float* r3, float* v, int64_t ld, int64_t tw) {
+// The lanes l of a 16-float load starting at column `first` that fall in [0, W): the others
+// read as zero and touch no memory.
+BRIGADE_AVX512 inline __mmask16 lanes_inside(int64_t first, int64_t W) {
+  return static_cast<__mmask16>(first_lanes(W - first) & ~first_lanes(-first));
+}
+
+BRIGADE_AVX512 void input_band_avx512(const InputRows& in, float* v, int64_t ld, int64_t tw) {
   const __m512i even = even_lanes(), odd = odd_lanes();
-  const float* rows[4] = {r0, r1, r2, r3};
+  const __m512 zero = _mm512_setzero_ps();
   for (int64_t q = 0; q < tw; q += 16) {
     const __mmask16 m = first_lanes(tw - q);
+    // Columns first .. first + 31 (d0, d1 of 16 tiles) and first + 2 .. first + 33 (d2, d3),
+    // lanes outside the row masked off: the same four masks for the band's four rows.
+    const int64_t first = 2 * q - in.pad_w;
+    const int64_t cols[4] = {first, first + 16, first + 2, first + 18};
+    __mmask16 inside[4];
+    for (int i = 0; i < 4; ++i) inside[i] = lanes_inside(cols[i], in.W);
     __m512 e[4][4];
     for (int a = 0; a < 4; ++a) {
-      // columns 2q .. 2q + 31 and 2q + 2 .. 2q + 33: d0, d1 and d2, d3 of 16 tiles
-      const float* r = rows[a] + 2 * q;
-      const __m512 lo = _mm512_loadu_ps(r), hi = _mm512_loadu_ps(r + 16);
-      const __m512 lo2 = _mm512_loadu_ps(r + 2), hi2 = _mm512_loadu_ps(r + 18);
-      const __m512 d0 = _mm512_permutex2var_ps(lo, even, hi);
-      const __m512 d1 = _mm512_permutex2var_ps(lo, odd, hi);
-      const __m512 d2 = _mm512_permutex2var_ps(lo2, even, hi2);
-      const __m512 d3 = _mm512_permutex2var_ps(lo2, odd, hi2);
+      __m512 d0 = zero, d1 = zero, d2 = zero, d3 = zero;
+      if (const float* row = in.rows[a]) {
+        __m512 part[4];  // a load with no lane inside is skipped: row + col may not exist
+        for (int i = 0; i < 4; ++i)
+          part[i] = inside[i] ? _mm512_maskz_loadu_ps(inside[i], row + cols[i]) : zero;
+        d0 = _mm512_permutex2var_ps(part[0], even, part[1]);
+        d1 = _mm512_permutex2var_ps(part[0], odd, part[1]);
+        d2 = _mm512_permutex2var_ps(part[2], even, part[3]);
+        d3 = _mm512_permutex2var_ps(part[2], odd, part[3]);
+      }
       e[a][0] = _mm512_sub_ps(d0, d2);
       e[a][1] = _mm512_add_ps(d1, d2);
       e[a][2] = _mm512_sub_ps(d2, d1);
@@ -154,8 +168,10 @@ BRIGADE_AVX512 void output_band_avx512(const float* m, int64_t ld, int64_t tw,
       a[1][col] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
     }
     for (int64_t r = 0; r < out.rows; ++r) {  // (Aᵀ M) A
-      const __m512 even = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), a[r][2]), bias);
-      const __m512 odd = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(a[r][1], a[r][2]), a[r][3]), bias);
+      const __m512 even =
+          _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), a[r][2]), bias);
+      const __m512 odd =
+          _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(a[r][1], a[r][2]), a[r][3]), bias);
       const __m512 halves[2] = {_mm512_permutex2var_ps(even, first, odd),
                                 _mm512_permutex2var_ps(even, second, odd)};
       for (int64_t h = 0; h < 2; ++h) {
@@ -208,12 +224,9 @@ BRIGADE_AVX512 void gradient_band_avx512(const float* dy0, int64_t rows, int64_t
 
 }  // namespace
 
-int64_t band_row_floats(int64_t tw) { return 2 * ((tw + 15) / 16 * 16) + 34; }
-
-void input_band(const float* r0, const float* r1, const float* r2, const float* r3, float* v,
-                int64_t ld, int64_t tw, bool avx512) {
-  if (avx512) input_band_avx512(r0, r1, r2, r3, v, ld, tw);
-  else input_band_portable(r0, r1, r2, r3, v, ld, tw);
+void input_band(const InputRows& in, float* v, int64_t ld, int64_t tw, bool avx512) {
+  if (avx512) input_band_avx512(in, v, ld, tw);
+  else input_band_portable(in, v, ld, tw);
 }
 
 void output_band(const float* m, int64_t ld, int64_t tw, const OutputRows& out, bool avx512) {

@@ -12,14 +12,16 @@
 
 namespace brigade::cpu::winograd {
 
-// Floats of one input row with its padding in place that input_band reads: the 2·tw + 2
-// columns of tw tiles, and the slack the AVX-512 form reads past them (which must be zero).
-int64_t band_row_floats(int64_t tw);
+// The 4 input rows of a band, read in place: rows[a] is an input row of W floats, or nullptr
+// for a row of padding; column 2q + b of tile q's patch is input column 2q + b - pad_w,
+// zero outside [0, W).
+struct InputRows {
+  const float* rows[4];
+  int64_t W, pad_w;
+};
 
-// v[ξ·ld + q] = (Bᵀ d B)[ξ] for the tw tiles of a band, d the 4x4 patch of tile q read from
-// the 4 input rows r0..r3 (band_row_floats(tw) floats each, padding in place).
-void input_band(const float* r0, const float* r1, const float* r2, const float* r3, float* v,
-                int64_t ld, int64_t tw, bool avx512);
+// v[ξ·ld + q] = (Bᵀ d B)[ξ] for the tw tiles of a band, d the 4x4 patch of tile q.
+void input_band(const InputRows& in, float* v, int64_t ld, int64_t tw, bool avx512);
 
 // Where the outputs of a band go: rows (1 or 2) rows of Q floats at y0 and y0 + Q; bias added,
 // then max(0, ·) when relu, or zeroed where mask (same layout as y, or nullptr) is not > 0.

@@ -58,9 +58,10 @@ const Case kCases[] = {
     {2, 20, 9, 10, 5, 3, 3, 1, Padding::same},     // more channels than one 16-float block
     {3, 40, 8, 19, 6, 4, 2, 1, Padding::same},     // rows of 19: a block and a masked tail
     {2, 64, 12, 12, 16, 3, 3, 1, Padding::valid},  // the question's conv3 (K cut to 16)
-    // Winograd F(2x2, 3x3) (conv2d_winograd.h), forward and backward-data: odd output sizes
-    // (half-filled tiles) with same padding, rows of 19 tiles (a 16-tile block and a masked
-    // tail), several samples per group, and the smallest channel counts it takes (4).
+    // Winograd F(2x2, 3x3) (conv2d_winograd.h; the question's conv2 and conv3 above take it
+    // too), all three passes: odd output sizes (half-filled tiles) with same padding, rows
+    // of 19 tiles (a 16-tile block and a masked tail), several samples per group, and the
+    // smallest channel counts it takes (4).
     {2, 6, 9, 37, 5, 3, 3, 1, Padding::same},
     {3, 4, 8, 8, 4, 3, 3, 1, Padding::valid},
     {2, 5, 11, 7, 6, 3, 3, 1, Padding::same},
@@ -181,10 +182,10 @@ TEST_CASE("conv2d: the AVX-512 im2col equals the portable one bit for bit") {
 
 TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count") {
   // Two runs on the same pool give the same bits (the pipeline parity tests rely on it), on the
-  // direct single-channel kernels and on im2col + SGEMM alike.
+  // direct single-channel kernels, Winograd, and im2col + SGEMM alike.
   for (cpu::Isa isa : runnable_isas()) {
     ForcedIsa forced(isa);
-    for (const Case& c : {kCases[0], kCases[1], kCases[11]}) {
+    for (const Case& c : {kCases[0], kCases[1], kCases[9], kCases[11]}) {
       const Conv2dShape s =
           make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
       ThreadPool pool(3);
@@ -209,7 +210,8 @@ TEST_CASE("conv2d: a NaN input reaches the output through the fused ReLU on ever
   // The pipeline's finiteness check relies on it: max(NaN, 0) must stay NaN, not become 0.
   for (cpu::Isa isa : runnable_isas()) {
     ForcedIsa forced(isa);
-    for (const Case& c : {kCases[0], kCases[1]}) {  // the direct C = 1 forward, and SGEMM
+    // the direct C = 1 forward, Winograd (conv2), im2col + SGEMM (two channels)
+    for (const Case& c : {kCases[0], kCases[1], kCases[9]}) {
       const Conv2dShape s =
           make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
       INFO("isa " << std::string(cpu::isa_name(isa)) << " C = " << s.C);
@@ -288,12 +290,15 @@ TEST_CASE("conv2d: the reference backward matches finite differences (double)") 
 TEST_CASE("conv2d: Winograd takes the question's conv2d_2 and conv2d_3, not conv2d_1 or conv2d_4") {
   // forward, and backward-data through the forward that computes it
   auto takes = [](const Conv2dShape& s) {
-    return std::pair{cpu::winograd::applies(s), cpu::winograd::applies(cpu::winograd::data_shape(s))};
+    using namespace cpu::winograd;
+    return std::pair{applies(s), applies(data_shape(s))};
   };
   CHECK(takes(make_conv2d_shape(128, 1, 28, 28, 32, 3, 3, 1, Padding::valid)) ==
         std::pair{false, false});  // one input channel: the direct forward; dx is never needed
-  CHECK(takes(make_conv2d_shape(128, 32, 26, 26, 64, 3, 3, 1, Padding::valid)) == std::pair{true, true});
-  CHECK(takes(make_conv2d_shape(128, 64, 12, 12, 128, 3, 3, 1, Padding::valid)) == std::pair{true, true});
+  CHECK(takes(make_conv2d_shape(128, 32, 26, 26, 64, 3, 3, 1, Padding::valid)) ==
+        std::pair{true, true});
+  CHECK(takes(make_conv2d_shape(128, 64, 12, 12, 128, 3, 3, 1, Padding::valid)) ==
+        std::pair{true, true});
   // 3x3 outputs fill 9 of the 16 cells of their tiles, its 5x5 dx 25 of 36
   CHECK(takes(make_conv2d_shape(128, 128, 5, 5, 64, 3, 3, 1, Padding::valid)) ==
         std::pair{false, false});
