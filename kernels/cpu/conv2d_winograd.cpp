@@ -21,9 +21,11 @@ namespace {
 
 constexpr int64_t kXi = 16;  // positions ξ of a 4x4 transformed tile
 
-// Tiles per group: enough columns for SGEMM to run near full speed, few enough that V and M
-// of the question's conv2d_2 (one sample, 144 tiles: 0.9 MiB) stay in L2.
-constexpr int64_t kTargetTiles = 128;
+// Tiles per group, at least: several of a small image's samples per SGEMM, but few enough
+// that V and M stay in L2. On the question's conv2d_3 (25 tiles a sample), groups of ~64
+// tiles ran its three passes ~12 % faster than ~128, and ~512 slower still; conv2d_2 (144
+// tiles a sample) takes one sample per group at any of these.
+constexpr int64_t kTargetTiles = 64;
 // Groups per thread at least, where the batch allows (as in conv2d.cpp).
 constexpr int64_t kGroupsPerThread = 4;
 
