@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(
   meson ninja-build g++ pkg-config    # build
   doctest-dev                         # tests
-  libopenblas-serial-dev              # CPU GEMM; the serial build, so a device's own threads decide parallelism
+  libopenblas-pthread-dev             # CPU GEMM; pinned to one thread per call (kernels/cpu/meson.build says why not serial)
   libcli11-dev nlohmann-json3-dev     # command lines; JSON (safetensors headers, traces, metrics)
   zlib1g-dev                          # gzip'd IDX data
   dataset-fashion-mnist               # the training data (gzip'd IDX files)

@@ -10,7 +10,7 @@ namespace brigade::cpu {
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc) {
-  // If the dynamic loader picked a threaded OpenBLAS despite our rpath, keep it to one thread.
+  // OpenBLAS runs each call on the calling thread: parallelism is the device ThreadPool's.
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
   if (M == 0 || N == 0) return;

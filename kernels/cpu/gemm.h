@@ -2,9 +2,10 @@
 //
 //   C (M, N) = alpha · op(A) · op(B) + beta · C,  op(A): (M, K), op(B): (K, N)
 //
-// It runs on the calling thread only (OpenBLAS's serial build, and its thread count pinned to
-// 1 in case the system's threaded build is loaded instead): the kernels above split their
-// work over the device's ThreadPool, so two virtual devices never oversubscribe the cores.
+// It runs on the calling thread only (OpenBLAS's thread count pinned to 1): the kernels above
+// split their work over the device's ThreadPool, so two virtual devices never oversubscribe
+// the cores. Any number of threads may call it at once: the OpenBLAS linked (meson.build) is
+// a build with locks, which the serial one is not.
 #pragma once
 
 #include <cstdint>

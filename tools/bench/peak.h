@@ -6,7 +6,7 @@
 //   fma    a tight loop of independent fused multiply-adds in the widest vectors this CPU has
 //          (AVX-512, else AVX2+FMA, else plain SSE multiply + add): what the core can do at
 //          best, with no memory traffic at all. This is "peak".
-//   sgemm  OpenBLAS's SGEMM (the serial build brigade links, kernels/cpu/gemm.h) on a large
+//   sgemm  OpenBLAS's SGEMM (the build brigade links, kernels/cpu/gemm.h) on a large
 //          square problem, one per thread: what a well-tuned dense kernel reaches in practice.
 #pragma once
 
