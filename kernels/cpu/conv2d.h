@@ -12,8 +12,9 @@
 // running at the same time (two streams of one device) need two workspaces.
 // Results are deterministic for a given (shape, pool size, ISA). Across pool sizes, batch sizes
 // or ISAs they may differ in the last bits: samples are grouped differently per SGEMM,
-// conv2d_backward_filter adds per-thread partial sums (in thread order), and the direct
-// single-channel forward and Winograd sum in other orders than im2col + SGEMM.
+// conv2d_backward_filter on im2col adds per-thread partial sums (in thread order; Winograd's
+// sums fixed chunks of samples, the same on any pool size), and the direct single-channel
+// forward and Winograd sum in other orders than im2col + SGEMM.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 //   U  (16, K, C)   the transformed filters (forward, backward-data), shared by the threads
 //   V  (16, C, T)   the transformed input patches of the group
 //   M  (16, K, T)   the 16 products (forward), or the gradient flowing into them (filter)
-//   dU (16, K, C)   one thread's sum of the filter gradient in the transformed domain
+//   dU (16, K, C)   one chunk's sum of the filter gradient in the transformed domain
 // so that every transform runs along a row of tiles with unit stride.
 #include "kernels/cpu/conv2d_winograd.h"
 
@@ -28,6 +28,11 @@ constexpr int64_t kXi = 16;  // positions ξ of a 4x4 transformed tile
 constexpr int64_t kTargetTiles = 64;
 // Groups per thread at least, where the batch allows (as in conv2d.cpp).
 constexpr int64_t kGroupsPerThread = 4;
+// Backward-filter cuts the batch into this many chunks (fewer with fewer samples) whatever the
+// thread count: each chunk sums into its own dU, chunks go to whichever thread is free, and
+// their sums are added in chunk order. So its bits do not depend on the thread count, and a
+// thread the machine slows down takes fewer chunks instead of holding the others up.
+constexpr int64_t kFilterChunks = 8;
 
 struct Geometry {
   int64_t th, tw;   // tile rows, tile columns of one sample's output
@@ -35,24 +40,29 @@ struct Geometry {
   int64_t nb;       // samples per group
   int64_t T;        // tiles per group: nb · tiles, the SGEMMs' N (and leading dimension)
   int64_t slots;    // thread slots
-  int64_t u;        // floats of U (shared)
+  int64_t chunks;   // backward-filter's chunks (0 for the forward)
+  int64_t u;        // floats of U (the forward's, shared)
   int64_t v, m;     // floats of one slot's V and M
-  int64_t du;       // floats of one slot's dU (backward-filter; one size fits all passes)
-  int64_t slot() const { return v + m + du; }
-  int64_t total() const { return u + slots * slot(); }
+  int64_t du;       // floats of one chunk's dU
+  int64_t slot() const { return v + m; }
+  int64_t total() const { return u + slots * slot() + chunks * du; }
 };
 
-Geometry geometry(const Conv2dShape& s, const ThreadPool& pool) {
+// The forward's geometry, or backward-filter's: groups of a size that does not depend on the
+// thread count (its sums must not), handed out a chunk at a time.
+Geometry geometry(const Conv2dShape& s, const ThreadPool& pool, bool for_filter = false) {
   Geometry g{};
   g.th = (s.P + 1) / 2;
   g.tw = (s.Q + 1) / 2;
   g.tiles = g.th * g.tw;
   g.nb = std::clamp<int64_t>((kTargetTiles + g.tiles - 1) / g.tiles, 1, s.N);
   const int64_t threads = std::min<int64_t>(s.N, pool.size());
-  if (threads > 1) g.nb = std::min(g.nb, std::max<int64_t>(1, s.N / (kGroupsPerThread * threads)));
+  if (!for_filter && threads > 1)
+    g.nb = std::min(g.nb, std::max<int64_t>(1, s.N / (kGroupsPerThread * threads)));
   g.T = g.nb * g.tiles;
-  g.slots = std::min<int64_t>(threads, (s.N + g.nb - 1) / g.nb);
-  g.u = kXi * s.K * s.C;
+  g.chunks = for_filter ? std::min(kFilterChunks, s.N) : 0;
+  g.slots = std::min(threads, for_filter ? g.chunks : (s.N + g.nb - 1) / g.nb);
+  g.u = for_filter ? 0 : kXi * s.K * s.C;
   g.v = kXi * s.C * g.T;
   g.m = kXi * s.K * g.T;
   g.du = kXi * s.K * s.C;
@@ -61,11 +71,16 @@ Geometry geometry(const Conv2dShape& s, const ThreadPool& pool) {
 
 // One slot's buffers inside the workspace.
 struct Slot {
-  float *V, *M, *dU;
+  float *V, *M;
 };
 Slot slot_of(float* workspace, const Geometry& g, int64_t t) {
   float* base = workspace + g.u + t * g.slot();
-  return {base, base + g.v, base + g.v + g.m};
+  return {base, base + g.v};
+}
+
+// Chunk ch's dU inside the workspace, after the slots.
+float* chunk_sum(float* workspace, const Geometry& g, int64_t ch) {
+  return workspace + g.u + g.slots * g.slot() + ch * g.du;
 }
 
 // U[ξ][k][c] = (G g Gᵀ)[ξ] for every filter g (3x3); turned 180° with K and C swapped when
@@ -228,7 +243,8 @@ Conv2dShape data_shape(const Conv2dShape& s) {
 
 int64_t workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
   int64_t floats = 0;
-  if (applies(s)) floats = geometry(s, pool).total();
+  if (applies(s))
+    floats = std::max(geometry(s, pool).total(), geometry(s, pool, /*for_filter=*/true).total());
   if (s.stride == 1 && applies(data_shape(s)))
     floats = std::max(floats, geometry(data_shape(s), pool).total());
   return floats;
@@ -253,34 +269,37 @@ void backward_data(const float* dy, const float* w, float* dx, const Conv2dShape
 
 void backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                      ThreadPool& pool, float* workspace) {
-  const Geometry g = geometry(s, pool);
+  const Geometry g = geometry(s, pool, /*for_filter=*/true);
   std::vector<float> owned;
   float* ws = workspace_or(workspace, owned, g.total());
   const bool avx512 = kernel_isa() == Isa::avx512;
-  // Slot t sums the samples [t·N/slots, (t+1)·N/slots), group by group, into its own dU; the
-  // slots' sums are then added in slot order: the bits depend on the thread count only.
+  std::atomic<int64_t> next{0};
   pool.parallel_for(g.slots, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const Slot buf = slot_of(ws, g, t);
-      std::fill(buf.dU, buf.dU + g.du, 0.0f);
-      const int64_t end = (t + 1) * s.N / g.slots;
-      for (int64_t n0 = t * s.N / g.slots; n0 < end; n0 += g.nb) {
-        const int64_t nbk = std::min(g.nb, end - n0);
-        transform_inputs(x, buf, n0, nbk, s, g, avx512);
-        transform_gradients(dy, buf, n0, nbk, s, g, avx512);
-        for (int64_t xi = 0; xi < kXi; ++xi)  // dU[ξ] (K, C) += dM[ξ] (K, T) · V[ξ]ᵀ (T, C)
-          sgemm(false, true, s.K, s.C, nbk * g.tiles, 1.0f, buf.M + xi * s.K * g.T, g.T,
-                buf.V + xi * s.C * g.T, g.T, 1.0f, buf.dU + xi * s.K * s.C, s.C);
+      for (int64_t ch = next++; ch < g.chunks; ch = next++) {
+        // chunk ch: samples [ch·N/chunks, (ch+1)·N/chunks), group by group, into its dU
+        float* dU = chunk_sum(ws, g, ch);
+        std::fill(dU, dU + g.du, 0.0f);
+        const int64_t end = (ch + 1) * s.N / g.chunks;
+        for (int64_t n0 = ch * s.N / g.chunks; n0 < end; n0 += g.nb) {
+          const int64_t nbk = std::min(g.nb, end - n0);
+          transform_inputs(x, buf, n0, nbk, s, g, avx512);
+          transform_gradients(dy, buf, n0, nbk, s, g, avx512);
+          for (int64_t xi = 0; xi < kXi; ++xi)  // dU[ξ] (K, C) += dM[ξ] (K, T) · V[ξ]ᵀ (T, C)
+            sgemm(false, true, s.K, s.C, nbk * g.tiles, 1.0f, buf.M + xi * s.K * g.T, g.T,
+                  buf.V + xi * s.C * g.T, g.T, 1.0f, dU + xi * s.K * s.C, s.C);
+        }
       }
     }
   });
-  float* total = slot_of(ws, g, 0).dU;
-  for (int64_t t = 1; t < g.slots; ++t) {
-    const float* part = slot_of(ws, g, t).dU;
-    pool.parallel_for(g.du, [&](int64_t i0, int64_t i1) {
+  float* total = chunk_sum(ws, g, 0);  // + chunk 1 + chunk 2 ..., in that order
+  pool.parallel_for(g.du, [&](int64_t i0, int64_t i1) {
+    for (int64_t ch = 1; ch < g.chunks; ++ch) {
+      const float* part = chunk_sum(ws, g, ch);
       for (int64_t i = i0; i < i1; ++i) total[i] += part[i];
-    }, 4096);
-  }
+    }
+  }, 4096);
   untransform_filter_gradient(total, dw, s.K, s.C, pool);
 }
 

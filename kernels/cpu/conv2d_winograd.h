@@ -51,8 +51,9 @@ int64_t workspace_floats(const Conv2dShape& s, const ThreadPool& pool);
 void forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
              ThreadPool& pool, float* workspace, bool relu);
 
-// dw (K, C, 3, 3) += the filter gradient of s's convolution. Requires applies(s). Threads
-// sum their own samples, then their sums are added in thread order (as in conv2d.h).
+// dw (K, C, 3, 3) += the filter gradient of s's convolution. Requires applies(s). The batch
+// is summed in up to 8 chunks of samples, whichever thread is free taking the next, and the
+// chunks' sums are added in chunk order: the same bits on any number of threads.
 void backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                      ThreadPool& pool, float* workspace);
 

@@ -206,6 +206,33 @@ TEST_CASE("conv2d: the fast CPU path is deterministic for a given thread count")
   }
 }
 
+TEST_CASE("conv2d: Winograd's backward-filter gives the same bits on 1, 2 and 3 threads") {
+  // Its chunks of samples do not depend on the thread count, and their sums are added in
+  // chunk order (conv2d_winograd.h); im2col + SGEMM's per-thread sums do not promise this.
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    // conv2, same padding with a masked tail, small planes several to a group; 10-15 samples
+    for (const Case& c : {kCases[1], kCases[18], kCases[19]}) {
+      const Conv2dShape s =
+          make_conv2d_shape(c.N * 5, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      REQUIRE(cpu::winograd::applies(s));
+      INFO("isa " << std::string(cpu::isa_name(isa)) << " x (" << s.N << "," << s.C << ","
+                  << s.H << "," << s.W << ") K=" << s.K);
+      const auto x = to_float(random_vector(s.x_size(), 1));
+      const auto dy = to_float(random_vector(s.y_size(), 2));
+      auto dw_on = [&](int threads) {
+        ThreadPool pool(threads);
+        std::vector<float> dw(s.w_size(), 0.0f);
+        cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s, pool, nullptr);
+        return dw;
+      };
+      const std::vector<float> one = dw_on(1);
+      CHECK(dw_on(2) == one);
+      CHECK(dw_on(3) == one);
+    }
+  }
+}
+
 TEST_CASE("conv2d: a NaN input reaches the output through the fused ReLU on every path") {
   // The pipeline's finiteness check relies on it: max(NaN, 0) must stay NaN, not become 0.
   for (cpu::Isa isa : runnable_isas()) {
