@@ -295,27 +295,36 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   }, 4096);
 }
 
-void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, ThreadPool& pool) {
-  const int64_t PQ = s.P * s.Q;
-  // Sixteen running sums per filter, lane l taking the entries i ≡ l (mod 16) of every sample's
-  // row: independent sums the compiler vectorises (one float sum in order does not), short
-  // (N·PQ/16 terms each), and the same on every ISA and thread count. Then a fixed pairwise
-  // reduction of the lanes.
+namespace {
+// db[k] += Σ dy[n][k][·] for k in [k0, k1): the portable form of avx512::bias_sums (see there).
+void bias_sums(const float* dy, float* db, const Conv2dShape& s, int64_t k0, int64_t k1) {
   constexpr int64_t L = 16;
-  pool.parallel_for(s.K, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      float lanes[L] = {};
-      for (int64_t n = 0; n < s.N; ++n) {
-        const float* row = dy + (n * s.K + k) * PQ;
-        int64_t i = 0;
-        for (; i + L <= PQ; i += L)
-          for (int64_t l = 0; l < L; ++l) lanes[l] += row[i + l];
-        for (int64_t l = 0; i + l < PQ; ++l) lanes[l] += row[i + l];
-      }
-      for (int64_t width = L / 2; width >= 1; width /= 2)
-        for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-      db[k] += lanes[0];
+  const int64_t PQ = s.P * s.Q;
+  for (int64_t k = k0; k < k1; ++k) {
+    float lanes[L] = {};
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float* row = dy + (n * s.K + k) * PQ;
+      int64_t i = 0;
+      for (; i + L <= PQ; i += L)
+        for (int64_t l = 0; l < L; ++l) lanes[l] += row[i + l];
+      for (int64_t l = 0; i + l < PQ; ++l) lanes[l] += row[i + l];
     }
+    for (int64_t width = L / 2; width >= 1; width /= 2)
+      for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    db[k] += lanes[0];
+  }
+}
+}  // namespace
+
+void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, ThreadPool& pool) {
+  // Sixteen running sums per filter, lane l taking the entries i ≡ l (mod 16) of every
+  // sample's row: independent sums that vectorise (one float sum in order does not), short
+  // (N·PQ/16 terms each), and the same bits on every ISA and thread count. Then a fixed
+  // pairwise reduction of the lanes.
+  const bool avx512 = kernel_isa() == Isa::avx512;
+  pool.parallel_for(s.K, [&](int64_t k0, int64_t k1) {
+    if (avx512) avx512::bias_sums(dy, db, s, k0, k1);
+    else bias_sums(dy, db, s, k0, k1);
   }, 4);
 }
 

@@ -109,5 +109,27 @@ BRIGADE_AVX512 void conv1ch_forward(const float* xs, int64_t ld_x, const float* 
     }
 }
 
+BRIGADE_AVX512 void bias_sums(const float* dy, float* db, const Conv2dShape& s, int64_t k0,
+                              int64_t k1) {
+  const int64_t PQ = s.P * s.Q;
+  const __mmask16 tail = first_lanes(PQ % 16);
+  for (int64_t k = k0; k < k1; ++k) {
+    __m512 lanes = _mm512_setzero_ps();
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float* row = dy + (n * s.K + k) * PQ;
+      int64_t i = 0;
+      for (; i + 16 <= PQ; i += 16) lanes = _mm512_add_ps(lanes, _mm512_loadu_ps(row + i));
+      // only the tail's lanes change (adding 0 elsewhere could turn a -0 into +0)
+      if (tail)
+        lanes = _mm512_mask_add_ps(lanes, tail, lanes, _mm512_maskz_loadu_ps(tail, row + i));
+    }
+    float l[16];
+    _mm512_storeu_ps(l, lanes);
+    for (int width = 8; width >= 1; width /= 2)
+      for (int j = 0; j < width; ++j) l[j] += l[j + width];
+    db[k] += l[0];
+  }
+}
+
 }  // namespace avx512
 }  // namespace brigade::cpu

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -229,6 +230,26 @@ TEST_CASE("conv2d: Winograd's backward-filter gives the same bits on 1, 2 and 3 
       const std::vector<float> one = dw_on(1);
       CHECK(dw_on(2) == one);
       CHECK(dw_on(3) == one);
+    }
+  }
+}
+
+TEST_CASE("conv2d: the bias gradient has the same bits on every ISA and thread count") {
+  for (const Case& c : kCases) {
+    const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+    INFO("dy (" << s.N << "," << s.K << "," << s.P << "," << s.Q << ")");
+    const auto dy = to_float(random_vector(s.y_size(), 9));
+    const auto db0 = to_float(random_vector(s.K, 10));
+    std::optional<std::vector<float>> first;
+    for (cpu::Isa isa : runnable_isas()) {
+      ForcedIsa forced(isa);
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> db = db0;
+        cpu::conv2d_backward_bias(dy.data(), db.data(), s, pool);
+        if (!first) first = db;
+        CHECK(std::memcmp(db.data(), first->data(), db.size() * sizeof(float)) == 0);
+      }
     }
   }
 }
