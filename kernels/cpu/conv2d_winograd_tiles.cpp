@@ -44,7 +44,8 @@ void input_band_portable(const InputRows& in, float* v, int64_t ld, int64_t tw) 
   }
 }
 
-// bias, then the ReLU (std::max(v, 0), in that order: a NaN passes through) or the mask
+// An output with its bias added: the ReLU (std::max(v, 0), in that order: a NaN passes
+// through) or the mask, if any.
 float finish(float v, const OutputRows& out, int64_t at) {
   if (out.relu) return std::max(v, 0.0f);
   if (out.mask) return out.mask[at] > 0.0f ? v : 0.0f;
