@@ -184,7 +184,8 @@ void col2im(const float* col, float* dx, const Conv2dShape& s) {
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu) {
   if (winograd::applies(s)) {
-    winograd::forward(x, w, b, y, s, pool, workspace, relu);
+    Scratch scratch(workspace, winograd::workspace_floats(s, pool));
+    winograd::forward(x, w, b, y, s, pool, scratch.get(), relu);
     return;
   }
   const Plan plan = make_plan(s, pool);
@@ -236,7 +237,8 @@ const float* gather_dy(const float* dy, float* ybuf, int64_t n0, int64_t nbk, co
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           ThreadPool& pool, float* workspace, const float* relu_x) {
   if (s.stride == 1 && winograd::applies(winograd::data_shape(s))) {
-    winograd::backward_data(dy, w, dx, s, pool, workspace, relu_x);
+    Scratch scratch(workspace, winograd::workspace_floats(s, pool));
+    winograd::backward_data(dy, w, dx, s, pool, scratch.get(), relu_x);
     return;
   }
   const Plan plan = make_plan(s, pool);
@@ -269,7 +271,8 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                             ThreadPool& pool, float* workspace) {
   if (winograd::applies(s)) {
-    winograd::backward_filter(x, dy, dw, s, pool, workspace);
+    Scratch scratch(workspace, winograd::workspace_floats(s, pool));
+    winograd::backward_filter(x, dy, dw, s, pool, scratch.get());
     return;
   }
   const Plan plan = make_plan(s, pool);

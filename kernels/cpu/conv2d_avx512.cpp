@@ -11,6 +11,7 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/conv2d_lowering.h"
 
 #define BRIGADE_AVX512 __attribute__((target("avx512f"), flatten))
@@ -19,14 +20,9 @@
 
 namespace brigade::cpu {
 
-namespace {
-// The lanes [0, n) of a 16-lane block, n in [0, 16].
-BRIGADE_AVX512 inline __mmask16 first_lanes(int64_t n) {
-  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1u);
-}
-}  // namespace
-
 namespace lowering {
+
+using avx512::first_lanes;
 
 BRIGADE_AVX512 void im2col_ld_avx512(const float* x, float* col, int64_t ld, const Conv2dShape& s) {
   if (s.stride != 1) {  // strided reads do not vectorise; the portable loop, compiled here

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "kernels/cpu/conv2d_winograd_tiles.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -209,13 +208,6 @@ void run_forward(const float* x, const float* bias, float* y, const Conv2dShape&
   });
 }
 
-// Caller's workspace, or an owned one when the caller passed nullptr.
-float* workspace_or(float* given, std::vector<float>& owned, int64_t floats) {
-  if (given) return given;
-  owned.resize(static_cast<size_t>(floats));
-  return owned.data();
-}
-
 }  // namespace
 
 bool applies(const Conv2dShape& s) {
@@ -252,34 +244,27 @@ int64_t workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
 
 void forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
              ThreadPool& pool, float* workspace, bool relu) {
-  std::vector<float> owned;
-  float* ws = workspace_or(workspace, owned, geometry(s, pool).total());
-  transform_filters(w, ws, s.K, s.C, /*for_data=*/false, pool);
-  run_forward(x, b, y, s, pool, ws, relu, nullptr);
+  transform_filters(w, workspace, s.K, s.C, /*for_data=*/false, pool);
+  run_forward(x, b, y, s, pool, workspace, relu, nullptr);
 }
 
 void backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                    ThreadPool& pool, float* workspace, const float* relu_x) {
-  const Conv2dShape d = data_shape(s);
-  std::vector<float> owned;
-  float* ws = workspace_or(workspace, owned, geometry(d, pool).total());
-  transform_filters(w, ws, s.K, s.C, /*for_data=*/true, pool);
-  run_forward(dy, nullptr, dx, d, pool, ws, false, relu_x);
+  transform_filters(w, workspace, s.K, s.C, /*for_data=*/true, pool);
+  run_forward(dy, nullptr, dx, data_shape(s), pool, workspace, false, relu_x);
 }
 
 void backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                      ThreadPool& pool, float* workspace) {
   const Geometry g = geometry(s, pool, /*for_filter=*/true);
-  std::vector<float> owned;
-  float* ws = workspace_or(workspace, owned, g.total());
   const bool avx512 = kernel_isa() == Isa::avx512;
   std::atomic<int64_t> next{0};
   pool.parallel_for(g.slots, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const Slot buf = slot_of(ws, g, t);
+      const Slot buf = slot_of(workspace, g, t);
       for (int64_t ch = next++; ch < g.chunks; ch = next++) {
         // chunk ch: samples [ch·N/chunks, (ch+1)·N/chunks), group by group, into its dU
-        float* dU = chunk_sum(ws, g, ch);
+        float* dU = chunk_sum(workspace, g, ch);
         std::fill(dU, dU + g.du, 0.0f);
         const int64_t end = (ch + 1) * s.N / g.chunks;
         for (int64_t n0 = ch * s.N / g.chunks; n0 < end; n0 += g.nb) {
@@ -293,10 +278,10 @@ void backward_filter(const float* x, const float* dy, float* dw, const Conv2dSha
       }
     }
   });
-  float* total = chunk_sum(ws, g, 0);  // + chunk 1 + chunk 2 ..., in that order
+  float* total = chunk_sum(workspace, g, 0);  // + chunk 1 + chunk 2 ..., in that order
   pool.parallel_for(g.du, [&](int64_t i0, int64_t i1) {
     for (int64_t ch = 1; ch < g.chunks; ++ch) {
-      const float* part = chunk_sum(ws, g, ch);
+      const float* part = chunk_sum(workspace, g, ch);
       for (int64_t i = i0; i < i1; ++i) total[i] += part[i];
     }
   }, 4096);

@@ -43,7 +43,8 @@ bool applies(const Conv2dShape& s);
 // (C, K, 3, 3) = w turned 180° with K and C swapped, padding 2 - s.pad, output (N, C, H, W).
 Conv2dShape data_shape(const Conv2dShape& s);
 
-// Floats of workspace the three functions below need with this pool (0 where none applies).
+// Floats of workspace the three functions below need with this pool (0 where none applies);
+// each takes `workspace`, at least that many floats (conv2d.cpp supplies it).
 int64_t workspace_floats(const Conv2dShape& s, const ThreadPool& pool);
 
 // y (N, K, P, Q) = x ⋆ w + b (b may be nullptr), max(y, 0) when relu.  x: (N, C, H, W)

@@ -14,6 +14,8 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_lanes.h"
+
 #define BRIGADE_AVX512 __attribute__((target("avx512f")))
 
 namespace brigade::cpu::winograd {
@@ -95,18 +97,9 @@ void gradient_band_portable(const float* dy0, int64_t rows, int64_t Q, float* dm
 
 // ---- AVX-512: 16 tiles at a time ----
 
-// The lanes [0, n) of a 16-lane block, n clamped to [0, 16].
-BRIGADE_AVX512 inline __mmask16 first_lanes(int64_t n) {
-  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1u);
-}
-
-// Lane i <- element 2i (even) or 2i + 1 (odd) of the 32 floats lo:hi.
-BRIGADE_AVX512 inline __m512i even_lanes() {
-  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-}
-BRIGADE_AVX512 inline __m512i odd_lanes() {
-  return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
+using avx512::even_lanes;
+using avx512::first_lanes;
+using avx512::odd_lanes;
 
 // The lanes l of a 16-float load starting at column `first` that fall in [0, W): the others
 // read as zero and touch no memory.

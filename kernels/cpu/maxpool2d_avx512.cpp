@@ -7,21 +7,11 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_lanes.h"
+
 #define BRIGADE_AVX512 __attribute__((target("avx512f"), flatten))
 
 namespace brigade::cpu::avx512 {
-
-namespace {
-BRIGADE_AVX512 inline __mmask16 first_lanes(int64_t n) {  // lanes [0, n), n in [0, 16]
-  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1u);
-}
-BRIGADE_AVX512 inline __m512i even_lanes() {  // 0, 2, ..., 30 of the pair (lo, hi)
-  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-}
-BRIGADE_AVX512 inline __m512i odd_lanes() {  // 1, 3, ..., 31
-  return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
-}  // namespace
 
 BRIGADE_AVX512 void maxpool2x2_forward_plane(const float* xp, float* yp, int32_t* ap,
                                              const Pool2dShape& s) {
