@@ -5,6 +5,9 @@
 //                       cudaGetLastError(); the code lives in brigade::cuda.
 //   host compiler       the emulator (emu.h); BRIGADE_LAUNCH enqueues the grid on a CPU
 //                       stream; the code lives in brigade::emu.
+// In an emulated-GPU build (-Dcuda=emulated) the brigade::cuda compilation is made by the host
+// compiler too (BRIGADE_EMULATED_GPU_KERNELS): emulated_gpu.h launches through the emulated
+// CUDA runtime instead of <<<>>>, with the same stream, current device and error check.
 //
 // The contract a .cu follows (kernels/emu/README.md has a worked example):
 //   #include "kernels/emu/kernel.h"
@@ -16,12 +19,29 @@
 // one on a CUDA stream) throws brigade::Error naming the kernel and the stream.
 #pragma once
 
-#if defined(__CUDACC__)
-
-#include <cuda_runtime.h>
+#if defined(__CUDACC__) || defined(BRIGADE_EMULATED_GPU_KERNELS)
 
 #include "engine/error.h"
 #include "engine/stream.h"
+
+namespace brigade::detail {
+// The cudaStream_t to launch a native kernel on, with the stream's device made current on
+// this thread (Stream::cuda_handle does that: a launch fails unless its stream's device is
+// current). A CPU stream is an error, not a fallback.
+inline cudaStream_t native_launch_stream(const Stream& stream, const char* kernel) {
+  BRIGADE_CHECK(stream.device().is_cuda(),
+                "kernel " << kernel << ": a native CUDA launch needs a CUDA stream, got "
+                          << stream.str()
+                          << " (a CPU stream runs the emulated kernel, brigade::emu::...)");
+  return stream.cuda_handle();
+}
+}  // namespace brigade::detail
+
+#endif
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
 
 #define BRIGADE_KERNEL_NAMESPACE cuda
 
@@ -39,16 +59,9 @@
     BRIGADE_CUDA_CHECK(cudaGetLastError());                                                  \
   } while (0)
 
-namespace brigade::detail {
-// The cudaStream_t to launch a native kernel on; a CPU stream is an error, not a fallback.
-inline cudaStream_t native_launch_stream(const Stream& stream, const char* kernel) {
-  BRIGADE_CHECK(stream.device().is_cuda(),
-                "kernel " << kernel << ": a native CUDA launch needs a CUDA stream, got "
-                          << stream.str()
-                          << " (a CPU stream runs the emulated kernel, brigade::emu::...)");
-  return stream.cuda_handle();
-}
-}  // namespace brigade::detail
+#elif defined(BRIGADE_EMULATED_GPU_KERNELS)
+
+#include "kernels/emu/emulated_gpu.h"
 
 #else
 

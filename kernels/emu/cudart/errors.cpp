@@ -1,0 +1,109 @@
+// The emulated runtime's error state: each host thread's last error and current device, and
+// the names and texts of the error codes.
+//
+// CUDA's rule (the CUDA Runtime API, "Error Handling"): every runtime call may return an
+// error, and the error is also kept as the calling host thread's "last error" until
+// cudaGetLastError returns it and resets it. That includes cudaErrorNotReady from
+// cudaStreamQuery and cudaEventQuery, which is what makes an unchecked poll poison the next
+// checked cudaGetLastError() after a healthy launch. A sticky error (a faulted GPU) is not
+// reset: the GPU stays faulted.
+#include <cstdio>
+#include <string>
+
+#include "kernels/emu/cudart/gpu.h"
+
+namespace brigade::emu::gpu {
+
+namespace {
+struct ThreadErrors {
+  cudaError_t last = cudaSuccess;
+  cudaError_t detailed = cudaSuccess;  // the code `detail` explains
+  std::string detail;
+  int device = 0;
+};
+thread_local ThreadErrors this_thread;
+
+const char* base_string(cudaError_t code) {
+  switch (code) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorPeerAccessAlreadyEnabled:
+      return "peer access is already enabled";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNotSupported: return "operation not supported";
+  }
+  return "unrecognized error code";
+}
+}  // namespace
+
+cudaError_t fail(cudaError_t code, std::string detail) {
+  this_thread.last = code;
+  this_thread.detailed = code;
+  this_thread.detail = std::string(base_string(code)) +
+                       (detail.empty() ? "" : " [emulated GPU: " + std::move(detail) + "]");
+  return code;
+}
+
+int& current_device() { return this_thread.device; }
+
+}  // namespace brigade::emu::gpu
+
+using brigade::emu::gpu::this_thread;
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+  const cudaError_t last = this_thread.last;
+  this_thread.last = cudaSuccess;
+  // A faulted GPU stays faulted: its error is returned again by the next call that touches it.
+  return last;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return this_thread.last; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+#define BRIGADE_NAME(code) \
+  case code: return #code;
+    BRIGADE_NAME(cudaSuccess)
+    BRIGADE_NAME(cudaErrorInvalidValue)
+    BRIGADE_NAME(cudaErrorMemoryAllocation)
+    BRIGADE_NAME(cudaErrorInitializationError)
+    BRIGADE_NAME(cudaErrorInvalidConfiguration)
+    BRIGADE_NAME(cudaErrorInvalidMemcpyDirection)
+    BRIGADE_NAME(cudaErrorInsufficientDriver)
+    BRIGADE_NAME(cudaErrorNoDevice)
+    BRIGADE_NAME(cudaErrorInvalidDevice)
+    BRIGADE_NAME(cudaErrorInvalidResourceHandle)
+    BRIGADE_NAME(cudaErrorNotReady)
+    BRIGADE_NAME(cudaErrorIllegalAddress)
+    BRIGADE_NAME(cudaErrorPeerAccessAlreadyEnabled)
+    BRIGADE_NAME(cudaErrorPeerAccessNotEnabled)
+    BRIGADE_NAME(cudaErrorLaunchFailure)
+    BRIGADE_NAME(cudaErrorNotSupported)
+#undef BRIGADE_NAME
+  }
+  return "cudaErrorUnknown";
+}
+
+// NVIDIA's text for the code; for the error this thread was last given, the emulator's
+// explanation after it ("invalid resource handle [emulated GPU: kernel k launched on a stream
+// of cuda:1 while this thread's current device is cuda:0 ...]").
+const char* cudaGetErrorString(cudaError_t error) {
+  if (error != cudaSuccess && error == this_thread.detailed) return this_thread.detail.c_str();
+  return brigade::emu::gpu::base_string(error);
+}
+
+}  // extern "C"

@@ -1,0 +1,160 @@
+// The state behind the emulated CUDA runtime: GPUs, their streams and events, device memory,
+// and each host thread's current device and last error. Internal to kernels/emu/cudart/.
+//
+// One mutex (Emulation::mutex) guards all of it, and one condition variable (changed) is
+// notified whenever a stream completes an item, so a host call or a stream waiting for
+// another stream waits on one predicate over plain counters. The emulator is for
+// correctness, not speed: one lock is the design that is easy to prove.
+//
+// A stream is a worker thread draining a FIFO of tasks, each with a position 1, 2, 3, ...;
+// "position p has run" is `completed >= p`. An event record is a (stream, position) pair.
+// This is engine/stream_cpu.cpp's model, rebuilt here beneath the CUDA API so that the code
+// under test (engine/stream_cuda.cpp) is the code a real GPU runs.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/thread_pool.h"
+#include "kernels/emu/cudart/include/cuda_runtime_api.h"
+
+namespace brigade::emu::gpu {
+
+struct StreamState;
+
+// A stream's worker: runs tasks in order; a task that throws faults the stream's GPU.
+struct Task {
+  std::function<void()> run;
+  std::string what;  // "kernel relu_forward_kernel", "a copy": for reports
+};
+
+// One emulated GPU.
+struct Gpu {
+  int index = 0;
+  uint64_t capacity = 0;       // bytes: cudaMalloc beyond it is cudaErrorMemoryAllocation
+  uint64_t in_use = 0;         // bytes of live cudaMalloc blocks
+  std::vector<char> peer_enabled;  // peer_enabled[p]: this GPU's kernels may touch p's memory
+  // A fault (a kernel that failed): sticky, as on a GPU. Every later call that touches this
+  // GPU returns it; its streams skip their remaining work.
+  cudaError_t fault = cudaSuccess;
+  std::string fault_detail;
+  std::shared_ptr<StreamState> legacy;            // the NULL stream, made at first use
+  std::vector<std::weak_ptr<StreamState>> streams;  // every live stream, legacy included
+  // Pageable cudaMemcpy host-to-device copies that have returned but not landed: they land
+  // when something is next ordered after the legacy stream (see memory.cpp).
+  std::vector<Task> unlanded;
+  // A cudaMemcpyPeer in flight: all later work on this GPU is ordered after it.
+  std::shared_ptr<StreamState> barrier_stream;
+  uint64_t barrier_position = 0;
+  std::unique_ptr<ThreadPool> sm;  // the GPU's "multiprocessors": threads that run blocks
+};
+
+struct StreamState {
+  Gpu* gpu = nullptr;
+  bool legacy = false;     // the NULL stream of its GPU
+  bool blocking = false;   // created without cudaStreamNonBlocking: ordered with the legacy one
+  bool destroyed = false;  // the handle is gone; the worker drains and ends
+  uint64_t enqueued = 0;   // positions handed out
+  uint64_t completed = 0;  // positions done
+  std::deque<std::pair<uint64_t, Task>> queue;
+  std::condition_variable wake;  // the worker waits here for tasks
+  std::string running;           // what the worker runs now, for reports
+  std::thread worker;
+};
+
+// One cudaEventRecord: immutable; re-recording an event makes a new one.
+struct Record {
+  std::shared_ptr<StreamState> stream;
+  uint64_t position = 0;
+  std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
+};
+
+}  // namespace brigade::emu::gpu
+
+// The handles of the API are pointers to these.
+struct CUstream_st {
+  std::shared_ptr<brigade::emu::gpu::StreamState> state;
+};
+struct CUevent_st {
+  brigade::emu::gpu::Gpu* gpu = nullptr;
+  unsigned flags = 0;
+  std::shared_ptr<brigade::emu::gpu::Record> last;  // null until the first record
+};
+
+namespace brigade::emu::gpu {
+
+// A block of memory the runtime handed out.
+struct Allocation {
+  uint64_t bytes = 0;
+  Gpu* gpu = nullptr;  // null: pinned host memory (cudaMallocHost)
+};
+
+class Emulation {
+ public:
+  static Emulation& get();  // made at first use, never destroyed (workers may outlive main)
+
+  std::mutex mutex;
+  std::condition_variable changed;  // a stream completed something
+
+  // Set once, from BRIGADE_EMULATED_GPUS and BRIGADE_EMULATED_GPU_MEMORY; a bad value leaves
+  // no GPUs and `setup_error` saying why (cudaGetDeviceCount returns it).
+  std::vector<std::unique_ptr<Gpu>> gpus;
+  std::string setup_error;
+  bool peer_supported = true;  // BRIGADE_EMULATED_GPU_PEER
+
+  std::map<uintptr_t, Allocation> allocations;  // by start address
+  std::set<const CUstream_st*> live_streams;
+  std::set<const CUevent_st*> live_events;
+
+  // The allocation holding [p, p + bytes), or null (pageable host memory or out of bounds).
+  const Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) const;
+
+ private:
+  Emulation();
+};
+
+// ---- errors (errors.cpp) --------------------------------------------------------------------
+// Every API function returns through these: the code becomes the calling thread's last error
+// (CUDA keeps it until cudaGetLastError), and `detail`, the emulator's explanation, is what
+// cudaGetErrorString gives for it on this thread.
+cudaError_t fail(cudaError_t code, std::string detail);
+inline cudaError_t ok() { return cudaSuccess; }
+// The calling thread's current device (cudaSetDevice; 0 until set).
+int& current_device();
+
+// ---- devices (devices.cpp); all with Emulation::mutex held -----------------------------------
+// The GPU numbered `index`, or null (after fail(cudaErrorInvalidDevice, ...)).
+Gpu* gpu_at(int index, const char* call);
+// The calling thread's current GPU, or null after fail(...) (no GPU, or a sticky fault).
+Gpu* current_gpu(const char* call);
+// The sticky fault of `gpu` as this call's result, or cudaSuccess.
+cudaError_t fault_of(const Gpu& gpu);
+// Marks the GPU faulted (the first fault wins) and says so once on stderr.
+void set_fault(Gpu& gpu, cudaError_t code, const std::string& detail);
+std::string name_of(const Gpu& gpu);  // "emulated cuda:1"
+
+// ---- streams (streams.cpp); all with Emulation::mutex held ----------------------------------
+// The stream a handle names (0 and cudaStreamLegacy: the current GPU's legacy stream), or null
+// after fail(...).
+std::shared_ptr<StreamState> stream_of(cudaStream_t handle, const char* call);
+std::shared_ptr<StreamState> legacy_stream(Gpu& gpu);
+// Appends a task; returns its position. Orders it as CUDA orders the stream's kind: work on
+// the legacy stream waits for the GPU's blocking streams and lands pending pageable copies,
+// work on a blocking stream waits for the legacy stream.
+uint64_t enqueue(StreamState& stream, Task task);
+// Blocks (releasing the lock) until `stream` has run `position`, or its GPU has faulted.
+void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
+// Blocks until every stream of the GPU has run all it holds.
+void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
+
+}  // namespace brigade::emu::gpu

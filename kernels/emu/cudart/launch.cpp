@@ -1,0 +1,65 @@
+// The emulated kernel launch: checks made at the launch, then the grid as a stream task that
+// runs its blocks on the GPU's threads (kernels/emu/grid.cpp's run_grid).
+#include "kernels/emu/cudart/launch.h"
+
+#include <string>
+
+#include "engine/error.h"
+#include "kernels/emu/cudart/gpu.h"
+
+namespace brigade::emu {
+
+namespace {
+// Why the kernel would touch memory it may not, or "".
+std::string illegal_access(const gpu::Gpu& gpu, const std::vector<const void*>& pointers,
+                           const std::string& kernel) {
+  const gpu::Emulation& e = gpu::Emulation::get();
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    if (pointers[i] == nullptr) continue;
+    const gpu::Allocation* a = e.find(pointers[i], 0);
+    const std::string arg = "kernel " + kernel + " on " + gpu::name_of(gpu) + ": pointer argument " +
+                            std::to_string(i + 1) + " ";
+    if (a == nullptr) return arg + "is not device or pinned memory (pageable host memory?)";
+    if (a->gpu != nullptr && a->gpu != &gpu &&
+        !gpu.peer_enabled[static_cast<size_t>(a->gpu->index)])
+      return arg + "points into " + gpu::name_of(*a->gpu) +
+             " memory, and peer access to it was not enabled (cudaDeviceEnablePeerAccess)";
+  }
+  return "";
+}
+}  // namespace
+
+cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
+                          std::vector<const void*> pointers) {
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const std::string call = "kernel " + config.kernel;
+  auto s = gpu::stream_of(stream, call.c_str());
+  if (!s) return cudaPeekAtLastError();
+  if (s->gpu->index != gpu::current_device())
+    return gpu::fail(cudaErrorInvalidResourceHandle,
+                     call + " launched on a stream of " + gpu::name_of(*s->gpu) +
+                         " while the calling thread's current device is cuda:" +
+                         std::to_string(gpu::current_device()) + " (cudaSetDevice)");
+  try {
+    check_launch(config);
+  } catch (const Error& ex) {
+    return gpu::fail(cudaErrorInvalidConfiguration, ex.what());
+  }
+  gpu::Gpu* g = s->gpu;
+  std::string what = "kernel " + config.kernel;
+  std::string illegal = illegal_access(*g, pointers, config.kernel);
+  gpu::enqueue(*s, gpu::Task{[config = std::move(config), body = std::move(body), g,
+                              illegal = std::move(illegal)] {
+                               if (!illegal.empty()) {
+                                 std::lock_guard l(gpu::Emulation::get().mutex);
+                                 gpu::set_fault(*g, cudaErrorIllegalAddress, illegal);
+                                 return;
+                               }
+                               run_grid(config, body, g->sm.get());
+                             },
+                             std::move(what)});
+  return cudaSuccess;
+}
+
+}  // namespace brigade::emu

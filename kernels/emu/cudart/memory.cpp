@@ -1,0 +1,300 @@
+// Emulated device memory and copies.
+//
+// Device memory is host memory the emulator hands out and remembers (Emulation::allocations),
+// so a pointer tells which GPU it belongs to, as unified virtual addressing does; pointers it
+// does not know are pageable host memory. The rules enforced (README.md quotes the CUDA
+// documentation for each):
+//   - cudaMalloc allocates on the thread's current device, up to that GPU's capacity, and the
+//     memory is poisoned: every byte 0xFF, a NaN in every float, so a read before a write
+//     shows;
+//   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
+//     hand out;
+//   - a copy must stay inside the allocations it names, and the direction must match them;
+//   - cudaMemcpy from pageable memory to a device returns once the source is staged, but the
+//     data lands only when something is next ordered after the legacy stream; until then the
+//     destination reads as poison to a non-blocking stream that was not ordered after it;
+//   - cudaMemcpyAsync from pageable memory stages the source at the call; to pageable memory
+//     it returns only when the copy is done; with pinned memory (cudaMallocHost) it is
+//     asynchronous both ways;
+//   - cudaMemcpyPeer is asynchronous to the host (it may not be finished when it returns),
+//     and all work later issued to either device, or the current one, is ordered after it.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/emu/cudart/gpu.h"
+
+namespace brigade::emu::gpu {
+
+namespace {
+
+constexpr uint64_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr unsigned char kPoison = 0xFF;
+
+std::string hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", p);
+  return text;
+}
+
+// What a pointer of `bytes` bytes is, as the runtime tells under unified addressing.
+struct Where {
+  enum Kind { pageable, pinned, device, out_of_bounds } kind = pageable;
+  Gpu* gpu = nullptr;
+};
+
+Where where(const void* p, uint64_t bytes) {
+  Emulation& e = Emulation::get();
+  if (const Allocation* a = e.find(p, bytes)) return {a->gpu ? Where::device : Where::pinned, a->gpu};
+  if (e.find(p, 1) != nullptr) return {Where::out_of_bounds, nullptr};  // starts inside, runs past
+  return {};
+}
+
+// Checks a copy's pointers against its kind; returns where each side is, or null after fail().
+bool classify(const char* call, void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
+              Where* to, Where* from) {
+  *to = where(dst, bytes);
+  *from = where(src, bytes);
+  for (const auto& [side, w, p] : {std::tuple{"destination", *to, static_cast<const void*>(dst)},
+                                   std::tuple{"source", *from, src}})
+    if (w.kind == Where::out_of_bounds) {
+      fail(cudaErrorInvalidValue, std::string(call) + ": the " + side + " " + hex(p) + " + " +
+                                      std::to_string(bytes) + " bytes runs past its allocation");
+      return false;
+    }
+  const bool dst_device = to->kind == Where::device, src_device = from->kind == Where::device;
+  const bool matches = kind == cudaMemcpyDefault ||
+                       (kind == cudaMemcpyHostToDevice && dst_device && !src_device) ||
+                       (kind == cudaMemcpyDeviceToHost && !dst_device && src_device) ||
+                       (kind == cudaMemcpyDeviceToDevice && dst_device && src_device) ||
+                       (kind == cudaMemcpyHostToHost && !dst_device && !src_device);
+  if (!matches) {
+    fail(cudaErrorInvalidMemcpyDirection,
+         std::string(call) + ": the kind says " + std::to_string(kind) + " but the destination is " +
+             (dst_device ? name_of(*to->gpu) + " memory" : "host memory") + " and the source " +
+             (src_device ? name_of(*from->gpu) + " memory" : "host memory"));
+    return false;
+  }
+  for (const Where* w : {to, from})
+    if (w->gpu != nullptr && fault_of(*w->gpu) != cudaSuccess) return false;
+  return true;
+}
+
+// A copy task. A pageable source is staged now (CUDA copies it to a staging buffer before the
+// call returns), so the caller may reuse its buffer at once.
+Task copy_task(void* dst, const void* src, uint64_t bytes, bool stage_source) {
+  if (stage_source) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    return {[dst, staged] { std::memcpy(dst, staged->data(), staged->size()); }, "a copy"};
+  }
+  return {[dst, src, bytes] { std::memcpy(dst, src, bytes); }, "a copy"};
+}
+
+}  // namespace
+
+}  // namespace brigade::emu::gpu
+
+using namespace brigade::emu::gpu;
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  *ptr = nullptr;
+  Gpu* gpu = current_gpu("cudaMalloc");  // memory of the calling thread's current device
+  if (gpu == nullptr) return cudaPeekAtLastError();
+  const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (gpu->in_use + bytes > gpu->capacity)
+    return fail(cudaErrorMemoryAllocation,
+                "cudaMalloc(" + std::to_string(size) + ") on " + name_of(*gpu) + ": " +
+                    std::to_string(gpu->in_use) + " of " + std::to_string(gpu->capacity) +
+                    " bytes in use (BRIGADE_EMULATED_GPU_MEMORY)");
+  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (p == nullptr) return fail(cudaErrorMemoryAllocation, "the host has no memory left");
+  std::memset(p, kPoison, bytes);  // fresh device memory is garbage: here, NaN
+  gpu->in_use += bytes;
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu};
+  *ptr = p;
+  return ok();
+}
+
+cudaError_t cudaFree(void* ptr) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  if (ptr == nullptr) return ok();
+  const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == e.allocations.end() || it->second.gpu == nullptr)
+    return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): not a pointer cudaMalloc returned");
+  Gpu& gpu = *it->second.gpu;
+  drain(lock, gpu);  // cudaFree synchronises the device: no kernel still reads the block
+  const auto again = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (again == e.allocations.end())
+    return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): freed twice");
+  gpu.in_use -= again->second.bytes;
+  e.allocations.erase(again);
+  std::free(ptr);
+  return fault_of(gpu);
+}
+
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  *ptr = nullptr;
+  if (flags != cudaHostAllocDefault)
+    return fail(cudaErrorInvalidValue, "cudaHostAlloc: only cudaHostAllocDefault is emulated");
+  const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc: the host has no memory left");
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr};
+  *ptr = p;
+  return ok();
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  if (ptr == nullptr) return ok();
+  const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == e.allocations.end() || it->second.gpu != nullptr)
+    return fail(cudaErrorInvalidValue,
+                "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
+  // Like cudaFree, it waits for the device work that may still use the buffer.
+  for (auto& gpu : e.gpus) drain(lock, *gpu);
+  e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
+  std::free(ptr);
+  return ok();
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  Gpu* gpu = current_gpu("cudaMemGetInfo");
+  if (gpu == nullptr) return cudaPeekAtLastError();
+  *free_bytes = gpu->capacity - gpu->in_use;
+  *total_bytes = gpu->capacity;
+  return ok();
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  auto s = stream_of(stream, "cudaMemcpyAsync");
+  Where to, from;
+  if (!s || !classify("cudaMemcpyAsync", dst, src, count, kind, &to, &from))
+    return cudaPeekAtLastError();
+  if (count == 0) return ok();
+  const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
+  // To pageable memory the call returns only when the copy is done.
+  if (to.kind == Where::pageable) {
+    wait_for(lock, *s, position);
+    return fault_of(*s->gpu);
+  }
+  return ok();
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  auto legacy = stream_of(nullptr, "cudaMemcpy");  // the current device's legacy stream
+  Where to, from;
+  if (!legacy || !classify("cudaMemcpy", dst, src, count, kind, &to, &from))
+    return cudaPeekAtLastError();
+  if (count == 0) return ok();
+  if (to.kind == Where::device && from.kind == Where::pageable) {
+    // "For transfers from pageable host memory to device memory, a stream sync is performed
+    // before the copy is initiated. The function will return once the pageable buffer has
+    // been copied to the staging memory for DMA transfer to device memory, but the DMA to
+    // final destination may not have completed." The destination is poisoned now, the data
+    // lands when the legacy stream is next used or synchronised.
+    const uint64_t before = enqueue(*legacy, Task{[] {}, "cudaMemcpy (stream sync)"});
+    wait_for(lock, *legacy, before);
+    std::memset(dst, 0xFF, count);
+    to.gpu->unlanded.push_back(copy_task(dst, src, count, /*stage_source=*/true));
+    return fault_of(*legacy->gpu);
+  }
+  const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
+  // "For transfers from device to device, no host-side synchronization is performed."
+  if (to.kind == Where::device && from.kind == Where::device) return ok();
+  wait_for(lock, *legacy, position);
+  return fault_of(*legacy->gpu);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                                size_t count, cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  auto s = stream_of(stream, "cudaMemcpyPeerAsync");
+  Where to, from;
+  if (!s || !classify("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
+    return cudaPeekAtLastError();
+  if (to.gpu->index != dst_device || from.gpu->index != src_device)
+    return fail(cudaErrorInvalidValue,
+                "cudaMemcpyPeerAsync: the pointers belong to " + name_of(*to.gpu) + " and " +
+                    name_of(*from.gpu) + ", not to the devices named");
+  if (count > 0) enqueue(*s, copy_task(dst, src, count, false));
+  return ok();
+}
+
+// "This function is asynchronous with respect to the host, but serialized with respect all
+// pending and future asynchronous work in to the current device, srcDevice, and dstDevice."
+cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device,
+                           size_t count) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  Gpu* gpu = current_gpu("cudaMemcpyPeer");
+  Where to, from;
+  if (gpu == nullptr ||
+      !classify("cudaMemcpyPeer", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
+    return cudaPeekAtLastError();
+  if (to.gpu->index != dst_device || from.gpu->index != src_device)
+    return fail(cudaErrorInvalidValue, "cudaMemcpyPeer: the pointers belong to other devices");
+  // On the destination's legacy stream, after all work of the three devices; all their later
+  // work waits for it. It is not finished when the call returns.
+  auto legacy = legacy_stream(*to.gpu);
+  for (Gpu* g : {to.gpu, from.gpu, gpu})
+    for (const auto& weak : g->streams)
+      if (auto other = weak.lock(); other && other != legacy) {
+        const uint64_t p = other->enqueued;
+        enqueue(*legacy, Task{[other, p] {
+                                Emulation& em = Emulation::get();
+                                std::unique_lock l(em.mutex);
+                                wait_for(l, *other, p);
+                              },
+                              "cudaMemcpyPeer (serialised)"});
+      }
+  const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
+  for (Gpu* g : {to.gpu, from.gpu, gpu}) {
+    g->barrier_stream = legacy;
+    g->barrier_position = position;
+  }
+  return ok();
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  auto s = stream_of(stream, "cudaMemsetAsync");
+  if (!s) return cudaPeekAtLastError();
+  const Where w = where(ptr, count);
+  if (w.kind != Where::device)
+    return fail(cudaErrorInvalidValue, "cudaMemsetAsync(" + hex(ptr) + ", " + std::to_string(count) +
+                                           " bytes): not inside one device allocation");
+  if (count > 0)
+    enqueue(*s, Task{[ptr, value, count] { std::memset(ptr, value, count); }, "cudaMemsetAsync"});
+  return ok();
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  return cudaMemsetAsync(ptr, value, count, nullptr);
+}
+
+}  // extern "C"

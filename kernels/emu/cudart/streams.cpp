@@ -1,0 +1,308 @@
+// Emulated CUDA streams and events.
+//
+// A stream is a worker thread draining a FIFO; an event record is (stream, position). The
+// rules CUDA documents and this file enforces (kernels/emu/cudart/README.md quotes them):
+//   - work on one stream runs in order; streams of one GPU run concurrently;
+//   - the legacy (NULL) stream waits for all blocking streams of its GPU and they wait for
+//     it; a stream created with cudaStreamNonBlocking is not ordered with it at all;
+//   - cudaEventRecord fails when the event and the stream belong to different devices;
+//     cudaStreamWaitEvent, cudaEventQuery and cudaEventSynchronize work across devices;
+//   - cudaStreamWaitEvent and cudaEventQuery on an event never recorded do nothing / succeed;
+//   - cudaEventElapsedTime needs two completed, timed events of one device;
+//   - a destroyed stream or event handle is an invalid resource handle.
+#include <string>
+
+#include "kernels/emu/cudart/gpu.h"
+
+namespace brigade::emu::gpu {
+
+namespace {
+
+std::string name_of(const StreamState& s) {
+  return name_of(*s.gpu) + (s.legacy ? " legacy stream" : " stream");
+}
+
+void worker_loop(std::shared_ptr<StreamState> self) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  for (;;) {
+    self->wake.wait(lock, [&] { return !self->queue.empty() || self->destroyed; });
+    if (self->queue.empty()) return;  // destroyed and drained
+    auto [position, task] = std::move(self->queue.front());
+    self->queue.pop_front();
+    if (self->gpu->fault == cudaSuccess) {  // a faulted GPU runs nothing more
+      self->running = task.what;
+      lock.unlock();
+      std::string error;
+      try {
+        task.run();
+      } catch (const std::exception& ex) {
+        error = ex.what();
+      } catch (...) {
+        error = "an unknown exception";
+      }
+      lock.lock();
+      self->running.clear();
+      if (!error.empty())
+        set_fault(*self->gpu, cudaErrorLaunchFailure,
+                  std::string(task.what) + " on " + name_of(*self) + " failed: " + error);
+    }
+    self->completed = position;
+    e.changed.notify_all();
+  }
+}
+
+std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
+  auto s = std::make_shared<StreamState>();
+  s->gpu = &gpu;
+  s->legacy = legacy;
+  s->blocking = blocking;
+  s->worker = std::thread(worker_loop, s);
+  s->worker.detach();  // ends by itself once destroyed and drained; it holds `s` alive
+  std::erase_if(gpu.streams, [](const auto& weak) { return weak.expired(); });
+  gpu.streams.push_back(s);
+  return s;
+}
+
+// Appends a task that makes `waiter` wait until `target` has run `position`.
+void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position) {
+  if (target.get() == &waiter || target->completed >= position) return;
+  enqueue(waiter, Task{[target, position] {
+                         Emulation& e = Emulation::get();
+                         std::unique_lock lock(e.mutex);
+                         wait_for(lock, *target, position);
+                       },
+                       "cudaStreamWaitEvent"});
+}
+
+// Pageable host-to-device cudaMemcpy copies land once something is ordered after them.
+void land_unlanded(Gpu& gpu, StreamState& legacy) {
+  std::vector<Task> pending = std::move(gpu.unlanded);
+  gpu.unlanded.clear();
+  for (Task& t : pending) {
+    const uint64_t position = ++legacy.enqueued;
+    legacy.queue.emplace_back(position, std::move(t));
+  }
+  legacy.wake.notify_one();
+}
+
+}  // namespace
+
+std::shared_ptr<StreamState> legacy_stream(Gpu& gpu) {
+  if (!gpu.legacy) gpu.legacy = make_stream(gpu, /*legacy=*/true, /*blocking=*/true);
+  return gpu.legacy;
+}
+
+std::shared_ptr<StreamState> stream_of(cudaStream_t handle, const char* call) {
+  Emulation& e = Emulation::get();
+  if (handle == nullptr || handle == cudaStreamLegacy) {
+    Gpu* gpu = current_gpu(call);
+    return gpu != nullptr ? legacy_stream(*gpu) : nullptr;
+  }
+  if (handle == cudaStreamPerThread) {
+    fail(cudaErrorNotSupported, std::string(call) + ": cudaStreamPerThread is not emulated");
+    return nullptr;
+  }
+  if (e.live_streams.count(handle) == 0) {
+    fail(cudaErrorInvalidResourceHandle,
+         std::string(call) + ": the stream handle is not a live stream (destroyed, or never "
+                             "created)");
+    return nullptr;
+  }
+  if (fault_of(*handle->state->gpu) != cudaSuccess) return nullptr;
+  return handle->state;
+}
+
+uint64_t enqueue(StreamState& stream, Task task) {
+  Gpu& gpu = *stream.gpu;
+  if (stream.legacy) {
+    land_unlanded(gpu, stream);
+    for (const auto& weak : gpu.streams)
+      if (auto other = weak.lock(); other && other->blocking && !other->legacy)
+        enqueue_wait(stream, other, other->enqueued);
+  } else if (stream.blocking && gpu.legacy) {
+    land_unlanded(gpu, *gpu.legacy);
+    enqueue_wait(stream, gpu.legacy, gpu.legacy->enqueued);
+  }
+  if (gpu.barrier_stream) enqueue_wait(stream, gpu.barrier_stream, gpu.barrier_position);
+  const uint64_t position = ++stream.enqueued;
+  stream.queue.emplace_back(position, std::move(task));
+  stream.wake.notify_one();
+  return position;
+}
+
+void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position) {
+  Emulation::get().changed.wait(lock, [&] {
+    return stream.completed >= position || stream.gpu->fault != cudaSuccess;
+  });
+}
+
+void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
+  if (gpu.legacy) land_unlanded(gpu, *gpu.legacy);
+  for (const auto& weak : gpu.streams)
+    if (auto s = weak.lock()) wait_for(lock, *s, s->enqueued);
+}
+
+}  // namespace brigade::emu::gpu
+
+using namespace brigade::emu::gpu;
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  Gpu* gpu = current_gpu("cudaStreamCreateWithFlags");  // a stream belongs to the current device
+  if (gpu == nullptr) return cudaPeekAtLastError();
+  if ((flags & ~unsigned{cudaStreamNonBlocking}) != 0)
+    return fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: unknown flags");
+  auto* handle = new CUstream_st{make_stream(*gpu, false, (flags & cudaStreamNonBlocking) == 0)};
+  e.live_streams.insert(handle);
+  *stream = handle;
+  return ok();
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+// CUDA: "in case the device is still doing work in the stream when cudaStreamDestroy() is
+// called, the function will return immediately and the resources ... released automatically
+// once the device has completed all work in stream". The worker drains, then ends.
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.erase(stream) == 0)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaStreamDestroy: not a stream created by cudaStreamCreate*");
+  stream->state->destroyed = true;
+  stream->state->wake.notify_one();
+  delete stream;
+  return ok();
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  auto s = stream_of(stream, "cudaStreamSynchronize");
+  if (!s) return cudaPeekAtLastError();
+  if (s->legacy) land_unlanded(*s->gpu, *s);
+  wait_for(lock, *s, s->enqueued);
+  return fault_of(*s->gpu);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  auto s = stream_of(stream, "cudaStreamQuery");
+  if (!s) return cudaPeekAtLastError();
+  if (s->completed < s->enqueued || (s->legacy && !s->gpu->unlanded.empty()))
+    return fail(cudaErrorNotReady, "");
+  return ok();
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  auto s = stream_of(stream, "cudaStreamWaitEvent");
+  if (!s) return cudaPeekAtLastError();
+  if (e.live_events.count(event) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: the event is not live");
+  if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
+  if (event->last) enqueue_wait(*s, event->last->stream, event->last->position);
+  return ok();
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  Gpu* gpu = current_gpu("cudaEventCreate");  // an event belongs to the current device
+  if (gpu == nullptr) return cudaPeekAtLastError();
+  if ((flags & ~unsigned{cudaEventBlockingSync | cudaEventDisableTiming}) != 0)
+    return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: unknown flags");
+  auto* handle = new CUevent_st{gpu, flags, nullptr};
+  e.live_events.insert(handle);
+  *event = handle;
+  return ok();
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (e.live_events.erase(event) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: the event is not live");
+  delete event;  // a pending record lives on in the streams that wait on it
+  return ok();
+}
+
+// "cudaEventRecord() will fail if the input event and input stream are associated to
+// different devices" (CUDA Programming Guide, "Stream and Event Behavior").
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (e.live_events.count(event) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: the event is not live");
+  auto s = stream_of(stream, "cudaEventRecord");
+  if (!s) return cudaPeekAtLastError();
+  if (s->gpu != event->gpu)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventRecord: the event belongs to " + name_of(*event->gpu) +
+                    " and the stream to " + name_of(*s->gpu) +
+                    " (an event is created on the thread's current device)");
+  auto record = std::make_shared<Record>();
+  record->stream = s;
+  const bool timed = (event->flags & cudaEventDisableTiming) == 0;
+  record->position = enqueue(*s, Task{[record, timed] {
+                                        if (timed) record->at = std::chrono::steady_clock::now();
+                                      },
+                                      "cudaEventRecord"});
+  event->last = std::move(record);
+  return ok();
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (e.live_events.count(event) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: the event is not live");
+  if (!event->last) return ok();  // never recorded: complete
+  if (const cudaError_t f = fault_of(*event->gpu); f != cudaSuccess) return f;
+  if (event->last->stream->completed < event->last->position) return fail(cudaErrorNotReady, "");
+  return ok();
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  Emulation& e = Emulation::get();
+  std::unique_lock lock(e.mutex);
+  if (e.live_events.count(event) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: the event is not live");
+  if (!event->last) return ok();
+  const auto record = event->last;
+  wait_for(lock, *record->stream, record->position);
+  return fault_of(*event->gpu);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (e.live_events.count(start) == 0 || e.live_events.count(end) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event is not live");
+  if (((start->flags | end->flags) & cudaEventDisableTiming) != 0)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime: an event was created with cudaEventDisableTiming");
+  if (start->gpu != end->gpu)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime: the events belong to different devices");
+  if (!start->last || !end->last)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+  for (const auto* r : {start->last.get(), end->last.get()})
+    if (r->stream->completed < r->position) return fail(cudaErrorNotReady, "");
+  *ms = std::chrono::duration<float, std::milli>(end->last->at - start->last->at).count();
+  return ok();
+}
+
+}  // extern "C"
