@@ -162,6 +162,9 @@ struct DeviceBuffer {
     if (!host.empty())
       BRIGADE_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float),
                                     cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy to the device may return before the data lands, and the kernels
+    // run on a non-blocking stream, which is not ordered after it: wait for the device.
+    BRIGADE_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   std::vector<float> read(size_t floats) const {
