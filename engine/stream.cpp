@@ -89,6 +89,10 @@ ThreadPool& Stream::thread_pool() const {
 #if defined(BRIGADE_HAVE_CUDA)
 cudaStream_t Stream::cuda_handle() const {
   BRIGADE_CHECK(impl_->device.is_cuda(), str() << ": cuda_handle() of a CPU stream");
+  // The one place that makes a stream's device current: a kernel launch (and an event
+  // record) fails unless the stream's device is the calling thread's current one, and any
+  // call on another GPU (an allocation for a neighbour, a copy) changes it.
+  BRIGADE_CUDA_CHECK(cudaSetDevice(impl_->device.index));
   return static_cast<cudaStream_t>(impl_->native_handle());
 }
 #endif

@@ -78,7 +78,9 @@ class Stream {
   ThreadPool& thread_pool() const;
 
 #if defined(BRIGADE_HAVE_CUDA)
-  cudaStream_t cuda_handle() const;  // throws for a CPU stream
+  // The stream's cudaStream_t, with its device made current on the calling thread (work is
+  // issued on a handle right after taking it, and a launch needs that). Throws for a CPU stream.
+  cudaStream_t cuda_handle() const;
 #endif
 
   friend bool operator==(const Stream& a, const Stream& b) { return a.impl_ == b.impl_; }

@@ -19,6 +19,7 @@
 
 #include "engine/error.h"
 #include "engine/stream.h"
+#include "engine/tensor.h"
 #include "kernels/cuda/proof.h"
 #include "tests/support/deadline.h"
 
@@ -208,5 +209,23 @@ TEST_CASE("native proof kernels match the loops on a GPU") {
   brigade::emu::matmul_tiled(a.data(), b.data(), emulated.data(), m, n, k, cpu);
   cpu.synchronize();
   CHECK(dc.read(m * n) == emulated);
+}
+
+// A launch fails unless its stream's device is the calling thread's current device, and
+// allocating, copying or recording on another GPU changes the current device. A pipeline
+// stage's thread allocates for its neighbour (a send) and then launches on its own stream.
+TEST_CASE("a native launch runs on its stream's GPU whatever this thread made current before") {
+  if (brigade::cuda_device_count() < 2) {
+    MESSAGE("fewer than 2 GPUs: skipped");
+    return;
+  }
+  Deadline deadline("launch after an allocation on another GPU");
+  Stream stream = Stream::create(Device::cuda(0));
+  const std::vector<float> x = make_input(1000, true, 5);
+  DeviceBuffer dx(x), out(std::vector<float>(1, NAN));
+  const brigade::Tensor neighbour = brigade::Tensor::empty({16}, Device::cuda(1));
+  brigade::cuda::reduce_sum_warp(dx.ptr, 1000, out.ptr, stream);
+  stream.synchronize();
+  check_sum("cuda reduce_sum_warp after an allocation on cuda:1", out.read(1)[0], x, true);
 }
 #endif
