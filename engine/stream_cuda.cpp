@@ -21,6 +21,14 @@ namespace brigade::detail {
 
 namespace {
 
+// A query's cudaErrorNotReady is an answer, not a failure, but CUDA also keeps it as the
+// thread's last error: clear it, or the next checked cudaGetLastError() (after a healthy
+// kernel launch) reports it. The allocator polls events, so this happens in every step.
+cudaError_t answered_query(cudaError_t status) {
+  if (status == cudaErrorNotReady) (void)cudaGetLastError();
+  return status;
+}
+
 // Destructors must not throw: a failing destroy is reported, not ignored.
 void report_if_failed(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
@@ -37,7 +45,7 @@ struct CudaRecord final : EventRecord {
   ~CudaRecord() override { report_if_failed(cudaEventDestroy(event), "cudaEventDestroy"); }
 
   bool query() const override {
-    const cudaError_t status = cudaEventQuery(event);
+    const cudaError_t status = answered_query(cudaEventQuery(event));
     if (status == cudaErrorNotReady) return false;
     BRIGADE_CUDA_CHECK(status);
     return true;
@@ -96,14 +104,14 @@ class CudaStream final : public StreamImpl {
   }
 
   bool query() override {
-    const cudaError_t status = cudaStreamQuery(stream_);
+    const cudaError_t status = answered_query(cudaStreamQuery(stream_));
     if (status == cudaErrorNotReady) return false;
     BRIGADE_CUDA_CHECK(status);
     return true;
   }
 
   std::string describe() override {
-    const cudaError_t status = cudaStreamQuery(stream_);
+    const cudaError_t status = answered_query(cudaStreamQuery(stream_));
     return name() + ": " +
            (status == cudaSuccess      ? "idle"
             : status == cudaErrorNotReady ? "busy (CUDA work pending)"

@@ -13,6 +13,10 @@
 #include "tests/support/deadline.h"
 #include "tests/support/gate.h"
 
+#if defined(BRIGADE_CUDA_EMULATED)
+#include <cuda_emulation.h>
+#endif
+
 using brigade::copy_async;
 using brigade::Device;
 using brigade::Event;
@@ -116,3 +120,24 @@ TEST_CASE("a peer copy between two GPUs" * doctest::skip(brigade::cuda_device_co
   copy_async(b, a, s1);
   CHECK(b.to_vector() == iota(300, 1.0f));
 }
+
+#if defined(BRIGADE_CUDA_EMULATED)
+// CUDA keeps every error a call returns as the thread's last error until cudaGetLastError,
+// cudaErrorNotReady from cudaEventQuery/cudaStreamQuery included. The allocator and the
+// runtime poll events; the next checked cudaGetLastError() after a healthy kernel launch must
+// not report the poll. (Emulated GPUs only: a real one cannot be held busy on purpose.)
+TEST_CASE("polling pending CUDA work leaves no error for the next checked call" *
+          doctest::skip(no_gpu)) {
+  Deadline deadline("cuda query of pending work");
+  Stream s = Stream::create(Device::cuda(0));
+  brigade::emu::gpu::StreamHold hold(s.cuda_handle());
+  Event e;
+  e.record(s);
+  CHECK_FALSE(e.query());
+  CHECK_FALSE(s.query());
+  CHECK(cudaGetLastError() == cudaSuccess);
+  hold.release();
+  e.synchronize();
+  CHECK(e.query());
+}
+#endif

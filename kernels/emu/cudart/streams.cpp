@@ -10,9 +10,11 @@
 //   - cudaStreamWaitEvent and cudaEventQuery on an event never recorded do nothing / succeed;
 //   - cudaEventElapsedTime needs two completed, timed events of one device;
 //   - a destroyed stream or event handle is an invalid resource handle.
+#include <stdexcept>
 #include <string>
 
 #include "kernels/emu/cudart/gpu.h"
+#include "kernels/emu/cudart/include/cuda_emulation.h"
 
 namespace brigade::emu::gpu {
 
@@ -306,3 +308,29 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 }  // extern "C"
+
+// ---- cuda_emulation.h -----------------------------------------------------------------------
+
+namespace brigade::emu::gpu {
+
+StreamHold::StreamHold(cudaStream_t stream) : released_(std::make_shared<bool>(false)) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  auto s = stream_of(stream, "StreamHold");
+  if (!s) throw std::runtime_error(std::string("StreamHold: ") + cudaGetErrorString(cudaGetLastError()));
+  enqueue(*s, Task{[released = released_] {
+                     Emulation& em = Emulation::get();
+                     std::unique_lock l(em.mutex);
+                     em.changed.wait(l, [&] { return *released; });
+                   },
+                   "a StreamHold of a test"});
+}
+
+void StreamHold::release() {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  *released_ = true;
+  e.changed.notify_all();
+}
+
+}  // namespace brigade::emu::gpu
