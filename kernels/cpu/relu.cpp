@@ -9,7 +9,7 @@ constexpr int64_t kGrain = 1 << 15;  // elements per range: big enough to amorti
 
 void relu_forward(const float* x, float* y, int64_t n, ThreadPool& pool) {
   pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int64_t i = i0; i < i1; ++i) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN stays
   }, kGrain);
 }
 

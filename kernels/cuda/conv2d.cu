@@ -80,7 +80,7 @@ __global__ void channel_bias_kernel(float* y /* (N, K, P·Q) */, const float* b 
                                     int64_t N, int64_t K, int64_t PQ, bool relu) {
   for (int64_t i = grid_first(); i < N * K * PQ; i += grid_stride()) {  // channel (i / PQ) % K
     const float v = y[i] + (b ? b[i / PQ % K] : 0.0f);
-    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    y[i] = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
   }
 }
 

@@ -181,7 +181,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
     cudnnActivationDescriptor_t act = nullptr;
     BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act));
     const cudnnStatus_t set =
-        cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+        cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0);
     const cudnnStatus_t run =
         set != CUDNN_STATUS_SUCCESS
             ? set

@@ -23,7 +23,7 @@ __global__ void add_bias_rows_kernel(float* y /* (rows, cols) */, const float* b
                                      int64_t rows, int64_t cols, bool relu) {
   for (int64_t i = grid_first(); i < rows * cols; i += grid_stride()) {
     float v = y[i] + (b ? b[i % cols] : 0.0f);
-    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    y[i] = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
   }
 }
 

@@ -11,7 +11,8 @@
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
 __global__ void relu_forward_kernel(const float* x /* (n) */, float* y /* (n) */, int64_t n) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  // NaN stays NaN (`x <= 0` is false for it), as on the CPU path and in PyTorch.
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
 }
 
 __global__ void relu_backward_kernel(const float* y /* (n) */, const float* dy /* (n) */,

@@ -36,6 +36,18 @@ TEST_CASE("relu: CPU equals reference; the gradient at exactly 0 is 0; in place 
   }
 }
 
+TEST_CASE("relu lets NaN through, on the CPU path and in the reference (as PyTorch does)") {
+  ThreadPool pool(1);
+  const float x[] = {NAN, -1.0f, 2.0f, -NAN, 0.0f};
+  float y[5], y_ref[5];
+  cpu::relu_forward(x, y, 5, pool);
+  ref::relu_forward(x, y_ref, 5);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(std::isnan(y[i]) == std::isnan(x[i]));
+    CHECK(std::isnan(y_ref[i]) == std::isnan(x[i]));
+  }
+}
+
 TEST_CASE("relu: the reference backward matches finite differences away from the kink") {
   auto x = random_vector(200, 43);
   const auto G = random_vector(200, 44);

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/dense.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/optimizers.h"
@@ -44,6 +46,33 @@ TEST_CASE("relu forward and backward are bit-identical to the reference, zeros i
     CHECK(all_equal("dx", dx.data(), dx_ref.data(), n));
     CHECK(all_equal("y in place", x.data(), y_ref.data(), n));
   }
+}
+
+// A NaN must reach the stage's finite check: ReLU lets it through (as the CPU path and PyTorch
+// do), alone and fused into Dense and Conv2D. y[i] is NaN exactly where x[i] is.
+TEST_CASE("relu lets NaN through: alone, fused into dense, fused into conv2d") {
+  testing::Deadline deadline("emulated relu of NaN");
+  const Stream stream = emu_stream();
+  const float x[] = {NAN, -1.0f, 2.0f, -NAN, 0.0f};
+  float y[5];
+  emu::relu_forward(x, y, 5, stream);
+  // Dense, 1 sample, 1 input, 3 outputs: w = 1, bias {NaN, -5, 5}, x = 1.
+  const float one = 1.0f, w[] = {1.0f, 1.0f, 1.0f}, b[] = {NAN, -5.0f, 5.0f};
+  float dense_y[3];
+  emu::dense_forward(&one, w, b, dense_y, 1, 1, 3, stream, /*relu=*/true);
+  // Conv2D, 1x1 kernel over a 1x2 image, 3 filters of weight 1, bias {NaN, -5, 5}.
+  const Conv2dShape s = make_conv2d_shape(1, 1, 1, 2, 3, 1, 1, 1, Padding::valid);
+  const float image[] = {1.0f, 1.0f};
+  std::vector<float> workspace(static_cast<size_t>(emu::conv2d_workspace_floats(s)) + 1);
+  float conv_y[6];
+  emu::conv2d_forward(image, w, b, conv_y, s, workspace.data(), stream, /*relu=*/true);
+  stream.synchronize();
+  for (int i = 0; i < 5; ++i) CHECK(std::isnan(y[i]) == std::isnan(x[i]));
+  CHECK(std::isnan(dense_y[0]));
+  CHECK(dense_y[1] == 0.0f);
+  CHECK(dense_y[2] == 6.0f);
+  CHECK((std::isnan(conv_y[0]) && std::isnan(conv_y[1])));
+  CHECK((conv_y[2] == 0.0f && conv_y[5] == 6.0f));
 }
 
 TEST_CASE("dropout: the reference's Philox mask bit for bit, whatever the micro-batch split") {
