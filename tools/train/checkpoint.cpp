@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "layers/safetensors.h"
+#include "tools/train/finite.h"
 
 namespace brigade::train {
 
@@ -69,6 +70,16 @@ void save_checkpoint(const std::string& dir, const model::ModelSpec& model, cons
     const std::vector<float>& v = host.back();
     out.push_back({t.name, st::Dtype::F32, t.tensor.shape().dims(),
                    {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)}});
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {  // a NaN or an Inf: the old file stays
+    const std::string bad =
+        first_non_finite(host[i], tensors[i].name, tensors[i].tensor.shape().dims());
+    if (!bad.empty())
+      throw CheckpointError(
+          diverged(position.step, "refusing to write the checkpoint, " + bad) +
+          (std::filesystem::exists(checkpoint_path(dir))
+               ? "; the previous checkpoint stays in " + checkpoint_path(dir)
+               : "; no checkpoint written"));
   }
   std::map<std::string, std::string> meta = {
       {"brigade", kFormat},

@@ -16,7 +16,8 @@
 // Loading refuses, with a message saying what differs and changing nothing: a file that is
 // not a valid safetensors file (truncated, corrupt), not a brigade-train checkpoint, another
 // model (the first differing line of the two descriptions), another recipe (each differing
-// setting), or tensors of other names, shapes or dtypes (every mismatch).
+// setting), or tensors of other names, shapes or dtypes (every mismatch). Saving refuses a
+// NaN or an Inf (finite.h), before writing: the previous file stays.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,8 @@ std::string checkpoint_path(const std::string& dir);  // DIR/checkpoint.safetens
 
 // `optimizers`: one per pipeline stage (or one), together covering the parameters.
 // Waits for the values (blocking copies to the host) and writes the checkpoint atomically.
-// Creates `dir` if needed. Throws CheckpointError naming the file.
+// Creates `dir` if needed. Throws CheckpointError naming the file (and, for a NaN or an Inf,
+// the tensor), leaving the previous checkpoint as it was.
 void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
                      const Position& position, const std::vector<layers::Parameter*>& params,
                      const std::vector<CheckpointedOptimizer*>& optimizers);

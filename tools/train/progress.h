@@ -19,6 +19,10 @@ namespace brigade::train {
 class Progress {
  public:
   Progress(std::FILE* out, bool live, int64_t print_every);
+  // Ends a live bar's line, so that an error (stderr) that stops the run starts a line.
+  ~Progress() { end_epoch(); }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
 
   void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch);
   // After batch k (0-based) of the epoch: its rows, mean loss, correct count (-1: unknown).

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "layers/param_file.h"
 #include "pipeline/chrome_trace.h"
@@ -16,6 +18,7 @@
 #include "tools/data/batches.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/evaluate.h"
+#include "tools/train/finite.h"
 #include "tools/train/metrics.h"
 #include "tools/train/placement.h"
 #include "tools/train/progress.h"
@@ -216,6 +219,11 @@ struct Job {
     if (cluster) cluster->on_root(fn, what);
     else fn();
   }
+  // An error every rank meets at the same point (a diverged loss, which they agreed on).
+  [[noreturn]] void fail_alike(const std::string& what) const {
+    if (cluster) throw AllRanksError(what, 1);
+    throw std::runtime_error(what);
+  }
   // The step's global loss and correct count; the stop signal any rank saw.
   int agree(StepOutcome& r) const {
     if (!cluster) return stop_signal();
@@ -241,6 +249,7 @@ struct Job {
   void gather(layers::Sequential&, const StepRunner&) const {}
   void broadcast(layers::Sequential&, const StepRunner&, Position&) const {}
   void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
+  [[noreturn]] void fail_alike(const std::string& what) const { throw std::runtime_error(what); }
   int agree(StepOutcome&) const { return stop_signal(); }
   void combine(std::vector<double>&, double&) const {}
   std::string device_name(size_t, const Device& placed) const { return placed.str(); }
@@ -336,17 +345,27 @@ int run_training(const Options& options, Cluster* cluster) {
   const auto checkpoint = [&](const Position& at) {
     if (o.checkpoint_dir.empty()) return;
     job.gather(model, runner);
-    if (speaks) save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
+    job.on_root(  // a refused checkpoint (a NaN or an Inf) ends every rank alike
+        [&] {
+          save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
+        },
+        "writing the checkpoint");
   };
   const auto evaluation = [&](int64_t epoch) {
     job.gather(model, runner);
-    if (!speaks) return;
-    const Evaluation e = evaluate(model, test, o.batch);
-    char line[160];
-    std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
-                  static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
-    progress.line(line);
-    metrics.eval(pos.step, epoch, e.loss, e.accuracy);
+    job.on_root(
+        [&] {
+          const Evaluation e = evaluate(model, test, o.batch);
+          if (!std::isfinite(e.loss))
+            throw std::runtime_error(
+                diverged(pos.step, "the test loss after it is " + format_value(e.loss)));
+          char line[160];
+          std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
+                        static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
+          progress.line(line);
+          metrics.eval(pos.step, epoch, e.loss, e.accuracy);
+        },
+        "evaluating");
   };
 
   std::vector<double> busy_ms(placement.devices.size(), 0.0);
@@ -373,6 +392,10 @@ int run_training(const Options& options, Cluster* cluster) {
       const auto t0 = Clock::now();
       StepOutcome r = runner.run(staging, slot, static_cast<uint32_t>(pos.step));
       stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
+      // Read on the host already: checking it costs no synchronisation. Nothing of this step
+      // is reported, and no checkpoint is written after it.
+      if (!std::isfinite(r.loss))
+        job.fail_alike(diverged(pos.step + 1, "the loss is " + format_value(r.loss)));
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       pos.step += 1;
       pos.batch = k + 1;
@@ -438,7 +461,7 @@ int run_training(const Options& options, Cluster* cluster) {
   }
   if (!o.save.empty()) {
     job.gather(model, runner);
-    if (speaks) layers::save_parameters(model.parameters(), o.save);
+    job.on_root([&] { save_if_finite(model.parameters(), o.save, pos.step); }, "writing --save");
     progress.line("parameters saved to " + o.save);
   }
   return 0;

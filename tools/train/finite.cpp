@@ -1,0 +1,56 @@
+#include "tools/train/finite.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "layers/layer_spec.h"
+#include "layers/param_file.h"
+
+namespace brigade::train {
+
+std::string format_value(double v) {
+  if (std::isnan(v)) return "nan";  // printf would say "-nan" for some NaNs
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string first_non_finite(std::span<const float> values, const std::string& name,
+                             const std::vector<int64_t>& dims) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      return name + " " + model::format_dims(dims) + " holds " + format_value(values[i]) +
+             " at element " + std::to_string(i);
+  return "";
+}
+
+std::string first_non_finite(const std::vector<NamedTensor>& tensors) {
+  for (const NamedTensor& t : tensors) {
+    const std::vector<float> host = t.tensor.to_vector();  // waits for the tensor's stream
+    std::string found = first_non_finite(host, t.name, t.tensor.shape().dims());
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+std::vector<NamedTensor> named(const std::vector<layers::Parameter*>& params) {
+  std::vector<NamedTensor> out;
+  for (const layers::Parameter* p : params) out.push_back({p->name, p->value});
+  return out;
+}
+
+void save_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path,
+                    int64_t step) {
+  const std::string bad = first_non_finite(named(params));
+  if (!bad.empty())
+    throw std::runtime_error(diverged(step, "refusing to write --save " + path + ", " + bad));
+  layers::save_parameters(params, path);
+}
+
+std::string diverged(int64_t step, const std::string& what) {
+  return "step " + std::to_string(step) + ": " + what + ": training diverged (try a smaller --lr)";
+}
+
+}  // namespace brigade::train
