@@ -204,27 +204,14 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     if (runs(d)) threads.emplace_back([this, d] { run_device(d); });
   for (std::thread& t : threads) t.join();
 
-  // The one host synchronisation of the step. A task that failed on a stream surfaces here.
+  // The NaN checks of CUDA devices, before any parameter changes: they run on host streams
+  // behind the GPU, so the update must wait for their verdict (a CPU stream needs no wait: a
+  // failed check is its sticky error, and the update task behind it is skipped). A non-finite
+  // value spreads only downstream within its micro-batch, so the failing check of the
+  // smallest stage is where it first appeared; each check stream stops at its first failure.
   std::exception_ptr stream_error, check_error;
   int stream_error_device = -1, check_device = -1;
   std::optional<Action> check_action;
-  for (size_t d = 0; d < streams_.size(); ++d) {
-    if (!streams_[d]) continue;
-    for (const Stream* s : {&streams_[d]->compute, &streams_[d]->send, &streams_[d]->recv}) {
-      try {
-        s->synchronize();
-      } catch (const std::exception&) {
-        if (!stream_error) {
-          stream_error = std::current_exception();
-          stream_error_device = static_cast<int>(d);
-        }
-      }
-    }
-  }
-  // The NaN checks of CUDA devices. A non-finite value spreads only downstream within its
-  // micro-batch (parameters change after the step), so the failing check of the smallest
-  // stage is where it first appeared; each check stream stops at its first failure. A host
-  // thread's failure, which stopped the step, comes first.
   for (size_t d = 0; d < streams_.size(); ++d) {
     if (!streams_[d] || !streams_[d]->check) continue;
     try {
@@ -241,6 +228,26 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
         check_error = e.cause() ? e.cause() : std::current_exception();
         check_device = static_cast<int>(d);
         check_action = action;
+      }
+    }
+  }
+  // A failed step changes no parameter: the update is enqueued only when every device ran its
+  // list and every check passed. (Stages in order: replicas' reducers meet in the same order.)
+  if (!failure_->failed && !check_error)
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (runs(d)) update_parameters(d);
+
+  // The one host synchronisation of the step. A task that failed on a stream surfaces here.
+  for (size_t d = 0; d < streams_.size(); ++d) {
+    if (!streams_[d]) continue;
+    for (const Stream* s : {&streams_[d]->compute, &streams_[d]->send, &streams_[d]->recv}) {
+      try {
+        s->synchronize();
+      } catch (const std::exception&) {
+        if (!stream_error) {
+          stream_error = std::current_exception();
+          stream_error_device = static_cast<int>(d);
+        }
       }
     }
   }
@@ -317,9 +324,18 @@ void Runtime::run_device(int d) {
         streams_[static_cast<size_t>(d)]->send.synchronize();
       }
     }
-    current.reset();
-    // Every W of these stages was enqueued on `compute` before: the sum across replicas and
-    // the update see them all.
+  } catch (const ChannelClosed&) {
+    // Another device failed first and closed the channels: not an error of this one.
+  } catch (...) {
+    fail(d, current, std::current_exception());
+  }
+}
+
+// Every W of these stages was enqueued on `compute` before: the sum across replicas and the
+// update see them all.
+void Runtime::update_parameters(int d) {
+  try {
+    const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
     for (int s : schedule_.stages_on(d)) {
       if (!share_.reducers.empty() && share_.reducers[static_cast<size_t>(s)]) {
         const StageRange& r = partition_.stages[static_cast<size_t>(s)];
@@ -329,10 +345,8 @@ void Runtime::run_device(int d) {
       }
       optimizers_[static_cast<size_t>(s)]->step(compute);
     }
-  } catch (const ChannelClosed&) {
-    // Another device failed first and closed the channels: not an error of this one.
   } catch (...) {
-    fail(d, current, std::current_exception());
+    fail(d, std::nullopt, std::current_exception());
   }
 }
 

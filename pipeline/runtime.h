@@ -163,6 +163,7 @@ class Runtime {
   StepResult run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
                       int64_t first_sample, int64_t global_n, uint32_t step);
   void run_device(int d);
+  void update_parameters(int d);  // reducers across replicas, then the optimizers
   void run_action(int d, const Action& a);
   void forward(int d, const Action& a);
   void backward(int d, const Action& a);

@@ -1,9 +1,11 @@
 // Failures without hangs: an error in the first, middle or last of 3 stages — out of memory on
 // a device with a capacity, a NaN caught by the check after each forward, a bad shape, a bad
 // label — stops every stage; step() throws the first error naming device, stage, action and
-// micro-batch; and the runtime then runs the next step normally (it stays usable).
+// micro-batch; no parameter changes (the update waits for the verdict, on GPUs too); and the
+// runtime then runs the next step normally (it stays usable).
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <limits>
 
 #include "engine/allocator.h"
@@ -28,6 +30,17 @@ struct ThreeStages {
 const HostBatch& batch() {
   static const HostBatch b = test::random_batch(8, 9);
   return b;
+}
+
+// Every parameter of the model has the bits it had in `before` (a NaN equal to itself).
+void check_unchanged(layers::Sequential& model, const std::vector<std::vector<float>>& before) {
+  const auto now = test::params_of(model);
+  REQUIRE(now.size() == before.size());
+  for (size_t t = 0; t < now.size(); ++t) {
+    INFO("parameter " << t);
+    REQUIRE(now[t].size() == before[t].size());
+    CHECK(std::memcmp(now[t].data(), before[t].data(), now[t].size() * sizeof(float)) == 0);
+  }
 }
 
 // Stage s's first parameter (a weight): where a test writes a NaN.
@@ -60,10 +73,13 @@ TEST_CASE("a NaN in any stage stops the step at that stage's first forward") {
     ThreeStages t(20 + 3 * stage, {.seed = test::kDropoutSeed, .check_finite = true});
     const Tensor w = first_weight(t, stage);
     const float saved = set_first(w, std::numeric_limits<float>::quiet_NaN());
+    const auto before = test::params_of(*t.model);
     try {
       t.runtime.step(batch(), 0);
       FAIL("the step did not fail");
     } catch (const PipelineError& e) {
+      // No optimizer ran: every parameter has its bits from before the step (NaN included).
+      check_unchanged(*t.model, before);
       CHECK(e.device() == stage);
       CHECK(e.stage() == stage);
       REQUIRE(e.action().has_value());
@@ -136,10 +152,12 @@ TEST_CASE("a bad input shape fails the first stage, a bad label the last") {
   }
   HostBatch bad_label = batch();
   bad_label.labels[0] = 7;  // 3 classes
+  const auto before = test::params_of(*t.model);
   try {
     t.runtime.step(bad_label, 0);
     FAIL("the step did not fail");
   } catch (const PipelineError& e) {
+    check_unchanged(*t.model, before);
     CHECK(e.stage() == 2);
     CHECK(*e.action() == Action{2, Op::F, 0});
   }
