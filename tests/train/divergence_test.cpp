@@ -1,6 +1,7 @@
 // A diverging run (tools/train/finite.h): it stops at the first non-finite loss with one error
 // naming the step and exits 1; no file it writes holds a NaN or an Inf, and the last good
-// checkpoint stays; the end-of-run summary comes once, and only from a run that ended well.
+// checkpoint stays; --check-finite names the stage and action; the end-of-run summary comes
+// once, and only from a run that ended well.
 //
 // The diverging recipe: SGD with lr 1e20 on the small model. Step 1's loss is an ordinary
 // one; its update makes weights of about 1e19, so step 2's logits overflow float. With
@@ -25,6 +26,7 @@
 #include "tests/train/run_binary.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/finite.h"
+#include "tools/train/options.h"
 
 using namespace brigade::train::test;
 namespace fs = std::filesystem;
@@ -199,6 +201,47 @@ TEST_CASE("divergence: save_checkpoint and --save name the tensor and write noth
                            " holds inf at element 3";
   CHECK_THROWS_WITH(train::save_if_finite(params, path, 4), doctest::Contains(says.c_str()));
   CHECK(slurp(dir / "p.safetensors") == saved);
+}
+
+TEST_CASE("divergence: --check-finite names the step, stage and action; healthy losses unchanged") {
+  const Run help = run_train({"--help"});
+  CHECK(help.output.find("--check-finite") != std::string::npos);
+  // Under mpirun a failed check would leave the neighbouring ranks waiting: refused.
+  const char* distributed[] = {"brigade-train", "--distributed", "--check-finite"};
+  CHECK_THROWS_WITH_AS(brigade::train::parse_options(3, distributed),
+                       doctest::Contains("--check-finite with --distributed"),
+                       brigade::train::UsageError);
+  for (const std::string devices : {"cpu:0", "cpu:0,cpu:1"}) {
+    CAPTURE(devices);
+    const fs::path dir = temp_dir("check-finite-" + std::to_string(devices.size()));
+    // The step at which the loss is the first non-finite one, from a run without the check.
+    Run r = run_train(recipe(dir, devices, "1e20", {"--metrics", (dir / "m.jsonl").string()}));
+    REQUIRE(r.status == 1);
+    const std::string step = "step " + std::to_string(losses(dir / "m.jsonl").size() + 1) + ": ";
+    r = run_train(recipe(dir, devices, "1e20", {"--check-finite"}));
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("brigade-train: error: " + step) != std::string::npos);
+    CHECK(r.output.find(", stage ") != std::string::npos);
+    CHECK(r.output.find(", action ") != std::string::npos);
+    CHECK(r.output.find("non-finite value") != std::string::npos);
+    CHECK(count(r.output, "training diverged (try a smaller --lr)") == 1);
+
+    // A run that does not diverge: the check only reads, the losses are those without it
+    // (cpu:0 with the check runs through the runtime, one micro-batch: equal within rounding).
+    const auto healthy = [&](std::vector<std::string> extra) {
+      extra.insert(extra.end(), {"--steps", "3", "--metrics", (dir / "h.jsonl").string()});
+      const Run h = run_train(recipe(dir, devices, "0.01", extra));
+      CAPTURE(h.output);
+      REQUIRE(h.status == 0);
+      return losses(dir / "h.jsonl");
+    };
+    const std::vector<double> plain = healthy({}), checked = healthy({"--check-finite"});
+    REQUIRE(checked.size() == 3);
+    REQUIRE(plain.size() == 3);
+    for (size_t i = 0; i < plain.size(); ++i)
+      CHECK(std::abs(checked[i] - plain[i]) <= (devices == "cpu:0" ? 1e-5 * plain[i] : 0.0));
+  }
 }
 
 TEST_CASE("divergence: the end-of-run summary is printed once") {

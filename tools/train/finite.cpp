@@ -53,4 +53,16 @@ std::string diverged(int64_t step, const std::string& what) {
   return "step " + std::to_string(step) + ": " + what + ": training diverged (try a smaller --lr)";
 }
 
+StepOutcome run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& slot,
+                     int64_t step) {
+  try {
+    return runner.run(area, slot, static_cast<uint32_t>(step));
+  } catch (const pipeline::PipelineError& e) {
+    // The runtime's NaN check says "non-finite value" (pipeline/runtime_actions.cpp); a
+    // PipelineError has no kind to ask instead.
+    if (std::string(e.what()).find("non-finite value") == std::string::npos) throw;
+    throw std::runtime_error(diverged(step + 1, e.what()));
+  }
+}
+
 }  // namespace brigade::train

@@ -5,6 +5,10 @@
 //                     step 4: the loss is nan: training diverged (try a smaller --lr)
 //                   An evaluation's test loss likewise (the parameters went bad in the last
 //                   step, or a NaN weight was hidden from the training loss).
+//   --check-finite  the runtime checks every stage's output and the loss as they are made
+//                   (pipeline::RuntimeOptions::check_finite, a task on the stream, no host
+//                   wait); its error names the stage and action where the value appeared,
+//                   and the parameters stay those before the step.
 //   files           a checkpoint or --save that would hold a NaN or an Inf is refused before
 //                   anything is written (the previous file stays). A finite loss does not
 //                   prove finite parameters: the update after it may overflow, and a ReLU or a
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "tools/train/optimizer.h"
+#include "tools/train/runners.h"
 
 namespace brigade::train {
 
@@ -41,5 +46,11 @@ void save_if_finite(const std::vector<layers::Parameter*>& params, const std::st
 
 // "step 4: <what>: training diverged (try a smaller --lr)"
 std::string diverged(int64_t step, const std::string& what);
+
+// Runs the step numbered `step` from 0 (runner.run). A NaN or an Inf found by --check-finite
+// becomes "step <step + 1>: <the runtime's message>: training diverged (...)"; any other
+// error passes through as it is.
+StepOutcome run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& slot,
+                     int64_t step);
 
 }  // namespace brigade::train

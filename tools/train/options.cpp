@@ -93,6 +93,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "how stages are cut: blocks (the model's device blocks), time, params, memory")
       ->check(CLI::IsMember({"blocks", "time", "params", "memory"}));
   app.add_flag("--recompute", o.recompute, "recompute each stage's forward before its backward");
+  app.add_flag("--check-finite", o.check_finite,
+               "check every stage's output and the loss for NaN/Inf as they are made, so that a "
+               "diverging run names the stage and action where one first appeared (a task per "
+               "forward; without it, the run still stops at the first non-finite loss)");
 
   app.add_option("--batch", o.batch, "mini-batch size");
   app.add_option("--epochs", o.epochs, "epochs over the training set");
@@ -159,6 +163,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
     throw UsageError("--data-parallel " + std::to_string(o.data_parallel) +
                      " needs --distributed (one process per pipeline device and replica, under "
                      "mpirun -np P*D)");
+  if (o.check_finite && o.distributed)
+    throw UsageError(
+        "--check-finite with --distributed: not supported: a check that fails on one rank "
+        "skips that rank's sends, and its neighbours wait for them (the MPI/NCCL links carry "
+        "no failure); run the recipe in one process with --devices to find the stage");
   if (o.optimizer == "adam" && app.count("--momentum"))
     throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
   return o;

@@ -37,6 +37,7 @@ struct Options {
   int chunks = 1;
   std::string balance = "blocks";        // blocks (the model's device blocks) | time | params | memory
   bool recompute = false;
+  bool check_finite = false;             // the runtime checks each stage's output (finite.h)
 
   // The recipe.
   int64_t batch = 128;

@@ -67,7 +67,9 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
   };
   runtime_ = std::make_unique<pipeline::Runtime>(
       model, std::move(partition), std::move(schedule), factory,
-      pipeline::RuntimeOptions{.seed = options.seed, .recompute = options.recompute});
+      pipeline::RuntimeOptions{.seed = options.seed,
+                               .recompute = options.recompute,
+                               .check_finite = options.check_finite});
 }
 
 std::string PipelinedRunner::describe() const {

@@ -3,7 +3,8 @@
 //   PlainRunner      one stage on one CPU device, one micro-batch: forward with a Tape, the
 //                    loss, the fused backward, the optimizer step, all enqueued on the
 //                    device's stream right after it waits on the staged batch's event.
-//   PipelinedRunner  everything else (several stages, micro-batches, recomputation, a GPU):
+//   PipelinedRunner  everything else (several stages, micro-batches, recomputation,
+//                    --check-finite, a GPU):
 //                    pipeline::Runtime executes the schedule's action lists over the devices
 //                    on the micro-batches staged on them, and returns the measured timeline.
 //                    The optimizers are the trainer's (made through the runtime's factory),

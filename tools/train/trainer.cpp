@@ -106,7 +106,7 @@ Recipe recipe_of(const Options& o, int microbatches, int replicas) {
 }
 
 // The devices and the runner: plain training when the run is one stage, one micro-batch on a
-// CPU device; the pipeline runtime otherwise.
+// CPU device; the pipeline runtime otherwise (and for --check-finite, which it does).
 struct Setup {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
@@ -131,8 +131,8 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
   const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
-                     !o.recompute && o.balance == "blocks" && p.devices[0].is_cpu() &&
-                     cluster == nullptr;
+                     !o.recompute && !o.check_finite && o.balance == "blocks" &&
+                     p.devices[0].is_cpu() && cluster == nullptr;
   if (plain) {
     s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
     s.runner = std::make_unique<PlainRunner>(*s.model, o);
@@ -390,7 +390,7 @@ int run_training(const Options& options, Cluster* cluster) {
         staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
 
       const auto t0 = Clock::now();
-      StepOutcome r = runner.run(staging, slot, static_cast<uint32_t>(pos.step));
+      StepOutcome r = run_step(runner, staging, slot, pos.step);  // finite.h
       stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
       // Read on the host already: checking it costs no synchronisation. Nothing of this step
       // is reported, and no checkpoint is written after it.
