@@ -1,7 +1,7 @@
 // A diverging run (tools/train/finite.h): it stops at the first non-finite loss with one error
 // naming the step and exits 1; no file it writes holds a NaN or an Inf, and the last good
-// checkpoint stays; --check-finite names the stage and action; the end-of-run summary comes
-// once, and only from a run that ended well.
+// checkpoint stays; --check-finite names the stage and action; --init-from and --resume refuse
+// such a file; the end-of-run summary comes once, and only from a run that ended well.
 //
 // The diverging recipe: SGD with lr 1e20 on the small model. Step 1's loss is an ordinary
 // one; its update makes weights of about 1e19, so step 2's logits overflow float. With
@@ -81,6 +81,18 @@ std::string non_finite_tensor(const st::File& file) {
     }
   }
   return "";
+}
+
+// A copy of safetensors file `from` at `to` with element `k` of tensor `name` set to `v`.
+void poison(const fs::path& from, const fs::path& to, const std::string& name, size_t k, float v) {
+  st::File file = st::read_file(from.string());
+  const st::TensorInfo* t = file.find(name);
+  REQUIRE_MESSAGE(t != nullptr, "no tensor " << name << " in " << from);
+  std::memcpy(file.data.data() + t->begin + k * sizeof(float), &v, sizeof v);
+  std::vector<st::TensorToWrite> out;
+  for (const st::TensorInfo& i : file.tensors)
+    out.push_back({i.name, i.dtype, i.shape, file.bytes(i)});
+  st::write_file(to.string(), out, file.metadata);
 }
 
 }  // namespace
@@ -242,6 +254,33 @@ TEST_CASE("divergence: --check-finite names the step, stage and action; healthy 
     for (size_t i = 0; i < plain.size(); ++i)
       CHECK(std::abs(checked[i] - plain[i]) <= (devices == "cpu:0" ? 1e-5 * plain[i] : 0.0));
   }
+}
+
+TEST_CASE("divergence: --init-from and --resume refuse a file with a NaN or an Inf, naming it") {
+  const fs::path dir = temp_dir("refuse-files");
+  const fs::path init = dir / "init.safetensors", ckpt = dir / "ckpt";
+  const Run good = run_train(recipe(dir, "cpu:0", "0.01",
+                                    {"--steps", "2", "--save-initial", init.string(),
+                                     "--checkpoint-dir", ckpt.string()}));
+  REQUIRE(good.status == 0);
+
+  const fs::path bad_init = dir / "bad-init.safetensors";
+  poison(init, bad_init, "dense_1.weight", 7, NAN);
+  Run r = run_train(
+      recipe(dir, "cpu:0", "0.01", {"--steps", "1", "--init-from", bad_init.string()}));
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--init-from " + bad_init.string() + ": dense_1.weight (10, 144) holds nan "
+                      "at element 7") != std::string::npos);
+
+  const fs::path file = ckpt / "checkpoint.safetensors";
+  poison(file, file, "conv2d_1.bias", 0, std::numeric_limits<float>::infinity());
+  r = run_train(recipe(dir, "cpu:0", "0.01",
+                       {"--steps", "3", "--checkpoint-dir", ckpt.string(), "--resume"}));
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find(file.string() + ": conv2d_1.bias (4) holds inf at element 0") !=
+        std::string::npos);
 }
 
 TEST_CASE("divergence: the end-of-run summary is printed once") {

@@ -150,15 +150,24 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
   }
   const Position position{number(file, "step"), number(file, "epoch"), number(file, "batch")};
   const int64_t optimizer_steps = number(file, "optimizer_steps");
-
-  // Everything checked: now copy in.
+  // The values on the host; a NaN or an Inf (a file written before brigade-train refused
+  // them) is refused too.
+  std::vector<std::vector<float>> values;
   for (const NamedTensor& t : tensors) {
     const std::span<const uint8_t> bytes = file.bytes(*file.find(t.name));
-    std::vector<float> values(static_cast<size_t>(t.tensor.numel()));
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-    const Stream& s = t.tensor.stream();
-    const Tensor staged = Tensor::from_vector(values, t.tensor.shape(), s);
-    copy_async(t.tensor, staged, s);  // into the existing storage, which the modules hold
+    std::vector<float>& v = values.emplace_back(static_cast<size_t>(t.tensor.numel()));
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    const std::string bad = first_non_finite(v, t.name, t.tensor.shape().dims());
+    if (!bad.empty())
+      throw CheckpointError(path + ": " + bad + ": the run that wrote it had diverged");
+  }
+
+  // Everything checked: now copy in.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i].tensor;
+    const Stream& s = t.stream();
+    const Tensor staged = Tensor::from_vector(values[i], t.shape(), s);
+    copy_async(t, staged, s);  // into the existing storage, which the modules hold
     s.synchronize();
   }
   for (CheckpointedOptimizer* o : optimizers) o->set_steps(optimizer_steps);

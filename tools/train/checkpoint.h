@@ -16,8 +16,8 @@
 // Loading refuses, with a message saying what differs and changing nothing: a file that is
 // not a valid safetensors file (truncated, corrupt), not a brigade-train checkpoint, another
 // model (the first differing line of the two descriptions), another recipe (each differing
-// setting), or tensors of other names, shapes or dtypes (every mismatch). Saving refuses a
-// NaN or an Inf (finite.h), before writing: the previous file stays.
+// setting), tensors of other names, shapes or dtypes (every mismatch), or a NaN or an Inf.
+// Saving refuses a NaN or an Inf too (finite.h), before writing: the previous file stays.
 #pragma once
 
 #include <cstdint>

@@ -41,6 +41,14 @@ std::vector<NamedTensor> named(const std::vector<layers::Parameter*>& params) {
   return out;
 }
 
+void load_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path) {
+  layers::load_parameters(params, path);
+  const std::string bad = first_non_finite(named(params));
+  if (!bad.empty())
+    throw std::runtime_error("--init-from " + path + ": " + bad +
+                             ": refusing parameters that are not finite");
+}
+
 void save_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path,
                     int64_t step) {
   const std::string bad = first_non_finite(named(params));

@@ -10,9 +10,10 @@
 //                   wait); its error names the stage and action where the value appeared,
 //                   and the parameters stay those before the step.
 //   files           a checkpoint or --save that would hold a NaN or an Inf is refused before
-//                   anything is written (the previous file stays). A finite loss does not
-//                   prove finite parameters: the update after it may overflow, and a ReLU or a
-//                   max-pool passes 0 or another value where a NaN weight made a NaN.
+//                   anything is written (the previous file stays), and --init-from and
+//                   --resume refuse a file that holds one. A finite loss does not prove finite
+//                   parameters: the update after it may overflow, and a ReLU or a max-pool
+//                   passes 0 or another value where a NaN weight made a NaN.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,10 @@ std::string first_non_finite(const std::vector<NamedTensor>& tensors);
 
 // The parameters as named tensors, for the above.
 std::vector<NamedTensor> named(const std::vector<layers::Parameter*>& params);
+
+// --init-from: loads the parameters (layers/param_file.h), then throws naming the file and
+// the tensor when one holds a NaN or an Inf (the run then ends: nothing is trained on them).
+void load_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path);
 
 // --save: writes the parameters (layers/param_file.h) after `step` steps, or, when one holds
 // a NaN or an Inf, throws naming it and writes nothing (a previous file stays).

@@ -325,7 +325,7 @@ int run_training(const Options& options, Cluster* cluster) {
   if (!o.init_from.empty() || o.resume) {
     job.on_root(
         [&] {
-          if (!o.init_from.empty()) layers::load_parameters(model.parameters(), o.init_from);
+          if (!o.init_from.empty()) load_if_finite(model.parameters(), o.init_from);
           if (o.resume)
             pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
         },
