@@ -1,7 +1,7 @@
 // brigade-train: the standalone trainer. tools/train/README.md explains the flags and the
 // files; trainer.h is the run itself. Exit status: 0 done, 1 a run-time error (a bad data or
-// model file, out of memory, a corrupt checkpoint), 2 a usage error, 130/143 stopped by
-// SIGINT/SIGTERM after writing a checkpoint.
+// model file, out of memory, a corrupt checkpoint, a diverged run), 2 a usage error, 130/143
+// stopped by SIGINT/SIGTERM after writing a checkpoint.
 //
 // --distributed (under mpirun): MPI starts before anything else. An error every rank meets
 // alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with

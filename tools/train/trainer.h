@@ -6,7 +6,8 @@
 //           --save-initial
 //   loop    per epoch, per batch: stage the next batch (staging.h), run the step, report it
 //           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between
-//           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h)
+//           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h);
+//           a NaN or Inf loss ends the run, and no file is written with one (finite.h)
 //   end     per-device busy time and measured bubble, --trace, --save, the last checkpoint
 //
 // --distributed: the same run on every rank, each training its share (distributed.h); rank 0
