@@ -1,6 +1,9 @@
 // The CUDA half of tensor.cpp: copies and fills issued on CUDA streams.
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
+
 #include "engine/error.h"
 #include "engine/stream.h"
 
@@ -19,15 +22,35 @@ void cuda_memcpy_async(void* dst, const Device& dst_device, const void* src,
   BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.cuda_handle()));
 }
 
-// On a CPU stream's worker: the copy is done when this returns.
+namespace {
+// One stream per GPU for the copies that CPU streams order (cuda_memcpy_blocking): made at
+// first use, kept for the process.
+cudaStream_t host_copy_stream(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& s = streams[device];
+  if (s == nullptr) BRIGADE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+}  // namespace
+
+// On a CPU stream's worker: the copy is done when this returns. Not cudaMemcpy: from pageable
+// memory to a device it may return before the data lands, and cudaMemcpyPeer returns before
+// the copy is done; neither is ordered with the non-blocking streams that read the result
+// after waiting on the CPU stream. An asynchronous copy on a stream of our own, then a
+// synchronisation of that stream, is done when it returns.
 void cuda_memcpy_blocking(void* dst, const Device& dst_device, const void* src,
                           const Device& src_device, uint64_t bytes) {
-  if (dst_device.is_cuda() && src_device.is_cuda()) {
-    BRIGADE_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, bytes));
-    return;
-  }
-  BRIGADE_CUDA_CHECK(cudaSetDevice(dst_device.is_cuda() ? dst_device.index : src_device.index));
-  BRIGADE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  BRIGADE_CUDA_CHECK(cudaSetDevice(device));
+  const cudaStream_t stream = host_copy_stream(device);
+  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device != src_device)
+    BRIGADE_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes,
+                                           stream));
+  else
+    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  BRIGADE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void cuda_memset_async(void* dst, uint64_t bytes, const Stream& stream) {

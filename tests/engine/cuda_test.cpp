@@ -141,3 +141,29 @@ TEST_CASE("polling pending CUDA work leaves no error for the next checked call" 
   CHECK(e.query());
 }
 #endif
+
+// A copy between a CPU tensor and a GPU tensor ordered on a CPU stream is done when the CPU
+// stream passes it: a CUDA stream that waits on an event recorded after it reads the data.
+// (A pageable cudaMemcpy to the device may return before the data lands, and a non-blocking
+// CUDA stream is not ordered after it.)
+TEST_CASE("a host-to-GPU copy on a CPU stream is complete for a GPU stream that waits on it" *
+          doctest::skip(no_gpu)) {
+  Deadline deadline("host to GPU on a CPU stream");
+  Stream cpu = Stream::create(Device::cpu(0));
+  Stream gpu = Stream::create(Device::cuda(0));
+  const auto values = iota(4096, 1.0f);
+  const Tensor host = Tensor::from_vector(values, {4096}, cpu);
+  const Tensor device = Tensor::empty({4096}, gpu);
+  copy_async(device, host, cpu);
+  Event copied;
+  copied.record(cpu);
+  gpu.wait(copied);
+  CHECK(device.to_vector() == values);  // read on `gpu`, its allocation stream
+  // And back: GPU to host on the CPU stream, after the GPU's own work.
+  const Tensor back = Tensor::empty({4096}, cpu);
+  Event written;
+  written.record(gpu);
+  cpu.wait(written);
+  copy_async(back, device, cpu);
+  CHECK(back.to_vector() == values);
+}
