@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/path.h"
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
 #include "pipeline/svg.h"
@@ -77,8 +78,13 @@ TEST_CASE("recomputation: the same parameters, a lower peak of memory") {
     for (uint32_t step = 0; step < 2; ++step) peaks[recompute] = runtime.step(batch, step).peak_bytes;
     params[recompute] = test::params_of(*model);
   }
-  // The recomputed forward is the same ops on the same inputs with the same dropout masks.
-  CHECK(params[1] == params[0]);
+  // The recomputed forward is the same ops on the same inputs with the same dropout masks:
+  // the same bits where every kernel is a fixed function of its inputs (CPU devices, the
+  // hand-written CUDA kernels). cuBLAS promises bit-wise reproducible results only when the
+  // streams issuing its calls do not change (its documentation, "Results reproducibility"), and
+  // the two runs issue them from different points of different schedules: within 1e-5 there.
+  test::check_close(params[1], params[0],
+                    /*exact=*/!test::on_cuda() || cuda_path() == CudaPath::handwritten);
   // Stage 0 (two convolutions) keeps one (8, 1, 8, 8) input per micro-batch instead of its
   // activations; stage 1 keeps its (8, 4, 4, 4) input instead of pooling masks and dense outputs.
   CHECK(peaks[1][0] < peaks[0][0]);
