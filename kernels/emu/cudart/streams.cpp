@@ -66,10 +66,18 @@ std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
   return s;
 }
 
+// Appends a task as it is, with no ordering added; returns its position.
+uint64_t append(StreamState& stream, Task task) {
+  const uint64_t position = ++stream.enqueued;
+  stream.queue.emplace_back(position, std::move(task));
+  stream.wake.notify_one();
+  return position;
+}
+
 // Appends a task that makes `waiter` wait until `target` has run `position`.
 void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position) {
   if (target.get() == &waiter || target->completed >= position) return;
-  enqueue(waiter, Task{[target, position] {
+  append(waiter, Task{[target, position] {
                          Emulation& e = Emulation::get();
                          std::unique_lock lock(e.mutex);
                          wait_for(lock, *target, position);
@@ -81,11 +89,7 @@ void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint
 void land_unlanded(Gpu& gpu, StreamState& legacy) {
   std::vector<Task> pending = std::move(gpu.unlanded);
   gpu.unlanded.clear();
-  for (Task& t : pending) {
-    const uint64_t position = ++legacy.enqueued;
-    legacy.queue.emplace_back(position, std::move(t));
-  }
-  legacy.wake.notify_one();
+  for (Task& t : pending) append(legacy, std::move(t));
 }
 
 }  // namespace
@@ -127,10 +131,7 @@ uint64_t enqueue(StreamState& stream, Task task) {
     enqueue_wait(stream, gpu.legacy, gpu.legacy->enqueued);
   }
   if (gpu.barrier_stream) enqueue_wait(stream, gpu.barrier_stream, gpu.barrier_position);
-  const uint64_t position = ++stream.enqueued;
-  stream.queue.emplace_back(position, std::move(task));
-  stream.wake.notify_one();
-  return position;
+  return append(stream, std::move(task));
 }
 
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position) {

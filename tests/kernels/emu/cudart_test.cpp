@@ -1,0 +1,208 @@
+// The emulated CUDA runtime (kernels/emu/cudart), rule by rule, through the CUDA API itself:
+// each case is a sentence of NVIDIA's documentation (kernels/emu/cudart/README.md quotes it)
+// and checks that the emulation fails, or answers, where a GPU would. Emulated builds only,
+// with 3 GPUs of 64 MiB (tests/kernels/emu/meson.build). cuda:2 is faulted on purpose by the
+// last case: a fault is sticky for the process, as on a GPU, so nothing before it uses cuda:2.
+#include <doctest/doctest.h>
+
+#include <cuda_emulation.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/emu/cudart/launch.h"
+#include "tests/support/deadline.h"
+
+using brigade::testing::Deadline;
+
+namespace {
+
+// One thread that stores 42 at `p`: the smallest kernel, launched as BRIGADE_LAUNCH does.
+cudaError_t store_42(cudaStream_t stream, float* p) {
+  return brigade::emu::launch_on_gpu(stream, {"store_42", {1}, {1}, 0}, [p] { *p = 42.0f; }, {p});
+}
+
+cudaStream_t non_blocking(int device) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  return s;
+}
+
+float* device_floats(int device, size_t n) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, n * sizeof(float)) == cudaSuccess);
+  return static_cast<float*>(p);
+}
+
+std::vector<uint32_t> bits_of(const float* device, size_t n) {
+  std::vector<uint32_t> host(n);
+  REQUIRE(cudaMemcpy(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  return host;
+}
+
+}  // namespace
+
+TEST_CASE("the current device belongs to each host thread") {
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  int other = -1;
+  std::thread([&] { REQUIRE(cudaGetDevice(&other) == cudaSuccess); }).join();
+  int mine = -1;
+  REQUIRE(cudaGetDevice(&mine) == cudaSuccess);
+  CHECK(mine == 1);
+  CHECK(other == 0);  // a new thread starts on device 0
+  CHECK(cudaSetDevice(3) == cudaErrorInvalidDevice);  // 3 GPUs: 0, 1, 2
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaSuccess);  // read once, then reset
+}
+
+TEST_CASE("a launch on a stream of another device than the current one fails") {
+  Deadline deadline("launch against another device");
+  cudaStream_t s0 = non_blocking(0);
+  float* p = device_floats(0, 1);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  CHECK(store_42(s0, p) == cudaErrorInvalidResourceHandle);
+  CHECK(std::string(cudaGetErrorString(cudaGetLastError())).find("current device is cuda:1") !=
+        std::string::npos);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  CHECK(store_42(s0, p) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s0) == cudaSuccess);
+  float host = 0;
+  REQUIRE(cudaMemcpy(&host, p, sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(host == 42.0f);
+  CHECK(cudaFree(p) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s0) == cudaSuccess);
+}
+
+TEST_CASE("an event is recorded only on a stream of its own device; waits cross devices") {
+  Deadline deadline("events across devices");
+  cudaStream_t s0 = non_blocking(0), s1 = non_blocking(1);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cudaEvent_t e0 = nullptr;
+  REQUIRE(cudaEventCreate(&e0) == cudaSuccess);  // on device 0, the current one
+  CHECK(cudaEventRecord(e0, s1) == cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  CHECK(cudaEventRecord(e0, s0) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(s1, e0, 0) == cudaSuccess);  // legal across devices
+  CHECK(cudaStreamSynchronize(s1) == cudaSuccess);
+  CHECK(cudaEventQuery(e0) == cudaSuccess);
+  cudaEvent_t untimed = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventRecord(untimed, s0) == cudaSuccess);
+  REQUIRE(cudaEventSynchronize(untimed) == cudaSuccess);
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, untimed) == cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  for (cudaEvent_t e : {e0, untimed}) CHECK(cudaEventDestroy(e) == cudaSuccess);
+  CHECK(cudaEventQuery(e0) == cudaErrorInvalidResourceHandle);  // a destroyed handle
+  (void)cudaGetLastError();
+  for (cudaStream_t s : {s0, s1}) CHECK(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("cudaErrorNotReady stays the thread's last error until cudaGetLastError") {
+  Deadline deadline("not ready is sticky in the error state");
+  cudaStream_t s = non_blocking(0);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  {
+    brigade::emu::gpu::StreamHold hold(s);
+    REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+    CHECK(cudaEventQuery(e) == cudaErrorNotReady);
+    CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    CHECK(cudaPeekAtLastError() == cudaErrorNotReady);  // peeking does not reset
+    CHECK(cudaGetLastError() == cudaErrorNotReady);
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  CHECK(cudaEventSynchronize(e) == cudaSuccess);
+  CHECK(cudaEventDestroy(e) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("fresh device memory is poisoned: every byte 0xFF, a NaN in every float") {
+  float* p = device_floats(0, 100);
+  CHECK(bits_of(p, 100) == std::vector<uint32_t>(100, 0xFFFFFFFFu));
+  CHECK(cudaFree(p) == cudaSuccess);
+  int stack_value = 0;
+  CHECK(cudaFree(&stack_value) == cudaErrorInvalidValue);  // not from cudaMalloc
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("a pageable cudaMemcpy lands late for a non-blocking stream, in time for the legacy one") {
+  Deadline deadline("pageable copy against stream kinds");
+  const std::vector<float> values(64, 3.5f);
+  float* p = device_floats(0, 64);
+  cudaStream_t fast = non_blocking(0);
+  REQUIRE(cudaMemcpy(p, values.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  // A non-blocking stream is not ordered after the legacy stream's copy: it reads poison.
+  std::vector<float> early(64, 0.0f);
+  REQUIRE(cudaMemcpyAsync(early.data(), p, 64 * sizeof(float), cudaMemcpyDeviceToHost, fast) ==
+          cudaSuccess);
+  uint32_t first = 0;
+  std::memcpy(&first, &early[0], sizeof(first));
+  CHECK(first == 0xFFFFFFFFu);
+  // A blocking stream (cudaStreamCreate) is ordered after the legacy stream: it sees the data.
+  cudaStream_t blocking = nullptr;
+  REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
+  std::vector<float> late(64, 0.0f);
+  REQUIRE(cudaMemcpyAsync(late.data(), p, 64 * sizeof(float), cudaMemcpyDeviceToHost, blocking) ==
+          cudaSuccess);
+  CHECK(late == values);
+  for (cudaStream_t s : {fast, blocking}) CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("a copy must stay inside its allocation and match its direction") {
+  float* p = device_floats(0, 4);
+  float host[8] = {};
+  // cudaMalloc rounds up to 256 bytes; 300 bytes runs past the block.
+  CHECK(cudaMemcpy(host, p, 300, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpy(host, p, sizeof(host), cudaMemcpyHostToDevice) ==
+        cudaErrorInvalidMemcpyDirection);
+  (void)cudaGetLastError();
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("cudaMalloc beyond a GPU's capacity is out of memory, and the GPU stays usable") {
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  void* big = nullptr;
+  CHECK(cudaMalloc(&big, size_t{65} << 20) == cudaErrorMemoryAllocation);  // 64 MiB each
+  CHECK(std::string(cudaGetErrorString(cudaGetLastError())).find("emulated cuda:1") !=
+        std::string::npos);
+  size_t free_bytes = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  CHECK(total == size_t{64} << 20);
+  float* small = device_floats(1, 16);
+  CHECK(cudaFree(small) == cudaSuccess);
+}
+
+TEST_CASE("peer memory: a kernel may touch it once access is enabled; without, the GPU faults") {
+  Deadline deadline("peer access");
+  float* on1 = device_floats(1, 1);
+  cudaStream_t s0 = non_blocking(0);
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess);
+  REQUIRE(can == 1);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  REQUIRE(cudaDeviceEnablePeerAccess(1, 0) == cudaSuccess);
+  CHECK(cudaDeviceEnablePeerAccess(1, 0) == cudaErrorPeerAccessAlreadyEnabled);
+  (void)cudaGetLastError();
+  CHECK(store_42(s0, on1) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s0) == cudaSuccess);
+  CHECK(bits_of(on1, 1)[0] == 0x42280000u);  // 42.0f
+  // cuda:2 never enabled access to cuda:1: the launch succeeds, the kernel faults, and the
+  // fault surfaces at the next synchronising call and stays (a sticky error).
+  cudaStream_t s2 = non_blocking(2);
+  CHECK(store_42(s2, on1) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s2) == cudaErrorIllegalAddress);
+  CHECK(std::string(cudaGetErrorString(cudaGetLastError())).find("peer access") !=
+        std::string::npos);
+  void* more = nullptr;
+  CHECK(cudaMalloc(&more, 4) == cudaErrorIllegalAddress);  // cuda:2 is current, and faulted
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);                  // cuda:1 is healthy
+  CHECK(bits_of(on1, 1)[0] == 0x42280000u);                  // the kernel wrote nothing
+}
