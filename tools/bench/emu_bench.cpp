@@ -1,0 +1,114 @@
+// bench_emu: what one emulated CUDA thread costs (kernels/emu), with and without barriers.
+//
+// Three kernels of 2^20 threads (4096 blocks of 256), run on the calling OS thread
+// (run_grid without a pool, so the figure is one core's):
+//
+//   scale     y = 2·x                       no barrier: 2 switches per thread (in, out)
+//   reduce    block sum in shared memory    9 __syncthreads(): 20 switches per thread
+//   shuffle   warp sum by xor-shuffles      5 shuffles: 12 switches per thread
+//
+// Each prints the median CPU seconds per launch (the process's CPU time: on a shared machine
+// it counts what the launch ran, not what it waited for a core), nanoseconds per thread, and
+// nanoseconds per switch (seconds / (threads · switches per thread)), the emulator's unit of
+// cost that kernels/emu/README.md's "Speed" budget quotes. Every launch's result is checked,
+// so a fast wrong emulator does not pass for a fast one.
+//
+//   build-fiber/tests/kernels/emu/bench_emu [repetitions]     (default 5)
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "kernels/emu/emu.h"
+#include "tools/bench/timing.h"
+
+namespace brigade::emu::bench_kernels {
+
+constexpr int kBlock = 256;
+
+__global__ void scale_kernel(const float* x /* (n) */, float* y /* (n) */) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  y[i] = 2.0f * x[i];
+}
+
+__global__ void reduce_kernel(const float* x /* (n) */, float* sums /* (blocks) */) {
+  __shared__ float part[kBlock];
+  const unsigned t = threadIdx.x;
+  part[t] = x[static_cast<int64_t>(blockIdx.x) * blockDim.x + t];
+  __syncthreads();
+  for (unsigned half = kBlock / 2; half > 0; half /= 2) {  // 8 halvings, 8 barriers
+    if (t < half) part[t] += part[t + half];
+    __syncthreads();
+  }
+  if (t == 0) sums[blockIdx.x] = part[0];
+}
+
+__global__ void shuffle_kernel(const float* x /* (n) */, float* sums /* (n / 32) */) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  float v = x[i];
+  for (int mask = 16; mask > 0; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  if (threadIdx.x % warpSize == 0) sums[i / warpSize] = v;
+}
+
+}  // namespace brigade::emu::bench_kernels
+
+namespace {
+
+using namespace brigade::emu;
+using namespace brigade::emu::bench_kernels;
+
+constexpr int64_t kThreads = int64_t{1} << 20;
+constexpr unsigned kBlocks = kThreads / kBlock;
+
+// CPU seconds per call of fn: one untimed call, then the median of `reps`.
+template <class Fn>
+brigade::bench::Timing cpu_time(Fn&& fn, int reps) {
+  fn();
+  std::vector<double> seconds;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = brigade::bench::process_cpu_s();
+    fn();
+    seconds.push_back(brigade::bench::process_cpu_s() - t0);
+  }
+  return brigade::bench::summarize(std::move(seconds));
+}
+
+void report(const char* name, int switches_per_thread, const brigade::bench::Timing& t) {
+  const double per_thread_ns = t.median_s * 1e9 / kThreads;
+  std::printf("%-8s %9d %15d %13.3f %11.1f %11.1f\n", name, static_cast<int>(kThreads),
+              switches_per_thread, t.median_s, per_thread_ns, per_thread_ns / switches_per_thread);
+}
+
+bool check(const char* name, bool ok) {
+  if (!ok) std::fprintf(stderr, "bench_emu: %s computed a wrong result\n", name);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  std::vector<float> x(kThreads), y(kThreads), sums(kThreads / warpSize);
+  for (int64_t i = 0; i < kThreads; ++i) x[i] = static_cast<float>(i % 7);  // exact sums
+
+  std::printf("%-8s %9s %15s %13s %11s %11s\n", "kernel", "threads", "switches/thread",
+              "cpu s/launch", "ns/thread", "ns/switch");
+  bool ok = true;
+  auto scale = [&] { run_kernel("scale_kernel", kBlocks, kBlock, 0, scale_kernel, x.data(), y.data()); };
+  report("scale", 2, cpu_time(scale, reps));
+  ok &= check("scale", y[kThreads - 1] == 2.0f * x[kThreads - 1]);
+
+  auto reduce = [&] { run_kernel("reduce_kernel", kBlocks, kBlock, 0, reduce_kernel, x.data(), sums.data()); };
+  report("reduce", 2 + 2 * 9, cpu_time(reduce, reps));
+  float expect = 0;
+  for (int64_t i = 0; i < kBlock; ++i) expect += x[i];
+  ok &= check("reduce", sums[0] == expect);
+
+  auto shuffle = [&] { run_kernel("shuffle_kernel", kBlocks, kBlock, 0, shuffle_kernel, x.data(), sums.data()); };
+  report("shuffle", 2 + 2 * 5, cpu_time(shuffle, reps));
+  expect = 0;
+  for (int64_t i = 0; i < warpSize; ++i) expect += x[i];
+  ok &= check("shuffle", sums[0] == expect);
+  return ok ? 0 : 1;
+}
