@@ -1,6 +1,8 @@
 // On a real GPU: the hand-written kernels of kernels/cuda/ run natively against brigade::ref,
 // and the vendor paths (cuBLAS, cuDNN) against the same reference and the hand-written
-// kernels. Built only in CUDA builds; run by tools/gpu-check.sh on a GPU machine.
+// kernels. Built in CUDA builds; run by tools/gpu-check.sh on a GPU machine. On emulated GPUs
+// (-Dcuda=emulated, in CI) the native kernels run through the emulated CUDA runtime and the
+// vendor halves are left out (kVendorLibraries: cuBLAS and cuDNN are not emulated).
 //
 // Without a GPU (this is a CUDA build on a machine with no device or driver) there is
 // nothing to run: the program exits with 77, which meson reports as SKIP — not as a pass, so
@@ -72,6 +74,12 @@ class DeviceArray {
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_t>(n), NAN); }
 
+// The paths this build can run: both on a GPU, the hand-written one on emulated GPUs.
+std::vector<CudaPath> paths() {
+  if (kVendorLibraries) return {CudaPath::handwritten, CudaPath::vendor};
+  return {CudaPath::handwritten};
+}
+
 }  // namespace
 
 TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every transpose") {
@@ -85,7 +93,8 @@ TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every tra
       DeviceArray<float> da(a, stream), db(b, stream), c_tiled(nans(M * N), stream),
           c_blas(nans(M * N), stream);
       cuda::gemm_tiled(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_tiled.get(), N, stream);
-      cuda::vendor::sgemm(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_blas.get(), N, stream);
+      if (kVendorLibraries)
+        cuda::vendor::sgemm(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_blas.get(), N, stream);
       std::vector<double> want(M * N), mag(M * N);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j)
@@ -96,7 +105,7 @@ TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every tra
           }
       const std::vector<double> tol = sum_tolerance(mag, K);
       CHECK(all_close("C gemm_tiled", c_tiled.to_host().data(), want, tol));
-      CHECK(all_close("C cuBLAS", c_blas.to_host().data(), want, tol));
+      if (kVendorLibraries) CHECK(all_close("C cuBLAS", c_blas.to_host().data(), want, tol));
     }
 }
 
@@ -122,7 +131,7 @@ TEST_CASE("Conv2D: cuDNN and im2col + gemm_tiled (native) against the reference"
 
     DeviceArray<float> dx_in(to_float(x), stream), dw_in(to_float(w), stream),
         db_in(to_float(b), stream), ddy(to_float(dy), stream);
-    for (CudaPath path : {CudaPath::handwritten, CudaPath::vendor}) {
+    for (CudaPath path : paths()) {
       INFO(cuda_path_name(path));
       DeviceArray<float> out(nans(s.y_size()), stream), grad_x(nans(s.x_size()), stream),
           grad_w(std::vector<float>(s.w_size(), 0.0f), stream), grad_b(std::vector<float>(s.K, 0.0f), stream);
@@ -167,14 +176,16 @@ TEST_CASE("MaxPool2D: cuDNN and the argmax kernel (native) agree with the refere
   DeviceArray<int32_t> arg(std::vector<int32_t>(s.y_size(), -1), stream);
   cuda::maxpool2d_forward(dx_in.get(), y_hand.get(), arg.get(), s, stream);
   cuda::maxpool2d_backward(ddy.get(), arg.get(), dx_hand.get(), s, stream);
-  cuda::vendor::maxpool2d_forward(dx_in.get(), y_dnn.get(), s, stream);
-  cuda::vendor::maxpool2d_backward(dx_in.get(), y_dnn.get(), ddy.get(), dx_dnn.get(), s, stream);
   const std::vector<double> y_want(y_ref.begin(), y_ref.end()), dx_want(dx_ref.begin(), dx_ref.end());
   CHECK(all_close("y hand-written", y_hand.to_host().data(), y_want, 0.0));
-  CHECK(all_close("y cuDNN", y_dnn.to_host().data(), y_want, 0.0));
   CHECK(arg.to_host() == arg_ref);
   CHECK(all_close("dx hand-written", dx_hand.to_host().data(), dx_want, 0.0));
-  CHECK(all_close("dx cuDNN", dx_dnn.to_host().data(), dx_want, 0.0));
+  if (kVendorLibraries) {
+    cuda::vendor::maxpool2d_forward(dx_in.get(), y_dnn.get(), s, stream);
+    cuda::vendor::maxpool2d_backward(dx_in.get(), y_dnn.get(), ddy.get(), dx_dnn.get(), s, stream);
+    CHECK(all_close("y cuDNN", y_dnn.to_host().data(), y_want, 0.0));
+    CHECK(all_close("dx cuDNN", dx_dnn.to_host().data(), dx_want, 0.0));
+  }
 }
 
 TEST_CASE("Dropout and softmax + cross-entropy (native) match the reference") {
@@ -221,7 +232,7 @@ TEST_CASE("Dense: cuBLAS and gemm_tiled (native) against the reference; the ques
   ref::dense_backward_weight(abs_of(x).data(), abs_of(dy).data(), dw_mag.data(), N, in, out);
   DeviceArray<float> dxin(to_float(x), stream), dwin(to_float(w), stream), dbin(to_float(b), stream),
       ddy(to_float(dy), stream);
-  for (CudaPath path : {CudaPath::handwritten, CudaPath::vendor}) {
+  for (CudaPath path : paths()) {
     INFO(cuda_path_name(path));
     DeviceArray<float> yo(nans(N * out), stream), gx(nans(N * in), stream),
         gw(std::vector<float>(out * in, 0.0f), stream);
@@ -255,10 +266,13 @@ TEST_CASE("ReLU, elementwise and the optimizers (native) match the reference") {
   for (int64_t i = 0; i < n; ++i) sum[i] = double(float(g[i] + x[i]));
   CHECK(all_close("copy + add_to", dy.to_host().data(), sum, 0.0));
 
-  // Three steps of Adam and of Nesterov SGD: a few float operations per element and step,
+  // Three steps of AdamW and of Nesterov SGD: a few float operations per element and step,
   // no reductions: within 1e-6 of the double reference on O(1) values (FMA contraction on
-  // the GPU changes the last bits, not more).
-  const AdamParams adam{.lr = 1e-2, .weight_decay = 0.01};
+  // the GPU changes the last bits, not more). AdamW, not Adam's coupled decay: g + λ·p cancels
+  // for a few of 100003 random elements, and there the float update departs from the double
+  // one by more than any fixed tolerance (1.5e-6 at one element, seen on emulated GPUs);
+  // coupled decay is checked on 257 elements through the emulator (tests/kernels/emu).
+  const AdamParams adam{.lr = 1e-2, .weight_decay = 0.01, .decoupled = true};
   const SgdParams sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001, .nesterov = true};
   std::vector<double> p = to_double(x), m(n, 0.0), v(n, 0.0), q = to_double(x), buf(n, 0.0);
   const std::vector<double> gd = to_double(g);
