@@ -22,6 +22,13 @@ std::string str(uint3 v) {
   return os.str();
 }
 
+// Two call sites are the same one: the same line of the same file. The file names are
+// std::source_location's, one literal per file in practice, so comparing the pointers
+// settles it nearly always; strcmp is for a linker that kept two copies.
+bool same_site(const char* file_a, unsigned line_a, const char* file_b, unsigned line_b) {
+  return line_a == line_b && (file_a == file_b || std::strcmp(file_a, file_b) == 0);
+}
+
 // Clears running_runner however run() leaves (normally or by an exception).
 struct RunningScope {
   explicit RunningScope(BlockRunner* runner) { running_runner = runner; }
@@ -77,8 +84,12 @@ void BlockRunner::run(const LaunchConfig& config, uint3 block_idx, const ThreadB
   block_arrived_ = 0;
   warp_arrived_.assign(static_cast<size_t>((size_ + warpSize - 1) / warpSize), 0);
   // Shared memory is uninitialised in CUDA: all-ones bytes make a read-before-write show
-  // up as NaN (floats) or -1 (integers) rather than as a plausible zero.
-  dynamic_shared_ = std::make_unique<std::byte[]>(config.dynamic_shared_bytes);
+  // up as NaN (floats) or -1 (integers) rather than as a plausible zero. Exactly the
+  // launch's size (so ASan sees an overrun), kept from the last block when it has that size.
+  if (dynamic_shared_ == nullptr || dynamic_shared_bytes_ != config.dynamic_shared_bytes) {
+    dynamic_shared_ = std::make_unique<std::byte[]>(config.dynamic_shared_bytes);
+    dynamic_shared_bytes_ = config.dynamic_shared_bytes;
+  }
   std::memset(dynamic_shared_.get(), 0xFF, config.dynamic_shared_bytes);
   detail::builtins.grid_dim = config.grid;
   detail::builtins.block_dim = config.block;
@@ -135,7 +146,7 @@ void BlockRunner::check_same_site(int first, int count, const char* what) const 
   const Thread& a = *threads_[first];
   for (int t = first + 1; t < first + count; ++t) {
     const Thread& b = *threads_[t];
-    if (b.line != a.line || std::strcmp(b.file, a.file) != 0) {
+    if (!same_site(a.file, a.line, b.file, b.line)) {
       std::ostringstream os;
       os << "divergent " << what << ": thread " << str(a.idx) << " is at " << a.file << ":"
          << a.line << " but thread " << str(b.idx) << " is at " << b.file << ":" << b.line
@@ -217,7 +228,7 @@ void BlockRunner::throw_stuck() const {
     int end = t + 1;
     auto same_place = [&a](const Thread& b) {
       return b.state == a.state &&
-             (a.state == State::exited || (b.line == a.line && std::strcmp(b.file, a.file) == 0));
+             (a.state == State::exited || same_site(a.file, a.line, b.file, b.line));
     };
     while (end < size_ && same_place(*threads_[end])) ++end;
     os << "\n  threads " << t << "-" << end - 1 << " (linear index): ";

@@ -18,6 +18,7 @@
 // they belong to the block this OS thread is running, as shared memory belongs to a block.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,6 +75,7 @@ class BlockRunner {
   std::vector<std::unique_ptr<Thread>> threads_;  // Fibers cannot move: one allocation each
   std::vector<std::unique_ptr<FiberStack>> stacks_;
   std::unique_ptr<std::byte[]> dynamic_shared_;
+  size_t dynamic_shared_bytes_ = 0;
 };
 
 }  // namespace brigade::emu
