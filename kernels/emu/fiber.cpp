@@ -1,10 +1,12 @@
-// Fiber switching with ucontext, annotated for AddressSanitizer and ThreadSanitizer.
+// Fiber switching: a hand-written stack switch on x86-64, ucontext elsewhere; every switch
+// annotated for AddressSanitizer and ThreadSanitizer.
 #include "kernels/emu/fiber.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/error.h"
@@ -65,13 +67,87 @@ void FiberStack::reset_for_reuse() {
 #endif
 }
 
-// ---- Fiber ------------------------------------------------------------------------------
+// ---- the switch --------------------------------------------------------------------------
+//
+// brigade_emu_switch(save_sp, load_sp, arg) stops the code that calls it and continues
+// whatever was stopped with its stack pointer at load_sp. It is a function call that
+// returns on another stack. The calling side's state is its callee-saved registers (the
+// System V ABI lets a callee clobber every other one, so the compiler has saved those
+// already), and they go on its own stack, in a SwitchFrame that ends with the return address
+// the call pushed; *save_sp then says where that frame is. Loading the other side is the
+// reverse: pop its SwitchFrame and jump to its return address, leaving rsp as a `ret` would
+// (a jump, as fcontext does: the CPU predicts a `ret` to go back to this side's caller, and
+// it never does). The same path starts a fiber: start() builds a SwitchFrame by hand whose
+// "return address" is the trampoline. `arg` is put in rdi on the way, the first argument
+// register: the trampoline's parameter on the first switch into a fiber, a dead register on
+// every other.
+//
+// The frame is Boost.Context's fcontext frame (jump_x86_64_sysv_elf_gas.S), which also
+// keeps the MXCSR (SSE rounding, flush-to-zero) and the x87 control word: both callee-saved
+// by the ABI, so a kernel that changes its rounding mode does not change the scheduler's.
+#if defined(BRIGADE_EMU_FIBER_ASM)
 
 namespace {
+struct SwitchFrame {  // at a switched-out side's saved stack pointer, lowest address first
+  uint32_t mxcsr;
+  uint16_t x87_control;
+  uint16_t unused;
+  uint64_t r12, r13, r14, r15, rbx, rbp;
+  void* return_address;  // pushed by the call to brigade_emu_switch, or set by start()
+};
+static_assert(sizeof(SwitchFrame) == 0x40, "the offsets below are written for this layout");
+}  // namespace
+
+extern "C" void brigade_emu_switch(void** save_sp, void* load_sp, void* arg);
+
+// rdi = save_sp, rsi = load_sp, rdx = arg. Offsets are SwitchFrame's.
+asm(R"(
+  .pushsection .text
+  .p2align 4
+  .globl brigade_emu_switch
+  .hidden brigade_emu_switch
+  .type brigade_emu_switch, @function
+brigade_emu_switch:
+  leaq -0x38(%rsp), %rsp    # below the return address: room for the SwitchFrame
+  stmxcsr (%rsp)
+  fnstcw 0x4(%rsp)
+  movq %r12, 0x8(%rsp)
+  movq %r13, 0x10(%rsp)
+  movq %r14, 0x18(%rsp)
+  movq %r15, 0x20(%rsp)
+  movq %rbx, 0x28(%rsp)
+  movq %rbp, 0x30(%rsp)
+  movq %rsp, (%rdi)         # *save_sp: this side is now switched out
+  movq %rsi, %rsp           # the other side's stack, at its SwitchFrame
+  ldmxcsr (%rsp)
+  fldcw 0x4(%rsp)
+  movq 0x8(%rsp), %r12
+  movq 0x10(%rsp), %r13
+  movq 0x18(%rsp), %r14
+  movq 0x20(%rsp), %r15
+  movq 0x28(%rsp), %rbx
+  movq 0x30(%rsp), %rbp
+  movq 0x38(%rsp), %rcx     # its return address (caller-saved, free to use)
+  leaq 0x40(%rsp), %rsp     # as after a ret: rsp % 16 == 0 again
+  movq %rdx, %rdi           # arg: the trampoline's parameter on a fiber's first switch
+  jmp *%rcx
+  .size brigade_emu_switch, .-brigade_emu_switch
+  .popsection
+)");
+
+#endif  // BRIGADE_EMU_FIBER_ASM
+
+// ---- Fiber ------------------------------------------------------------------------------
+
+#if !defined(BRIGADE_EMU_FIBER_ASM)
+namespace {
 // The fiber being started on this OS thread: makecontext passes int arguments only, so the
-// trampoline finds its Fiber here. Read once, right after the first switch into it.
+// entry finds its Fiber here. Read once, right after the first switch into it.
 thread_local Fiber* starting_fiber = nullptr;
 }  // namespace
+
+void Fiber::ucontext_entry() { trampoline(starting_fiber); }
+#endif
 
 Fiber::~Fiber() { release_sanitizer_state(); }
 
@@ -93,19 +169,40 @@ void Fiber::start(FiberStack& stack, Entry entry, void* arg) {
   arg_ = arg;
   finished_ = false;
   error_ = nullptr;
+#if defined(BRIGADE_EMU_FIBER_ASM)
+  // The top of the new stack, as the first switch into it finds it:
+  //
+  //   top (page-aligned)      ─┐
+  //   top - 8:  0              │ the trampoline's "return address": ends every unwinder's
+  //                            │ and debugger's walk up the fiber's stack
+  //   top - 16: &trampoline    │ SwitchFrame::return_address, where the switch jumps to;
+  //                            │ rsp is then top - 8: rsp % 16 == 8, as on entry to any
+  //                            │ function (a call pushed 8 bytes onto a 16-aligned rsp)
+  //   top - 72: SwitchFrame   ─┘ the scheduler's MXCSR and x87 control word (inherited,
+  //                              as getcontext would), zero registers (rbp = 0 ends
+  //                              frame-pointer walks too); sp_ points here
+  const uintptr_t top = reinterpret_cast<uintptr_t>(stack.bottom()) + stack.size();
+  auto* end_of_frames = reinterpret_cast<void**>(top - 8);
+  *end_of_frames = nullptr;
+  auto* frame = reinterpret_cast<SwitchFrame*>(top - 8 - sizeof(SwitchFrame));
+  *frame = SwitchFrame{};
+  asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(frame->mxcsr), "=m"(frame->x87_control));
+  frame->return_address = reinterpret_cast<void*>(&Fiber::trampoline);
+  sp_ = frame;
+#else
   BRIGADE_CHECK(getcontext(&context_) == 0,
                 "CUDA emulator: getcontext failed: " << std::strerror(errno));
   context_.uc_stack.ss_sp = stack.bottom();
   context_.uc_stack.ss_size = stack.size();
   context_.uc_link = nullptr;  // the trampoline never returns: it switches back itself
-  makecontext(&context_, &Fiber::trampoline, 0);
+  makecontext(&context_, &Fiber::ucontext_entry, 0);
+#endif
 #if defined(BRIGADE_EMU_TSAN)
   if (tsan_fiber_ == nullptr) tsan_fiber_ = __tsan_create_fiber(0);
 #endif
 }
 
 void Fiber::resume() {
-  starting_fiber = this;
 #if defined(BRIGADE_EMU_TSAN)
   tsan_caller_ = __tsan_get_current_fiber();
   __tsan_switch_to_fiber(tsan_fiber_, 0);  // flags 0: the switch orders memory, like a barrier
@@ -114,7 +211,12 @@ void Fiber::resume() {
   void* scheduler_fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&scheduler_fake_stack, stack_->bottom(), stack_->size());
 #endif
+#if defined(BRIGADE_EMU_FIBER_ASM)
+  brigade_emu_switch(&caller_sp_, sp_, this);
+#else
+  starting_fiber = this;
   swapcontext(&caller_, &context_);
+#endif
 #if defined(BRIGADE_EMU_ASAN)
   __sanitizer_finish_switch_fiber(scheduler_fake_stack, nullptr, nullptr);
 #endif
@@ -127,7 +229,11 @@ void Fiber::yield() {
 #if defined(BRIGADE_EMU_ASAN)
   __sanitizer_start_switch_fiber(&asan_fake_stack_, caller_bottom_, caller_size_);
 #endif
+#if defined(BRIGADE_EMU_FIBER_ASM)
+  brigade_emu_switch(&sp_, caller_sp_, nullptr);
+#else
   swapcontext(&context_, &caller_);
+#endif
 #if defined(BRIGADE_EMU_ASAN)
   // Back in the fiber: the scheduler that resumed us may be on a different stack position,
   // so record its bounds again for the next yield.
@@ -137,8 +243,7 @@ void Fiber::yield() {
 
 // Not instrumented by TSan: the trampoline never returns, so an instrumented one would leave
 // one frame on the TSan fiber's shadow stack per run, and the fiber is reused for every block.
-__attribute__((no_sanitize("thread"))) void Fiber::trampoline() {
-  Fiber* self = starting_fiber;
+__attribute__((no_sanitize("thread"))) void Fiber::trampoline(Fiber* self) {
 #if defined(BRIGADE_EMU_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, &self->caller_bottom_, &self->caller_size_);
 #endif
@@ -155,7 +260,12 @@ __attribute__((no_sanitize("thread"))) void Fiber::trampoline() {
   // Leaving for good: a null save slot tells ASan to free this fiber's fake stack.
   __sanitizer_start_switch_fiber(nullptr, self->caller_bottom_, self->caller_size_);
 #endif
+#if defined(BRIGADE_EMU_FIBER_ASM)
+  brigade_emu_switch(&self->sp_, self->caller_sp_, nullptr);  // never returns
+#else
   setcontext(&self->caller_);  // never returns
+#endif
+  __builtin_unreachable();
 }
 
 }  // namespace brigade::emu

@@ -2,22 +2,33 @@
 //
 // A block's CUDA threads must be able to stop in the middle of the kernel (at
 // __syncthreads() or a warp shuffle) and let the others catch up. Each one therefore runs on
-// its own stack, and the OS thread running the block switches between those stacks with
-// ucontext (makecontext/swapcontext): cooperative, on one OS thread, so a switch happens
-// only where the emulator decides (a barrier, the end of the kernel).
+// its own stack, and the OS thread running the block switches between those stacks:
+// cooperative, on one OS thread, so a switch happens only where the emulator decides (a
+// barrier, the end of the kernel).
 //
 //   scheduler (the OS thread's own stack)        fiber (its FiberStack)
-//   fiber.resume()  ─────── swapcontext ───────▶ runs entry(arg) ...
-//                   ◀────── swapcontext ──────── fiber.yield()   (at a barrier)
-//   fiber.resume()  ─────────────────────────── ▶ ... returns from yield()
-//                   ◀──────────────────────────── entry returns: finished()
+//   fiber.resume()  ──────── switch ───────────▶ runs entry(arg) ...
+//                   ◀─────── switch ──────────── fiber.yield()   (at a barrier)
+//   fiber.resume()  ───────────────────────────▶ ... returns from yield()
+//                   ◀─────────────────────────── entry returns: finished()
+//
+// On x86-64 a switch is two dozen instructions of our own (fiber.cpp, brigade_emu_switch):
+// push the callee-saved registers on the current stack, store the stack pointer, load the
+// other one, pop. Elsewhere it is ucontext's swapcontext, which also saves and restores the
+// signal mask: two system calls per switch, about 30 times slower.
 //
 // Sanitizers must be told about every switch, or they see a stack pointer jump into
 // memory they do not know (ASan reports false stack-buffer-overflows; TSan loses track of
 // which "thread" is running). The annotations live in fiber.cpp, one place per switch.
 #pragma once
 
+// The hand-written switch: x86-64 (System V), unless the build enforces CET shadow stacks
+// (-fcf-protection=return), which a switch of stacks by hand would break; ucontext knows them.
+#if defined(__x86_64__) && !(defined(__CET__) && (__CET__ & 2))
+#define BRIGADE_EMU_FIBER_ASM 1
+#else
 #include <ucontext.h>
+#endif
 
 #include <cstddef>
 #include <exception>
@@ -74,11 +85,20 @@ class Fiber {
   std::exception_ptr error() const { return error_; }
 
  private:
-  static void trampoline();  // makecontext's entry: runs entry_, then the final switch
+  // The fiber's first frame: runs entry_, hands over an escaping exception, then makes the
+  // final switch back (it never returns).
+  [[noreturn]] static void trampoline(Fiber* self);
   void release_sanitizer_state();
 
-  ucontext_t context_{};   // the fiber's saved registers
-  ucontext_t caller_{};    // the scheduler's saved registers
+#if defined(BRIGADE_EMU_FIBER_ASM)
+  // A switched-out side's registers are on its own stack; all it leaves here is where.
+  void* sp_ = nullptr;         // the fiber's saved stack pointer
+  void* caller_sp_ = nullptr;  // the scheduler's
+#else
+  static void ucontext_entry();  // makecontext's entry (int arguments only): calls trampoline
+  ucontext_t context_{};         // the fiber's saved registers
+  ucontext_t caller_{};          // the scheduler's saved registers
+#endif
   FiberStack* stack_ = nullptr;
   Entry entry_ = nullptr;
   void* arg_ = nullptr;

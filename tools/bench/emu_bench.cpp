@@ -13,7 +13,7 @@
 // cost that kernels/emu/README.md's "Speed" budget quotes. Every launch's result is checked,
 // so a fast wrong emulator does not pass for a fast one.
 //
-//   build-fiber/tests/kernels/emu/bench_emu [repetitions]     (default 5)
+//   build/tests/kernels/emu/bench_emu [repetitions]     (default 5)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
