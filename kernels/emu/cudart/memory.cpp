@@ -18,10 +18,13 @@
 //     asynchronous both ways;
 //   - cudaMemcpyPeer is asynchronous to the host (it may not be finished when it returns),
 //     and all work later issued to either device, or the current one, is ordered after it.
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/emu/cudart/gpu.h"
