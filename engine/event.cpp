@@ -12,6 +12,7 @@ namespace brigade {
 namespace detail {
 struct EventState {
   uint64_t id = 0;
+  bool timed = false;
   mutable std::mutex mutex;
   std::shared_ptr<EventRecord> current;  // null until the first record()
 };
@@ -32,8 +33,14 @@ Event::Event() : state_(std::make_shared<detail::EventState>()) {
   state_->id = next_event_id.fetch_add(1);
 }
 
+Event Event::timed() {
+  Event e;
+  e.state_->timed = true;
+  return e;
+}
+
 void Event::record(const Stream& stream) {
-  auto record = stream.impl()->record(state_->id);
+  auto record = stream.impl()->record(state_->id, state_->timed);
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->current = std::move(record);
 }
@@ -50,6 +57,10 @@ uint64_t Event::id() const { return state_->id; }
 std::string Event::str() const { return "event#" + std::to_string(state_->id); }
 
 float elapsed_ms(const Event& start, const Event& end) {
+  for (const Event* e : {&start, &end})
+    BRIGADE_CHECK(e->state_->timed, "elapsed_ms(" << start.str() << ", " << end.str() << "): "
+                                                  << e->str()
+                                                  << " was not made by Event::timed()");
   auto a = recorded_or_throw(start, "elapsed_ms");
   auto b = recorded_or_throw(end, "elapsed_ms");
   BRIGADE_CHECK(a->query() && b->query(),

@@ -12,6 +12,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/stream.h"
@@ -35,14 +39,52 @@ void report_if_failed(cudaError_t status, const char* call) {
     std::fprintf(stderr, "brigade: %s failed: %s\n", call, cudaGetErrorString(status));
 }
 
+// cudaEvent_t objects are made once and reused, per device and kind: a pipeline step records
+// thousands of events, and creating and destroying each is a driver call. Events that only
+// order work are created with cudaEventDisableTiming (cheaper to record and wait on); timed
+// ones only for Event::timed(). A record gives its event back when the last holder drops it:
+// a wait issued before keeps the record it captured (CUDA's rule), so reuse is safe.
+class EventPool {
+ public:
+  static cudaEvent_t take(int device, bool timed) {
+    {
+      std::lock_guard<std::mutex> lock(mutex());
+      std::vector<cudaEvent_t>& free = list(device, timed);
+      if (!free.empty()) {
+        const cudaEvent_t e = free.back();
+        free.pop_back();
+        return e;
+      }
+    }
+    BRIGADE_CUDA_CHECK(cudaSetDevice(device));  // an event belongs to the current device
+    cudaEvent_t e = nullptr;
+    BRIGADE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timed ? cudaEventDefault : cudaEventDisableTiming));
+    return e;
+  }
+  static void give_back(int device, bool timed, cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mutex());
+    list(device, timed).push_back(e);
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  // Never freed: records may be dropped during static destruction.
+  static std::vector<cudaEvent_t>& list(int device, bool timed) {
+    static auto* lists = new std::map<std::pair<int, bool>, std::vector<cudaEvent_t>>();
+    return (*lists)[{device, timed}];
+  }
+};
+
 struct CudaRecord final : EventRecord {
-  CudaRecord(uint64_t event_id, Device device, uint64_t stream_id, cudaStream_t stream)
-      : EventRecord(event_id, device, stream_id) {
-    BRIGADE_CUDA_CHECK(cudaSetDevice(device.index));
-    BRIGADE_CUDA_CHECK(cudaEventCreate(&event));
+  CudaRecord(uint64_t event_id, Device device, uint64_t stream_id, cudaStream_t stream, bool timed)
+      : EventRecord(event_id, device, stream_id), timed(timed) {
+    event = EventPool::take(device.index, timed);
     BRIGADE_CUDA_CHECK(cudaEventRecord(event, stream));
   }
-  ~CudaRecord() override { report_if_failed(cudaEventDestroy(event), "cudaEventDestroy"); }
+  ~CudaRecord() override { EventPool::give_back(device.index, timed, event); }
 
   bool query() const override {
     const cudaError_t status = answered_query(cudaEventQuery(event));
@@ -65,6 +107,7 @@ struct CudaRecord final : EventRecord {
            (query() ? "complete" : "pending") + ")";
   }
 
+  const bool timed;
   cudaEvent_t event = nullptr;
 };
 
@@ -85,8 +128,8 @@ class CudaStream final : public StreamImpl {
                          "cuda_handle() instead (there is no CPU fallback)");
   }
 
-  std::shared_ptr<EventRecord> record(uint64_t event_id) override {
-    return std::make_shared<CudaRecord>(event_id, device, id, stream_);
+  std::shared_ptr<EventRecord> record(uint64_t event_id, bool timed) override {
+    return std::make_shared<CudaRecord>(event_id, device, id, stream_, timed);
   }
 
   void wait(std::shared_ptr<EventRecord> record) override {

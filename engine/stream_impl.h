@@ -41,7 +41,8 @@ class StreamImpl {
   StreamImpl& operator=(const StreamImpl&) = delete;
 
   virtual void enqueue(std::function<void()> task) = 0;
-  virtual std::shared_ptr<EventRecord> record(uint64_t event_id) = 0;
+  // A record of `event_id` after everything enqueued so far; `timed`: Event::timed().
+  virtual std::shared_ptr<EventRecord> record(uint64_t event_id, bool timed) = 0;
   virtual void wait(std::shared_ptr<EventRecord> record) = 0;
   virtual void synchronize() = 0;
   virtual bool query() = 0;

@@ -189,8 +189,8 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   // CUDA clocks: an event on each idle compute stream (the last step ended with a full
   // synchronisation, staging copies are blocking) completes when it is recorded, so its time
   // on the device's clock is the host time read beside it.
-  origins_.clear();  // not assign(n, Event()): copies of an Event are one event
-  origins_.resize(devices_.size());
+  origins_.clear();  // one timed Event each, not copies: copies of an Event are one event
+  for (size_t d = 0; d < devices_.size(); ++d) origins_.push_back(Event::timed());
   origin_ms_.assign(devices_.size(), 0.0);
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d] && devices_[d].is_cuda()) {

@@ -29,7 +29,7 @@ struct Runtime::Timing {
   Action action;
   int lane = 0;  // 0 compute, 1 send
   double start = -1, end = -1;
-  Event start_event, end_event;  // CUDA streams only
+  Event start_event = Event::timed(), end_event = Event::timed();  // CUDA streams only
 };
 
 // The NaN check on a CUDA device (RuntimeOptions::check_finite) failed: thrown by a task on

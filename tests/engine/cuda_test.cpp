@@ -57,7 +57,7 @@ TEST_CASE("CUDA events: completion and ordered elapsed time" * doctest::skip(no_
   Deadline deadline("cuda events");
   Stream s = Stream::create(Device::cuda(0));
   Tensor big = Tensor::zeros({64, 1024, 1024}, s);  // some work between the events
-  Event a, b, c;
+  Event a = Event::timed(), b = Event::timed(), c = Event::timed();
   a.record(s);
   copy_async(Tensor::empty({64, 1024, 1024}, s), big, s);
   b.record(s);
@@ -126,6 +126,29 @@ TEST_CASE("a peer copy between two GPUs" * doctest::skip(brigade::cuda_device_co
 // cudaErrorNotReady from cudaEventQuery/cudaStreamQuery included. The allocator and the
 // runtime poll events; the next checked cudaGetLastError() after a healthy kernel launch must
 // not report the poll. (Emulated GPUs only: a real one cannot be held busy on purpose.)
+// A cudaEvent_t is made once and reused: a step records thousands of events, and each
+// cudaEventCreate is a driver call. Records that only order work use untimed events.
+TEST_CASE("event records reuse pooled cudaEvent_t objects" * doctest::skip(no_gpu)) {
+  Deadline deadline("cuda event pool");
+  Stream s = Stream::create(Device::cuda(0));
+  Event timed = Event::timed();
+  const auto records = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      Event e;  // a fresh Event each time: its record gives the cudaEvent_t back when dropped
+      e.record(s);
+      e.synchronize();
+      timed.record(s);  // re-recording drops the previous record after making the new one
+    }
+    timed.synchronize();
+  };
+  records(2);  // the pools now hold what the pattern needs at once
+  const auto before = brigade::emu::gpu::api_counts();
+  records(100);
+  const auto after = brigade::emu::gpu::api_counts();
+  CHECK(after.event_create == before.event_create);
+  CHECK(after.event_destroy == before.event_destroy);
+}
+
 TEST_CASE("polling pending CUDA work leaves no error for the next checked call" *
           doctest::skip(no_gpu)) {
   Deadline deadline("cuda query of pending work");

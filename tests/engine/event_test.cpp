@@ -29,7 +29,7 @@ TEST_CASE("query() is false while the recorded work is held, true once it has ru
 TEST_CASE("elapsed time is non-negative and ordered: a < b < c gives ab <= ac") {
   Deadline deadline("elapsed time");
   Stream s = Stream::create(Device::cpu(0));
-  Event a, b, c;
+  Event a = Event::timed(), b = Event::timed(), c = Event::timed();
   a.record(s);
   // Some work between the markers, so the clocks are read at distinct moments.
   volatile double sink = 0;
@@ -51,7 +51,7 @@ TEST_CASE("elapsed time across two streams follows the wait that orders them") {
   Deadline deadline("elapsed across streams");
   Stream s1 = Stream::create(Device::cpu(0));
   Stream s2 = Stream::create(Device::cpu(1));
-  Event a, b;
+  Event a = Event::timed(), b = Event::timed();
   a.record(s1);
   s2.wait(a);
   b.record(s2);  // runs after a's marker, by the wait
@@ -59,11 +59,11 @@ TEST_CASE("elapsed time across two streams follows the wait that orders them") {
   CHECK(brigade::elapsed_ms(a, b) >= 0);
 }
 
-TEST_CASE("elapsed_ms refuses unfinished or unrecorded events") {
+TEST_CASE("elapsed_ms refuses unfinished, unrecorded or untimed events") {
   Deadline deadline("elapsed misuse");
   Stream s = Stream::create(Device::cpu(0));
   Gate gate;
-  Event a, b, never;
+  Event a = Event::timed(), b = Event::timed(), never = Event::timed(), untimed;
   a.record(s);
   s.enqueue(gate.blocker());
   b.record(s);
@@ -77,6 +77,12 @@ TEST_CASE("elapsed_ms refuses unfinished or unrecorded events") {
                        brigade::Error);
   gate.open();
   b.synchronize();
+  untimed.record(s);
+  untimed.synchronize();
+  CHECK_THROWS_WITH_AS(brigade::elapsed_ms(a, untimed),
+                       ("elapsed_ms(" + a.str() + ", " + untimed.str() + "): " + untimed.str() +
+                        " was not made by Event::timed()").c_str(),
+                       brigade::Error);
 }
 
 TEST_CASE("events are shared handles: a copy sees the same record") {

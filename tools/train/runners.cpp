@@ -27,7 +27,7 @@ StepOutcome PlainRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_
   const Tensor& images = slot.staged.inputs.at(0);  // (rows, C, H, W)
   const Tensor& labels = slot.staged.labels.at(0);  // (rows)
   compute.wait(slot.staged.inputs_ready);  // the staged batch, without blocking the host
-  Event start, forwarded, done;
+  Event start = Event::timed(), forwarded = Event::timed(), done = Event::timed();
   start.record(compute);
   optimizer_->zero_grad();
   layers::Tape tape;

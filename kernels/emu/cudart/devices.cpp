@@ -143,6 +143,7 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaDeviceSynchronize(void) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  ++e.counts.device_synchronize;
   Gpu* gpu = gpu_at(current_device(), "cudaDeviceSynchronize");
   if (gpu == nullptr) return cudaPeekAtLastError();
   drain(lock, *gpu);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/thread_pool.h"
+#include "kernels/emu/cudart/include/cuda_emulation.h"
 #include "kernels/emu/cudart/include/cuda_runtime_api.h"
 
 namespace brigade::emu::gpu {
@@ -113,6 +114,7 @@ class Emulation {
   bool peer_supported = true;  // BRIGADE_EMULATED_GPU_PEER
 
   std::map<uintptr_t, Allocation> allocations;  // by start address
+  ApiCounts counts;  // cuda_emulation.h
   std::set<const CUstream_st*> live_streams;
   std::set<const CUevent_st*> live_events;
 

@@ -108,6 +108,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   *ptr = nullptr;
+  ++e.counts.malloc;
   Gpu* gpu = current_gpu("cudaMalloc");  // memory of the calling thread's current device
   if (gpu == nullptr) return cudaPeekAtLastError();
   const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
@@ -129,6 +130,7 @@ cudaError_t cudaFree(void* ptr) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (ptr == nullptr) return ok();
+  ++e.counts.free;
   const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == e.allocations.end() || it->second.gpu == nullptr)
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): not a pointer cudaMalloc returned");
@@ -147,6 +149,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   *ptr = nullptr;
+  ++e.counts.host_alloc;
   if (flags != cudaHostAllocDefault)
     return fail(cudaErrorInvalidValue, "cudaHostAlloc: only cudaHostAllocDefault is emulated");
   const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
@@ -165,6 +168,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (ptr == nullptr) return ok();
+  ++e.counts.host_free;
   const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
@@ -207,6 +211,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  ++e.counts.legacy_memcpy;
   auto legacy = stream_of(nullptr, "cudaMemcpy");  // the current device's legacy stream
   Where to, from;
   if (!legacy || !classify("cudaMemcpy", dst, src, count, kind, &to, &from))
@@ -253,6 +258,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
                            size_t count) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  ++e.counts.legacy_memcpy;
   Gpu* gpu = current_gpu("cudaMemcpyPeer");
   Where to, from;
   if (gpu == nullptr ||

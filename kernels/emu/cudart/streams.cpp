@@ -155,6 +155,7 @@ extern "C" {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
+  ++e.counts.stream_create;
   Gpu* gpu = current_gpu("cudaStreamCreateWithFlags");  // a stream belongs to the current device
   if (gpu == nullptr) return cudaPeekAtLastError();
   if ((flags & ~unsigned{cudaStreamNonBlocking}) != 0)
@@ -175,6 +176,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
+  ++e.counts.stream_destroy;
   if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.erase(stream) == 0)
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaStreamDestroy: not a stream created by cudaStreamCreate*");
@@ -187,6 +189,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  ++e.counts.stream_synchronize;
   auto s = stream_of(stream, "cudaStreamSynchronize");
   if (!s) return cudaPeekAtLastError();
   if (s->legacy) land_unlanded(*s->gpu, *s);
@@ -219,6 +222,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
+  ++e.counts.event_create;
   Gpu* gpu = current_gpu("cudaEventCreate");  // an event belongs to the current device
   if (gpu == nullptr) return cudaPeekAtLastError();
   if ((flags & ~unsigned{cudaEventBlockingSync | cudaEventDisableTiming}) != 0)
@@ -236,6 +240,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
+  ++e.counts.event_destroy;
   if (e.live_events.erase(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: the event is not live");
   delete event;  // a pending record lives on in the streams that wait on it
@@ -325,6 +330,12 @@ StreamHold::StreamHold(cudaStream_t stream) : released_(std::make_shared<bool>(f
                      em.changed.wait(l, [&] { return *released; });
                    },
                    "a StreamHold of a test"});
+}
+
+ApiCounts api_counts() {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  return e.counts;
 }
 
 void StreamHold::release() {
