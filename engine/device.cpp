@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "engine/error.h"
@@ -16,6 +17,8 @@ namespace brigade {
 namespace detail {
 // Defined in device_cuda.cpp (CUDA builds): the number of GPUs, or 0 with `why` set.
 int probe_cuda_devices(std::string* why);
+// Defined in device_cuda.cpp: cudaDeviceCanAccessPeer, then cudaDeviceEnablePeerAccess.
+bool cuda_enable_peer_access(int from, int to);
 }  // namespace detail
 
 std::string Device::str() const {
@@ -85,6 +88,20 @@ int cuda_device_count() {
   return count;
 #else
   return 0;
+#endif
+}
+
+bool enable_peer_access(const Device& from, const Device& to) {
+  if (!from.is_cuda() || !to.is_cuda() || from == to) return false;
+#if defined(BRIGADE_HAVE_CUDA)
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, bool> done;  // per ordered pair, for the process
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(from.index, to.index);
+  if (auto it = done.find(key); it != done.end()) return it->second;
+  return done[key] = detail::cuda_enable_peer_access(from.index, to.index);
+#else
+  return false;
 #endif
 }
 

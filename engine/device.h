@@ -68,4 +68,11 @@ int cuda_device_count();
 // Throws unless `device` can run work here: a CUDA device index below cuda_device_count().
 void check_device_available(const Device& device);
 
+// Lets kernels and copies of GPU `from` reach GPU `to`'s memory directly (peer-to-peer over
+// NVLink or PCIe) when the pair can (cudaDeviceCanAccessPeer), once per ordered pair and
+// process. Returns whether `from` now has peer access to `to`; false means copies between
+// them are staged through host memory by the driver (slower, still correct). A CPU device,
+// or the same GPU twice, is false.
+bool enable_peer_access(const Device& from, const Device& to);
+
 }  // namespace brigade

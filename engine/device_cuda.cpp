@@ -4,7 +4,23 @@
 
 #include <string>
 
+#include "engine/error.h"
+
 namespace brigade::detail {
+
+bool cuda_enable_peer_access(int from, int to) {
+  int can = 0;
+  BRIGADE_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, from, to));
+  if (can == 0) return false;
+  BRIGADE_CUDA_CHECK(cudaSetDevice(from));  // access is granted to the current device
+  const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // enabled before (by another part of the program): fine
+    return true;
+  }
+  BRIGADE_CUDA_CHECK(status);
+  return true;
+}
 
 int probe_cuda_devices(std::string* why) {
   int count = 0;

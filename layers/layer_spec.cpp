@@ -118,10 +118,11 @@ std::string need(std::optional<int64_t> bytes) {
                : std::string("more than 8 EiB (the size overflows 64 bits)");
 }
 
+}
+
 }  // namespace
 
-ModelShapes infer_shapes(const std::vector<int64_t>& input,
-                         const std::vector<LayerSpec>& layers) {
+void check_input_shape(const std::vector<int64_t>& input) {
   bool positive = input.size() == 4 || input.size() == 2;
   for (int64_t d : input) positive = positive && d > 0;
   if (!positive || input[0] != 1)
@@ -135,118 +136,125 @@ ModelShapes infer_shapes(const std::vector<int64_t>& input,
     throw std::invalid_argument("input shape " + format_dims(input) + " would need " +
                                 need(input_bytes) + " of float32 per sample, more than the " +
                                 checked::format_bytes(kMaxActivationBytesPerSample) + " limit");
+}
 
+ModelShapes infer_shapes(const std::vector<int64_t>& input,
+                         const std::vector<LayerSpec>& layers) {
+  check_input_shape(input);
   ModelShapes model;
-  std::vector<int64_t> x = input;  // the running activation shape
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerSpec& l = layers[i];
-    validate_fields(l, i);
-    const std::string who = label(l, i);
-    auto fail = [&](const std::string& what) { throw ShapeError(i, who + ": " + what); };
-    auto need_image = [&] {
-      if (x.size() != 4) fail("expects an image input (1, C, H, W), got " + format_dims(x));
-    };
-    auto need_flat = [&] {
-      if (x.size() != 2)
-        fail("expects a flat input (1, F), got " + format_dims(x) + "; add 'flatten' before it");
-    };
-
-    LayerShape s;
-    s.input = x;
-    switch (l.kind) {
-      case LayerKind::conv2d: {
-        need_image();
-        s.stride_h = l.stride_h ? l.stride_h : 1;
-        s.stride_w = l.stride_w ? l.stride_w : 1;
-        const int64_t c = x[1];
-        const int64_t oh = window_output_size(x[2], l.kernel_h, s.stride_h, l.padding, &s.pad_top);
-        const int64_t ow = window_output_size(x[3], l.kernel_w, s.stride_w, l.padding, &s.pad_left);
-        if (oh == 0 || ow == 0)
-          fail("kernel " + pair(l.kernel_h, l.kernel_w) + " does not fit input " +
-               format_dims(x) + " with padding " + std::string(padding_name(l.padding)));
-        const std::vector<int64_t> w = {l.filters, c, l.kernel_h, l.kernel_w};  // OIHW
-        std::optional<int64_t> weights = checked::mul(l.filters, c);
-        if (weights) weights = checked::mul(*weights, l.kernel_h);
-        if (weights) weights = checked::mul(*weights, l.kernel_w);
-        std::optional<int64_t> count = weights ? checked::add(*weights, l.filters) : std::nullopt;
-        const auto bytes = f32_bytes(count);
-        if (!bytes || *bytes > kMaxLayerParamBytes)
-          fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
-               " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
-               " limit for one layer's parameters");
-        s.params = *count;
-        s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.filters}}};
-        s.output = {1, l.filters, oh, ow};
-        break;
-      }
-      case LayerKind::maxpool2d: {
-        need_image();
-        s.stride_h = l.stride_h ? l.stride_h : l.pool_h;
-        s.stride_w = l.stride_w ? l.stride_w : l.pool_w;
-        const int64_t oh = window_output_size(x[2], l.pool_h, s.stride_h, Padding::valid);
-        const int64_t ow = window_output_size(x[3], l.pool_w, s.stride_w, Padding::valid);
-        if (oh == 0 || ow == 0)
-          fail("pool " + pair(l.pool_h, l.pool_w) + " does not fit input " + format_dims(x));
-        s.output = {1, x[1], oh, ow};
-        break;
-      }
-      case LayerKind::flatten:
-        // (1, C, H, W) -> (1, C*H*W) in C, H, W order, as PyTorch's Flatten (Keras
-        // flattens H, W, C). The product fits: the input passed the activation bound.
-        s.output = x.size() == 4 ? std::vector<int64_t>{1, x[1] * x[2] * x[3]} : x;
-        break;
-      case LayerKind::dense: {
-        need_flat();
-        const std::vector<int64_t> w = {l.units, x[1]};  // (out, in)
-        std::optional<int64_t> weights = checked::mul(l.units, x[1]);
-        std::optional<int64_t> count = weights ? checked::add(*weights, l.units) : std::nullopt;
-        const auto bytes = f32_bytes(count);
-        if (!bytes || *bytes > kMaxLayerParamBytes)
-          fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
-               " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
-               " limit for one layer's parameters");
-        s.params = *count;
-        s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.units}}};
-        s.output = {1, l.units};
-        break;
-      }
-      case LayerKind::softmax:
-        need_flat();
-        s.output = x;
-        break;
-      case LayerKind::dropout:
-      case LayerKind::relu:
-        s.output = x;
-        break;
-    }
-
-    std::optional<int64_t> elements = int64_t{1};
-    for (int64_t d : s.output) elements = elements ? checked::mul(*elements, d) : std::nullopt;
-    const auto act_bytes = f32_bytes(elements);
-    if (!act_bytes || *act_bytes > kMaxActivationBytesPerSample)
-      fail("output " + format_dims(s.output) + " would need " + need(act_bytes) +
-           " of float32 per sample, more than the " +
-           checked::format_bytes(kMaxActivationBytesPerSample) + " limit for one activation");
-
-    // FLOPs: 2 per multiply-accumulate of conv and dense. Bias adds, activations, pooling
-    // comparisons and dropout are not counted (the usual convention for "MFLOPs").
-    if (l.kind == LayerKind::conv2d || l.kind == LayerKind::dense) {
-      const int64_t weights = s.params - s.output[1];  // K*C*R*S or out*in
-      const int64_t positions = *elements / s.output[1];  // oh*ow, or 1 for dense
-      std::optional<int64_t> flops = checked::mul(weights, positions);
-      if (flops) flops = checked::mul(*flops, int64_t{2});
-      if (!flops) fail("forward FLOP count overflows 64 bits");
-      s.flops = *flops;
-    }
-    const auto params = checked::add(model.total_params, s.params);
-    const auto flops = checked::add(model.total_flops, s.flops);
-    if (!params || !flops) fail("the model's parameter or FLOP total overflows 64 bits");
-    model.total_params = *params;
-    model.total_flops = *flops;
-    x = s.output;
-    model.layers.push_back(std::move(s));
-  }
+  model.layers.reserve(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    append_layer_shape(model, input, i ? &layers[i - 1] : nullptr, layers[i], i);
   return model;
+}
+
+void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
+                        const LayerSpec* previous, const LayerSpec& l, size_t i) {
+  validate_fields(l, i);
+  const std::vector<int64_t>& x = model.layers.empty() ? input : model.layers.back().output;
+  const std::string who = label(l, i);
+  auto fail = [&](const std::string& what) { throw ShapeError(i, who + ": " + what); };
+  auto need_image = [&] {
+    if (x.size() != 4) fail("expects an image input (1, C, H, W), got " + format_dims(x));
+  };
+  auto need_flat = [&] {
+    if (x.size() != 2)
+      fail("expects a flat input (1, F), got " + format_dims(x) + "; add 'flatten' before it");
+  };
+
+  LayerShape s;
+  s.input = x;
+  switch (l.kind) {
+    case LayerKind::conv2d: {
+      need_image();
+      s.stride_h = l.stride_h ? l.stride_h : 1;
+      s.stride_w = l.stride_w ? l.stride_w : 1;
+      const int64_t c = x[1];
+      const int64_t oh = window_output_size(x[2], l.kernel_h, s.stride_h, l.padding, &s.pad_top);
+      const int64_t ow = window_output_size(x[3], l.kernel_w, s.stride_w, l.padding, &s.pad_left);
+      if (oh == 0 || ow == 0)
+        fail("kernel " + pair(l.kernel_h, l.kernel_w) + " does not fit input " +
+             format_dims(x) + " with padding " + std::string(padding_name(l.padding)));
+      const std::vector<int64_t> w = {l.filters, c, l.kernel_h, l.kernel_w};  // OIHW
+      std::optional<int64_t> weights = checked::mul(l.filters, c);
+      if (weights) weights = checked::mul(*weights, l.kernel_h);
+      if (weights) weights = checked::mul(*weights, l.kernel_w);
+      std::optional<int64_t> count = weights ? checked::add(*weights, l.filters) : std::nullopt;
+      const auto bytes = f32_bytes(count);
+      if (!bytes || *bytes > kMaxLayerParamBytes)
+        fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
+             " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
+             " limit for one layer's parameters");
+      s.params = *count;
+      s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.filters}}};
+      s.output = {1, l.filters, oh, ow};
+      break;
+    }
+    case LayerKind::maxpool2d: {
+      need_image();
+      s.stride_h = l.stride_h ? l.stride_h : l.pool_h;
+      s.stride_w = l.stride_w ? l.stride_w : l.pool_w;
+      const int64_t oh = window_output_size(x[2], l.pool_h, s.stride_h, Padding::valid);
+      const int64_t ow = window_output_size(x[3], l.pool_w, s.stride_w, Padding::valid);
+      if (oh == 0 || ow == 0)
+        fail("pool " + pair(l.pool_h, l.pool_w) + " does not fit input " + format_dims(x));
+      s.output = {1, x[1], oh, ow};
+      break;
+    }
+    case LayerKind::flatten:
+      // (1, C, H, W) -> (1, C*H*W) in C, H, W order, as PyTorch's Flatten (Keras
+      // flattens H, W, C). The product fits: the input passed the activation bound.
+      s.output = x.size() == 4 ? std::vector<int64_t>{1, x[1] * x[2] * x[3]} : x;
+      break;
+    case LayerKind::dense: {
+      need_flat();
+      const std::vector<int64_t> w = {l.units, x[1]};  // (out, in)
+      std::optional<int64_t> weights = checked::mul(l.units, x[1]);
+      std::optional<int64_t> count = weights ? checked::add(*weights, l.units) : std::nullopt;
+      const auto bytes = f32_bytes(count);
+      if (!bytes || *bytes > kMaxLayerParamBytes)
+        fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
+             " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
+             " limit for one layer's parameters");
+      s.params = *count;
+      s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.units}}};
+      s.output = {1, l.units};
+      break;
+    }
+    case LayerKind::softmax:
+      need_flat();
+      s.output = x;
+      break;
+    case LayerKind::dropout:
+    case LayerKind::relu:
+      s.output = x;
+      break;
+  }
+
+  std::optional<int64_t> elements = int64_t{1};
+  for (int64_t d : s.output) elements = elements ? checked::mul(*elements, d) : std::nullopt;
+  const auto act_bytes = f32_bytes(elements);
+  if (!act_bytes || *act_bytes > kMaxActivationBytesPerSample)
+    fail("output " + format_dims(s.output) + " would need " + need(act_bytes) +
+         " of float32 per sample, more than the " +
+         checked::format_bytes(kMaxActivationBytesPerSample) + " limit for one activation");
+
+  // FLOPs: 2 per multiply-accumulate of conv and dense. Bias adds, activations, pooling
+  // comparisons and dropout are not counted (the usual convention for "MFLOPs").
+  if (l.kind == LayerKind::conv2d || l.kind == LayerKind::dense) {
+    const int64_t weights = s.params - s.output[1];  // K*C*R*S or out*in
+    const int64_t positions = *elements / s.output[1];  // oh*ow, or 1 for dense
+    std::optional<int64_t> flops = checked::mul(weights, positions);
+    if (flops) flops = checked::mul(*flops, int64_t{2});
+    if (!flops) fail("forward FLOP count overflows 64 bits");
+    s.flops = *flops;
+  }
+  const auto params = checked::add(model.total_params, s.params);
+  const auto flops = checked::add(model.total_flops, s.flops);
+  if (!params || !flops) fail("the model's parameter or FLOP total overflows 64 bits");
+  model.layers.push_back(std::move(s));  // nothing changed before this line
+  model.total_params = *params;
+  model.total_flops = *flops;
 }
 
 }  // namespace brigade::model

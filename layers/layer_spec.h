@@ -98,8 +98,20 @@ class ShapeError : public std::runtime_error {
 inline constexpr int64_t kMaxLayerParamBytes = int64_t{16} << 30;       // one layer's params
 inline constexpr int64_t kMaxActivationBytesPerSample = int64_t{16} << 30;  // one output
 
-// input: per-sample shape, (1, C, H, W) or (1, F). Throws ShapeError.
+// input: per-sample shape, (1, C, H, W) or (1, F). Throws ShapeError for a layer, and
+// std::invalid_argument for the input shape.
 ModelShapes infer_shapes(const std::vector<int64_t>& input, const std::vector<LayerSpec>& layers);
+
+// The per-sample input shape checked alone (what infer_shapes checks before any layer).
+// Throws std::invalid_argument.
+void check_input_shape(const std::vector<int64_t>& input);
+
+// Appends layer `index` of a model to `model` (its shapes on the previous layer's output, or
+// on `input` for the first; the totals updated): one step of infer_shapes, so that a model
+// built layer by layer (Sequential::add) costs O(1) per layer, not O(layers). `previous` is
+// the layer before it (null for the first). Throws ShapeError, leaving `model` unchanged.
+void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
+                        const LayerSpec* previous, const LayerSpec& layer, size_t index);
 
 // Output size of a convolution or pooling window along one axis, Keras rules:
 // valid: floor((in - k) / stride) + 1, needs in >= k; same: ceil(in / stride), padded with

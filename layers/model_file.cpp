@@ -234,6 +234,10 @@ class Parser {
         fail(tokens[0].column, std::string(syntax.keyword) + " needs " +
                                    std::string(syntax.keys[k]) + "= (required: " +
                                    join(syntax.keys, 0, syntax.required) + ")");
+    if (model_.layers.size() == kMaxModelLayers)
+      fail(tokens[0].column, "more than " + std::to_string(kMaxModelLayers) +
+                                 " layers, the limit for a model file (" + kMaxModelLayersWhy +
+                                 ")");
     model_.layers.push_back(l);
     columns_.push_back(tokens[0].column);
     ++block_layers_;

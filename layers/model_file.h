@@ -46,6 +46,13 @@ class ModelFileError : public std::runtime_error {
 // 300 bytes; a megabyte is thousands of layers).
 inline constexpr size_t kMaxModelFileBytes = size_t{1} << 20;
 
+// A model file of more layers is refused as it is read. The deepest networks trained in
+// practice have about a thousand (ResNet-1001); every layer is a module, a node on the tape
+// and a task per micro-batch, so ten times that is a generated file gone wrong, not a model.
+inline constexpr size_t kMaxModelLayers = 10000;
+inline constexpr const char* kMaxModelLayersWhy =
+    "the deepest networks trained in practice have about 1,000";
+
 // Parses `text` (at most kMaxModelFileBytes); `source` names it in messages (usually the
 // path). A model needs an `input` line and at least one layer. Throws ModelFileError.
 ModelSpec parse_model(std::string_view text, std::string_view source);

@@ -21,9 +21,7 @@ Sequential& Sequential::add(const LayerDef& def) {
   model::LayerSpec spec = def.spec;
   const std::string kind(model::kind_name(spec.kind));
   if (spec.name.empty()) {
-    const auto same_kind = std::count_if(spec_.layers.begin(), spec_.layers.end(),
-                                         [&](const model::LayerSpec& l) { return l.kind == spec.kind; });
-    spec.name = kind + "_" + std::to_string(same_kind + 1);
+    spec.name = kind + "_" + std::to_string(kind_count_[static_cast<size_t>(spec.kind)] + 1);
   }
   if (!def.input_shape.empty()) {
     const std::vector<int64_t> input = per_sample_input(def.input_shape, spec.name);
@@ -42,25 +40,38 @@ Sequential& Sequential::add(const LayerDef& def) {
   return *this;
 }
 
+// O(1) per layer: the new layer's shapes come from the previous layer's output alone, and the
+// model's vectors grow in place (copying the layer list and inferring every shape again at
+// each add made building an n-layer model O(n^2): 73 s for 10,000 layers).
 void Sequential::add_spec(model::LayerSpec spec, Device device) {
   // Device blocks numbered by first appearance.
   auto it = std::find(devices_.begin(), devices_.end(), device);
   spec.device = static_cast<int>(it - devices_.begin());
-  std::vector<model::LayerSpec> layers = spec_.layers;
-  layers.push_back(spec);
-  model::ModelShapes shapes;
+  const size_t index = spec_.layers.size();
   try {
-    shapes = model::infer_shapes(spec_.input, layers);  // the one place shapes are checked
+    if (index == 0) model::check_input_shape(spec_.input);
+    // The one place shapes are checked; on a throw shapes_ is unchanged.
+    model::append_layer_shape(shapes_, spec_.input, index ? &spec_.layers.back() : nullptr,
+                              spec, index);
   } catch (const model::ShapeError& e) {
     throw Error(e.what());
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
   }
-  auto module = make_module(spec, shapes.layers.back(), device,
-                            static_cast<uint32_t>(modules_.size()), seed_);
+  std::unique_ptr<Module> module;
+  try {
+    module = make_module(spec, shapes_.layers.back(), device, static_cast<uint32_t>(index), seed_);
+  } catch (...) {
+    shapes_.total_params -= shapes_.layers.back().params;
+    shapes_.total_flops -= shapes_.layers.back().flops;
+    shapes_.layers.pop_back();
+    throw;
+  }
   // Nothing above changed the model: commit now.
   if (it == devices_.end()) devices_.push_back(device);
-  spec_.layers = std::move(layers);
+  ++kind_count_[static_cast<size_t>(spec.kind)];
+  spec_.layers.push_back(std::move(spec));
   spec_.device_count = static_cast<int>(devices_.size());
-  shapes_ = std::move(shapes);
   modules_.push_back(std::move(module));
 }
 
@@ -69,6 +80,9 @@ std::unique_ptr<Sequential> Sequential::from_spec(const model::ModelSpec& spec,
                                                   uint64_t seed) {
   auto model = std::make_unique<Sequential>(seed);
   model->spec_.input = spec.input;
+  model->spec_.layers.reserve(spec.layers.size());
+  model->shapes_.layers.reserve(spec.layers.size());
+  model->modules_.reserve(spec.layers.size());
   for (const model::LayerSpec& l : spec.layers) {
     BRIGADE_CHECK(l.device >= 0 && static_cast<size_t>(l.device) < devices.size(),
                   l.name << " is in device block " << l.device << " but only " << devices.size()

@@ -1,9 +1,10 @@
 // Sequential: a stack of modules, built the Keras way (add) or from a model file (ModelSpec).
 //
-// add() infers the new layer's shapes at once (infer_shapes over the whole stack, the one
-// place shapes are checked) and rejects a layer that does not fit with its name and both
-// shapes, e.g. "conv2d_3: kernel (3, 3) does not fit input (1, 64, 2, 2) with padding valid".
-// Nothing is added when add() throws.
+// add() infers the new layer's shapes at once (one step of infer_shapes, the one place shapes
+// are checked, on the previous layer's output: building a model is linear in its layers) and
+// rejects a layer that does not fit with its name and both shapes, e.g. "conv2d_3: kernel
+// (3, 3) does not fit input (1, 64, 2, 2) with padding valid". Nothing is added when add()
+// throws.
 //
 // Placement. Each layer lives on a device: the DeviceScope's at add() time (keras.h), or,
 // from a ModelSpec, devices[K] for the layers of block `device K`. Device blocks are
@@ -16,6 +17,7 @@
 // different devices, the activation is copied across (and the gradient back) in stream order.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -75,6 +77,7 @@ class Sequential {
   model::ModelShapes shapes_;
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<Module>> modules_;
+  std::array<int, 7> kind_count_{};  // layers of each LayerKind so far (add()'s default names)
 };
 
 }  // namespace brigade::layers

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <sstream>
 #include <thread>
 
@@ -71,11 +73,37 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedu
                               : nullptr);
   }
   make_links();
+  enable_peer_access_between_neighbours();
   // Parameters and optimizer state were written on the devices' default streams: let that
   // finish before other streams use them (construction, not a step).
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d]) Stream::default_for(devices_[d]).synchronize();
   recover();  // makes the streams
+}
+
+// Neighbouring stages on two GPUs of this process copy activations and gradients to each
+// other every micro-batch: let those copies go peer to peer where the pair can.
+void Runtime::enable_peer_access_between_neighbours() {
+  std::set<std::pair<int, int>> pairs;  // (GPU, GPU), lower index first
+  for (int s = 0; s + 1 < schedule_.stages(); ++s) {
+    const int a = schedule_.device_of(s), b = schedule_.device_of(s + 1);
+    const Device& da = devices_[static_cast<size_t>(a)];
+    const Device& db = devices_[static_cast<size_t>(b)];
+    if (runs(a) && runs(b) && da.is_cuda() && db.is_cuda() && da != db)
+      pairs.insert(std::minmax(da.index, db.index));
+  }
+  std::string direct, staged;
+  for (const auto& [a, b] : pairs) {
+    const bool both = enable_peer_access(Device::cuda(a), Device::cuda(b)) &
+                      enable_peer_access(Device::cuda(b), Device::cuda(a));
+    std::string& list = both ? direct : staged;
+    list += (list.empty() ? "" : ", ") + Device::cuda(a).str() + "<->" + Device::cuda(b).str();
+  }
+  peer_access_.clear();
+  if (!direct.empty()) peer_access_ = "peer access: " + direct;
+  if (!staged.empty())
+    peer_access_ += (peer_access_.empty() ? "" : "; ") + std::string("no peer access between ") +
+                    staged + " (copies staged through host memory)";
 }
 
 // The share (process_share.h) against the schedule; fills local_.

@@ -144,6 +144,10 @@ class Runtime {
   const Partition& partition() const { return partition_; }
   const std::vector<Device>& devices() const { return devices_; }  // devices_[d] runs lists[d]
   bool runs(int device) const { return local_[static_cast<size_t>(device)] != 0; }  // here?
+  // Between neighbouring stages on two GPUs of this process, which copies go peer to peer and
+  // which are staged through host memory: one line for a program to print at start-up, e.g.
+  // "peer access: cuda:0<->cuda:1, cuda:1<->cuda:2"; empty when no two GPUs neighbour.
+  const std::string& peer_access() const { return peer_access_; }
 
  private:
   struct Streams {
@@ -158,6 +162,7 @@ class Runtime {
 
   void check_share();
   void make_links();
+  void enable_peer_access_between_neighbours();
   // The step proper, on micro-batches of `rows` (staged only on the devices run here) whose
   // first sample is `first_sample` of a mini-batch of `global_n`.
   StepResult run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
@@ -183,6 +188,7 @@ class Runtime {
   ProcessShare share_;
   std::vector<Device> devices_;
   std::vector<char> local_;                      // [device]: run by this process
+  std::string peer_access_;                      // see peer_access()
   std::vector<std::optional<Streams>> streams_;  // [device], for the devices run here
   std::vector<std::unique_ptr<layers::Optimizer>> optimizers_;  // per stage (null: elsewhere)
   // [s]: stage s -> s+1, and s+1 -> s. In-process Channels between devices run here, the

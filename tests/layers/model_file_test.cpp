@@ -232,3 +232,12 @@ TEST_CASE("missing and oversized files are refused with their path") {
   CHECK(error_of("input 4\nrelu\n" + std::string(kMaxModelFileBytes, '#')) ==
         "t.model: larger than the 1 MiB limit for a model file");
 }
+
+TEST_CASE("a model file holds at most kMaxModelLayers layers") {
+  std::string text = "input 4\n";
+  for (size_t i = 0; i < kMaxModelLayers; ++i) text += "relu\n";
+  CHECK(parse_model(text, "deep").layers.size() == kMaxModelLayers);
+  CHECK(error_of(text + "relu\n") ==
+        "t.model:10002:1: more than 10000 layers, the limit for a model file (the deepest "
+        "networks trained in practice have about 1,000)");
+}

@@ -187,5 +187,34 @@ TEST_CASE("stages on two devices: forward by ranges equals the whole forward, gr
   }
 }
 
+TEST_CASE("a deep model is built layer by layer with the shapes infer_shapes gives the whole") {
+  // Building used to infer every shape again at each layer (O(n^2): 73 s for 10,000 layers);
+  // the shapes built one layer at a time must be what one pass over the model gives.
+  model::ModelSpec spec = model::parse_model("input 6x6x2\nconv2d filters=3 kernel=3\n", "deep");
+  for (size_t i = 1; i + 2 < model::kMaxModelLayers; ++i) {
+    model::LayerSpec relu;
+    relu.kind = model::LayerKind::relu;
+    spec.layers.push_back(relu);
+  }
+  spec.layers.push_back(model::parse_model("input 4\nflatten\n", "f").layers[0]);
+  spec.layers.push_back(model::parse_model("input 4\ndense units=5\n", "d").layers[0]);
+  model::assign_default_names(spec.layers);
+  const auto model = Sequential::from_spec(spec, {Device::cpu(0)}, 1);
+  const model::ModelShapes whole = model::infer_shapes(spec.input, spec.layers);
+  REQUIRE(model->size() == spec.layers.size());
+  CHECK(model->shapes().total_params == whole.total_params);
+  CHECK(model->shapes().total_flops == whole.total_flops);
+  for (size_t i = 0; i < whole.layers.size(); ++i) {
+    CAPTURE(i);
+    CHECK(model->shapes().layers[i].input == whole.layers[i].input);
+    CHECK(model->shapes().layers[i].output == whole.layers[i].output);
+  }
+  CHECK(model->layer(spec.layers.size() - 3).name() ==
+        "relu_" + std::to_string(spec.layers.size() - 3));
+  CHECK(model->layer(spec.layers.size() - 1).shape().output == std::vector<int64_t>{1, 5});
+}
+
+}
+
 }  // namespace
 }  // namespace brigade::layers

@@ -10,6 +10,9 @@
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include <cuda_emulation.h>
+#include <cuda_runtime_api.h>
+
+#include <utility>
 
 #include "pipeline/generators/generators.h"
 #include "tests/pipeline/runtime_model.h"
@@ -41,6 +44,26 @@ TEST_CASE("a step on GPUs: no cudaFree, device sync, legacy copy, stream or even
   CHECK(after.device_synchronize == before.device_synchronize);
   CHECK(after.legacy_memcpy == before.legacy_memcpy);
   CHECK(after.stream_synchronize > before.stream_synchronize);  // the step's one host sync
+}
+
+// Neighbouring stages on two GPUs copy to each other every micro-batch: the runtime enables
+// peer access between them (both ways) and says so in one line.
+TEST_CASE("neighbouring stages on two GPUs get peer access both ways") {
+  if (test::test_device_kind() != test::TestDevices::cuda_all || cuda_device_count() < 3) {
+    MESSAGE("needs stages on 3 GPUs (BRIGADE_TEST_DEVICES=cuda:all): skipped");
+    return;
+  }
+  const Partition partition = at_cuts(8, {2, 6});
+  auto model = test::placed_model(partition, 3, /*first_device=*/0);
+  Runtime runtime(*model, partition, make_schedule("1f1b", 3, 4), test::sgd,
+                  {.seed = test::kDropoutSeed});
+  CHECK(runtime.peer_access() == "peer access: cuda:0<->cuda:1, cuda:1<->cuda:2");
+  // Enabled already: CUDA answers so for each direction of each pair.
+  for (auto [from, to] : {std::pair{0, 1}, {1, 0}, {1, 2}, {2, 1}}) {
+    REQUIRE(cudaSetDevice(from) == cudaSuccess);
+    CHECK(cudaDeviceEnablePeerAccess(to, 0) == cudaErrorPeerAccessAlreadyEnabled);
+    (void)cudaGetLastError();
+  }
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ std::string PipelinedRunner::describe() const {
   std::ostringstream os;
   os << "pipeline: schedule " << s.name << ", " << runtime_->partition().count() << " stages on "
      << runtime_->devices().size() << " devices, " << s.microbatches << " micro-batches";
+  if (!runtime_->peer_access().empty()) os << "\n" << runtime_->peer_access();
   return os.str();
 }
 
