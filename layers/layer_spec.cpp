@@ -118,8 +118,6 @@ std::string need(std::optional<int64_t> bytes) {
                : std::string("more than 8 EiB (the size overflows 64 bits)");
 }
 
-}
-
 }  // namespace
 
 void check_input_shape(const std::vector<int64_t>& input) {
