@@ -118,6 +118,25 @@ std::string need(std::optional<int64_t> bytes) {
                : std::string("more than 8 EiB (the size overflows 64 bits)");
 }
 
+// A softmax where the loss would apply it again, or after another softmax.
+void check_softmax_order(const LayerSpec* previous, const LayerSpec& l, size_t index) {
+  if (!previous) return;
+  const bool previous_output = previous->kind == LayerKind::dense &&
+                               previous->activation == Activation::softmax;
+  if (previous_output)
+    throw ShapeError(index - 1, label(*previous, index - 1) +
+                                    ": activation softmax is the output activation (the loss "
+                                    "applies it to this layer's logits), so it must be the last "
+                                    "layer, but " + label(l, index) + " follows it" +
+                                    (l.kind == LayerKind::softmax
+                                         ? ": a softmax applied twice; remove one"
+                                         : "; for a softmax inside the model, use a dense "
+                                           "without activation and a `softmax` line"));
+  if (previous->kind == LayerKind::softmax && l.kind == LayerKind::softmax)
+    throw ShapeError(index, label(l, index) + ": a softmax applied twice (" +
+                                label(*previous, index - 1) + " is right before it); remove one");
+}
+
 }  // namespace
 
 void check_input_shape(const std::vector<int64_t>& input) {
@@ -149,6 +168,7 @@ ModelShapes infer_shapes(const std::vector<int64_t>& input,
 void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
                         const LayerSpec* previous, const LayerSpec& l, size_t i) {
   validate_fields(l, i);
+  check_softmax_order(previous, l, i);
   const std::vector<int64_t>& x = model.layers.empty() ? input : model.layers.back().output;
   const std::string who = label(l, i);
   auto fail = [&](const std::string& what) { throw ShapeError(i, who + ": " + what); };

@@ -100,6 +100,12 @@ inline constexpr int64_t kMaxActivationBytesPerSample = int64_t{16} << 30;  // o
 
 // input: per-sample shape, (1, C, H, W) or (1, F). Throws ShapeError for a layer, and
 // std::invalid_argument for the input shape.
+//
+// Softmax, whose place is decided here: `dense ... activation=softmax` is the output activation
+// (the loss applies the softmax to its logits, module.h), so it must be the last layer; a
+// `softmax` layer right after a softmax (a layer or a dense's activation) is refused as a
+// softmax applied twice. (A model file's trailing `softmax` after a plain dense is folded
+// into that dense before this, parse_model.)
 ModelShapes infer_shapes(const std::vector<int64_t>& input, const std::vector<LayerSpec>& layers);
 
 // The per-sample input shape checked alone (what infer_shapes checks before any layer).

@@ -85,6 +85,7 @@ class Parser {
       throw ModelFileError(std::string(source_) + ": no layers after the 'input' line on line " +
                            std::to_string(input_line_));
     close_block("the end of the file");
+    fold_output_softmax();
     model_.device_count = block_ < 0 ? 1 : block_ + 1;
     assign_default_names(model_.layers);
     check_shapes();
@@ -191,6 +192,45 @@ class Parser {
     block_line_ = line_;
     block_column_ = tokens[0].column;
     block_layers_ = 0;
+  }
+
+  // A trailing `softmax` line after a dense without activation is the model's output
+  // activation, as Keras reads Dense + Activation('softmax'): it is folded into that dense
+  // (activation=softmax), whose logits the loss takes (the softmax cross-entropy applies the
+  // softmax once). Any other trailing softmax would be applied twice, and is refused.
+  void fold_output_softmax() {
+    const size_t n = model_.layers.size();
+    if (model_.layers.back().kind != LayerKind::softmax) return;
+    line_ = model_.layers.back().line;
+    const int column = columns_.back();
+    const std::string why =
+        "a softmax as the last layer is the output activation, which the loss applies to the "
+        "logits (softmax cross-entropy)";
+    if (n >= 2 && model_.layers[n - 2].kind == LayerKind::softmax)
+      fail(column, "a softmax applied twice: the softmax on line " +
+                       std::to_string(model_.layers[n - 2].line) + " is right before it; remove one");
+    if (n < 2 || model_.layers[n - 2].kind != LayerKind::dense)
+      fail(column, why + ", so it must follow a dense layer without activation" +
+                       (n < 2 ? std::string(", and it is the only layer")
+                              : ", not the " + std::string(kind_name(model_.layers[n - 2].kind)) +
+                                    " on line " + std::to_string(model_.layers[n - 2].line)));
+    LayerSpec& dense = model_.layers[n - 2];
+    if (dense.activation == Activation::softmax)
+      fail(column, "a softmax applied twice: the dense on line " + std::to_string(dense.line) +
+                       " already has activation=softmax; remove one");
+    if (dense.activation != Activation::none)
+      fail(column, why + ", so it must follow a dense without activation, not the dense with "
+                         "activation=" + std::string(activation_name(dense.activation)) +
+                         " on line " + std::to_string(dense.line) +
+                         " (the loss would apply a softmax to a softmax)");
+    if (dense.device != model_.layers.back().device)
+      fail(column, why + ", folded into the dense on line " + std::to_string(dense.line) +
+                       " (activation=softmax), which would leave device " +
+                       std::to_string(model_.layers.back().device) +
+                       " without layers: put the softmax in that dense's block");
+    dense.activation = Activation::softmax;
+    model_.layers.pop_back();
+    columns_.pop_back();
   }
 
   // A device block must hold at least one layer: a pipeline stage with none is a mistake.

@@ -233,6 +233,59 @@ TEST_CASE("missing and oversized files are refused with their path") {
         "t.model: larger than the 1 MiB limit for a model file");
 }
 
+TEST_CASE("a trailing softmax after a plain dense is the output activation, folded once") {
+  // Keras' Dense(10) + Activation('softmax') is Dense(10, activation='softmax'): the same
+  // spec, so the loss applies the softmax once (issue 20: it applied it twice).
+  const ModelSpec folded = parse_model("input 4x4x1\nflatten\ndense units=3\nsoftmax\n", "a");
+  const ModelSpec written =
+      parse_model("input 4x4x1\nflatten\ndense units=3 activation=softmax\n", "b");
+  CHECK(without_lines(folded.layers) == without_lines(written.layers));
+  CHECK(folded.layers.back().line == 3);  // the dense's line
+  // In its own block with the dense: the fold leaves every block non-empty.
+  CHECK(parse_model("input 4\ndevice 0\nrelu\ndevice 1\ndense units=3\nsoftmax\n", "c")
+            .device_count == 2);
+  // A softmax inside the model (more layers follow) is an ordinary layer.
+  const ModelSpec inner =
+      parse_model("input 4\ndense units=8\nsoftmax\ndense units=3 activation=softmax\n", "d");
+  REQUIRE(inner.layers.size() == 3);
+  CHECK(inner.layers[1].kind == LayerKind::softmax);
+}
+
+TEST_CASE("any other softmax the loss would apply twice is refused at its line") {
+  CHECK(error_of("input 4\ndense units=3 activation=softmax\nsoftmax\n") ==
+        "t.model:3:1: a softmax applied twice: the dense on line 2 already has "
+        "activation=softmax; remove one");
+  CHECK(error_of("input 4\ndense units=3\nsoftmax\nsoftmax\n") ==
+        "t.model:4:1: a softmax applied twice: the softmax on line 3 is right before it; "
+        "remove one");
+  CHECK(error_of("input 4\ndense units=3\nsoftmax\nsoftmax\nrelu\n") ==
+        "t.model:4:1: softmax_2: a softmax applied twice (softmax_1 is right before it); "
+        "remove one");
+  CHECK(error_of("input 4\ndense units=3 activation=relu\nsoftmax\n") ==
+        "t.model:3:1: a softmax as the last layer is the output activation, which the loss "
+        "applies to the logits (softmax cross-entropy), so it must follow a dense without "
+        "activation, not the dense with activation=relu on line 2 (the loss would apply a "
+        "softmax to a softmax)");
+  CHECK(error_of("input 4\nrelu\nsoftmax\n") ==
+        "t.model:3:1: a softmax as the last layer is the output activation, which the loss "
+        "applies to the logits (softmax cross-entropy), so it must follow a dense layer "
+        "without activation, not the relu on line 2");
+  CHECK(error_of("input 4\nsoftmax\n") ==
+        "t.model:2:1: a softmax as the last layer is the output activation, which the loss "
+        "applies to the logits (softmax cross-entropy), so it must follow a dense layer "
+        "without activation, and it is the only layer");
+  CHECK(error_of("input 4\ndevice 0\ndense units=3\ndevice 1\nsoftmax\n") ==
+        "t.model:5:1: a softmax as the last layer is the output activation, which the loss "
+        "applies to the logits (softmax cross-entropy), folded into the dense on line 3 "
+        "(activation=softmax), which would leave device 1 without layers: put the softmax in "
+        "that dense's block");
+  // The output activation anywhere but last: its module outputs logits, so it is refused.
+  CHECK(error_of("input 4\ndense units=3 activation=softmax\ndense units=3\n") ==
+        "t.model:2:1: dense_1: activation softmax is the output activation (the loss applies "
+        "it to this layer's logits), so it must be the last layer, but dense_2 follows it; for "
+        "a softmax inside the model, use a dense without activation and a `softmax` line");
+}
+
 TEST_CASE("a model file holds at most kMaxModelLayers layers") {
   std::string text = "input 4\n";
   for (size_t i = 0; i < kMaxModelLayers; ++i) text += "relu\n";

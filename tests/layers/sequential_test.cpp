@@ -214,6 +214,20 @@ TEST_CASE("a deep model is built layer by layer with the shapes infer_shapes giv
   CHECK(model->layer(spec.layers.size() - 1).shape().output == std::vector<int64_t>{1, 5});
 }
 
+TEST_CASE("add() refuses a layer after the output softmax and a softmax twice, adding nothing") {
+  Sequential model;
+  model.add(Dense(4, "softmax", {8}));
+  CHECK_THROWS_WITH(model.add(Dense(3)), doctest::Contains("must be the last layer"));
+  CHECK_THROWS_WITH(model.add(Softmax()), doctest::Contains("a softmax applied twice"));
+  CHECK(model.size() == 1);
+  CHECK(model.shapes().layers.size() == 1);
+  Sequential inner;
+  inner.add(Dense(4, "", {8}));
+  inner.add(Softmax());
+  CHECK_THROWS_WITH(inner.add(Softmax()), doctest::Contains("softmax_2: a softmax applied twice"));
+  inner.add(Dense(3, "softmax"));
+  CHECK(inner.size() == 3);
+  CHECK(inner.layer(2).name() == "dense_2");
 }
 
 }  // namespace
