@@ -71,6 +71,8 @@ class Parser {
     if (text_.size() > kMaxModelFileBytes)
       throw ModelFileError(std::string(source_) + ": larger than the 1 MiB limit for a model file");
     size_t pos = 0;
+    // A UTF-8 byte order mark (Windows editors write one) is not part of the first line.
+    if (text_.starts_with("\xef\xbb\xbf")) pos = 3;
     while (pos <= text_.size()) {
       size_t end = text_.find('\n', pos);
       if (end == std::string_view::npos) end = text_.size();

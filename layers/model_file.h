@@ -53,7 +53,7 @@ inline constexpr size_t kMaxModelLayers = 10000;
 inline constexpr const char* kMaxModelLayersWhy =
     "the deepest networks trained in practice have about 1,000";
 
-// Parses `text` (at most kMaxModelFileBytes); `source` names it in messages (usually the
+// Parses `text` (at most kMaxModelFileBytes; a UTF-8 byte order mark first is skipped); `source` names it in messages (usually the
 // path). A model needs an `input` line and at least one layer. Throws ModelFileError.
 ModelSpec parse_model(std::string_view text, std::string_view source);
 

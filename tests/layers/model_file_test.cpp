@@ -286,6 +286,15 @@ TEST_CASE("any other softmax the loss would apply twice is refused at its line")
         "a softmax inside the model, use a dense without activation and a `softmax` line");
 }
 
+TEST_CASE("a UTF-8 byte order mark before the first line is skipped") {
+  const ModelSpec m = parse_model("\xef\xbb\xbfinput 4\ndense units=3 activation=softmax\n", "bom");
+  CHECK(m.input == std::vector<int64_t>{1, 4});
+  // Anywhere else it is still a stray byte sequence.
+  CHECK(error_of("input 4\n\xef\xbb\xbf" "dense units=3\n") ==
+        "t.model:2:1: unknown layer '\\xef\\xbb\\xbfdense' (expected input, device, conv2d, "
+        "maxpool2d, dropout, flatten, dense, relu, softmax)");
+}
+
 TEST_CASE("a model file holds at most kMaxModelLayers layers") {
   std::string text = "input 4\n";
   for (size_t i = 0; i < kMaxModelLayers; ++i) text += "relu\n";
