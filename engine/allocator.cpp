@@ -15,6 +15,8 @@ namespace detail {
 // the device's total memory.
 void* cuda_raw_allocate(const Device& device, uint64_t size);
 void cuda_raw_free(const Device& device, void* data);
+void* cuda_pinned_allocate(uint64_t size);  // null when out of memory
+void cuda_pinned_free(void* data);
 uint64_t cuda_total_memory(const Device& device);
 }  // namespace detail
 
@@ -48,7 +50,22 @@ Allocator& Allocator::of(const Device& device) {
   return *slot;
 }
 
-Allocator::Allocator(Device device) : device_(device) {
+Allocator& Allocator::pinned_host(const Device& cpu_device) {
+  BRIGADE_CHECK(cpu_device.is_cpu(), "pinned host memory belongs to a CPU device, not "
+                                         << cpu_device);
+#if defined(BRIGADE_HAVE_CUDA)
+  static std::mutex* mutex = new std::mutex;
+  static auto* allocators = new std::map<Device, std::unique_ptr<Allocator>>;  // never freed
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*allocators)[cpu_device];
+  if (!slot) slot = std::make_unique<Allocator>(cpu_device, /*pinned=*/true);
+  return *slot;
+#else
+  throw Error(cpu_device.str() + ": pinned host memory needs a CUDA build");
+#endif
+}
+
+Allocator::Allocator(Device device, bool pinned) : device_(device), pinned_(pinned) {
 #if defined(BRIGADE_HAVE_CUDA)
   if (device_.is_cuda()) cuda_capacity_ = detail::cuda_total_memory(device_);  // checked by of()
 #endif
@@ -185,11 +202,15 @@ void Allocator::reset_peak() {
 }
 
 uint64_t Allocator::capacity() const {
+  if (pinned_) return 0;
   if (device_.is_cpu()) return cpu_device_options(device_.index).capacity_bytes;
   return cuda_capacity_;
 }
 
 void* Allocator::raw_allocate(uint64_t size) {
+#if defined(BRIGADE_HAVE_CUDA)
+  if (pinned_) return detail::cuda_pinned_allocate(size);
+#endif
   if (device_.is_cpu()) return ::operator new(size, cpu_alignment, std::nothrow);
 #if defined(BRIGADE_HAVE_CUDA)
   return detail::cuda_raw_allocate(device_, size);
@@ -199,6 +220,12 @@ void* Allocator::raw_allocate(uint64_t size) {
 }
 
 void Allocator::raw_free(void* data) {
+#if defined(BRIGADE_HAVE_CUDA)
+  if (pinned_) {
+    detail::cuda_pinned_free(data);
+    return;
+  }
+#endif
   if (device_.is_cpu()) {
     ::operator delete(data, cpu_alignment);
     return;

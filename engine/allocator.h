@@ -71,6 +71,11 @@ class Allocator {
  public:
   // The allocator of `device` (one per device, created on first use, never destroyed).
   static Allocator& of(const Device& device);
+  // A CPU device's second allocator, of page-locked host memory (cudaHostAlloc; CUDA builds
+  // only): the host side of copies to and from GPUs, which the GPU's copy engine then reads
+  // or writes directly, asynchronously, instead of through a staging copy of pageable
+  // memory. No capacity (the CPU device's limit counts its ordinary memory).
+  static Allocator& pinned_host(const Device& cpu_device);
 
   // At least `bytes` bytes (64-byte aligned on CPU) for use on `stream`, which must be a
   // stream of this allocator's device. 0 bytes gives the smallest bin.
@@ -87,7 +92,7 @@ class Allocator {
 
   Device device() const { return device_; }
 
-  explicit Allocator(Device device);
+  explicit Allocator(Device device, bool pinned = false);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -108,6 +113,7 @@ class Allocator {
   void raw_free(void* data);
 
   const Device device_;
+  const bool pinned_;  // pinned_host(): page-locked host memory
   mutable std::mutex mutex_;
   std::map<uint64_t, std::vector<Cached>> cache_;  // bin size -> freed blocks
   uint64_t in_use_ = 0;

@@ -74,6 +74,14 @@ Tensor Tensor::empty(const Shape& shape, const Stream& stream, DType dtype) {
   return t;
 }
 
+Tensor Tensor::empty_pinned(const Shape& shape, const Stream& cpu_stream, DType dtype) {
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.storage_ = Allocator::pinned_host(cpu_stream.device()).allocate(t.nbytes(), cpu_stream);
+  return t;
+}
+
 Tensor Tensor::empty(const Shape& shape, const Device& device, DType dtype) {
   return empty(shape, Stream::default_for(device), dtype);
 }

@@ -79,6 +79,10 @@ class Tensor {
   static Tensor empty(const Shape& shape, const Stream& stream, DType dtype = DType::float32);
   // The same, on the device's default stream.
   static Tensor empty(const Shape& shape, const Device& device, DType dtype = DType::float32);
+  // The same on a CPU stream, in page-locked memory (Allocator::pinned_host): the host side of
+  // copies to and from GPUs. CUDA builds only.
+  static Tensor empty_pinned(const Shape& shape, const Stream& cpu_stream,
+                             DType dtype = DType::float32);
   // Zeros, written in stream order (a memset task / cudaMemsetAsync).
   static Tensor zeros(const Shape& shape, const Stream& stream, DType dtype = DType::float32);
   static Tensor zeros(const Shape& shape, const Device& device, DType dtype = DType::float32);

@@ -4,10 +4,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/event.h"
 #include "engine/tensor.h"
 #include "tests/support/deadline.h"
@@ -147,6 +149,32 @@ TEST_CASE("event records reuse pooled cudaEvent_t objects" * doctest::skip(no_gp
   const auto after = brigade::emu::gpu::api_counts();
   CHECK(after.event_create == before.event_create);
   CHECK(after.event_destroy == before.event_destroy);
+}
+
+// The host side of GPU copies is page-locked memory of its own allocator, cached like any other.
+TEST_CASE("pinned host tensors: page-locked, cached, and copied to a GPU and back exactly" *
+          doctest::skip(no_gpu)) {
+  Deadline deadline("pinned host tensors");
+  Stream cpu = Stream::create(Device::cpu(0));
+  Stream gpu = Stream::create(Device::cuda(0));
+  const auto values = iota(1000, 2.0f);
+  const auto before = brigade::emu::gpu::api_counts();
+  for (int round = 0; round < 2; ++round) {
+    const Tensor pinned = Tensor::empty_pinned({1000}, cpu);
+    cpu.enqueue([p = pinned.data<float>(), &values] {
+      std::copy(values.begin(), values.end(), p);
+    });
+    const Tensor device = Tensor::empty({1000}, gpu);
+    copy_async(device, pinned, cpu);
+    Event copied;
+    copied.record(cpu);
+    gpu.wait(copied);
+    CHECK(device.to_vector() == values);
+  }
+  // One cudaHostAlloc: the second round reused the first one's block.
+  CHECK(brigade::emu::gpu::api_counts().host_alloc == before.host_alloc + 1);
+  CHECK_THROWS_WITH_AS(brigade::Allocator::pinned_host(Device::cuda(0)),
+                       "pinned host memory belongs to a CPU device, not cuda:0", brigade::Error);
 }
 
 TEST_CASE("polling pending CUDA work leaves no error for the next checked call" *

@@ -46,8 +46,9 @@ void StagingArea::make_buffers(Slot& slot, int64_t rows) {
     const Shape images({n, d.channels, d.height, d.width}), labels({n});
     slot.staged.inputs.push_back(for_stream(images, layout_.first));
     slot.staged.labels.push_back(for_stream(labels, layout_.last));  // int32 bits
-    if (!layout_.first.is_cpu()) slot.host_inputs.push_back(Tensor::empty(images, stream_));
-    if (!layout_.last.is_cpu()) slot.host_labels.push_back(Tensor::empty(labels, stream_));
+    // A GPU destination's host side is page-locked: its copy up is a direct, asynchronous DMA.
+    if (!layout_.first.is_cpu()) slot.host_inputs.push_back(Tensor::empty_pinned(images, stream_));
+    if (!layout_.last.is_cpu()) slot.host_labels.push_back(Tensor::empty_pinned(labels, stream_));
   }
   // One fill task writes both: one record serves as both events (copies are one event).
   slot.staged.labels_ready = slot.staged.inputs_ready;

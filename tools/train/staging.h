@@ -17,8 +17,9 @@
 // and one micro-batch.
 //   CPU device   the tensors are host memory: the staging task writes the decoded rows into
 //                them in place, no copy at all;
-//   CUDA device  the task writes host tensors (cpu:0) and copies each one up from the
-//                staging stream's worker (a blocking copy there, not on the caller's thread).
+//   CUDA device  the task writes page-locked host tensors (cpu:0, Tensor::empty_pinned) and
+//                copies each one up from the staging stream's worker: cudaMemcpyAsync on a
+//                copy stream of the GPU, waited for there, not on the caller's thread.
 // No allocation per step: the buffers are made once for a full batch; only an epoch's short
 // last batch gets tensors of its own size (once per epoch).
 #pragma once
