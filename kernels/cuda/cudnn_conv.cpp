@@ -6,6 +6,7 @@
 //
 //   descriptors   NCHW float tensors x, y, bias (1, K, 1, 1); KCRS filter w;
 //                 cross-correlation (what frameworks call convolution), FP32 math (no TF32)
+//                 — made once per shape and kept (descriptors_for, vendor_handles.h)
 //   algorithms    cuDNN's heuristics (cudnnGet*Algorithm_v7: no trial runs, so choosing is
 //                 cheap and allocates nothing); the best-ranked one that is deterministic —
 //                 a training run is then reproducible. Chosen once per (device, shape),
@@ -54,9 +55,14 @@ class ConvDescriptors {
                                                         i(s.stride), 1, 1, CUDNN_CROSS_CORRELATION,
                                                         CUDNN_DATA_FLOAT));
     BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
+    // NaN stays NaN through the ReLU, as in the hand-written kernels and on the CPU.
+    BRIGADE_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   }
 
   ~ConvDescriptors() {  // destroying a descriptor cannot usefully fail; errors are ignored
+    cudnnDestroyActivationDescriptor(relu);
     cudnnDestroyConvolutionDescriptor(conv);
     cudnnDestroyFilterDescriptor(w);
     cudnnDestroyTensorDescriptor(bias);
@@ -85,7 +91,15 @@ class ConvDescriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
 };
+
+// The descriptors of s, checked, from the per-process cache.
+const ConvDescriptors& descriptors(const Conv2dShape& s) {
+  return descriptors_for<ConvDescriptors>(
+      s, std::array<int64_t, 12>{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w,
+                                 s.P, s.Q});
+}
 
 struct ConvAlgorithms {
   cudnnConvolutionFwdAlgo_t forward;
@@ -161,8 +175,7 @@ constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in ho
 }  // namespace
 
 size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream) {
-  const ConvDescriptors d(s);
-  d.check_output(s);
+  const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   return algorithms_for(s, d, dnn.handle(), stream.device().index).workspace_bytes;
 }
@@ -170,31 +183,20 @@ size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream) {
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
                     const Stream& stream, bool relu) {
-  const ConvDescriptors d(s);
-  d.check_output(s);
+  const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   const ConvAlgorithms& a = prepare("conv2d_forward", s, d, dnn, stream, workspace, workspace_bytes);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(dnn.handle(), &kOne, d.x, x, d.w, w, d.conv,
                                               a.forward, workspace, workspace_bytes, &kZero, d.y, y));
   if (b) BRIGADE_CUDNN_CHECK(cudnnAddTensor(dnn.handle(), &kOne, d.bias, b, &kOne, d.y, y));
-  if (relu) {
-    cudnnActivationDescriptor_t act = nullptr;
-    BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act));
-    const cudnnStatus_t set =
-        cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0);
-    const cudnnStatus_t run =
-        set != CUDNN_STATUS_SUCCESS
-            ? set
-            : cudnnActivationForward(dnn.handle(), act, &kOne, d.y, y, &kZero, d.y, y);
-    cudnnDestroyActivationDescriptor(act);  // before a possible throw
-    BRIGADE_CUDNN_CHECK(run);
-  }
+  if (relu)
+    BRIGADE_CUDNN_CHECK(
+        cudnnActivationForward(dnn.handle(), d.relu, &kOne, d.y, y, &kZero, d.y, y));
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvDescriptors d(s);
-  d.check_output(s);
+  const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   const ConvAlgorithms& a =
       prepare("conv2d_backward_data", s, d, dnn, stream, workspace, workspace_bytes);
@@ -205,8 +207,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                             void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvDescriptors d(s);
-  d.check_output(s);
+  const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   const ConvAlgorithms& a =
       prepare("conv2d_backward_filter", s, d, dnn, stream, workspace, workspace_bytes);
@@ -217,8 +218,7 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {
-  const ConvDescriptors d(s);
-  d.check_output(s);
+  const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardBias(dnn.handle(), &kOne, d.y, dy, &kOne, d.bias, db));
 }

@@ -63,21 +63,26 @@ class PoolDescriptors {
   cudnnPoolingDescriptor_t pool = nullptr;
 };
 
+// The descriptors of s, checked, from the per-process cache (vendor_handles.h).
+const PoolDescriptors& descriptors(const Pool2dShape& s) {
+  return descriptors_for<PoolDescriptors>(
+      s, std::array<int64_t, 11>{s.N, s.C, s.H, s.W, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P,
+                                 s.Q});
+}
+
 constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in host memory
 
 }  // namespace
 
 void maxpool2d_forward(const float* x, float* y, const Pool2dShape& s, const Stream& stream) {
-  const PoolDescriptors d(s);
-  d.check_output(s);
+  const PoolDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   BRIGADE_CUDNN_CHECK(cudnnPoolingForward(dnn.handle(), d.pool, &kOne, d.x, x, &kZero, d.y, y));
 }
 
 void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
                         const Pool2dShape& s, const Stream& stream) {
-  const PoolDescriptors d(s);
-  d.check_output(s);
+  const PoolDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   // dy has y's shape and dx has x's: the same two descriptors serve both.
   BRIGADE_CUDNN_CHECK(cudnnPoolingBackward(dnn.handle(), d.pool, &kOne, d.y, y, d.y, dy, d.x, x,

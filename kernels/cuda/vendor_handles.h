@@ -17,6 +17,10 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 
 #include "engine/stream.h"
@@ -42,5 +46,23 @@ class CudnnLease {
   std::unique_lock<std::mutex> lock_;
   cudnnHandle_t handle_ = nullptr;
 };
+
+// cuDNN descriptors of one shape, made once per process and kept (like the handles): they are
+// host objects that the calls only read, so every thread and device shares them, and a step
+// creates none. `key` is the shape's sizes; Descriptors(s) builds them and check_output(s)
+// refuses a shape cuDNN cannot express (then nothing is cached, and the next call refuses too).
+template <class Descriptors, class Shape, size_t N>
+const Descriptors& descriptors_for(const Shape& s, const std::array<int64_t, N>& key) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::array<int64_t, N>, std::unique_ptr<Descriptors>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Descriptors>& slot = (*cache)[key];
+  if (!slot) {
+    auto made = std::make_unique<Descriptors>(s);
+    made->check_output(s);
+    slot = std::move(made);
+  }
+  return *slot;
+}
 
 }  // namespace brigade::cuda::vendor
