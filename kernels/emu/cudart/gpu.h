@@ -36,7 +36,7 @@ struct StreamState;
 // A stream's worker: runs tasks in order; a task that throws faults the stream's GPU.
 struct Task {
   std::function<void()> run;
-  std::string what;  // "kernel relu_forward_kernel", "a copy": for reports
+  std::string what;  // "kernel relu_forward_kernel", "a copy": names it when it fails
 };
 
 // One emulated GPU.
@@ -69,7 +69,6 @@ struct StreamState {
   uint64_t completed = 0;  // positions done
   std::deque<std::pair<uint64_t, Task>> queue;
   std::condition_variable wake;  // the worker waits here for tasks
-  std::string running;           // what the worker runs now, for reports
   std::thread worker;
 };
 

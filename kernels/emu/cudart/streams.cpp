@@ -33,7 +33,6 @@ void worker_loop(std::shared_ptr<StreamState> self) {
     auto [position, task] = std::move(self->queue.front());
     self->queue.pop_front();
     if (self->gpu->fault == cudaSuccess) {  // a faulted GPU runs nothing more
-      self->running = task.what;
       lock.unlock();
       std::string error;
       try {
@@ -44,10 +43,9 @@ void worker_loop(std::shared_ptr<StreamState> self) {
         error = "an unknown exception";
       }
       lock.lock();
-      self->running.clear();
       if (!error.empty())
         set_fault(*self->gpu, cudaErrorLaunchFailure,
-                  std::string(task.what) + " on " + name_of(*self) + " failed: " + error);
+                  task.what + " on " + name_of(*self) + " failed: " + error);
     }
     self->completed = position;
     e.changed.notify_all();
