@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pipeline/happens_before.h"
+
 namespace brigade::pipeline {
 
 namespace {
@@ -12,31 +14,34 @@ std::string pad_left(const std::string& text, size_t width) {
 
 }  // namespace
 
-std::string format_grid(const Schedule& s, const DryRun& run, std::optional<Cell> mark) {
+std::string format_grid(const std::vector<std::vector<std::string>>& texts,
+                        const std::vector<std::vector<int>>& tick, int ticks,
+                        std::optional<Cell> mark) {
   // Every cell is as wide as the widest action text plus the two brackets of a mark.
-  size_t width = std::to_string(std::max(run.ticks - 1, 0)).size();
-  for (const auto& list : s.lists)
-    for (const Action& a : list) width = std::max(width, to_string(a).size());
+  size_t width = std::to_string(std::max(ticks - 1, 0)).size();
+  for (const auto& row : texts)
+    for (const std::string& text : row) width = std::max(width, text.size());
   width += 2;
-  const size_t label = std::max<size_t>(4, 1 + std::to_string(s.devices).size());
+  const int devices = static_cast<int>(texts.size());
+  const size_t label = std::max<size_t>(4, 1 + std::to_string(devices).size());
 
   std::string out = "tick" + std::string(label - 4, ' ');
   // (Appending piecewise: GCC 12 at -O3 misreports `" " + str` under -Wrestrict.)
-  for (int t = 0; t < run.ticks; ++t) {
+  for (int t = 0; t < ticks; ++t) {
     out += ' ';
     out += pad_left(std::to_string(t), width);
   }
   out += "\n";
 
-  for (int d = 0; d < s.devices; ++d) {
-    std::vector<std::string> cells(run.ticks, ".");
+  for (int d = 0; d < devices; ++d) {
+    std::vector<std::string> cells(ticks, ".");
     std::string never;
     int marked_tick = -1;
-    for (size_t i = 0; i < s.lists[d].size(); ++i) {
-      std::string text = to_string(s.lists[d][i]);
+    for (size_t i = 0; i < texts[d].size(); ++i) {
+      std::string text = texts[d][i];
       const bool marked = mark && mark->device == d && mark->index == static_cast<int>(i);
       if (marked) text = "[" + text + "]";
-      const int t = run.tick[d][i];
+      const int t = tick[d][i];
       if (t >= 0) {
         cells[t] = text;
         if (marked) marked_tick = t;
@@ -57,6 +62,21 @@ std::string format_grid(const Schedule& s, const DryRun& run, std::optional<Cell
       out += std::string(label + (marked_tick + 1) * (width + 1) - width / 2, ' ') + "^\n";
   }
   return out;
+}
+
+std::string format_grid(const Schedule& s, const DryRun& run, std::optional<Cell> mark) {
+  std::vector<std::vector<std::string>> texts(s.lists.size());
+  for (size_t d = 0; d < s.lists.size(); ++d)
+    for (const Action& a : s.lists[d]) texts[d].push_back(to_string(a));
+  return format_grid(texts, run.tick, run.ticks, mark);
+}
+
+std::string format_grid(const LoweredSchedule& s, std::optional<Cell> mark) {
+  const HappensBefore hb = happens_before(s);
+  std::vector<std::vector<std::string>> texts(s.lists.size());
+  for (size_t d = 0; d < s.lists.size(); ++d)
+    for (const Instruction& i : s.lists[d]) texts[d].push_back(to_string(i));
+  return format_grid(texts, hb.tick, hb.ticks, mark);
 }
 
 std::string format_grid(const Schedule& s) { return format_grid(s, dry_run(s)); }
