@@ -21,7 +21,7 @@ std::string chrome_trace_json(const Timeline& t) {
   }
   for (const TimelineEvent& e : t.events) {
     events.push_back({{"ph", "X"},
-                      {"name", to_string(e.action)},
+                      {"name", event_name(t, e)},
                       {"cat", op_name(e.action.op)},
                       {"pid", e.device},
                       {"tid", e.lane},
@@ -31,6 +31,17 @@ std::string chrome_trace_json(const Timeline& t) {
                        {{"stage", e.action.stage},
                         {"op", op_name(e.action.op)},
                         {"microbatch", e.action.microbatch}}}});
+  }
+  for (size_t k = 0; k < t.flows.size(); ++k) {
+    const TimelineEvent& from = t.events.at(t.flows[k].from);
+    const TimelineEvent& to = t.events.at(t.flows[k].to);
+    const std::string name = event_name(t, from);
+    events.push_back({{"ph", "s"}, {"id", k}, {"name", name}, {"cat", "transfer"},
+                      {"pid", from.device}, {"tid", from.lane},
+                      {"ts", from.start * t.microseconds_per_unit}});
+    events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", k}, {"name", name}, {"cat", "transfer"},
+                      {"pid", to.device}, {"tid", to.lane},
+                      {"ts", to.end * t.microseconds_per_unit}});
   }
   json doc = {{"traceEvents", events},
               {"displayTimeUnit", "ms"},

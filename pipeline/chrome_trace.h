@@ -1,7 +1,9 @@
 // Chrome trace: a Timeline as trace-event JSON, which Perfetto (ui.perfetto.dev) and
 // chrome://tracing open. Each device is a process (pid = device), each lane a thread
 // (tid = lane); each action is a complete event {"ph":"X", "ts", "dur"} in microseconds,
-// named by its text form ("1F3") with its stage, op and micro-batch in "args".
+// named by its text form ("1F3", "0SF3" on a send lane) with its stage, op and micro-batch in
+// "args". Each Timeline flow is an arrow from a send to its receive: a flow start {"ph":"s"}
+// at the send's start and a flow end {"ph":"f", "bp":"e"} at the receive's end, one id each.
 #pragma once
 
 #include <string>

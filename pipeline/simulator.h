@@ -7,9 +7,21 @@
 // out in, so the simulator sweeps the devices, starting every head action whose inputs are
 // known, until all actions have run — or until a sweep starts nothing, which it reports as
 // "not progressing: device 2 waits at 2B3 for 3B3" instead of looping.
+//
+// Lowered lists (lowering.h) run on three lanes per device, each in list order:
+//   compute  starts when the lane is free, its same-device inputs have finished and its
+//            receives have arrived;
+//   send     starts when the lane is free and the tensor is made, and takes CostModel::comm:
+//            the cost is paid here, and sends queue behind each other;
+//   recv     starts when the lane is free and its send has started, and ends when the
+//            tensor has arrived (the send's end) — or at once, if that is already past.
+// On the lists lower() makes, every compute action starts when it starts in the compute-only
+// simulation of the same schedule, unless sends queue on a send lane (never with comm = 0).
+// Each send and its receive are joined by a Timeline flow.
 #pragma once
 
 #include "pipeline/cost_model.h"
+#include "pipeline/lowering.h"
 #include "pipeline/schedule.h"
 #include "pipeline/timeline.h"
 
@@ -23,6 +35,7 @@ struct Simulation {
 // Throws ScheduleError (pipeline/validate.h) when the lists do not make progress, and
 // std::invalid_argument when the cost model does not fit the schedule.
 Simulation simulate(const Schedule& s, const CostModel& costs);
+Simulation simulate(const LoweredSchedule& s, const CostModel& costs);
 
 // The duration the simulator gives one action of s.
 double action_cost(const Schedule& s, const CostModel& costs, const Action& a);

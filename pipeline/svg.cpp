@@ -113,7 +113,7 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
       body += "<rect x='" + num(x) + "' y='" + num(ry) + "' width='" + num(w) + "' height='" +
               num(kRowHeight) + "' fill='" + colour(e.action.op) + "' fill-opacity='" +
               num(opacity) + "' stroke='white' stroke-width='1'><title>" +
-              to_string(e.action) + " [" + num(e.start) + ", " + num(e.end) + ")</title></rect>\n";
+              event_name(t, e) + " [" + num(e.start) + ", " + num(e.end) + ")</title></rect>\n";
       if (w >= 10)
         body += "<text x='" + num(x + w / 2) + "' y='" + num(ry + kRowHeight / 2 + 4) +
                 "' font-size='" + (w >= 16 ? "11" : "8") +

@@ -41,6 +41,17 @@ void in_flight_peaks(const Timeline& t, const std::vector<double>& bytes_per_sta
 
 }  // namespace
 
+std::string event_name(const Timeline& t, const TimelineEvent& e) {
+  const size_t lane = static_cast<size_t>(e.lane);
+  const std::string which = lane < t.lanes.size() ? t.lanes[lane] : "";
+  if (which != "send" && which != "recv") return to_string(e.action);
+  std::string out = std::to_string(e.action.stage);
+  out += which == "send" ? 'S' : 'R';
+  out += e.action.op == Op::F ? 'F' : 'B';
+  out += std::to_string(e.action.microbatch);
+  return out;
+}
+
 TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_stage) {
   TimelineStats stats;
   stats.devices.resize(t.devices);

@@ -3,7 +3,10 @@
 // and measured (measure()) by the same code.
 //
 // An event is one action on one lane of one device. Lane 0 is "compute"; a runtime may add
-// lanes for its send and receive streams. Busy time and bubbles count lane 0 only.
+// lanes for its send and receive streams. Busy time and bubbles count lane 0 only. On a lane
+// named "send" an event's action is the one whose result goes (0F3 for 0SF3); on "recv", the
+// stage that receives, F for an activation and B for a gradient (1F3 for 1RF3). A flow joins
+// a send to its receive: Chrome traces draw it as an arrow.
 #pragma once
 
 #include <string>
@@ -20,6 +23,10 @@ struct TimelineEvent {
   double start = 0, end = 0;
 };
 
+struct Flow {
+  size_t from = 0, to = 0;  // indices into Timeline::events
+};
+
 struct Timeline {
   std::string title;
   int devices = 1;
@@ -28,6 +35,7 @@ struct Timeline {
   double microseconds_per_unit = 1000;  // for Chrome traces (abstract units drawn as 1 ms)
   std::vector<std::string> lanes = {"compute"};
   std::vector<TimelineEvent> events;
+  std::vector<Flow> flows;
 };
 
 struct DeviceStats {
@@ -42,6 +50,10 @@ struct TimelineStats {
   double bubble_fraction = 0;  // idle / (devices · makespan)
   std::vector<DeviceStats> devices;
 };
+
+// "1F3" on compute, "0SF3" / "1SB3" on a send lane, "1RF3" / "0RB3" on a receive lane
+// (lowering.h's words).
+std::string event_name(const Timeline& t, const TimelineEvent& e);
 
 // bytes_per_stage[s]: activation bytes one micro-batch leaves on stage s (empty: none).
 TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_stage = {});

@@ -2,10 +2,12 @@
 // SVG draws one box per action.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
+#include "pipeline/lowering.h"
 #include "pipeline/simulator.h"
 #include "pipeline/svg.h"
 
@@ -58,4 +60,49 @@ TEST_CASE("SVG: a labelled box per action, a row label per device, a legend") {
   CHECK(count(svg, "<title>0BW2 [") == 1);
   for (const char* legend : {"F forward", "B input grad", "W weight grad", "BW fused B+W"})
     CHECK(count(svg, legend) == 1);
+}
+
+TEST_CASE("Chrome trace of lowered lists: send and receive lanes, an arrow per transfer") {
+  bp::CostModel costs;
+  costs.comm = 0.5;
+  const bp::Simulation sim = bp::simulate(bp::lower(bp::one_f_one_b(3, 2)), costs);
+  const auto doc = nlohmann::json::parse(bp::chrome_trace_json(sim.timeline));
+  std::map<int, nlohmann::json> starts, ends;  // flow id -> its two halves
+  std::vector<std::string> lanes;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") starts[e["id"].get<int>()] = e;
+    if (e["ph"] == "f") ends[e["id"].get<int>()] = e;
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 0)
+      lanes.push_back(e["args"]["name"].get<std::string>());
+  }
+  CHECK(lanes == std::vector<std::string>{"compute", "send", "recv"});
+  REQUIRE(starts.size() == sim.timeline.flows.size());
+  CHECK(starts.size() == 2 * 2 * 2);  // 2 boundaries, 2 micro-batches, activation and gradient
+  for (size_t k = 0; k < sim.timeline.flows.size(); ++k) {
+    const bp::TimelineEvent& send = sim.timeline.events[sim.timeline.flows[k].from];
+    const bp::TimelineEvent& recv = sim.timeline.events[sim.timeline.flows[k].to];
+    REQUIRE(ends.count(int(k)) == 1);
+    const auto& s = starts[int(k)];
+    const auto& f = ends[int(k)];
+    CHECK(s["name"] == bp::event_name(sim.timeline, send));  // "0SF1", "2SB0", ...
+    CHECK(s["pid"] == send.device);
+    CHECK(s["tid"] == 1);
+    CHECK(s["ts"].get<double>() == doctest::Approx(send.start * 1000));
+    CHECK(f["pid"] == recv.device);
+    CHECK(f["tid"] == 2);
+    CHECK(f["bp"] == "e");
+    CHECK(f["ts"].get<double>() == doctest::Approx(recv.end * 1000));
+  }
+  // The complete events on the transfer lanes are named as lowering names them.
+  int sends = 0;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X" && e["tid"] == 1) {
+      const bp::Instruction i = bp::parse_instruction(e["name"].get<std::string>());
+      CHECK(bp::lane_of(i.kind) == bp::Lane::Send);
+      ++sends;
+    }
+  CHECK(sends == 8);
+  const std::string svg = bp::timeline_svg({sim.timeline});
+  CHECK(count(svg, ">device 2 recv<") == 1);
+  CHECK(count(svg, "<title>1RF0 [") == 1);
 }
