@@ -8,9 +8,19 @@
 // schedule runs the same model: an interleaved schedule with v chunks per device gives each
 // chunk 1/v of them, and the naive schedule's single micro-batch carries all m.
 // --device-weights 1,1,2,1 multiplies device d's share (an unbalanced partition).
+//
+// Lowered lists (pipeline/lowering.h) and schedule files (pipeline/schedule_text.h):
+//   brigade-simulate --schedule 1f1b --stages 4 --microbatches 8 --print-schedule [--lowered]
+//   brigade-simulate --schedule zb-h1 --lowered --cost f=1,b=1,w=1,comm=0.2 --trace zb.json
+//   brigade-simulate --schedule-file my.schedule [--max-live 4]
+// --lowered simulates the lists with their sends and receives (send and receive lanes,
+// arrows from each send to its receive in the trace); a file is validated, lowered if it is
+// compute-only, validated again (within --max-live live activations per device) and
+// simulated that way, before anything else is printed.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -19,6 +29,8 @@
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
 #include "pipeline/grid.h"
+#include "pipeline/lowering.h"
+#include "pipeline/schedule_text.h"
 #include "pipeline/simulator.h"
 #include "pipeline/svg.h"
 #include "pipeline/validate.h"
@@ -36,6 +48,10 @@ struct Options {
   std::vector<double> device_weights;
   std::string svg, trace;
   bool quiet_grid = false;
+  bool lowered = false;
+  bool print_schedule = false;
+  std::string schedule_file;
+  std::optional<int> max_live;
 };
 
 // "f=1,b=2,w=1,comm=0.5,act=1" -> the device-share costs; unknown keys are an error.
@@ -99,18 +115,72 @@ std::string with_suffix(const std::string& path, const std::string& name) {
   return path.substr(0, dot) + "-" + name + path.substr(dot);
 }
 
+// One schedule's report: placement, grid, busy and idle; its row of the table; its timeline.
+// With `lowered`, the lowered lists are what is drawn and simulated.
+struct Report {
+  std::string table;
+  std::vector<bp::Timeline> timelines;
+};
+
+void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, const Options& o,
+                  const bp::StageCost& share, double comm, bool one_of_many, Report& report) {
+  const bp::CostModel costs = cost_model(s, share, comm, o.device_weights);
+  const bp::Simulation sim = lowered ? bp::simulate(*lowered, costs) : bp::simulate(s, costs);
+
+  std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
+            << ", m=" << s.microbatches;
+  if (s.batch_units > 1) std::cout << " carrying " << s.batch_units << " micro-batches";
+  std::cout << (lowered ? ", lowered" : "") << ")\n" << bp::format_placement(s) << "\n";
+  if (!o.quiet_grid) std::cout << (lowered ? bp::format_grid(*lowered) : bp::format_grid(s));
+
+  std::vector<std::string> busy, idle, in_flight, bytes;
+  for (const bp::DeviceStats& d : sim.stats.devices) {
+    busy.push_back(fmt("%g", d.busy));
+    idle.push_back(fmt("%g", d.idle));
+    in_flight.push_back(std::to_string(d.peak_in_flight));
+    bytes.push_back(fmt("%g", d.peak_activation_bytes));
+  }
+  std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
+            << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f  %-22s %s\n", s.name.c_str(),
+                s.devices, s.chunks, s.microbatches * s.batch_units, sim.stats.makespan,
+                100 * sim.stats.bubble_fraction, join(in_flight, " ").c_str(),
+                join(bytes, " ").c_str());
+  report.table += line;
+
+  bp::Timeline t = sim.timeline;
+  t.title = s.name + fmt(":  makespan %.2f", sim.stats.makespan) +
+            fmt(", bubble %.1f%%", 100 * sim.stats.bubble_fraction);
+  if (!o.trace.empty())
+    bp::write_chrome_trace(t, one_of_many ? with_suffix(o.trace, s.name) : o.trace);
+  report.timelines.push_back(std::move(t));
+}
+
+// The schedules to report: the file's, or the generators' by name.
 int run(const Options& o) {
   double comm = 0;
   const bp::StageCost share = parse_cost(o.cost, comm);
-  std::vector<std::string> names =
-      o.schedule == "all" ? bp::schedule_names() : std::vector<std::string>{o.schedule};
-
-  std::vector<bp::Timeline> timelines;
-  std::string table;
+  Report report;
   char line[256];
   std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s  %-22s %s\n", "schedule", "p", "v",
                 "m", "makespan", "bubble %", "peak in-flight/device", "peak activation/device");
-  table += line;
+  report.table += line;
+
+  std::vector<std::string> names;
+  if (o.schedule_file.empty())
+    names = o.schedule == "all" ? bp::schedule_names() : std::vector<std::string>{o.schedule};
+  if (o.print_schedule && names.size() != 1)
+    throw std::invalid_argument("--print-schedule writes one schedule: name it with --schedule");
+
+  if (!o.schedule_file.empty()) {
+    const bp::LoweredSchedule lowered = bp::load_schedule(o.schedule_file, o.max_live);
+    if (o.print_schedule) {
+      std::cout << bp::format_schedule_text(lowered);
+      return 0;
+    }
+    simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
+  }
   for (const std::string& name : names) {
     const int v = name == "interleaved-1f1b" ? o.chunks : 1;
     bp::Schedule s;
@@ -121,45 +191,24 @@ int run(const Options& o) {
     } catch (const std::invalid_argument& e) {
       if (o.schedule != "all") throw;
       std::snprintf(line, sizeof line, "%-17s ", name.c_str());
-      table += line + std::string("skipped: ") + e.what() + "\n";
+      report.table += line + std::string("skipped: ") + e.what() + "\n";
       continue;
     }
     bp::validate(s);
-    const bp::Simulation sim = bp::simulate(s, cost_model(s, share, comm, o.device_weights));
-
-    std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
-              << ", m=" << s.microbatches;
-    if (s.batch_units > 1) std::cout << " carrying " << s.batch_units << " micro-batches";
-    std::cout << ")\n" << bp::format_placement(s) << "\n";
-    if (!o.quiet_grid) std::cout << bp::format_grid(s);
-
-    std::vector<std::string> busy, idle, in_flight, bytes;
-    for (const bp::DeviceStats& d : sim.stats.devices) {
-      busy.push_back(fmt("%g", d.busy));
-      idle.push_back(fmt("%g", d.idle));
-      in_flight.push_back(std::to_string(d.peak_in_flight));
-      bytes.push_back(fmt("%g", d.peak_activation_bytes));
+    const bp::LoweredSchedule lowered = bp::lower(s);
+    if (o.lowered || o.max_live) bp::validate(lowered, o.max_live);
+    if (o.print_schedule) {
+      std::cout << (o.lowered ? bp::format_schedule_text(lowered) : bp::format_schedule_text(s));
+      return 0;
     }
-    std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
-              << "\n\n";
-    std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f  %-22s %s\n", s.name.c_str(),
-                  s.devices, s.chunks, s.microbatches * s.batch_units, sim.stats.makespan,
-                  100 * sim.stats.bubble_fraction, join(in_flight, " ").c_str(),
-                  join(bytes, " ").c_str());
-    table += line;
-
-    bp::Timeline t = sim.timeline;
-    t.title = s.name + fmt(":  makespan %.2f", sim.stats.makespan) +
-              fmt(", bubble %.1f%%", 100 * sim.stats.bubble_fraction);
-    if (!o.trace.empty())
-      bp::write_chrome_trace(t, names.size() > 1 ? with_suffix(o.trace, name) : o.trace);
-    timelines.push_back(std::move(t));
+    simulate_one(s, o.lowered ? &lowered : nullptr, o, share, comm, names.size() > 1, report);
   }
+
   std::cout << "costs per device share: " << o.cost
             << " (a chunk costs 1/v of it; naive's one micro-batch carries all m)\n"
-            << table;
+            << report.table;
   if (!o.svg.empty()) {
-    bp::write_svg(timelines, o.svg);
+    bp::write_svg(report.timelines, o.svg);
     std::cout << "wrote " << o.svg << "\n";
   }
   if (!o.trace.empty())
@@ -174,12 +223,15 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"brigade-simulate: generate, validate, simulate and draw pipeline schedules"};
   Options o;
-  app.add_option("--schedule", o.schedule,
-                 "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto, or all (default all)");
-  app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
-      ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
-      ->check(CLI::Range(1, 1 << 16));
+  auto* name = app.add_option(
+      "--schedule", o.schedule,
+      "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto, or all (default all)");
+  auto* stages =
+      app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
+          ->check(CLI::Range(1, 1 << 16));
+  auto* micro =
+      app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
+          ->check(CLI::Range(1, 1 << 16));
   app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b (default 2)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
@@ -188,6 +240,16 @@ int main(int argc, char** argv) {
   app.add_option("--svg", o.svg, "write an SVG timeline (all schedules stacked)");
   app.add_option("--trace", o.trace, "write a Chrome-trace JSON (one per schedule with 'all')");
   app.add_flag("--no-grid", o.quiet_grid, "do not print the dry-run grids");
+  app.add_flag("--lowered", o.lowered,
+               "with sends and receives: print, draw and simulate the lowered lists");
+  app.add_flag("--print-schedule", o.print_schedule,
+               "write the schedule in the file form (pipeline/schedule_text.h) and stop");
+  auto* file = app.add_option("--schedule-file", o.schedule_file,
+                              "read the schedule from FILE (its header says p, v and m)");
+  app.add_option("--max-live", o.max_live,
+                 "refuse lowered lists where a device holds more live activations")
+      ->check(CLI::Range(1, 1 << 30));
+  file->excludes(name)->excludes(stages)->excludes(micro);  // the file's header says them
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
