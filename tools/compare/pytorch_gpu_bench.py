@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""PyTorch's training samples/s of a Brigade model file on one GPU: the figure tools/gpu-check.sh
+puts beside `brigade-bench --model` on cuda:0.
+
+  python3 tools/compare/pytorch_gpu_bench.py                     # seed_cnn.model, batch 128 and 512
+  python3 tools/compare/pytorch_gpu_bench.py --batches 128 --json out.json
+
+The step is brigade-bench --model's (tools/bench/model_bench.h): zero_grad, forward with dropout
+on, softmax + cross-entropy, backward, SGD with momentum 0.9 and lr 0.01, on two synthetic
+batches already on the GPU. FP32 with TF32 off, as Brigade computes (tools/gpu-check.sh also
+sets NVIDIA_TF32_OVERRIDE=0). Each repetition is --steps steps between two synchronisations; the
+median of --reps repetitions is reported, after --warmup steps. Two rows per batch: PyTorch as
+a user gets it (cudnn.benchmark off, the default) and with cudnn.benchmark on (cuDNN times its
+algorithms at the first step of each shape and keeps the fastest).
+
+Needs only torch (no numpy): the pip torch of a GPU machine. The network is built from the model
+file as in pytorch_seed_cnn.py (the layers the question's network uses).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def build_model(model_file):
+    """The model file as a torch.nn.Sequential: input HxWxC, conv2d (valid, stride 1),
+    maxpool2d (stride = pool), dropout, flatten, dense; relu activations (the last dense's
+    softmax stays in the loss, as in Brigade). Returns it and the input's shape (C, H, W)."""
+    layers, shape, input_shape = [], None, None  # shape: (C, H, W) or (F,), as the layers go
+    for lineno, raw in enumerate(open(model_file), 1):
+        words = raw.split("#")[0].split()
+        if not words or words[0] == "device":
+            continue
+        kind, args = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        if kind == "input":
+            h, w, c = (int(v) for v in words[1].split("x"))
+            shape = input_shape = (c, h, w)
+            continue
+        if args.get("padding", "valid") != "valid" or "stride" in args:
+            raise ValueError(f"{model_file}:{lineno}: only valid padding and default strides")
+        if kind == "conv2d":
+            size = args["kernel"].split("x")
+            r, s, k = int(size[0]), int(size[-1]), int(args["filters"])
+            layers.append(torch.nn.Conv2d(shape[0], k, (r, s)))
+            shape = (k, shape[1] - r + 1, shape[2] - s + 1)
+        elif kind == "maxpool2d":
+            size = args["pool"].split("x")
+            r, s = int(size[0]), int(size[-1])
+            layers.append(torch.nn.MaxPool2d((r, s)))
+            shape = (shape[0], (shape[1] - r) // r + 1, (shape[2] - s) // s + 1)
+        elif kind == "dropout":
+            layers.append(torch.nn.Dropout(float(args["rate"])))
+        elif kind == "flatten":
+            layers.append(torch.nn.Flatten())
+            n = 1
+            for d in shape:
+                n *= d
+            shape = (n,)
+        elif kind == "dense":
+            layers.append(torch.nn.Linear(shape[0], int(args["units"])))
+            shape = (int(args["units"]),)
+        else:
+            raise ValueError(f"{model_file}:{lineno}: layer '{kind}' is not mirrored here")
+        if args.get("activation") == "relu":
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers), input_shape
+
+
+def samples_per_s(model_file, batch, device, warmup, reps, steps):
+    """Median training samples/s of one (model, batch) on `device`."""
+    torch.manual_seed(0)
+    model, input_shape = build_model(model_file)
+    model = model.to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator(device=device).manual_seed(3)
+    batches = [(torch.rand((batch,) + input_shape, generator=g, device=device),
+                torch.randint(0, 10, (batch,), generator=g, device=device)) for _ in range(2)]
+
+    def step(k):
+        x, y = batches[k % 2]
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for k in range(warmup):
+        step(k)
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for k in range(steps):
+            step(k)
+        sync()
+        times.append((time.perf_counter() - t0) / steps)
+    return batch / statistics.median(times), statistics.median(times) * 1e3
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=os.path.join(REPO, "tools/models/seed_cnn.model"))
+    p.add_argument("--batches", default="128,512")
+    p.add_argument("--device", default="cuda:0", help="cpu: a smoke test of this script without a GPU")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--json", help="also write the rows here")
+    a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("pytorch_gpu_bench.py: torch sees no GPU (torch.cuda.is_available() is False)")
+    torch.backends.cuda.matmul.allow_tf32 = False  # FP32 arithmetic, as Brigade's
+    torch.backends.cudnn.allow_tf32 = False
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+            "model": a.model, "warmup": a.warmup, "reps": a.reps, "steps": a.steps, "rows": []}
+    print(f"pytorch_gpu_bench: torch {info['torch']} (CUDA {info['cuda']}, cuDNN {info['cudnn']}) "
+          f"on {info['gpu']}; {a.model}; FP32, TF32 off; median of {a.reps} x {a.steps} steps")
+    print(f"{'batch':>6} {'cudnn.benchmark':>15} {'step ms':>9} {'samples/s':>11}")
+    for batch in (int(b) for b in a.batches.split(",")):
+        for bench in (False, True):
+            torch.backends.cudnn.benchmark = bench
+            sps, ms = samples_per_s(a.model, batch, dev, a.warmup, a.reps, a.steps)
+            info["rows"].append({"batch": batch, "cudnn_benchmark": bench, "step_ms": ms,
+                                 "samples_per_s": sps})
+            print(f"{batch:>6} {str(bench):>15} {ms:9.3f} {sps:11.1f}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(info, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
