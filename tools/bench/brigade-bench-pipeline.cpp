@@ -31,6 +31,7 @@
 #include "pipeline/simulator.h"
 #include "pipeline/trace.h"
 #include "tools/data/dataset.h"
+#include "tools/models/find_model.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
@@ -291,13 +292,14 @@ void print_summary(const std::vector<Row>& rows) {
 
 int main(int argc, char** argv) {
   CLI::App app{"samples/s of every pipeline schedule on virtual CPU devices"};
-  std::string model_path = "tools/models/seed_cnn.model";
+  std::string model_path = "seed_cnn";
   int p = 2, batch = 128, steps = 3, train_steps = 0;
   std::vector<int> ms = {4, 8, 16};
   std::vector<std::string> schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
                                         "zb-auto"};
   std::string trace;
-  app.add_option("--model", model_path, "model file");
+  app.add_option("--model", model_path,
+                 "model: NAME (tools/models/NAME.model) or a model FILE")->capture_default_str();
   app.add_option("--devices", p, "CPU devices, one compute thread each")->check(CLI::Range(1, 8));
   app.add_option("--batch", batch, "mini-batch size")->check(CLI::Range(1, 4096));
   app.add_option("--microbatches", ms, "micro-batch counts")->delimiter(',');
@@ -307,7 +309,14 @@ int main(int argc, char** argv) {
   app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step");
   CLI11_PARSE(app, argc, argv);
   try {
-    const model::ModelSpec spec = model::load_model_file(model_path);
+    const std::string file = models::find_model(model_path, BRIGADE_MODELS_DIR);
+    if (file.empty()) {
+      std::fprintf(stderr, "brigade-bench-pipeline: --model '%s': no such file, and no model of "
+                   "that name in %s (%s)\n", model_path.c_str(), BRIGADE_MODELS_DIR,
+                   models::shipped_models(BRIGADE_MODELS_DIR).c_str());
+      return 2;
+    }
+    const model::ModelSpec spec = model::load_model_file(file);
     if (train_steps > 0) return train(spec, train_steps, trace);
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);

@@ -22,6 +22,7 @@
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"
+#include "tools/models/find_model.h"
 
 using namespace brigade;
 using namespace brigade::bench;
@@ -59,13 +60,15 @@ double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"Brigade's op and training throughput against this machine's measured peak"};
-  std::string network = "tools/models/seed_cnn.model", json_path;
+  std::string network = "seed_cnn", json_path;
   bool only_ops = false, only_model = false, quick = false;
   OpBenchOptions op;
   ModelBenchOptions mo;
   std::vector<int> threads = {1, 2};
   int reps = 5;
-  app.add_option("--network", network, "model file whose layers are benchmarked")->capture_default_str();
+  app.add_option("--network", network,
+                 "model whose layers are benchmarked: NAME (tools/models/NAME.model) or a FILE")
+      ->capture_default_str();
   app.add_flag("--ops", only_ops, "op level only");
   app.add_flag("--model", only_model, "model level only");
   app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
@@ -89,7 +92,14 @@ int main(int argc, char** argv) {
   const bool run_ops = !only_model || only_ops, run_model = !only_ops || only_model;
 
   try {
-    const model::ModelSpec spec = model::load_model_file(network);
+    const std::string file = models::find_model(network, BRIGADE_MODELS_DIR);
+    if (file.empty()) {
+      std::fprintf(stderr, "brigade-bench: --network '%s': no such file, and no model of that "
+                   "name in %s (%s)\n", network.c_str(), BRIGADE_MODELS_DIR,
+                   models::shipped_models(BRIGADE_MODELS_DIR).c_str());
+      return 2;
+    }
+    const model::ModelSpec spec = model::load_model_file(file);
     const int gpus = cuda_device_count();
     std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); network %s\n",
                 cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, network.c_str());

@@ -16,6 +16,7 @@
 #include "pipeline/generators/generators.h"
 #include "pipeline/svg.h"
 #include "tools/data/batches.h"
+#include "tools/models/find_model.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/evaluate.h"
 #include "tools/train/finite.h"
@@ -39,16 +40,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --model NAME|FILE: an existing file, else tools/models/NAME.model.
+// --model NAME|FILE: an existing file, else tools/models/NAME.model (tools/models/find_model.h).
 model::ModelSpec load_model(const std::string& name) {
-  namespace fs = std::filesystem;
-  if (fs::exists(name) || name.find('/') != std::string::npos || name.ends_with(".model"))
-    return model::load_model_file(name);
-  const fs::path file = fs::path(BRIGADE_MODELS_DIR) / (name + ".model");
-  if (!fs::exists(file))
+  const std::string file = models::find_model(name, BRIGADE_MODELS_DIR);
+  if (file.empty())
     throw UsageError("--model '" + name + "': no such file, and no model of that name in " +
-                     std::string(BRIGADE_MODELS_DIR) + " (e.g. --model seed_cnn)");
-  return model::load_model_file(file.string());
+                     std::string(BRIGADE_MODELS_DIR) + " (" +
+                     models::shipped_models(BRIGADE_MODELS_DIR) + ")");
+  return model::load_model_file(file);
 }
 
 // The model must read the data's images and give one logit per class.
