@@ -1,5 +1,7 @@
-// Every bad input named in issue 6 gets one clear message and a non-zero exit from the built
-// brigade-train, never a crash (a signal) or a hang (meson's timeout).
+// Every bad input named in issue 6 gets one clear message and exit status 2 from the built
+// brigade-train (refused before the first step: issue 20 made every such refusal 2, where a
+// malformed model file, missing data or a missing GPU gave 1), never a crash (a signal) or a
+// hang (meson's timeout).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -63,7 +65,7 @@ TEST_CASE("bad input: more stages than layers") {
 
 TEST_CASE("bad input: cuda:0 without a GPU") {
   if (brigade::cuda_device_count() > 0) return;  // it exists here
-  check_refused(run_train({"--devices", "cuda:0"}), 1, "cuda:0");
+  check_refused(run_train({"--devices", "cuda:0"}), 2, "cuda:0");
 }
 
 TEST_CASE("bad input: a batch smaller than the micro-batch count") {
@@ -75,7 +77,7 @@ TEST_CASE("bad input: a batch smaller than the micro-batch count") {
 TEST_CASE("bad input: data directory missing, data file truncated") {
   const fs::path dir = temp_dir("data");
   const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});
-  check_refused(missing, 1, (dir / "nowhere").string());
+  check_refused(missing, 2, (dir / "nowhere").string());
 
   // Four IDX files whose training images stop short of what their header says.
   const auto be32 = [](uint32_t v) {
@@ -87,14 +89,14 @@ TEST_CASE("bad input: data directory missing, data file truncated") {
   write_file(dir / "train-labels-idx1-ubyte", labels);
   write_file(dir / "t10k-images-idx3-ubyte", images);
   write_file(dir / "t10k-labels-idx1-ubyte", labels);
-  check_refused(run_train({"--data-dir", dir.string()}), 1, "truncated");
+  check_refused(run_train({"--data-dir", dir.string()}), 2, "truncated");
 }
 
 TEST_CASE("bad input: malformed model files") {
   const fs::path dir = temp_dir("model");
   const std::string typo = write_file(dir / "typo.model",
                                       "input 28x28x1\nconv2d filter=32 kernel=3\n");
-  check_refused(run_train({"--model", typo, "--data", "synthetic"}), 1, "typo.model:2:");
+  check_refused(run_train({"--model", typo, "--data", "synthetic"}), 2, "typo.model:2:");
   const std::string misfit = write_file(dir / "misfit.model",
                                         "input 28x28x1\nflatten\ndense units=7\n");
   check_refused(run_train({"--model", misfit, "--data", "synthetic", "--synthetic-count", "64"}),

@@ -209,12 +209,12 @@ TEST_CASE("resume: another model, other settings, a damaged file are refused wit
                      "--synthetic-count", "320", "--batch", "32", "--devices", "cpu:0",
                      "--checkpoint-dir", ckpt, "--resume"});
   CAPTURE(r.output);
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK(r.output.find("of another model: line 3 of the model differs") != std::string::npos);
   CHECK(r.output.find("filters=5") != std::string::npos);
 
   r = run_train(recipe(dir, "cpu:0", {"--lr", "0.01", "--checkpoint-dir", ckpt, "--resume"}));
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK(r.output.find("lr: checkpoint 0.001") != std::string::npos);
 
   // Truncated: half the file.
@@ -222,12 +222,12 @@ TEST_CASE("resume: another model, other settings, a damaged file are refused wit
   fs::copy_file(file, dir / "whole.safetensors");
   fs::resize_file(file, size / 2);
   r = run_train(recipe(dir, "cpu:0", {"--checkpoint-dir", ckpt, "--resume"}));
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK(r.output.find("corrupt checkpoint") != std::string::npos);
 
   // A parameters file is not a checkpoint.
   ok(recipe(dir, "cpu:0", {"--steps", "1", "--save", file.string()}));
   r = run_train(recipe(dir, "cpu:0", {"--checkpoint-dir", ckpt, "--resume"}));
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK(r.output.find("not a brigade-train checkpoint") != std::string::npos);
 }

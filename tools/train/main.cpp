@@ -1,7 +1,13 @@
 // brigade-train: the standalone trainer. tools/train/README.md explains the flags and the
-// files; trainer.h is the run itself. Exit status: 0 done, 1 a run-time error (a bad data or
-// model file, out of memory, a corrupt checkpoint, a diverged run), 2 a usage error, 130/143
-// stopped by SIGINT/SIGTERM after writing a checkpoint.
+// files; trainer.h is the run itself. Exit status:
+//   0        done
+//   1        failed while running (out of memory, a diverged run, a file that could not be
+//            written, a device fault): training had begun
+//   2        refused before the first step: a bad command line or input (an unknown flag, a
+//            value out of range, a malformed model file, missing or truncated data, a device
+//            this machine lacks, a checkpoint of another run, an unwritable output, a batch
+//            that cannot fit)
+//   130/143  stopped by SIGINT/SIGTERM between steps, after writing a checkpoint
 //
 // --distributed (under mpirun): MPI starts before anything else. An error every rank meets
 // alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with
@@ -31,6 +37,12 @@ int run(int argc, char** argv, brigade::train::Cluster* cluster) {
     return run_training(*options, cluster);
   } catch (const UsageError& e) {
     if (speaks) std::fprintf(stderr, "brigade-train: %s\n", e.what());
+    return 2;
+  } catch (const InputError& e) {  // refused before the first step
+#if defined(BRIGADE_HAVE_MPI)
+    if (cluster) cluster->abort_job(e.what());  // this rank alone: end the whole job
+#endif
+    std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return 2;
 #if defined(BRIGADE_HAVE_MPI)
   } catch (const AllRanksError& e) {

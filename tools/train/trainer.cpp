@@ -262,9 +262,9 @@ void write_trace(const std::string& path, const pipeline::Timeline& t) {
   else pipeline::write_chrome_trace(t, path);
 }
 
-}  // namespace
-
-int run_training(const Options& options, Cluster* cluster) {
+// The run; `first_step_began` turns true as the first step begins: an error before it is a refusal
+// (run_training).
+int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   if (!options.trace.empty() && !options.trace.ends_with(".svg") &&
       !options.trace.ends_with(".json"))
     throw UsageError("--trace '" + options.trace + "': the name must end in .svg or .json");
@@ -389,6 +389,7 @@ int run_training(const Options& options, Cluster* cluster) {
         staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
 
       const auto t0 = Clock::now();
+      first_step_began = true;
       StepOutcome r = run_step(runner, staging, slot, pos.step);  // finite.h
       stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
       // Read on the host already: checking it costs no synchronisation. Nothing of this step
@@ -464,6 +465,25 @@ int run_training(const Options& options, Cluster* cluster) {
     progress.line("parameters saved to " + o.save);
   }
   return 0;
+}
+
+}  // namespace
+
+int run_training(const Options& options, Cluster* cluster) {
+  bool started = false;
+  try {
+    return train(options, cluster, started);
+  } catch (const UsageError&) {
+    throw;
+#if defined(BRIGADE_HAVE_MPI)
+  } catch (const AllRanksError& e) {
+    if (!started) throw AllRanksError(e.what(), 2);
+    throw;
+#endif
+  } catch (const std::exception& e) {
+    if (!started) throw InputError(e.what());
+    throw;
+  }
 }
 
 }  // namespace brigade::train

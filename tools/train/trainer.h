@@ -14,14 +14,25 @@
 // alone prints, evaluates and writes, after gathering the trained stages.
 #pragma once
 
+#include <stdexcept>
+
 #include "tools/train/options.h"
 
 namespace brigade::train {
 
 class Cluster;  // distributed.h: this process's place among the ranks of mpirun
 
+// The run was refused before its first step: a model file, data, checkpoint or device that
+// cannot be used, a batch that cannot fit (what() says which). main() exits 2, as for a
+// UsageError: the input was wrong and nothing ran.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Runs the training the options describe. Returns the exit status: 0, or 130/143 after a
-// SIGINT/SIGTERM stop. Throws for every error (main() prints one line and exits 1 or 2).
+// SIGINT/SIGTERM stop. Throws for every error, main() prints one line and exits: UsageError
+// or InputError before the first step (2), anything else once it began (1).
 // `cluster`: with --distributed, the MPI job this process is a rank of (null otherwise).
 int run_training(const Options& options, Cluster* cluster = nullptr);
 
