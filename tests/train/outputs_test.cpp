@@ -104,7 +104,25 @@ TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, pa
 TEST_CASE("outputs: a device too small for the model fails with its name, and does not hang") {
   const fs::path dir = temp_dir("oom");
   for (const std::string devices : {"cpu:0", "cpu:0,cpu:1"}) {
-    const Run r = run_train(quick(dir, devices, {"--device-memory", "64KiB", "--steps", "1"}));
+    CAPTURE(devices);
+    // Far too small: refused before the first step with the estimate (preflight.h).
+    const Run refused = run_train(quick(dir, devices, {"--device-memory", "64KiB", "--steps", "1"}));
+    CAPTURE(refused.output);
+    CHECK(refused.status == 2);
+    const std::string says = "would hold about ";
+    const size_t at = refused.output.find(says);
+    REQUIRE(at != std::string::npos);
+    CHECK(refused.output.find("cpu:0 would hold") != std::string::npos);
+    // Just above the estimate, which counts less than a step really holds (the allocator's
+    // bins, the staged batches): the step runs out of memory at run time, named, exit 1.
+    std::istringstream estimate(refused.output.substr(at + says.size()));
+    double value = 0;
+    std::string unit;
+    estimate >> value >> unit;  // "1.7 MiB"
+    REQUIRE((unit == "KiB" || unit == "MiB"));
+    const double bytes = value * (unit == "KiB" ? 1024.0 : 1048576.0);
+    const std::string capacity = std::to_string(static_cast<int64_t>(bytes * 1.02));
+    const Run r = run_train(quick(dir, devices, {"--device-memory", capacity, "--steps", "1"}));
     CAPTURE(r.output);
     CHECK(r.status == 1);
     CHECK(r.output.find("out of memory") != std::string::npos);

@@ -1,5 +1,6 @@
 #include "tools/train/evaluate.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -8,6 +9,7 @@
 namespace brigade::train {
 
 Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_t batch) {
+  batch = std::min(batch, test.count);  // a --batch larger than the test set: one batch of it
   data::Batcher batches(test, {.batch_size = batch, .shuffle = false, .drop_last = false});
   std::vector<float> x(static_cast<size_t>(batch * test.sample_size()));  // (B, C, H, W)
   std::vector<int32_t> y(static_cast<size_t>(batch));                      // (B)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "pipeline/generators/generators.h"
+#include "tools/train/preflight.h"
 
 namespace brigade::train {
 
@@ -147,6 +148,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   }
 
   o.device_memory = parse_size(device_memory);
+  check_threads_per_device(o.threads_per_device);
   if (app.count("--microbatches") && o.microbatches < 1)
     throw UsageError("--microbatches " + std::to_string(o.microbatches) +
                      ": a step needs at least 1 micro-batch");

@@ -14,6 +14,7 @@
 #include "layers/param_file.h"
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
+#include "pipeline/simulator.h"
 #include "pipeline/svg.h"
 #include "tools/data/batches.h"
 #include "tools/models/find_model.h"
@@ -22,6 +23,7 @@
 #include "tools/train/finite.h"
 #include "tools/train/metrics.h"
 #include "tools/train/placement.h"
+#include "tools/train/preflight.h"
 #include "tools/train/progress.h"
 #include "tools/train/runners.h"
 #include "tools/train/signals.h"
@@ -125,14 +127,60 @@ std::vector<double> profile_times(const model::ModelSpec& spec, const Device& de
   return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
 }
 
+// Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
+int optimizer_states(const Options& o) {
+  return o.optimizer == "adam" ? 2 : o.momentum != 0 ? 1 : 0;
+}
+
+// One step's memory, checked before anything is allocated (preflight.h). Plain: the step's
+// rows through every layer on one device. Pipelined: on each device, its micro-batches in
+// flight at the schedule's worst instant (the simulator's dry run of the schedule, each stage
+// weighing its activations of one micro-batch), and its stages' parameters.
+void check_memory(const Options& o, const model::ModelSpec& spec, const std::vector<Device>& devices,
+                  const pipeline::Partition* partition, const pipeline::Schedule* schedule,
+                  int m, int64_t step_rows) {
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  const int states = optimizer_states(o);
+  // The analytic bytes per sample, scaled by what a probe step measures for the whole model.
+  const size_t n = spec.layers.size();
+  const double scale = std::max(
+      1.0, static_cast<double>(measured_bytes_per_sample(spec, o.seed)) /
+               static_cast<double>(std::max<uint64_t>(1, activation_bytes_per_sample(shapes, 0, n))));
+  const auto per_sample = [&](size_t begin, size_t end) {
+    return static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, begin, end)));
+  };
+  std::vector<DeviceLoad> loads;
+  if (!partition) {
+    loads.push_back({devices[0], per_sample(0, n) * static_cast<uint64_t>(step_rows),
+                     parameter_bytes(shapes, 0, n, states)});
+  } else {
+    const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
+    std::vector<double> stage_bytes;
+    for (const pipeline::StageRange& r : partition->stages)
+      stage_bytes.push_back(static_cast<double>(per_sample(r.begin, r.end) * rows));
+    const pipeline::TimelineStats stats =
+        pipeline::measure(pipeline::simulate(*schedule, {}).timeline, stage_bytes);
+    for (size_t d = 0; d < devices.size(); ++d) loads.push_back({devices[d], 0, 0});
+    for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
+      loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
+    for (int st = 0; st < partition->count(); ++st) {
+      const pipeline::StageRange& r = partition->stages[static_cast<size_t>(st)];
+      loads[static_cast<size_t>(schedule->device_of(st))].parameter_bytes +=
+          parameter_bytes(shapes, r.begin, r.end, states);
+    }
+  }
+  check_step_fits(loads, step_rows, o.batch);
+}
+
 Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m,
-            Cluster* cluster) {
+            int64_t step_rows, Cluster* cluster) {
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
   const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
                      !o.recompute && !o.check_finite && o.balance == "blocks" &&
                      p.devices[0].is_cpu() && cluster == nullptr;
   if (plain) {
+    check_memory(o, spec, p.devices, nullptr, nullptr, m, step_rows);
     s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
     s.runner = std::make_unique<PlainRunner>(*s.model, o);
     s.placement = describe(p, spec);
@@ -184,6 +232,7 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  if (!cluster) check_memory(o, spec, p.devices, &partition, &schedule, m, step_rows);
   const model::ModelSpec placed = pipeline::place(spec, partition, devices);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
 #if defined(BRIGADE_HAVE_MPI)
@@ -262,6 +311,30 @@ void write_trace(const std::string& path, const pipeline::Timeline& t) {
   else pipeline::write_chrome_trace(t, path);
 }
 
+// Everything the run will write, checked before anything else (preflight.h).
+void check_outputs(const Options& o) {
+  if (!o.save.empty()) check_output_file("--save", o.save);
+  if (!o.save_initial.empty()) check_output_file("--save-initial", o.save_initial);
+  if (!o.trace.empty()) check_output_file("--trace", o.trace);
+  if (!o.metrics.empty()) check_output_file("--metrics", o.metrics);
+  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
+}
+
+// Room for a checkpoint (parameters and optimizer state, written beside the previous one
+// before the rename) and for --save, on their file systems now.
+void check_output_space(const Options& o, const model::ModelSpec& spec) {
+  const uint64_t params =
+      4 * static_cast<uint64_t>(model::infer_shapes(spec.input, spec.layers).total_params);
+  constexpr uint64_t kHeader = 1 << 20;  // names, shapes, the model's text, the recipe
+  if (!o.checkpoint_dir.empty())
+    check_space("--checkpoint-dir", o.checkpoint_dir,
+                params * static_cast<uint64_t>(1 + optimizer_states(o)) + kHeader,
+                "a checkpoint (parameters and optimizer state)");
+  if (!o.save.empty()) check_space("--save", o.save, params + kHeader, "the parameters");
+  if (!o.save_initial.empty())
+    check_space("--save-initial", o.save_initial, params + kHeader, "the parameters");
+}
+
 // The run; `first_step_began` turns true as the first step begins: an error before it is a refusal
 // (run_training).
 int train(const Options& options, Cluster* cluster, bool& first_step_began) {
@@ -272,7 +345,9 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
     throw UsageError(
         "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
         "then reconfigure with -Dmpi=enabled)");
+  if (is_root(cluster)) check_outputs(options);  // rank 0 writes every file
   const model::ModelSpec spec = load_model(options.model);
+  if (is_root(cluster)) check_output_space(options, spec);
   Options o = options;
 #if defined(BRIGADE_HAVE_MPI)
   if (cluster) o = cluster->pipeline_options(options, spec);  // P devices, one per rank
@@ -300,7 +375,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  Setup setup = build(o, spec, placement, m, cluster);
+  Setup setup = build(o, spec, placement, m, batcher.batch_rows(0), cluster);
   layers::Sequential& model = *setup.model;
   StepRunner& runner = *setup.runner;
   const std::vector<CheckpointedOptimizer*> optimizers = runner.optimizers();

@@ -1,0 +1,202 @@
+#include "tools/train/preflight.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "engine/allocator.h"
+#include "kernels/ops.h"
+#include "layers/sequential.h"
+
+namespace brigade::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The nearest existing ancestor of `path` (itself if it exists): where it would be created.
+fs::path existing_ancestor(const fs::path& path) {
+  std::error_code ec;
+  fs::path p = path.empty() ? fs::path(".") : path;
+  while (!fs::exists(p, ec)) {
+    const fs::path parent = p.has_parent_path() && p.parent_path() != p ? p.parent_path()
+                                                                        : fs::path(".");
+    if (parent == p) break;
+    p = parent;
+  }
+  return p;
+}
+
+bool writable(const fs::path& p) { return ::access(p.c_str(), W_OK) == 0; }
+
+std::string quoted(const std::string& flag, const std::string& path) {
+  return flag + " '" + path + "'";
+}
+
+}  // namespace
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw UsageError(flag + ": an empty file name");
+  std::error_code ec;
+  const fs::path p(path);
+  if (path.ends_with('/') || fs::is_directory(p, ec))
+    throw UsageError(quoted(flag, path) + " is a directory: give a file name in it, e.g. " +
+                     (fs::path(path) / "out").string());
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::exists(dir, ec))
+    throw UsageError(quoted(flag, path) + ": the directory '" + dir.string() +
+                     "' does not exist (create it first: the run writes there only at its end)");
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(quoted(flag, path) + ": '" + dir.string() + "' is not a directory");
+  if (fs::exists(p, ec) ? !writable(p) : !writable(dir))
+    throw UsageError(quoted(flag, path) + ": not writable (" +
+                     (fs::exists(p, ec) ? "the file" : "the directory '" + dir.string() + "'") +
+                     " does not allow it)");
+}
+
+void check_checkpoint_dir(const std::string& dir) {
+  if (dir.empty()) throw UsageError("--checkpoint-dir: an empty directory name");
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec))
+      throw UsageError(quoted("--checkpoint-dir", dir) +
+                       " is a file, not a directory (checkpoints go into DIR/checkpoint.safetensors)");
+    if (!writable(dir)) throw UsageError(quoted("--checkpoint-dir", dir) + " is not writable");
+    return;
+  }
+  const fs::path base = existing_ancestor(dir);
+  if (!fs::is_directory(base, ec))
+    throw UsageError(quoted("--checkpoint-dir", dir) + ": '" + base.string() +
+                     "' is a file, so the directory cannot be made");
+  if (!writable(base))
+    throw UsageError(quoted("--checkpoint-dir", dir) + ": cannot be made in '" + base.string() +
+                     "' (not writable)");
+}
+
+uint64_t free_bytes(const std::string& path) {
+  struct statvfs s {};
+  if (::statvfs(existing_ancestor(path).c_str(), &s) != 0) return UINT64_MAX;  // unknown: no limit
+  return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
+}
+
+void check_space(const std::string& flag, const std::string& path, uint64_t bytes,
+                 const std::string& what) {
+  const uint64_t free = free_bytes(path);
+  if (bytes > free)
+    throw UsageError(quoted(flag, path) + ": " + what + " needs " + format_size(bytes) +
+                     " but its file system has " + format_size(free) + " free");
+}
+
+int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+void check_threads_per_device(int threads) {
+  const int cores = hardware_threads(), limit = kMaxThreadsPerCore * cores;
+  if (threads > limit)
+    throw UsageError("--threads-per-device " + std::to_string(threads) + ": at most " +
+                     std::to_string(limit) + " (" + std::to_string(kMaxThreadsPerCore) + " x the " +
+                     std::to_string(cores) + " hardware threads of this machine): more threads " +
+                     "than cores only take turns on them");
+}
+
+uint64_t activation_bytes_per_sample(const model::ModelShapes& shapes, size_t begin, size_t end) {
+  uint64_t sum = 0, largest = 0;
+  const auto elements = [](const std::vector<int64_t>& dims) {
+    uint64_t n = 1;
+    for (int64_t d : dims) n *= static_cast<uint64_t>(d);
+    return n;
+  };
+  if (begin < end) sum = elements(shapes.layers[begin].input);
+  for (size_t i = begin; i < end; ++i) {
+    const uint64_t out = elements(shapes.layers[i].output);
+    sum += out;
+    largest = std::max(largest, out);
+  }
+  return 4 * (sum + largest);
+}
+
+uint64_t parameter_bytes(const model::ModelShapes& shapes, size_t begin, size_t end, int states) {
+  uint64_t params = 0;
+  for (size_t i = begin; i < end; ++i) params += static_cast<uint64_t>(shapes.layers[i].params);
+  return 4 * params * static_cast<uint64_t>(2 + states);  // value, gradient, state
+}
+
+uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed) {
+  constexpr int64_t kFew = 8, kMore = 64;  // rows of the two probes
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  const size_t n = spec.layers.size();
+  const uint64_t budget = machine_memory_bytes() / 8;  // a probe must stay small beside the run
+  if (activation_bytes_per_sample(shapes, 0, n) * kMore > budget ||
+      parameter_bytes(shapes, 0, n, 0) > budget)
+    return 0;
+  // A CPU device no run uses, with the whole model on it; its memory is given back after.
+  constexpr int kScratch = 1 << 20;
+  const Device scratch = Device::cpu(kScratch);
+  configure_cpu_device(kScratch, {.threads = hardware_threads()});
+  model::ModelSpec one = spec;
+  for (model::LayerSpec& l : one.layers) l.device = 0;
+  one.device_count = 1;
+  auto model = layers::Sequential::from_spec(one, {scratch}, seed);
+  const Stream stream = Stream::default_for(scratch);
+  const auto peak = [&](int64_t rows) {
+    std::vector<int64_t> dims = spec.input;
+    dims[0] = rows;  // (rows, C, H, W) or (rows, F)
+    Allocator::of(scratch).reset_peak();
+    layers::Tape tape;
+    layers::ForwardContext ctx;
+    ctx.tape = &tape;
+    const Tensor logits = model->forward(Tensor::zeros(Shape(dims), scratch), ctx);
+    const Tensor labels = ops::labels_tensor(std::vector<int32_t>(static_cast<size_t>(rows), 0), stream);
+    const ops::LossResult loss =
+        ops::softmax_cross_entropy(logits, labels, static_cast<float>(rows), stream);
+    tape.backward(loss.dlogits, /*need_input_grad=*/false);
+    stream.synchronize();
+    return Allocator::of(scratch).stats().peak_in_use;
+  };
+  const uint64_t few = peak(kFew), more = peak(kMore);
+  model.reset();
+  Allocator::of(scratch).empty_cache();
+  return more > few ? (more - few) / (kMore - kFew) : 0;
+}
+
+uint64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                               : UINT64_MAX;
+}
+
+void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, int64_t batch_flag) {
+  const std::string batch = "--batch " + std::to_string(batch_flag) +
+                            (batch_flag > step_rows
+                                 ? " (" + std::to_string(step_rows) + " samples: the whole set)"
+                                 : std::string());
+  // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory).
+  for (const DeviceLoad& l : loads) {
+    const uint64_t capacity = Allocator::of(l.device).stats().capacity;
+    const uint64_t need = l.activation_bytes + l.parameter_bytes;
+    if (capacity != 0 && need > capacity)
+      throw UsageError(batch + ": " + l.device.str() + " would hold about " +
+                       format_size(need) + " (" + format_size(l.activation_bytes) +
+                       " of activations, " + format_size(l.parameter_bytes) +
+                       " of parameters, gradients and optimizer state) but has " +
+                       format_size(capacity) + " (" +
+                       (l.device.is_cpu() ? "--device-memory" : "its memory") +
+                       "): use a smaller --batch, more --microbatches or more devices");
+  }
+  // CPU devices share this machine's memory; a step may take 3/4 of it (the rest is the
+  // system's, the data's and the evaluation's: past it, the kernel's OOM killer ends the run).
+  uint64_t activations = 0, parameters = 0;
+  for (const DeviceLoad& l : loads)
+    if (l.device.is_cpu()) activations += l.activation_bytes, parameters += l.parameter_bytes;
+  const uint64_t memory = machine_memory_bytes(), limit = memory / 4 * 3;
+  if (activations + parameters > limit)
+    throw UsageError(batch + ": one step would hold about " +
+                     format_size(activations + parameters) + " in CPU devices (" +
+                     format_size(activations) + " of activations, " + format_size(parameters) +
+                     " of parameters, gradients and optimizer state), more than 3/4 of this "
+                     "machine's " + format_size(memory) + " of memory: use a smaller --batch");
+}
+
+}  // namespace brigade::train
