@@ -69,3 +69,25 @@ TEST_CASE("models: every file in tools/models trains in brigade-bench-pipeline -
     for (double v : l) CHECK(std::isfinite(v));
   }
 }
+
+TEST_CASE("models: `dense units=10` then `softmax` trains exactly as `activation=softmax`") {
+  // The loss applies the softmax; before issue 20 the `softmax` line applied it a second
+  // time (test loss 1.96 against 0.93).
+  const fs::path dir = temp_dir("softmax");
+  std::string folded = kSmallModel;
+  folded.replace(folded.find("dense units=10 activation=softmax"),
+                 std::string("dense units=10 activation=softmax").size(),
+                 "dense units=10\nsoftmax");
+  const auto run = [&](const std::string& name, const std::string& text) {
+    const Run r = run_train({"--model", write_file(dir / name, text), "--data", "synthetic",
+                             "--synthetic-count", "256", "--batch", "32", "--steps", "6",
+                             "--print-every", "1"});
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    return losses(r.output);
+  };
+  const std::vector<double> written = run("written.model", kSmallModel);
+  const std::vector<double> as_layer = run("layer.model", folded);
+  REQUIRE(written.size() >= 6);
+  CHECK(as_layer == written);  // the same spec: bit for bit the same run
+}
