@@ -89,10 +89,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--microbatches", o.microbatches,
                  "micro-batches per step (default: 1 on one stage, else 2 x stages)")
       ->default_str("auto");
-  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b)");
+  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b: default 2)");
   app.add_option("--balance", o.balance,
-                 "how stages are cut: blocks (the model's device blocks), time, params, memory")
-      ->check(CLI::IsMember({"blocks", "time", "params", "memory"}));
+                 "how stages are cut: blocks (the model's device blocks), or by cost: flops "
+                 "(forward FLOPs), time (measured), params, memory (activations)")
+      ->check(CLI::IsMember({"blocks", "flops", "time", "params", "memory"}));
   app.add_flag("--recompute", o.recompute, "recompute each stage's forward before its backward");
   app.add_flag("--check-finite", o.check_finite,
                "check every stage's output and the loss for NaN/Inf as they are made, so that a "
@@ -147,6 +148,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
     throw UsageError(std::string(e.what()) + " (see --help)");
   }
 
+  for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
   o.device_memory = parse_size(device_memory);
   check_threads_per_device(o.threads_per_device);
   if (app.count("--microbatches") && o.microbatches < 1)
@@ -155,6 +157,16 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
   if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
   if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");
+  // A multi-chunk schedule with one chunk is plain 1F1B: without --chunks, 2, said.
+  if (o.schedule == "interleaved-1f1b" && !app.count("--chunks")) {
+    o.chunks = 2;
+    std::string note = "--schedule interleaved-1f1b without --chunks: 2 chunks (stages) per device";
+    if (!app.count("--balance")) {
+      o.balance = "flops";
+      note += ", the model cut by forward FLOPs (--balance flops)";
+    }
+    o.notes.push_back(note + "; give --chunks V for another count");
+  }
   if (o.resume && o.checkpoint_dir.empty())
     throw UsageError("--resume needs --checkpoint-dir (where the checkpoint is)");
   if (o.resume && !o.init_from.empty())

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace brigade::train {
 
@@ -35,7 +36,7 @@ struct Options {
   std::string schedule = "1f1b";
   int microbatches = 0;                  // 0 = not given: 1 on one stage, else 2 x stages
   int chunks = 1;
-  std::string balance = "blocks";        // blocks (the model's device blocks) | time | params | memory
+  std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory
   bool recompute = false;
   bool check_finite = false;             // the runtime checks each stage's output (finite.h)
 
@@ -59,6 +60,12 @@ struct Options {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 500;        // steps; 0 = only on a signal and at the end
   bool resume = false;
+
+  // What was decided for the user, said on stdout at the start (e.g. interleaved-1f1b
+  // without --chunks: 2 chunks per device); and this command's words (argv), for a warning
+  // that shows the command to run instead.
+  std::vector<std::string> notes;
+  std::vector<std::string> command;
 
   // Beyond one process (tools/train/distributed.h).
   bool distributed = false;              // one rank per pipeline device, under mpirun

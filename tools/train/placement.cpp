@@ -1,6 +1,10 @@
 #include "tools/train/placement.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -79,6 +83,146 @@ std::string describe(const Placement& p, const model::ModelSpec& model) {
     os << "]";
   }
   return os.str();
+}
+
+namespace {
+
+// 278974 -> "278,974"
+std::string grouped(double v) {
+  const std::string digits = std::to_string(std::llabs(std::llround(v)));
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string percent(double part, double total) {
+  return fixed(total > 0 ? 100 * part / total : 0.0, 1) + " %";
+}
+
+// Each device's share of `costs` under `partition` (stage s on device s mod devices).
+std::vector<double> device_sums(const pipeline::Partition& partition,
+                                const std::vector<double>& costs, size_t devices) {
+  std::vector<double> sums(devices, 0.0);
+  for (size_t s = 0; s < partition.stages.size(); ++s)
+    for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
+      sums[s % devices] += costs[i];
+  return sums;
+}
+
+std::string shares(const std::vector<double>& sums) {
+  const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
+  std::string out;
+  for (double v : sums) out += (out.empty() ? "" : " / ") + percent(v, total);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    const bool plain = !w.empty() && w.find_first_of(" \t'\"$\\") == std::string::npos;
+    out += (out.empty() ? "" : " ") + (plain ? w : "'" + w + "'");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_cost(const std::string& balance, double cost) {
+  if (balance == "params") return grouped(cost) + " parameters";
+  if (balance == "memory") return format_size(static_cast<uint64_t>(cost)) + "/sample of activations";
+  if (balance == "time") return fixed(cost, 2) + " ms measured";
+  return fixed(cost / 1e6, 1) + " MFLOP/sample forward";  // blocks, flops
+}
+
+std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
+                            const std::vector<Device>& devices, const std::string& balance,
+                            const std::vector<double>& costs) {
+  const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
+  std::ostringstream os;
+  for (size_t s = 0; s < partition.stages.size(); ++s) {
+    const pipeline::StageRange& r = partition.stages[s];
+    double cost = 0;
+    for (size_t i = r.begin; i < r.end; ++i) cost += costs[i];
+    os << "\n  stage " << s << " on " << devices[s % devices.size()] << ": "
+       << model.layers[r.begin].name;
+    if (r.end - r.begin > 1) os << " .. " << model.layers[r.end - 1].name;
+    os << " (" << r.end - r.begin << (r.end - r.begin == 1 ? " layer), " : " layers), ")
+       << format_cost(balance, cost) << " (" << percent(cost, total) << ")";
+  }
+  return os.str();
+}
+
+std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
+                              const std::vector<Device>& devices, int chunks,
+                              const std::vector<double>& work, const std::string& work_name,
+                              const std::vector<std::string>& command) {
+  const size_t d = devices.size();
+  if (d < 2) return "";
+  const std::vector<double> sums = device_sums(partition, work, d);
+  const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
+  if (total <= 0) return "";
+  size_t lightest = 0, heaviest = 0;
+  for (size_t i = 1; i < d; ++i) {
+    if (sums[i] < sums[lightest]) lightest = i;
+    if (sums[i] > sums[heaviest]) heaviest = i;
+  }
+  if (sums[lightest] >= kMinDeviceShare * total) return "";
+
+  std::string out = "warning: " + devices[lightest].str() + " has " +
+                    percent(sums[lightest], total) + " of the work (" + work_name +
+                    "; per device " + shares(sums) + "): it idles, and a step takes as long as " +
+                    devices[heaviest].str() + "'s share.";
+  // The FLOP-balanced cut over these devices, or over fewer: the first with every share.
+  for (size_t fewer = d; fewer >= 1; --fewer) {
+    const size_t stages = fewer * static_cast<size_t>(chunks);
+    if (stages > model.layers.size()) continue;
+    const pipeline::Partition cut = cut_by_cost(work, static_cast<int>(fewer), chunks);
+    const std::vector<double> balanced = device_sums(cut, work, fewer);
+    const double least = *std::min_element(balanced.begin(), balanced.end());
+    if (fewer > 1 && least < kMinDeviceShare * total) continue;
+    std::vector<std::string> fix = command;
+    if (fewer < d) {
+      std::string list;
+      for (size_t i = 0; i < fewer; ++i) {
+        if (i) list += ',';
+        list += devices[i].str();
+      }
+      fix = with_option(fix, "--devices", list);
+      out += " No cut over " + std::to_string(d) + " devices gives each " +
+             percent(kMinDeviceShare, 1.0) + "; over " + std::to_string(fewer) + ":";
+    } else {
+      out += " Cut by " + work_name + " it is " + shares(balanced) + ":";
+    }
+    if (fewer > 1) fix = with_option(fix, "--balance", work_name == "measured time" ? "time" : "flops");
+    return out + "\n  " + joined(fix);
+  }
+  return out;
+}
+
+std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
+                                     const std::string& value) {
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i] == flag && i + 1 < command.size()) {
+      command[i + 1] = value;
+      return command;
+    }
+    if (command[i].starts_with(flag + "=")) {
+      command[i] = flag + "=" + value;
+      return command;
+    }
+  }
+  command.push_back(flag);
+  command.push_back(value);
+  return command;
 }
 
 }  // namespace brigade::train

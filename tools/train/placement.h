@@ -53,4 +53,32 @@ pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devi
 // "cpu:0 [conv2d_1 .. maxpool2d_1], cpu:1 [...]"
 std::string describe(const Placement& placement, const model::ModelSpec& model);
 
+// --balance's criterion: what each layer weighs, and how a sum of it reads. blocks and flops
+// weigh the forward FLOPs per sample, params the parameters, memory the activation bytes per
+// sample, time the milliseconds measured (a forward and backward of one micro-batch).
+std::string format_cost(const std::string& balance, double cost);
+
+// One line per stage, in the criterion the cut was made by:
+//   "  stage 1 on cpu:1: maxpool2d_3 .. dense_2 (6 layers), 222,010 parameters (79.6 %)"
+std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
+                            const std::vector<Device>& devices, const std::string& balance,
+                            const std::vector<double>& costs);
+
+// A device under this share of the work is all but idle, and the others wait for it.
+inline constexpr double kMinDeviceShare = 0.05;
+
+// Over 2+ devices, the warning when a device has under kMinDeviceShare of the work (`work`:
+// per layer, the forward FLOPs, or the measured times with --balance time), with the command
+// that balances it: `command` (the words of this run) with --balance flops, whose shares it
+// states, or with fewer devices when no cut over these gives every device its share. Empty
+// when the cut is balanced enough.
+std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
+                              const std::vector<Device>& devices, int chunks,
+                              const std::vector<double>& work, const std::string& work_name,
+                              const std::vector<std::string>& command);
+
+// `command` with `flag VALUE` set: an earlier `flag X` or `flag=X` replaced, else appended.
+std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
+                                     const std::string& value);
+
 }  // namespace brigade::train

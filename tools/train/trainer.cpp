@@ -112,6 +112,7 @@ struct Setup {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
   std::string placement;
+  std::string warning;  // an unbalanced cut, and the command that balances it
 };
 
 // --balance time: each layer's forward + backward, measured on a micro-batch of zeros on the
@@ -192,6 +193,10 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
     throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
                      " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
                      std::to_string(spec.layers.size()) + " layers");
+  // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks).
+  const std::vector<double> flops = pipeline::layer_costs(
+      model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops);
+  std::vector<double> costs = flops;
   pipeline::Partition partition;
   if (o.balance == "blocks") {
     if (o.chunks != 1)
@@ -207,19 +212,17 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
     partition = pipeline::from_device_blocks(merged);
   } else {
     const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-    std::vector<double> costs;
     if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
     if (o.balance == "memory")
       costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
     if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
+    // o.balance == "flops": costs are the FLOPs already
     partition = cut_by_cost(costs, devices, o.chunks);
   }
   // zb-auto plans its W's for the stages' costs before anything has run: each stage's forward
   // FLOPs, with each half of the backward costing about a forward (the same GEMMs, transposed).
   pipeline::CostModel planned;
   if (o.schedule == "zb-auto") {
-    const std::vector<double> flops = pipeline::layer_costs(
-        model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops);
     for (const pipeline::StageRange& r : partition.stages) {
       double c = 0;
       for (size_t i = r.begin; i < r.end; ++i) c += flops[i];
@@ -239,12 +242,10 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   if (cluster) s.runner = cluster->make_runner(*s.model, partition, schedule, o);
 #endif
   if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, schedule, o);
-  s.placement = pipeline::format_partition(
-      partition, placed,
-      pipeline::layer_costs(model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops),
-      devices);
-  if (s.placement.ends_with('\n')) s.placement.pop_back();
-  s.placement.insert(0, 1, '\n');
+  s.placement = describe_stages(partition, spec, p.devices, o.balance, costs);
+  const bool timed = o.balance == "time";
+  s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
+                                timed ? "measured time" : "forward FLOPs", o.command);
   return s;
 }
 
@@ -391,8 +392,15 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                 " parameters) on " + train.name + " (" + std::to_string(train.count) +
                 " samples), batch " + std::to_string(o.batch) + ", " + o.optimizer + " lr " +
                 format_number(o.lr));
-  progress.line("placement (" + std::to_string(placement.threads_per_device) +
-                " threads per CPU device): " + setup.placement);
+  for (const std::string& note : o.notes) progress.line(note);
+  progress.line("placement (" + std::to_string(placement.threads_per_device) + " thread" +
+                (placement.threads_per_device == 1 ? "" : "s") + " per CPU device" +
+                (o.balance == "blocks" ? "" : ", cut by --balance " + o.balance) +
+                "): " + setup.placement);
+  if (!setup.warning.empty() && speaks) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "brigade-train: %s\n", setup.warning.c_str());
+  }
   progress.line(runner.describe());
 
   Position pos;

@@ -1,0 +1,113 @@
+// What brigade-train says about its cut (tools/train/placement.h): each stage's cost in the
+// criterion the cut was made by, a warning with the command that balances a cut where a
+// device has under 5 % of the work, and interleaved-1f1b's default of 2 chunks, said.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "layers/model_file.h"
+#include "pipeline/partition.h"
+#include "tests/train/run_binary.h"
+#include "tools/train/options.h"
+#include "tools/train/placement.h"
+
+using namespace brigade::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Forward FLOPs per sample by hand: dense 2·in·out; relu none. 8 -> 16 -> 16 -> 2.
+const char* kThree =
+    "input 8\n"
+    "dense units=16 activation=relu\n"  // 2·8·16 = 256 FLOPs,  8·16 + 16 = 144 parameters
+    "dense units=16\n"                  // 2·16·16 = 512,      16·16 + 16 = 272
+    "relu\n"                            // 0,                   0
+    "dense units=2\n";                  // 2·16·2 = 64,        16·2 + 2 = 34
+
+std::vector<double> flops() { return {256, 512, 0, 64}; }
+
+}  // namespace
+
+TEST_CASE("placement: each stage's cost is written in the criterion of the cut") {
+  const brigade::model::ModelSpec spec = brigade::model::parse_model(kThree, "three");
+  const brigade::pipeline::Partition cut = brigade::pipeline::at_cuts(4, {2});
+  const std::vector<brigade::Device> devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
+  CHECK(describe_stages(cut, spec, devices, "params", {144, 272, 0, 34}) ==
+        "\n  stage 0 on cpu:0: dense_1 .. dense_2 (2 layers), 416 parameters (92.4 %)"
+        "\n  stage 1 on cpu:1: relu_1 .. dense_3 (2 layers), 34 parameters (7.6 %)");
+  CHECK(describe_stages(cut, spec, devices, "flops", flops()).find(
+            "stage 1 on cpu:1: relu_1 .. dense_3 (2 layers), 0.0 MFLOP/sample forward (7.7 %)") !=
+        std::string::npos);
+  CHECK(format_cost("time", 3.14159) == "3.14 ms measured");
+  CHECK(format_cost("memory", 2048) == "2.0 KiB/sample of activations");
+  CHECK(format_cost("params", 1234567) == "1,234,567 parameters");
+}
+
+TEST_CASE("placement: a device under 5 % of the work is warned about, with the balancing command") {
+  const brigade::model::ModelSpec spec = brigade::model::parse_model(kThree, "three");
+  const std::vector<brigade::Device> devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
+  const std::vector<std::string> command = {"brigade-train", "--devices", "cpu:0,cpu:1",
+                                            "--balance=params"};
+  // [dense_1 dense_2 relu | dense_3]: 768 / 64 of 832 FLOPs, 92.3 % / 7.7 %: balanced enough.
+  CHECK(imbalance_warning(brigade::pipeline::at_cuts(4, {3}), spec, devices, 1, flops(),
+                          "forward FLOPs", command) == "");
+  // [dense_1 dense_2 | relu dense_3] weighed as if dense_3 were free: 100 % / 0 %. Cut by
+  // these weights, [dense_1 | dense_2 relu dense_3] is 256 / 512 of 768: 33.3 % / 66.7 %.
+  const std::string w = imbalance_warning(brigade::pipeline::at_cuts(4, {2}), spec, devices, 1,
+                                          {256, 512, 0, 0}, "forward FLOPs", command);
+  CHECK(w == "warning: cpu:1 has 0.0 % of the work (forward FLOPs; per device 100.0 % / 0.0 %): "
+             "it idles, and a step takes as long as cpu:0's share. Cut by forward FLOPs it is "
+             "33.3 % / 66.7 %:\n  brigade-train --devices cpu:0,cpu:1 --balance=flops");
+  // One layer of all the work: no cut over 2 gives each 5 %; one device then.
+  const std::string one = imbalance_warning(brigade::pipeline::at_cuts(4, {2}), spec, devices, 1,
+                                            {0, 1000, 0, 0}, "forward FLOPs", command);
+  CHECK(one.find("No cut over 2 devices gives each 5.0 %; over 1:\n  brigade-train --devices "
+                 "cpu:0 --balance=params") != std::string::npos);
+  CHECK(with_option({"x", "--a", "1"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
+  CHECK(with_option({"x"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
+}
+
+TEST_CASE("placement: interleaved-1f1b without --chunks runs 2 chunks and says so") {
+  std::vector<const char*> args = {"brigade-train", "--schedule", "interleaved-1f1b"};
+  const Options o = *parse_options(static_cast<int>(args.size()), args.data());
+  CHECK(o.chunks == 2);
+  CHECK(o.balance == "flops");
+  REQUIRE(o.notes.size() == 1);
+  args = {"brigade-train", "--schedule", "interleaved-1f1b", "--chunks", "3", "--balance", "params"};
+  const Options given = *parse_options(static_cast<int>(args.size()), args.data());
+  CHECK(given.chunks == 3);
+  CHECK(given.balance == "params");
+  CHECK(given.notes.empty());
+
+  const fs::path dir = test::temp_dir("interleaved");
+  const test::Run r = test::run_train(
+      {"--model", test::write_file(dir / "small.model", test::kSmallModel), "--data",
+       "synthetic", "--synthetic-count", "128", "--batch", "32", "--steps", "1", "--devices",
+       "cpu:0,cpu:1", "--schedule", "interleaved-1f1b"});
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("--schedule interleaved-1f1b without --chunks: 2 chunks") != std::string::npos);
+  CHECK(r.output.find("4 stages on 2 devices") != std::string::npos);
+}
+
+TEST_CASE("placement: the README's two-device command warns, and the command it gives does not") {
+  const fs::path dir = test::temp_dir("balance");
+  const std::vector<std::string> base = {"--data", "synthetic", "--synthetic-count", "128",
+                                         "--batch", "32", "--steps", "1", "--devices",
+                                         "cpu:0,cpu:1", "--schedule", "zb-h1", "--microbatches", "8"};
+  const test::Run r = test::run_train(base);
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  const size_t at = r.output.find("warning: cpu:1 has 0.6 % of the work");
+  REQUIRE(at != std::string::npos);
+  // The command on the next line, run as given (its words have no spaces).
+  const size_t start = r.output.find("\n  ", at) + 3;
+  const std::string fix = r.output.substr(start, r.output.find('\n', start) - start);
+  CHECK(fix.ends_with("--balance flops"));
+  const test::Run balanced = test::run_command(fix);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+  CHECK(balanced.output.find("warning") == std::string::npos);
+  CHECK(balanced.output.find("(57.0 %)") != std::string::npos);
+}
