@@ -86,6 +86,12 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto "
                  "(zero bubble planned for the stages' FLOPs)")
       ->check(CLI::IsMember(pipeline::schedule_names()));
+  app.add_option("--schedule-file", o.schedule_file,
+                 "a compute-only schedule file (pipeline/schedule_text.h; brigade-simulate "
+                 "--print-schedule writes one), validated before the first step; its devices, "
+                 "chunks and microbatches must be this run's")
+      ->check(CLI::ExistingFile)
+      ->excludes("--schedule");
   app.add_option("--microbatches", o.microbatches,
                  "micro-batches per step (default: 1 on one stage, else 2 x stages)")
       ->default_str("auto");

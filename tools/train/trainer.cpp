@@ -14,8 +14,10 @@
 #include "layers/param_file.h"
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
+#include "pipeline/schedule_text.h"
 #include "pipeline/simulator.h"
 #include "pipeline/svg.h"
+#include "pipeline/validate.h"
 #include "tools/data/batches.h"
 #include "tools/models/find_model.h"
 #include "tools/train/checkpoint.h"
@@ -173,11 +175,26 @@ void check_memory(const Options& o, const model::ModelSpec& spec, const std::vec
   check_step_fits(loads, step_rows, o.batch);
 }
 
+// --schedule-file: the file's lists, validated (a deadlock is refused, its cycle named,
+// before any thread starts), for this run's devices, chunks and micro-batches.
+pipeline::Schedule schedule_from_file(const std::string& path, int devices, int chunks, int m) {
+  pipeline::Schedule s = pipeline::load_compute_schedule(path);
+  if (s.devices != devices || s.chunks != chunks || s.microbatches != m || s.batch_units != 1)
+    throw UsageError("--schedule-file " + path + ": devices " + std::to_string(s.devices) +
+                     ", chunks " + std::to_string(s.chunks) + ", microbatches " +
+                     std::to_string(s.microbatches) + ", batch_units " +
+                     std::to_string(s.batch_units) + ", but this run has " +
+                     std::to_string(devices) + " devices, --chunks " + std::to_string(chunks) +
+                     ", --microbatches " + std::to_string(m) + " (batch_units must be 1)");
+  return s;
+}
+
 Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, int m,
             int64_t step_rows, Cluster* cluster) {
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
   const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
+                     o.schedule_file.empty() &&
                      !o.recompute && !o.check_finite && o.balance == "blocks" &&
                      p.devices[0].is_cpu() && cluster == nullptr;
   if (plain) {
@@ -231,8 +248,12 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   }
   pipeline::Schedule schedule;
   try {
-    schedule = pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned);
+    schedule = o.schedule_file.empty()
+                   ? pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned)
+                   : schedule_from_file(o.schedule_file, devices, o.chunks, m);
   } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
     throw UsageError(e.what());
   }
   if (!cluster) check_memory(o, spec, p.devices, &partition, &schedule, m, step_rows);
