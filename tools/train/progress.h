@@ -1,12 +1,15 @@
 // Progress: what a person watching the run sees.
 //
-// On a terminal (isatty), a live bar per epoch, redrawn in place:
-//   epoch 2/5 [#########.........]  212/469  loss 0.4123  acc 85.1%  1510 samples/s  ETA 0:21
-// Off a terminal (a log file, CI), one plain line every --print-every steps and at the end of
-// the epoch, so logs stay readable:
-//   epoch 2/5 step 212/469 loss 0.4123 acc 85.1% 1510 samples/s
-// The loss, accuracy and samples/s shown are running means over the epoch so far (the loss and
-// accuracy sample-weighted).
+// On a terminal (isatty, and not under mpirun, whose ranks write into a pseudo-terminal that
+// may well be a log file; TERM=dumb counts as no terminal), a live bar per epoch, redrawn in
+// place:
+//   epoch 2/5 [#########.........] 212/469  loss 0.4123  mean 0.4501 (steps 1-212)  acc 85.1%  1510 samples/s  ETA 0:21
+// Elsewhere (a log file, CI, mpirun), plain lines without control codes: the first step of
+// the run, every --print-every steps, and the last step of each epoch or of the run:
+//   epoch 2/5 step 212/469  loss 0.4123  mean 0.4501 (steps 1-212)  acc 85.1%  1510 samples/s
+// `loss` is the step's own; `mean` the sample-weighted mean of the steps of this epoch that
+// this run made (after --resume, from the step it resumed at), named by their range; `acc`
+// and samples/s are over the same steps.
 #pragma once
 
 #include <chrono>
@@ -25,8 +28,9 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch);
-  // After batch k (0-based) of the epoch: its rows, mean loss, correct count (-1: unknown).
+  // After batch k (0-based) of the epoch: its rows, loss, correct count (-1: unknown).
   void step(int64_t k, int64_t rows, double loss, int64_t correct);
+  // The epoch (or the run) ends: off a terminal, the last step's line if not printed yet.
   void end_epoch();
   // A line of its own (evaluation results, messages), clearing a live bar first.
   void line(const std::string& text);
@@ -34,16 +38,23 @@ class Progress {
   static std::string format_duration(double seconds);  // "1:05", "1:02:03"
 
  private:
-  std::string status(int64_t k) const;
+  std::string status() const;
+  void print_plain();
 
   std::FILE* out_;
   bool live_;
   int64_t print_every_;
   int64_t epoch_ = 0, epochs_ = 0, batches_ = 0, first_batch_ = 0;
-  double loss_sum_ = 0;
+  int64_t last_k_ = -1;     // the last batch seen this epoch
+  bool last_printed_ = true;
+  bool first_of_run_ = true;
+  double last_loss_ = 0, loss_sum_ = 0;
   int64_t rows_ = 0, correct_ = 0;
   bool accuracy_known_ = true, bar_shown_ = false;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Whether the live bar may be drawn on stdout: a terminal, not under mpirun, TERM not dumb.
+bool live_terminal(bool distributed);
 
 }  // namespace brigade::train

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "layers/param_file.h"
@@ -407,7 +408,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   // Only rank 0 speaks: the others' progress goes nowhere.
   const std::unique_ptr<FILE, int (*)(FILE*)> quiet(speaks ? nullptr : std::fopen("/dev/null", "w"),
                                                    &std::fclose);
-  const bool live = speaks && isatty(STDOUT_FILENO);
+  const bool live = speaks && live_terminal(o.distributed);
   Progress progress(speaks ? stdout : quiet.get(), live, o.print_every);
   progress.line("brigade-train: " + o.model + " (" + std::to_string(model.parameter_count()) +
                 " parameters) on " + train.name + " (" + std::to_string(train.count) +
@@ -420,7 +421,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                 "): " + setup.placement);
   if (!setup.warning.empty() && speaks) {
     std::fflush(stdout);
-    std::fprintf(stderr, "brigade-train: %s\n", setup.warning.c_str());
+    std::fprintf(stderr, "%s\n", setup.warning.c_str());
   }
   progress.line(runner.describe());
 
@@ -454,6 +455,8 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
         },
         "writing the checkpoint");
   };
+  std::optional<Evaluation> last_eval;  // rank 0's, for the summary
+  double last_loss = 0;
   const auto evaluation = [&](int64_t epoch) {
     job.gather(model, runner);
     job.on_root(
@@ -467,6 +470,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                         static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
           progress.line(line);
           metrics.eval(pos.step, epoch, e.loss, e.accuracy);
+          last_eval = e;
         },
         "evaluating");
   };
@@ -476,7 +480,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   pipeline::Timeline last_timeline;
   const auto limit_reached = [&](int64_t step) { return o.steps > 0 && step >= o.steps; };
   const auto started = Clock::now();
-  int64_t steps_run = 0;
+  int64_t steps_run = 0, samples_run = 0;
   int stopping = 0;  // distributed: the signal that stops every rank, agreed after each step
   const auto stopped = [&] { return cluster ? stopping : stop_signal(); };
 
@@ -517,6 +521,8 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                     : std::nullopt;
       metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
       progress.step(k, slot.rows, r.loss, r.correct.value_or(-1));
+      last_loss = r.loss;
+      samples_run += slot.rows;
       if (o.checkpoint_every > 0 && pos.step % o.checkpoint_every == 0) checkpoint(pos);
       if (o.eval_every > 0 && pos.step % o.eval_every == 0) evaluation(epoch);
     }
@@ -542,9 +548,6 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
 
   const double wall = std::chrono::duration<double>(Clock::now() - started).count();
   char line[200];
-  std::snprintf(line, sizeof line, "%lld steps in %s (%.1f s)", static_cast<long long>(steps_run),
-                Progress::format_duration(wall).c_str(), wall);
-  progress.line(line);
   job.combine(busy_ms, makespan_ms);  // distributed: each rank timed its own device
   if (makespan_ms > 0) {
     double busy_total = 0;
@@ -568,6 +571,19 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
     job.on_root([&] { save_if_finite(model.parameters(), o.save, pos.step); }, "writing --save");
     progress.line("parameters saved to " + o.save);
   }
+  // The last line says how the run went: steps, time, speed, the last step's loss, the last
+  // evaluation.
+  int n = std::snprintf(line, sizeof line, "done: %lld steps in %s (%.1f s), %.0f samples/s",
+                        static_cast<long long>(steps_run), Progress::format_duration(wall).c_str(),
+                        wall, wall > 0 ? static_cast<double>(samples_run) / wall : 0.0);
+  if (steps_run > 0)
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", last loss %.4f",
+                       last_loss);
+  if (last_eval)
+    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                  "; test set: loss %.4f, accuracy %.2f%%", last_eval->loss,
+                  100 * last_eval->accuracy);
+  progress.line(line);
   return 0;
 }
 
