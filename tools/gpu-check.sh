@@ -377,7 +377,8 @@ EOF
 export -f train_gpu
 if bin tools/brigade-train train; then
   step train 120 bash -c train_gpu
-  sed -n 's/^\(.* steps in .*\)/    cpu:0 run: \1/p' "$LOGS/train-cpu.log" >>"$SUMMARY"
+  { sed -n 's/^\(.* steps in .*\)/    time, cpu:0: \1/p' "$LOGS/train-cpu.log"
+    sed -n 's/^\(.* steps in .*\)/    time, cuda:0 (vendor, then hand-written): \1/p' "$LOGS/train.log"; } >>"$SUMMARY"
 fi
 [ -n "${cpu_reference:-}" ] && kill "$cpu_reference" 2>/dev/null
 
@@ -387,25 +388,9 @@ if bin tools/brigade-bench bench-brigade; then
     --reps 5 --steps 10 --json "$RESULTS/bench-model.json"
 fi
 LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch 60 python3 tools/compare/pytorch_gpu_bench.py \
-  --batches 128,512 --reps 5 --steps 10 --json "$RESULTS/pytorch-gpu.json"
-python3 - "$RESULTS" <<'EOF' | tee -a "$SUMMARY"
-import json, os, sys
-def load(name):
-    p = os.path.join(sys.argv[1], name)
-    return json.load(open(p)) if os.path.exists(p) else None
-brigade, torch = load("bench-model.json"), load("pytorch-gpu.json")
-b = {(r["impl"], r["batch"]): r["samples_per_s"] for r in (brigade or {}).get("model", [])}
-t = {(r["cudnn_benchmark"], r["batch"]): r["samples_per_s"] for r in (torch or {}).get("rows", [])}
-if b or t:
-    print("    training samples/s of tools/models/seed_cnn.model, one device (cpu: cpu:0 on every core), FP32"
-          + (f"; PyTorch {torch['torch']}, cuDNN {torch['cudnn']}" if torch else ""))
-    print(f"    {'batch':>5} {'cpu':>9} {'hand-written':>12} {'vendor':>9} {'pytorch':>9} {'+benchmark':>10}  best brigade / best pytorch")
-    for B in sorted({k[1] for k in list(b) + list(t)}):
-        row = [b.get(("cpu", B)), b.get(("handwritten", B)), b.get(("vendor", B)), t.get((False, B)), t.get((True, B))]
-        mine, theirs = max((x for x in row[1:3] if x), default=0), max((x for x in row[3:] if x), default=0)
-        cells = " ".join(f"{x:>{w}.0f}" if x else f"{'-':>{w}}" for x, w in zip(row, (9, 12, 9, 9, 10)))
-        print(f"    {B:>5} {cells}  {mine / theirs:.2f}x" if mine and theirs else f"    {B:>5} {cells}")
-EOF
+  --batches 128,512 --reps 5 --steps 10 --json "$RESULTS/pytorch-gpu.json" \
+  --beside "$RESULTS/bench-model.json"
+sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch.log" | tee -a "$SUMMARY"
 if bin tools/brigade-bench bench-ops; then
   step bench-ops 90 "$BUILD/tools/brigade-bench" --ops --impls handwritten,vendor --batch 128 --threads 1 \
     --reps 5 --json "$RESULTS/bench-ops.json"

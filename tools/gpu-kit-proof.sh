@@ -12,8 +12,9 @@
 #
 #   tools/gpu-kit-proof.sh         # ~20-40 min on 2 cores (the whole CUDA build); ~45 MiB of downloads
 #
-# Environment: OUT (/tmp/gc), WORK (/tmp/gpu-kit-proof: the build, the wheels). gpu-check.sh's
-# --build-only budget is an hour (BUDGET_S): its 8 minutes are for a GPU machine's 16 cores.
+# Environment: OUT (/tmp/gc), WORK (/tmp/gpu-kit-proof: the wheels, and the build, which a
+# second run reuses). gpu-check.sh --build-only's budget is an hour (BUDGET_S): its 8 minutes
+# are for a GPU machine's 16 cores.
 # Exit status: 0 both shown; 1 not.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -33,7 +34,7 @@ alternatives=(/usr/lib/"$t"/libopenblas.* /usr/lib/"$t"/libblas.* /usr/lib/"$t"/
 vendor=("$CUDA"/include/cudnn*.h "$CUDA"/include/nccl* "$CUDA"/lib64/libcudnn* "$CUDA"/lib64/libnccl*)
 
 # The pip wheels' layout (nvidia/cudnn/{include,lib}, nvidia/nccl/...), by hard links.
-rm -rf "$WORK" && mkdir -p "$WORK/site/nvidia" || exit 1
+rm -rf "$WORK/site" "$WORK/build-hidden" && mkdir -p "$WORK/site/nvidia" || exit 1
 touch "$WORK/site/nvidia/__init__.py"
 for name in cudnn nccl; do
   mkdir -p "$WORK/site/nvidia/$name/include" "$WORK/site/nvidia/$name/lib"

@@ -4,6 +4,7 @@ puts beside `brigade-bench --model` on cuda:0.
 
   python3 tools/compare/pytorch_gpu_bench.py                     # seed_cnn.model, batch 128 and 512
   python3 tools/compare/pytorch_gpu_bench.py --batches 128 --json out.json
+  python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --model --json bench.json
 
 The step is brigade-bench --model's (tools/bench/model_bench.h): zero_grad, forward with dropout
 on, softmax + cross-entropy, backward, SGD with momentum 0.9 and lr 0.01, on two synthetic
@@ -106,6 +107,25 @@ def samples_per_s(model_file, batch, device, warmup, reps, steps):
     return batch / statistics.median(times), statistics.median(times) * 1e3
 
 
+def print_beside(bench_json, info):
+    """One table: Brigade's rows of `brigade-bench --model --json` (cpu, hand-written and vendor
+    on cuda:0) beside PyTorch's, per batch, and the best of each side's ratio."""
+    rows = json.load(open(bench_json)).get("model", [])
+    b = {(r["impl"], r["batch"]): r["samples_per_s"] for r in rows}
+    threads = max((r["threads"] for r in rows if r["impl"] == "cpu"), default=0)
+    t = {(r["cudnn_benchmark"], r["batch"]): r["samples_per_s"] for r in info["rows"]}
+    print(f"\nbeside Brigade ({bench_json}): training samples/s, one device, FP32; cpu = cpu:0 on "
+          f"{threads} threads; PyTorch {info['torch']}, cuDNN {info['cudnn']}, on {info['gpu']}")
+    print(f"{'batch':>5} {'cpu':>9} {'hand-written':>12} {'vendor':>9} {'pytorch':>9} {'+benchmark':>10}"
+          "  best brigade / best pytorch")
+    for batch in sorted({k[1] for k in list(b) + list(t)}):
+        row = [b.get(("cpu", batch)), b.get(("handwritten", batch)), b.get(("vendor", batch)),
+               t.get((False, batch)), t.get((True, batch))]
+        mine, theirs = max(filter(None, row[1:3]), default=0), max(filter(None, row[3:]), default=0)
+        cells = " ".join(f"{x:>{w}.0f}" if x else f"{'-':>{w}}" for x, w in zip(row, (9, 12, 9, 9, 10)))
+        print(f"{batch:>5} {cells}" + (f"  {mine / theirs:.2f}x" if mine and theirs else ""))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=os.path.join(REPO, "tools/models/seed_cnn.model"))
@@ -115,6 +135,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--beside", help="brigade-bench --model --json output: print both in one table")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -138,6 +159,11 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(info, f, indent=2)
+    if a.beside:
+        if os.path.exists(a.beside):
+            print_beside(a.beside, info)
+        else:
+            print(f"\nbeside Brigade: no {a.beside} (brigade-bench did not write it)")
     return 0
 
 
