@@ -129,6 +129,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--metrics", o.metrics,
                  "JSON lines: one per step (loss, accuracy, samples/s, peak memory per device) "
                  "and one per evaluation");
+  app.add_option("--plot", o.plot,
+                 "FILE.svg: loss and accuracy against steps, test points per evaluation, drawn "
+                 "at the end (or when stopped); with --metrics, that file's whole history "
+                 "(brigade-plot draws old runs, several at once)");
   app.add_option("--save-initial", o.save_initial, "write the initial parameters (safetensors)");
   app.add_option("--save", o.save, "write the final parameters (safetensors)");
   app.add_option("--init-from", o.init_from, "start from these parameters (safetensors)");

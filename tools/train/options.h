@@ -57,6 +57,7 @@ struct Options {
   int64_t print_every = 50;              // off a terminal: a plain line every N steps
   std::string trace;                     // FILE.svg | FILE.json
   std::string metrics;                   // JSON lines
+  std::string plot;                      // FILE.svg: loss and accuracy against steps (tools/plot)
   std::string save_initial, save, init_from;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 500;        // steps; 0 = only on a signal and at the end

@@ -21,6 +21,7 @@
 #include "pipeline/validate.h"
 #include "tools/data/batches.h"
 #include "tools/models/find_model.h"
+#include "tools/plot/plot.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/evaluate.h"
 #include "tools/train/finite.h"
@@ -340,6 +341,11 @@ void check_outputs(const Options& o) {
   if (!o.save_initial.empty()) check_output_file("--save-initial", o.save_initial);
   if (!o.trace.empty()) check_output_file("--trace", o.trace);
   if (!o.metrics.empty()) check_output_file("--metrics", o.metrics);
+  if (!o.plot.empty()) {
+    if (!o.plot.ends_with(".svg"))
+      throw UsageError("--plot '" + o.plot + "': the name must end in .svg");
+    check_output_file("--plot", o.plot);
+  }
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
 }
 
@@ -456,8 +462,23 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
         "writing the checkpoint");
   };
   std::optional<Evaluation> last_eval;  // rank 0's, for the summary
+  plot::Series drawn;                   // this run's steps and evaluations, for --plot
+  drawn.name = std::filesystem::path(o.model).stem().string();
+  // --plot: the metrics file's whole history if there is one (a resumed run's too), else
+  // what this run did.
+  const auto draw = [&] {
+    if (o.plot.empty() || !speaks) return;
+    const plot::Series run = o.metrics.empty() ? drawn : plot::read_metrics(o.metrics);
+    plot::write_svg({run}, "brigade-train: " + o.model + ", " + o.optimizer + " lr " +
+                               format_number(o.lr) + ", batch " + std::to_string(o.batch),
+                    o.plot);
+    progress.line("plot of the run: " + o.plot);
+  };
   double last_loss = 0;
+  int64_t evaluated_at = -1;  // the step of the last evaluation: never twice after one step
   const auto evaluation = [&](int64_t epoch) {
+    if (evaluated_at == pos.step) return;
+    evaluated_at = pos.step;
     job.gather(model, runner);
     job.on_root(
         [&] {
@@ -470,6 +491,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                         static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
           progress.line(line);
           metrics.eval(pos.step, epoch, e.loss, e.accuracy);
+          drawn.evals.push_back({pos.step, e.loss, e.accuracy});
           last_eval = e;
         },
         "evaluating");
@@ -520,6 +542,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                                             static_cast<double>(slot.rows))
                     : std::nullopt;
       metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
+      drawn.steps.push_back({pos.step, r.loss, acc});
       progress.step(k, slot.rows, r.loss, r.correct.value_or(-1));
       last_loss = r.loss;
       samples_run += slot.rows;
@@ -541,6 +564,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                   " after step " + std::to_string(pos.step) +
                   (o.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
                                             : "; checkpoint in " + checkpoint_path(o.checkpoint_dir)));
+    draw();
     return 128 + sig;
   }
   if (pos.batch != 0) evaluation(pos.epoch);  // stopped early by --steps: still say how good
@@ -583,6 +607,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
     std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
                   "; test set: loss %.4f, accuracy %.2f%%", last_eval->loss,
                   100 * last_eval->accuracy);
+  draw();
   progress.line(line);
   return 0;
 }
