@@ -1,6 +1,7 @@
 #include "tools/train/options.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +54,62 @@ std::string format_size(uint64_t bytes) {
   return buf;
 }
 
+namespace {
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// CLI11's NonNegativeNumber and PositiveNumber name their range up to DBL_MAX, 309 digits
+// ("Value -1 not in range 0.000000 to 179769313486...") — these say the rule in words.
+double number_of(const std::string& text) {
+  size_t used = 0;
+  const double v = std::stod(text, &used);  // a non-number is CLI11's own conversion error
+  return used == text.size() ? v : std::nan("");
+}
+
+CLI::Validator at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        try {
+          const double v = number_of(text);
+          if (!(v >= lo)) return "must be at least " + format_number(lo) + ", got " + text;
+        } catch (const std::exception&) {
+        }
+        return "";
+      },
+      ">= " + format_number(lo));
+}
+
+CLI::Validator above_zero() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          if (!(number_of(text) > 0)) return "must be greater than 0, got " + text;
+        } catch (const std::exception&) {
+        }
+        return "";
+      },
+      "> 0");
+}
+
+CLI::Validator momentum_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          const double v = number_of(text);
+          if (!(v >= 0 && v < 1)) return "must be in [0, 1), got " + text;
+        } catch (const std::exception&) {
+        }
+        return "";
+      },
+      "in [0, 1)");
+}
+
+}  // namespace
+
 std::optional<Options> parse_options(int argc, const char* const* argv) {
   Options o;
   CLI::App app{
@@ -70,7 +127,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "directory of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)");
   app.add_option("--synthetic-count", o.synthetic_count,
                  "training samples of --data synthetic (0: 60000, as Fashion-MNIST)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
 
   app.add_option("--devices", o.devices,
                  "auto (every GPU, else one CPU device per device block of the model) or a "
@@ -78,7 +135,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "merge neighbouring blocks, one device trains without a pipeline");
   app.add_option("--threads-per-device", o.threads_per_device,
                  "compute threads of each CPU device (0: the cores shared evenly)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--device-memory", device_memory,
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
 
@@ -92,9 +149,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "chunks and microbatches must be this run's")
       ->check(CLI::ExistingFile)
       ->excludes("--schedule");
-  app.add_option("--microbatches", o.microbatches,
-                 "micro-batches per step (default: 1 on one stage, else 2 x stages)")
-      ->default_str("auto");
+  std::string microbatches = "auto";
+  app.add_option("--microbatches", microbatches,
+                 "micro-batches per step: auto (1 on one stage, else 2 x stages) or a count");
   app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b: default 2)");
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "
@@ -109,21 +166,21 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--batch", o.batch, "mini-batch size");
   app.add_option("--epochs", o.epochs, "epochs over the training set");
   app.add_option("--steps", o.steps, "stop after this many steps in all (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--optimizer", o.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--lr", o.lr, "learning rate")->check(above_zero());
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(momentum_range());
   app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (added to the gradient)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks");
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order every epoch");
 
   app.add_option("--eval-every", o.eval_every,
                  "also evaluate on the test set every N steps (0: at the end of each epoch only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--print-every", o.print_every,
                  "off a terminal, print one progress line every N steps")
-      ->check(CLI::PositiveNumber);
+      ->check(above_zero());
   app.add_option("--trace", o.trace,
                  "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)");
   app.add_option("--metrics", o.metrics,
@@ -141,7 +198,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "at the end)");
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "steps between checkpoints (0: only on a signal and at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_flag("--resume", o.resume, "continue from the checkpoint in --checkpoint-dir");
 
   app.add_flag("--distributed", o.distributed,
@@ -161,9 +218,14 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
   o.device_memory = parse_size(device_memory);
   check_threads_per_device(o.threads_per_device);
-  if (app.count("--microbatches") && o.microbatches < 1)
-    throw UsageError("--microbatches " + std::to_string(o.microbatches) +
-                     ": a step needs at least 1 micro-batch");
+  if (microbatches != "auto") {
+    const char* end = microbatches.data() + microbatches.size();
+    const auto [stop, ec] = std::from_chars(microbatches.data(), end, o.microbatches);
+    if (ec != std::errc() || stop != end)
+      throw UsageError("--microbatches '" + microbatches + "': expected auto or a count");
+    if (o.microbatches < 1)
+      throw UsageError("--microbatches " + microbatches + ": a step needs at least 1 micro-batch");
+  }
   if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
   if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
   if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");

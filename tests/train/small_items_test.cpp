@@ -1,0 +1,45 @@
+// The smaller items of issue 20, each as the user met it: a value out of range said in words,
+// --microbatches auto (as --help shows it), --init-from given a checkpoint, brigade-bench's
+// models found from any directory and its GPU implementations refused without a GPU.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/train/run_binary.h"
+#include "tools/train/options.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+std::string usage_error(std::vector<const char*> args) {
+  args.insert(args.begin(), "brigade-train");
+  try {
+    brigade::train::parse_options(static_cast<int>(args.size()), args.data());
+  } catch (const brigade::train::UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("small: a value out of range is said in words, not a 309-digit range") {
+  CHECK(usage_error({"--lr", "-1"}) == "--lr: must be greater than 0, got -1 (see --help)");
+  CHECK(usage_error({"--print-every", "0"}) ==
+        "--print-every: must be greater than 0, got 0 (see --help)");
+  CHECK(usage_error({"--steps", "-3"}) == "--steps: must be at least 0, got -3 (see --help)");
+  CHECK(usage_error({"--optimizer", "sgd", "--momentum", "1"}) ==
+        "--momentum: must be in [0, 1), got 1 (see --help)");
+}
+
+TEST_CASE("small: --microbatches auto, as --help shows it, is the default") {
+  std::vector<const char*> args = {"brigade-train", "--microbatches", "auto"};
+  CHECK(brigade::train::parse_options(3, args.data())->microbatches == 0);
+  args = {"brigade-train", "--microbatches", "6"};
+  CHECK(brigade::train::parse_options(3, args.data())->microbatches == 6);
+  CHECK(usage_error({"--microbatches", "3x"}) == "--microbatches '3x': expected auto or a count");
+  CHECK(usage_error({"--microbatches", "0"}) == "--microbatches 0: a step needs at least 1 micro-batch");
+}
+
