@@ -43,3 +43,22 @@ TEST_CASE("small: --microbatches auto, as --help shows it, is the default") {
   CHECK(usage_error({"--microbatches", "0"}) == "--microbatches 0: a step needs at least 1 micro-batch");
 }
 
+TEST_CASE("small: --init-from given a checkpoint points to --resume") {
+  const fs::path dir = temp_dir("init-ckpt");
+  const std::vector<std::string> base = {"--model", write_file(dir / "small.model", kSmallModel),
+                                         "--data", "synthetic", "--synthetic-count", "64",
+                                         "--batch", "32", "--devices", "cpu:0", "--steps", "1"};
+  std::vector<std::string> first = base;
+  first.insert(first.end(), {"--checkpoint-dir", (dir / "ckpt").string()});
+  REQUIRE(run_train(first).status == 0);
+  std::vector<std::string> again = base;
+  again.insert(again.end(), {"--init-from", (dir / "ckpt" / "checkpoint.safetensors").string()});
+  const Run r = run_train(again);
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("is a checkpoint (parameters, optimizer state, the step): to continue that "
+                      "run, give --checkpoint-dir " + (dir / "ckpt").string() + " --resume") !=
+        std::string::npos);
+  CHECK(r.output.find("adam.m.") == std::string::npos);  // no list of mismatching tensors
+}
+

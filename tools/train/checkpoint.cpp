@@ -50,6 +50,16 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
+bool is_checkpoint_file(const std::string& path) {
+  try {
+    const st::File file = st::read_file(path);
+    const auto it = file.metadata.find("brigade");
+    return it != file.metadata.end() && it->second == kFormat;
+  } catch (const std::exception&) {
+    return false;  // not readable as safetensors: load_parameters says why
+  }
+}
+
 std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
 }

@@ -64,6 +64,10 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
                          const Recipe& recipe, const std::vector<layers::Parameter*>& params,
                          const std::vector<CheckpointedOptimizer*>& optimizers);
 
+// Whether `path` is a checkpoint (its metadata says so); false for anything else, a parameter
+// file of --save or a file that cannot be read.
+bool is_checkpoint_file(const std::string& path);
+
 // The first line where the two model descriptions differ, as a sentence; empty if equal.
 std::string model_difference(const std::string& checkpoint_model, const std::string& run_model);
 

@@ -347,6 +347,14 @@ void check_outputs(const Options& o) {
     check_output_file("--plot", o.plot);
   }
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
+  if (!o.init_from.empty() && is_checkpoint_file(o.init_from)) {
+    const std::string dir = std::filesystem::path(o.init_from).parent_path().string();
+    throw UsageError("--init-from " + o.init_from +
+                     " is a checkpoint (parameters, optimizer state, the step): to continue "
+                     "that run, give --checkpoint-dir " + (dir.empty() ? "." : dir) +
+                     " --resume; --init-from takes parameters written by --save or "
+                     "--save-initial");
+  }
 }
 
 // Room for a checkpoint (parameters and optimizer state, written beside the previous one
@@ -597,8 +605,9 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   }
   // The last line says how the run went: steps, time, speed, the last step's loss, the last
   // evaluation.
-  int n = std::snprintf(line, sizeof line, "done: %lld steps in %s (%.1f s), %.0f samples/s",
-                        static_cast<long long>(steps_run), Progress::format_duration(wall).c_str(),
+  int n = std::snprintf(line, sizeof line, "done: %lld step%s in %s (%.1f s), %.0f samples/s",
+                        static_cast<long long>(steps_run), steps_run == 1 ? "" : "s",
+                        Progress::format_duration(wall).c_str(),
                         wall, wall > 0 ? static_cast<double>(samples_run) / wall : 0.0);
   if (steps_run > 0)
     n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", last loss %.4f",
