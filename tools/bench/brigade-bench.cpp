@@ -90,6 +90,15 @@ int main(int argc, char** argv) {
   op.repetitions = mo.repetitions = reps;
   op.threads = mo.threads = threads;
   const bool run_ops = !only_model || only_ops, run_model = !only_ops || only_model;
+  // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
+  // exits 0 would look like a result (issue 20). By default they are skipped quietly.
+  if (app.count("--impls") && run_ops && cuda_device_count() == 0)
+    for (const std::string& impl : op.impls)
+      if (impl == "handwritten" || impl == "vendor") {
+        std::fprintf(stderr, "brigade-bench: --impls %s needs a CUDA device, and this machine "
+                     "has none (here: --impls reference,cpu)\n", impl.c_str());
+        return 2;
+      }
 
   try {
     const std::string file = models::find_model(network, BRIGADE_MODELS_DIR);
