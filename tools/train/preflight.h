@@ -27,9 +27,31 @@
 #include "engine/device.h"
 #include "layers/layer_spec.h"
 #include "layers/model_file.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
 #include "tools/train/options.h"
 
 namespace brigade::train {
+
+// Everything the run will write (--save, --save-initial, --trace, --metrics, --plot,
+// --checkpoint-dir), and --init-from not a checkpoint (that is --resume's). Throws UsageError.
+void check_outputs(const Options& options);
+// Room for a checkpoint (parameters and optimizer state, written beside the previous one
+// before the rename) and for --save, on their file systems now. Throws UsageError.
+void check_output_space(const Options& options, const model::ModelSpec& spec);
+
+// One step's memory, before anything is allocated (check_step_fits). Plain (no partition):
+// the step's rows through every layer on devices[0]. Pipelined: on each device, its
+// micro-batches in flight at the schedule's worst instant (the simulator's dry run of the
+// schedule, each stage weighing its activations of one micro-batch), and its stages'
+// parameters. The per-sample bytes are scaled by measured_bytes_per_sample where a CPU
+// device trains. Throws UsageError.
+void check_step_memory(const Options& options, const model::ModelSpec& spec,
+                       const std::vector<Device>& devices, const pipeline::Partition* partition,
+                       const pipeline::Schedule* schedule, int microbatches, int64_t step_rows);
+
+// Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
+int optimizer_states(const Options& options);
 
 // A file the run will write, named by its flag in messages. Throws UsageError.
 void check_output_file(const std::string& flag, const std::string& path);

@@ -16,7 +16,6 @@
 #include "pipeline/chrome_trace.h"
 #include "pipeline/generators/generators.h"
 #include "pipeline/schedule_text.h"
-#include "pipeline/simulator.h"
 #include "pipeline/svg.h"
 #include "pipeline/validate.h"
 #include "tools/data/batches.h"
@@ -132,57 +131,6 @@ std::vector<double> profile_times(const model::ModelSpec& spec, const Device& de
   return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
 }
 
-// Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
-int optimizer_states(const Options& o) {
-  return o.optimizer == "adam" ? 2 : o.momentum != 0 ? 1 : 0;
-}
-
-// One step's memory, checked before anything is allocated (preflight.h). Plain: the step's
-// rows through every layer on one device. Pipelined: on each device, its micro-batches in
-// flight at the schedule's worst instant (the simulator's dry run of the schedule, each stage
-// weighing its activations of one micro-batch), and its stages' parameters.
-void check_memory(const Options& o, const model::ModelSpec& spec, const std::vector<Device>& devices,
-                  const pipeline::Partition* partition, const pipeline::Schedule* schedule,
-                  int m, int64_t step_rows) {
-  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const int states = optimizer_states(o);
-  // The analytic bytes per sample, scaled by what a probe step measures for the whole model
-  // on a CPU device (on GPUs alone the probe, a CPU's, is not run: the analytic bytes, a
-  // lower bound, are compared with their memory).
-  const size_t n = spec.layers.size();
-  const bool any_cpu = std::any_of(devices.begin(), devices.end(),
-                                   [](const Device& d) { return d.is_cpu(); });
-  const double scale =
-      !any_cpu ? 1.0
-               : std::max(1.0, static_cast<double>(measured_bytes_per_sample(spec, o.seed)) /
-                                   static_cast<double>(std::max<uint64_t>(
-                                       1, activation_bytes_per_sample(shapes, 0, n))));
-  const auto per_sample = [&](size_t begin, size_t end) {
-    return static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, begin, end)));
-  };
-  std::vector<DeviceLoad> loads;
-  if (!partition) {
-    loads.push_back({devices[0], per_sample(0, n) * static_cast<uint64_t>(step_rows),
-                     parameter_bytes(shapes, 0, n, states)});
-  } else {
-    const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
-    std::vector<double> stage_bytes;
-    for (const pipeline::StageRange& r : partition->stages)
-      stage_bytes.push_back(static_cast<double>(per_sample(r.begin, r.end) * rows));
-    const pipeline::TimelineStats stats =
-        pipeline::measure(pipeline::simulate(*schedule, {}).timeline, stage_bytes);
-    for (size_t d = 0; d < devices.size(); ++d) loads.push_back({devices[d], 0, 0});
-    for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
-      loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
-    for (int st = 0; st < partition->count(); ++st) {
-      const pipeline::StageRange& r = partition->stages[static_cast<size_t>(st)];
-      loads[static_cast<size_t>(schedule->device_of(st))].parameter_bytes +=
-          parameter_bytes(shapes, r.begin, r.end, states);
-    }
-  }
-  check_step_fits(loads, step_rows, o.batch);
-}
-
 // --schedule-file: the file's lists, validated (a deadlock is refused, its cycle named,
 // before any thread starts), for this run's devices, chunks and micro-batches.
 pipeline::Schedule schedule_from_file(const std::string& path, int devices, int chunks, int m) {
@@ -206,7 +154,7 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
                      !o.recompute && !o.check_finite && o.balance == "blocks" &&
                      p.devices[0].is_cpu() && cluster == nullptr;
   if (plain) {
-    check_memory(o, spec, p.devices, nullptr, nullptr, m, step_rows);
+    check_step_memory(o, spec, p.devices, nullptr, nullptr, m, step_rows);
     s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
     s.runner = std::make_unique<PlainRunner>(*s.model, o);
     s.placement = describe(p, spec);
@@ -264,7 +212,7 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
   } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
     throw UsageError(e.what());
   }
-  if (!cluster) check_memory(o, spec, p.devices, &partition, &schedule, m, step_rows);
+  if (!cluster) check_step_memory(o, spec, p.devices, &partition, &schedule, m, step_rows);
   const model::ModelSpec placed = pipeline::place(spec, partition, devices);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
 #if defined(BRIGADE_HAVE_MPI)
@@ -339,43 +287,6 @@ bool is_root(Cluster* cluster) { return Job{cluster}.speaks(); }
 void write_trace(const std::string& path, const pipeline::Timeline& t) {
   if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
   else pipeline::write_chrome_trace(t, path);
-}
-
-// Everything the run will write, checked before anything else (preflight.h).
-void check_outputs(const Options& o) {
-  if (!o.save.empty()) check_output_file("--save", o.save);
-  if (!o.save_initial.empty()) check_output_file("--save-initial", o.save_initial);
-  if (!o.trace.empty()) check_output_file("--trace", o.trace);
-  if (!o.metrics.empty()) check_output_file("--metrics", o.metrics);
-  if (!o.plot.empty()) {
-    if (!o.plot.ends_with(".svg"))
-      throw UsageError("--plot '" + o.plot + "': the name must end in .svg");
-    check_output_file("--plot", o.plot);
-  }
-  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
-  if (!o.init_from.empty() && is_checkpoint_file(o.init_from)) {
-    const std::string dir = std::filesystem::path(o.init_from).parent_path().string();
-    throw UsageError("--init-from " + o.init_from +
-                     " is a checkpoint (parameters, optimizer state, the step): to continue "
-                     "that run, give --checkpoint-dir " + (dir.empty() ? "." : dir) +
-                     " --resume; --init-from takes parameters written by --save or "
-                     "--save-initial");
-  }
-}
-
-// Room for a checkpoint (parameters and optimizer state, written beside the previous one
-// before the rename) and for --save, on their file systems now.
-void check_output_space(const Options& o, const model::ModelSpec& spec) {
-  const uint64_t params =
-      4 * static_cast<uint64_t>(model::infer_shapes(spec.input, spec.layers).total_params);
-  constexpr uint64_t kHeader = 1 << 20;  // names, shapes, the model's text, the recipe
-  if (!o.checkpoint_dir.empty())
-    check_space("--checkpoint-dir", o.checkpoint_dir,
-                params * static_cast<uint64_t>(1 + optimizer_states(o)) + kHeader,
-                "a checkpoint (parameters and optimizer state)");
-  if (!o.save.empty()) check_space("--save", o.save, params + kHeader, "the parameters");
-  if (!o.save_initial.empty())
-    check_space("--save-initial", o.save_initial, params + kHeader, "the parameters");
 }
 
 // The run; `first_step_began` turns true as the first step begins: an error before it is a refusal
