@@ -11,7 +11,8 @@ namespace brigade::pipeline {
 namespace {
 
 // Layout, in pixels.
-constexpr double kLeft = 110;       // room for the row labels
+constexpr double kMinLeft = 110;    // room for the row labels, at least
+constexpr double kLabelCharWidth = 7;  // a 12-px sans-serif character, generously
 constexpr double kRight = 30;
 constexpr double kPlotWidth = 1000; // the longest timeline spans at least this...
 constexpr double kMinBox = 16;      // ...and more, so that the shortest action is this wide,
@@ -68,6 +69,16 @@ double end_of(const Timeline& t) {
 }  // namespace
 
 std::string timeline_svg(const std::vector<Timeline>& panels) {
+  // The row labels ("device 3 compute") end 8 px left of the plot: room for the longest.
+  size_t longest = 0;
+  for (const Timeline& t : panels)
+    for (size_t lane = 0; lane < std::max<size_t>(t.lanes.size(), 1); ++lane) {
+      std::string label = "device " + std::to_string(std::max(t.devices - 1, 0));
+      if (t.lanes.size() > 1) label += " " + t.lanes[lane];
+      longest = std::max(longest, label.size());
+    }
+  const double left = std::max(kMinLeft, 18 + kLabelCharWidth * static_cast<double>(longest));
+
   double span = 0, shortest = 0;
   for (const Timeline& t : panels) {
     span = std::max(span, end_of(t));
@@ -98,15 +109,15 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
         const double ry = row_y(d, lane);
         std::string label = "device " + std::to_string(d);
         if (lanes > 1) label += " " + t.lanes[lane];
-        body += "<text x='" + num(kLeft - 8) + "' y='" + num(ry + kRowHeight / 2 + 4) +
+        body += "<text x='" + num(left - 8) + "' y='" + num(ry + kRowHeight / 2 + 4) +
                 "' font-size='12' text-anchor='end'>" + escape(label) + "</text>\n";
         // The row's frame: what stays white inside it is the bubble.
-        body += "<rect x='" + num(kLeft) + "' y='" + num(ry) + "' width='" +
+        body += "<rect x='" + num(left) + "' y='" + num(ry) + "' width='" +
                 num(end_of(t) * scale) + "' height='" + num(kRowHeight) +
                 "' fill='white' stroke='#bbbbbb' stroke-width='0.5'/>\n";
       }
     for (const TimelineEvent& e : t.events) {
-      const double x = kLeft + e.start * scale, w = (e.end - e.start) * scale;
+      const double x = left + e.start * scale, w = (e.end - e.start) * scale;
       const double ry = row_y(e.device, e.lane);
       const int chunk = e.action.stage / std::max(t.devices, 1);
       const double opacity = t.chunks > 1 ? 1.0 - 0.5 * chunk / (t.chunks - 1) : 1.0;
@@ -125,10 +136,10 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
 
   // Time axis, shared by every panel.
   const double step = tick_step(span);
-  body += "<line x1='" + num(kLeft) + "' y1='" + num(y) + "' x2='" + num(kLeft + span * scale) +
+  body += "<line x1='" + num(left) + "' y1='" + num(y) + "' x2='" + num(left + span * scale) +
           "' y2='" + num(y) + "' stroke='black'/>\n";
   for (double tick = 0; tick <= span + 1e-9; tick += step) {
-    const double x = kLeft + tick * scale;
+    const double x = left + tick * scale;
     body += "<line x1='" + num(x) + "' y1='" + num(y) + "' x2='" + num(x) + "' y2='" +
             num(y + 5) + "' stroke='black'/>\n";
     char label[32];
@@ -136,12 +147,12 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
     body += "<text x='" + num(x) + "' y='" + num(y + 18) +
             "' font-size='11' text-anchor='middle'>" + label + "</text>\n";
   }
-  body += "<text x='" + num(kLeft - 8) + "' y='" + num(y + 18) +
+  body += "<text x='" + num(left - 8) + "' y='" + num(y + 18) +
           "' font-size='11' text-anchor='end'>time (" + escape(unit) + ")</text>\n";
   y += kAxisHeight;
 
   // Legend.
-  double x = kLeft;
+  double x = left;
   for (Op op : {Op::F, Op::B, Op::W, Op::BW}) {
     static const char* what[] = {"F forward", "B input grad", "W weight grad", "BW fused B+W"};
     body += "<rect x='" + num(x) + "' y='" + num(y) + "' width='18' height='14' fill='" +
@@ -156,7 +167,7 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
           (chunked ? "; lighter = later chunk" : "") + "</text>\n";
   y += kLegendHeight;
 
-  const double width = kLeft + std::max(plot_width, 900.0) + kRight + 120;
+  const double width = left + std::max(plot_width, 900.0) + kRight + 120;
   return "<svg xmlns='http://www.w3.org/2000/svg' width='" + num(width) + "' height='" +
          num(y) + "' font-family='sans-serif'>\n<rect width='100%' height='100%' "
          "fill='white'/>\n" + body + "</svg>\n";

@@ -62,6 +62,22 @@ TEST_CASE("SVG: a labelled box per action, a row label per device, a legend") {
     CHECK(count(svg, legend) == 1);
 }
 
+// A row label ends 8 px left of the plot: the plot starts far enough right for the longest
+// ("device 11 receive", 17 characters) at 7 px a character, instead of clipping it.
+TEST_CASE("SVG: the left margin makes room for the longest row label") {
+  bp::Timeline t;
+  t.devices = 12;
+  t.lanes = {"compute", "send", "receive"};
+  t.events = {{11, 2, {11, bp::Op::F, 0}, 0, 1}};
+  const std::string svg = bp::timeline_svg({t});
+  const std::string label = ">device 11 receive<";
+  REQUIRE(count(svg, label) == 1);
+  // The label is anchored at its end, 8 px left of the plot: 17 characters must fit before it.
+  const size_t text = svg.rfind("<text x='", svg.find(label));
+  const double label_end = std::stod(svg.substr(text + 9));
+  CHECK(label_end >= 17 * 7 + 10);
+}
+
 TEST_CASE("Chrome trace of lowered lists: send and receive lanes, an arrow per transfer") {
   bp::CostModel costs;
   costs.comm = 0.5;
