@@ -1,4 +1,4 @@
-// Conv2D, the fast CPU path: im2col + SGEMM per group of samples, samples split over the
+// Conv2D, the fast CPU path: im2col + SGEMM per group of samples, groups handed to the
 // device's threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
 // A 3x3 stride-1 convolution with 4 or more channels in and out runs all three passes by
 // Winograd's F(2x2, 3x3) instead (conv2d_winograd.h: 2.25x fewer multiply-adds), on every
@@ -10,11 +10,11 @@
 // floats, owned by the caller so that a training step allocates nothing; nullptr makes the
 // call allocate (and free) its own, which is convenient in tests and slow in a loop. Two calls
 // running at the same time (two streams of one device) need two workspaces.
-// Results are deterministic for a given (shape, pool size, ISA). Across pool sizes, batch sizes
-// or ISAs they may differ in the last bits: samples are grouped differently per SGEMM,
-// conv2d_backward_filter on im2col adds per-thread partial sums (in thread order; Winograd's
-// sums fixed chunks of samples, the same on any pool size), and the direct single-channel
-// forward and Winograd sum in other orders than im2col + SGEMM.
+// Results depend on (shape, ISA) only, never on the pool size: groups of samples and
+// backward-filter's chunks are cut from the shape alone, and the chunks' partial sums added in
+// chunk order (chunks.h). Across batch sizes or ISAs they may differ in the last bits: samples
+// are grouped differently per SGEMM, and the direct single-channel forward and Winograd sum in
+// other orders than im2col + SGEMM.
 #pragma once
 
 #include <cstdint>

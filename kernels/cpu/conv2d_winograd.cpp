@@ -9,8 +9,8 @@
 #include "kernels/cpu/conv2d_winograd.h"
 
 #include <algorithm>
-#include <atomic>
 
+#include "kernels/cpu/chunks.h"
 #include "kernels/cpu/conv2d_winograd_tiles.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm.h"
@@ -25,13 +25,10 @@ constexpr int64_t kXi = 16;  // positions ξ of a 4x4 transformed tile
 // tiles ran its three passes ~12 % faster than ~128, and ~512 slower still; conv2d_2 (144
 // tiles a sample) takes one sample per group at any of these.
 constexpr int64_t kTargetTiles = 64;
-// Groups per thread at least, where the batch allows (as in conv2d.cpp).
-constexpr int64_t kGroupsPerThread = 4;
-// Backward-filter cuts the batch into this many chunks (fewer with fewer samples) whatever the
+// Backward-filter cuts the batch into kChunks chunks (fewer with fewer samples) whatever the
 // thread count: each chunk sums into its own dU, chunks go to whichever thread is free, and
-// their sums are added in chunk order. So its bits do not depend on the thread count, and a
-// thread the machine slows down takes fewer chunks instead of holding the others up.
-constexpr int64_t kFilterChunks = 8;
+// their sums are added in chunk order (chunks.h). The forward's groups are cut from the shape
+// alone too: at least kChunks of them where the batch allows.
 
 struct Geometry {
   int64_t th, tw;   // tile rows, tile columns of one sample's output
@@ -47,20 +44,18 @@ struct Geometry {
   int64_t total() const { return u + slots * slot() + chunks * du; }
 };
 
-// The forward's geometry, or backward-filter's: groups of a size that does not depend on the
-// thread count (its sums must not), handed out a chunk at a time.
+// The forward's geometry, or backward-filter's. Group sizes do not depend on the thread
+// count (the SGEMMs' shapes, hence their sums, must not); only the number of slots does.
 Geometry geometry(const Conv2dShape& s, const ThreadPool& pool, bool for_filter = false) {
   Geometry g{};
   g.th = (s.P + 1) / 2;
   g.tw = (s.Q + 1) / 2;
   g.tiles = g.th * g.tw;
   g.nb = std::clamp<int64_t>((kTargetTiles + g.tiles - 1) / g.tiles, 1, s.N);
-  const int64_t threads = std::min<int64_t>(s.N, pool.size());
-  if (!for_filter && threads > 1)
-    g.nb = std::min(g.nb, std::max<int64_t>(1, s.N / (kGroupsPerThread * threads)));
+  if (!for_filter) g.nb = std::min(g.nb, std::max<int64_t>(1, s.N / kChunks));
   g.T = g.nb * g.tiles;
-  g.chunks = for_filter ? std::min(kFilterChunks, s.N) : 0;
-  g.slots = std::min(threads, for_filter ? g.chunks : (s.N + g.nb - 1) / g.nb);
+  g.chunks = for_filter ? std::min(kChunks, s.N) : 0;
+  g.slots = chunk_slots(pool, for_filter ? g.chunks : (s.N + g.nb - 1) / g.nb);
   g.u = for_filter ? 0 : kXi * s.K * s.C;
   g.v = kXi * s.C * g.T;
   g.m = kXi * s.K * g.T;
@@ -190,21 +185,16 @@ void run_forward(const float* x, const float* bias, float* y, const Conv2dShape&
   const float* U = workspace;
   const bool avx512 = kernel_isa() == Isa::avx512;
   const int64_t groups = (s.N + g.nb - 1) / g.nb;
-  std::atomic<int64_t> next{0};
   // Groups go to whichever thread is free; nothing is summed across groups, so who computes
   // one does not change its bits.
-  pool.parallel_for(g.slots, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const Slot buf = slot_of(workspace, g, t);
-      for (int64_t grp = next++; grp < groups; grp = next++) {
-        const int64_t n0 = grp * g.nb, nbk = std::min(g.nb, s.N - n0);
-        transform_inputs(x, buf, n0, nbk, s, g, avx512);
-        for (int64_t xi = 0; xi < kXi; ++xi)  // M[ξ] (K, T) = U[ξ] (K, C) · V[ξ] (C, T)
-          sgemm(false, false, s.K, nbk * g.tiles, s.C, 1.0f, U + xi * s.K * s.C, s.C,
-                buf.V + xi * s.C * g.T, g.T, 0.0f, buf.M + xi * s.K * g.T, g.T);
-        transform_outputs(buf, y, bias, relu, relu_x, n0, nbk, s, g, avx512);
-      }
-    }
+  for_each_chunk(pool, groups, [&](int64_t t, int64_t grp) {
+    const Slot buf = slot_of(workspace, g, t);
+    const int64_t n0 = grp * g.nb, nbk = std::min(g.nb, s.N - n0);
+    transform_inputs(x, buf, n0, nbk, s, g, avx512);
+    for (int64_t xi = 0; xi < kXi; ++xi)  // M[ξ] (K, T) = U[ξ] (K, C) · V[ξ] (C, T)
+      sgemm(false, false, s.K, nbk * g.tiles, s.C, 1.0f, U + xi * s.K * s.C, s.C,
+            buf.V + xi * s.C * g.T, g.T, 0.0f, buf.M + xi * s.K * g.T, g.T);
+    transform_outputs(buf, y, bias, relu, relu_x, n0, nbk, s, g, avx512);
   });
 }
 
@@ -258,33 +248,23 @@ void backward_filter(const float* x, const float* dy, float* dw, const Conv2dSha
                      ThreadPool& pool, float* workspace) {
   const Geometry g = geometry(s, pool, /*for_filter=*/true);
   const bool avx512 = kernel_isa() == Isa::avx512;
-  std::atomic<int64_t> next{0};
-  pool.parallel_for(g.slots, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const Slot buf = slot_of(workspace, g, t);
-      for (int64_t ch = next++; ch < g.chunks; ch = next++) {
-        // chunk ch: samples [ch·N/chunks, (ch+1)·N/chunks), group by group, into its dU
-        float* dU = chunk_sum(workspace, g, ch);
-        std::fill(dU, dU + g.du, 0.0f);
-        const int64_t end = (ch + 1) * s.N / g.chunks;
-        for (int64_t n0 = ch * s.N / g.chunks; n0 < end; n0 += g.nb) {
-          const int64_t nbk = std::min(g.nb, end - n0);
-          transform_inputs(x, buf, n0, nbk, s, g, avx512);
-          transform_gradients(dy, buf, n0, nbk, s, g, avx512);
-          for (int64_t xi = 0; xi < kXi; ++xi)  // dU[ξ] (K, C) += dM[ξ] (K, T) · V[ξ]ᵀ (T, C)
-            sgemm(false, true, s.K, s.C, nbk * g.tiles, 1.0f, buf.M + xi * s.K * g.T, g.T,
-                  buf.V + xi * s.C * g.T, g.T, 1.0f, dU + xi * s.K * s.C, s.C);
-        }
-      }
+  for_each_chunk(pool, g.chunks, [&](int64_t t, int64_t ch) {
+    // chunk ch: samples [ch·N/chunks, (ch+1)·N/chunks), group by group, into its dU
+    const Slot buf = slot_of(workspace, g, t);
+    float* dU = chunk_sum(workspace, g, ch);
+    std::fill(dU, dU + g.du, 0.0f);
+    const int64_t end = chunk_begin(s.N, g.chunks, ch + 1);
+    for (int64_t n0 = chunk_begin(s.N, g.chunks, ch); n0 < end; n0 += g.nb) {
+      const int64_t nbk = std::min(g.nb, end - n0);
+      transform_inputs(x, buf, n0, nbk, s, g, avx512);
+      transform_gradients(dy, buf, n0, nbk, s, g, avx512);
+      for (int64_t xi = 0; xi < kXi; ++xi)  // dU[ξ] (K, C) += dM[ξ] (K, T) · V[ξ]ᵀ (T, C)
+        sgemm(false, true, s.K, s.C, nbk * g.tiles, 1.0f, buf.M + xi * s.K * g.T, g.T,
+              buf.V + xi * s.C * g.T, g.T, 1.0f, dU + xi * s.K * s.C, s.C);
     }
   });
   float* total = chunk_sum(workspace, g, 0);  // + chunk 1 + chunk 2 ..., in that order
-  pool.parallel_for(g.du, [&](int64_t i0, int64_t i1) {
-    for (int64_t ch = 1; ch < g.chunks; ++ch) {
-      const float* part = chunk_sum(workspace, g, ch);
-      for (int64_t i = i0; i < i1; ++i) total[i] += part[i];
-    }
-  }, 4096);
+  add_in_chunk_order(total, chunk_sum(workspace, g, 1), g.du, g.chunks - 1, g.du, pool);
   untransform_filter_gradient(total, dw, s.K, s.C, pool);
 }
 
