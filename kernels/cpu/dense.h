@@ -1,6 +1,7 @@
 // Dense, the fast CPU path: y = x · Wᵀ + b, W stored [out, in] (PyTorch's layout), through
-// SGEMM. Forward and backward-data split the batch rows over the device's threads,
-// backward-weight splits the output units, so no step needs a cross-thread reduction.
+// SGEMM. Forward and backward-data cut the batch rows into chunks, backward-weight the output
+// units, so no step needs a cross-thread reduction; the chunks depend on the shape alone
+// (chunks.h), so the bits do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
