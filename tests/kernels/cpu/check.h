@@ -1,5 +1,6 @@
 // Helpers of the kernel tests: random operands, an llm.c-style comparison that prints the
-// first mismatches, and caffe-style finite-difference gradient checks in double precision.
+// first mismatches, a comparison of bits, and caffe-style finite-difference gradient checks
+// in double precision.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -72,6 +74,11 @@ inline bool all_close(const char* what, const float* got, const std::vector<doub
 inline bool all_close(const char* what, const float* got, const std::vector<double>& want,
                       double tol) {
   return all_close(what, got, want, std::vector<double>(want.size(), tol));
+}
+
+// Bits, not values: -0 against +0 and NaN against NaN must agree too.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Central differences of the scalar function f at x (x is perturbed in place and restored)

@@ -10,11 +10,11 @@
 using namespace brigade;
 using namespace brigade::test;
 
-TEST_CASE("dense: the CPU path matches the reference, 1 and 3 threads") {
+TEST_CASE("dense: the CPU path matches the reference, 1, 2 and 3 threads") {
   struct Case { int64_t N, in, out; };
   // The question's two Dense layers, batch 1, odd sizes, sizes off any block multiple.
   const Case cases[] = {{128, 64, 1500}, {33, 1500, 10}, {1, 1, 1}, {1, 7, 3}, {7, 33, 65}, {37, 129, 17}};
-  for (int threads : {1, 3}) {
+  for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (const Case& c : cases) {
       INFO("N=" << c.N << " in=" << c.in << " out=" << c.out << " threads=" << threads);
@@ -58,6 +58,42 @@ TEST_CASE("dense: the CPU path matches the reference, 1 and 3 threads") {
       std::vector<float> dbf = to_float(db0);
       cpu::dense_backward_bias(dyf.data(), dbf.data(), c.N, c.out, pool);
       CHECK(all_close("dense_backward_bias", dbf.data(), db, sum_tolerance(dbmag, c.N + 1)));
+    }
+  }
+}
+
+TEST_CASE("dense: every pass gives the same bits on 1, 2 and 3 threads") {
+  // Rows and units are cut into chunks from the shape alone (kernels/cpu/chunks.h), so every
+  // SGEMM call has the same shape on any thread count: OpenBLAS picks its kernel, and with
+  // it the order of its sums, by the shape (a direct kernel for small NN products).
+  struct Case { int64_t N, in, out; };
+  // The question's two Dense layers at batch 36 and 128, rows and units cut unevenly.
+  const Case cases[] = {{36, 64, 1500}, {36, 1500, 10}, {128, 64, 1500}, {128, 1500, 10},
+                        {37, 129, 17}, {200, 33, 130}};
+  for (const Case& c : cases) {
+    INFO("N=" << c.N << " in=" << c.in << " out=" << c.out);
+    const auto x = to_float(random_vector(c.N * c.in, 61));
+    const auto w = to_float(random_vector(c.out * c.in, 62));
+    const auto b = to_float(random_vector(c.out, 63));
+    const auto dy = to_float(random_vector(c.N * c.out, 64));
+    const auto dw0 = to_float(random_vector(c.out * c.in, 65));
+    auto passes_on = [&](int threads) {
+      ThreadPool pool(threads);
+      std::vector<float> y(c.N * c.out), dx(c.N * c.in), dw = dw0, db(c.out, 0.0f);
+      cpu::dense_forward(x.data(), w.data(), b.data(), y.data(), c.N, c.in, c.out, pool, true);
+      cpu::dense_backward_data(dy.data(), w.data(), dx.data(), c.N, c.in, c.out, pool);
+      cpu::dense_backward_weight(x.data(), dy.data(), dw.data(), c.N, c.in, c.out, pool);
+      cpu::dense_backward_bias(dy.data(), db.data(), c.N, c.out, pool);
+      return std::vector<std::vector<float>>{y, dx, dw, db};
+    };
+    const auto one = passes_on(1);
+    for (int threads : {2, 3}) {
+      const auto more = passes_on(threads);
+      INFO(threads << " threads against 1");
+      CHECK(same_bits(more[0], one[0]));  // forward
+      CHECK(same_bits(more[1], one[1]));  // backward-data
+      CHECK(same_bits(more[2], one[2]));  // backward-weight
+      CHECK(same_bits(more[3], one[3]));  // bias
     }
   }
 }

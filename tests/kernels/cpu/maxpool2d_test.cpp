@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -18,11 +17,6 @@
 
 using namespace brigade;
 using namespace brigade::test;
-
-// Bits, not values: -0 against +0 and NaN against NaN must agree too.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST_CASE("maxpool2d: the CPU path equals the reference bit for bit, argmax included, on every ISA") {
   struct Case { int64_t N, C, H, W, R, S, stride; Padding padding; };
