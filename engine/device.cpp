@@ -81,7 +81,7 @@ int cuda_device_count() {
     std::string why;
     const int n = detail::probe_cuda_devices(&why);
     if (n == 0)
-      std::fprintf(stderr, "brigade: no usable CUDA device (%s); using CPU devices only\n",
+      std::fprintf(stderr, "brigade: no GPU here (%s); CPU devices only\n",
                    why.c_str());
     return n;
   }();

@@ -26,7 +26,7 @@ int probe_cuda_devices(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    *why = std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+    *why = cudaGetErrorName(status);  // the name says it: cudaErrorInsufficientDriver, ...
     (void)cudaGetLastError();  // clear the error so that later calls do not report it
     return 0;
   }

@@ -41,6 +41,24 @@ TEST_CASE("bad input: the quick run itself is fine") {
   CHECK(r.output.find("test accuracy") != std::string::npos);
 }
 
+// The no-GPU notice of a CUDA build on a machine without one: nothing when only CPU devices
+// are asked for, one short line when `auto` looks for a GPU and finds none.
+TEST_CASE("the no-GPU notice: absent for CPU devices, one short line for auto") {
+  if (brigade::cuda_device_count() > 0) return;  // there is a GPU (or an emulated one) here
+  const fs::path dir = temp_dir("notice");
+  const Run cpu = run_train(quick(dir, {}));
+  CAPTURE(cpu.output);
+  CHECK(cpu.output.find("GPU here") == std::string::npos);
+#if defined(BRIGADE_HAVE_CUDA)
+  const Run autos = run_train(quick(dir, {"--devices", "auto"}));
+  CAPTURE(autos.output);
+  const size_t at = autos.output.find("brigade: no GPU here");
+  REQUIRE(at != std::string::npos);
+  const std::string line = autos.output.substr(at, autos.output.find('\n', at) - at);
+  CHECK(line.size() <= 72);
+#endif
+}
+
 TEST_CASE("bad input: unknown flag") {
   check_refused(run_train({"--learning-rate", "0.1"}), 2, "--learning-rate");
 }
