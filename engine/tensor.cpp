@@ -66,20 +66,21 @@ std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << sh
 
 // --- Tensor -----------------------------------------------------------------------------
 
-Tensor Tensor::empty(const Shape& shape, const Stream& stream, DType dtype) {
+Tensor Tensor::allocate(Allocator& allocator, const Shape& shape, const Stream& stream,
+                        DType dtype) {
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.storage_ = Allocator::of(stream.device()).allocate(t.nbytes(), stream);
+  t.storage_ = allocator.allocate(t.nbytes(), stream);
   return t;
 }
 
+Tensor Tensor::empty(const Shape& shape, const Stream& stream, DType dtype) {
+  return allocate(Allocator::of(stream.device()), shape, stream, dtype);
+}
+
 Tensor Tensor::empty_pinned(const Shape& shape, const Stream& cpu_stream, DType dtype) {
-  Tensor t;
-  t.shape_ = shape;
-  t.dtype_ = dtype;
-  t.storage_ = Allocator::pinned_host(cpu_stream.device()).allocate(t.nbytes(), cpu_stream);
-  return t;
+  return allocate(Allocator::pinned_host(cpu_stream.device()), shape, cpu_stream, dtype);
 }
 
 Tensor Tensor::empty(const Shape& shape, const Device& device, DType dtype) {

@@ -120,6 +120,8 @@ class Tensor {
   std::string str() const;  // "float32 (32, 1, 28, 28) on cpu:0"
 
  private:
+  static Tensor allocate(Allocator& allocator, const Shape& shape, const Stream& stream,
+                         DType dtype);
   void check_access(DType requested) const;
 
   std::shared_ptr<Block> storage_;
