@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -30,10 +29,11 @@ std::string slurp(const fs::path& p) {
 
 // The x of every test dot, in document order.
 std::vector<double> dot_xs(const std::string& svg) {
+  // (No std::regex: GCC 12 warns falsely inside it under -O2 with the sanitizers.)
   std::vector<double> xs;
-  const std::regex dot(R"re(<circle class="test" cx="([0-9.]+)")re");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), dot); it != std::sregex_iterator(); ++it)
-    xs.push_back(std::stod((*it)[1]));
+  const std::string dot = "<circle class=\"test\" cx=\"";
+  for (size_t at = svg.find(dot); at != std::string::npos; at = svg.find(dot, at + 1))
+    xs.push_back(std::stod(svg.substr(at + dot.size())));
   return xs;
 }
 

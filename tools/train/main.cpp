@@ -13,6 +13,7 @@
 // alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with
 // its status; an error of one rank ends the whole job naming that rank (distributed.h).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 
@@ -58,6 +59,17 @@ int run(int argc, char** argv, brigade::train::Cluster* cluster) {
   }
 }
 
+// A run that failed may leave work queued on CPU streams (the failed step's tail, behind the
+// error that stopped it): their workers would still be calling into OpenBLAS while static
+// destructors tear the process down. A failed single-process run therefore ends at once,
+// after flushing what it printed; everything it writes is already renamed into place or
+// was never started. (Under mpirun the cluster's own shutdown ends the job.)
+int finish(int status, brigade::train::Cluster* cluster) {
+  if (status == 0 || cluster != nullptr) return status;
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,8 +81,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "brigade-train: %s\n", e.what());
       return 2;
     }
-  return run(argc, argv, cluster.get());
+  return finish(run(argc, argv, cluster.get()), cluster.get());
 #else
-  return run(argc, argv, nullptr);  // --distributed is refused by run_training
+  return finish(run(argc, argv, nullptr), nullptr);  // --distributed is refused by run_training
 #endif
 }
