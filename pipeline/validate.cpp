@@ -159,7 +159,11 @@ struct Checker {
                  to_string(other) + " on device " + std::to_string(l.device_of(other.stage)),
              cell);
     }
-    for (const auto& [a, cell] : at) {
+    // Named references, not a structured binding: the lambdas below capture them, which
+    // clang accepts only from version 16 (P1091), and tools/fuzz.sh builds with Debian's 14.
+    for (const auto& entry : at) {
+      const Instruction& a = entry.first;
+      const Cell& cell = entry.second;
       const int st = a.stage, mb = a.microbatch;
       auto elsewhere = [&](int s) {
         return s >= 0 && s < l.stages() && l.device_of(s) != cell.device;

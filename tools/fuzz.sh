@@ -21,9 +21,21 @@ seconds="${FUZZ_TIME:-45}"
 declare -A max_len=([model_file]=4096 [safetensors]=4096 [idx]=4096 [cli]=1024 [checkpoint]=8192)
 all=(model_file safetensors idx cli checkpoint)
 
+# The set-up and the build are quiet when they work; when one fails, its log's end is printed
+# with what failed, so a CI run never ends in a bare non-zero exit with nothing said.
+quietly() {  # what, log, command...
+  local what=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 && return 0
+  echo "fuzz: $what FAILED; the end of its log ($log):" >&2
+  grep -E 'error|FAILED' "$log" | head -n 20 >&2
+  tail -n 30 "$log" >&2
+  exit 1
+}
+mkdir -p "$build"
 if [[ ! -f "$build/build.ninja" ]]; then
-  CC=clang CXX=clang++ meson setup "$build" -Dfuzz=true -Dcuda=disabled \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
+  CC=clang CXX=clang++ quietly "meson setup of $build" "$build/meson-setup.log" \
+    meson setup "$build" -Dfuzz=true -Dcuda=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link
 fi
 
 # The targets asked for, or every one this checkout builds (cli and checkpoint need tools/train).
@@ -34,7 +46,8 @@ if ((${#targets[@]} == 0)); then
     grep -q "^tests/fuzz/fuzz_$t:" <<<"$known" && targets+=("$t")
   done
 fi
-ninja -C "$build" -j"${FUZZ_BUILD_JOBS:-2}" "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null
+quietly "the build of the fuzz targets (clang)" "$build/fuzz-build.log" \
+  ninja -C "$build" -j"${FUZZ_BUILD_JOBS:-2}" "${targets[@]/#/tests/fuzz/fuzz_}"
 
 # UBSan reports abort (so libFuzzer keeps the input); leaks are checked after every input
 # that leaked memory (libFuzzer's -detect_leaks, on by default under ASan).
