@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,9 @@ std::string format_bytes(uint64_t bytes);
 // \xNN (a stray \r must not make two different lines print alike), at most max_bytes of it,
 // then "..." if it was longer.
 std::string printable(std::string_view text, size_t max_bytes = 80);
+
+// The message of a caught exception: what() of a std::exception, else "unknown exception".
+std::string what_of(const std::exception_ptr& error);
 
 namespace detail {
 [[noreturn]] void throw_library_error(const char* library, const char* call, const char* file,

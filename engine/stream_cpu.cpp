@@ -104,16 +104,6 @@ struct CpuRecord final : EventRecord {
   Clock::time_point when;  // written by the worker when it reaches the marker
 };
 
-std::string what_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 // Runs one item; sets *error and *message if it failed (a thrown task, a failed wait).
 void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
               std::exception_ptr* error, std::string* message) {

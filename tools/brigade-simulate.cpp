@@ -9,7 +9,7 @@
 // chunk 1/v of them, and the naive schedule's single micro-batch carries all m.
 // --device-weights 1,1,2,1 multiplies device d's share (an unbalanced partition).
 //
-// Lowered lists (pipeline/lowering.h) and schedule files (pipeline/schedule_text.h):
+// Lowered lists (pipeline/schedule/lowering.h) and schedule files (pipeline/schedule/schedule_text.h):
 //   brigade-simulate --schedule 1f1b --stages 4 --microbatches 8 --print-schedule [--lowered]
 //   brigade-simulate --schedule zb-h1 --lowered --cost f=1,b=1,w=1,comm=0.2 --trace zb.json
 //   brigade-simulate --schedule-file my.schedule [--max-live 4]
@@ -26,14 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/chrome_trace.h"
-#include "pipeline/generators/generators.h"
-#include "pipeline/grid.h"
-#include "pipeline/lowering.h"
-#include "pipeline/schedule_text.h"
-#include "pipeline/simulator.h"
-#include "pipeline/svg.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/grid.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/schedule_text.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/svg.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
   app.add_flag("--lowered", o.lowered,
                "with sends and receives: print, draw and simulate the lowered lists");
   app.add_flag("--print-schedule", o.print_schedule,
-               "write the schedule in the file form (pipeline/schedule_text.h) and stop");
+               "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
   auto* file = app.add_option("--schedule-file", o.schedule_file,
                               "read the schedule from FILE (its header says p, v and m)");
   app.add_option("--max-live", o.max_live,

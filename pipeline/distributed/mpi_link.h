@@ -1,4 +1,4 @@
-// MpiLink: a Link (pipeline/link.h) to a stage in another process, over MPI point-to-point.
+// MpiLink: a Link (pipeline/runtime/link.h) to a stage in another process, over MPI point-to-point.
 // CPU tensors (float32). One object is ONE END of a link: the sending rank makes one with
 // the receiver as `peer` and only sends; the receiving rank makes one with the sender as
 // `peer` and only receives. Both ends give the same `link` number.
@@ -38,7 +38,7 @@
 #include "pipeline/distributed/link_tags.h"
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
-#include "pipeline/link.h"
+#include "pipeline/runtime/link.h"
 
 namespace brigade::distributed {
 

@@ -1,4 +1,4 @@
-// NcclLink: a Link (pipeline/link.h) to a stage in another process for CUDA tensors: the
+// NcclLink: a Link (pipeline/runtime/link.h) to a stage in another process for CUDA tensors: the
 // shape goes by MPI (a small header), the payload by ncclSend/ncclRecv on a communication
 // stream of the link's own. CUDA builds with NCCL only.
 //

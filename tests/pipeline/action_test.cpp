@@ -3,8 +3,8 @@
 
 #include <stdexcept>
 
-#include "pipeline/action.h"
-#include "pipeline/schedule.h"
+#include "pipeline/schedule/action.h"
+#include "pipeline/schedule/schedule.h"
 
 namespace bp = brigade::pipeline;
 using bp::Action;

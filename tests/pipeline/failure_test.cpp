@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "engine/allocator.h"
-#include "pipeline/generators/generators.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 

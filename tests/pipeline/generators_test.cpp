@@ -4,9 +4,9 @@
 
 #include <stdexcept>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/simulator.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 

@@ -14,7 +14,7 @@
 
 #include <utility>
 
-#include "pipeline/generators/generators.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 

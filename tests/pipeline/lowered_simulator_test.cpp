@@ -7,9 +7,9 @@
 #include <map>
 #include <stdexcept>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/lowering.h"
-#include "pipeline/simulator.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/simulator.h"
 
 namespace bp = brigade::pipeline;
 

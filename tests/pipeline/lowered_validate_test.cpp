@@ -3,12 +3,12 @@
 // bound against the simulator's peak.
 #include <doctest/doctest.h>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/grid.h"
-#include "pipeline/happens_before.h"
-#include "pipeline/schedule_text.h"
-#include "pipeline/simulator.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/grid.h"
+#include "pipeline/schedule/happens_before.h"
+#include "pipeline/schedule/schedule_text.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/lowering.h"
-#include "pipeline/schedule_text.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/schedule_text.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 using bp::Instruction;

@@ -17,7 +17,7 @@
 
 #include <set>
 
-#include "pipeline/generators/generators.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 

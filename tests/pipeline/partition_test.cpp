@@ -8,7 +8,7 @@
 #include <random>
 
 #include "layers/model_file.h"
-#include "pipeline/partition.h"
+#include "pipeline/runtime/partition.h"
 #include "tests/pipeline/runtime_model.h"
 
 namespace brigade::pipeline {

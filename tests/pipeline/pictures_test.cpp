@@ -5,11 +5,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "pipeline/chrome_trace.h"
-#include "pipeline/generators/generators.h"
-#include "pipeline/lowering.h"
-#include "pipeline/simulator.h"
-#include "pipeline/svg.h"
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/svg.h"
 
 namespace bp = brigade::pipeline;
 

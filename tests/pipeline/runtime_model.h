@@ -21,8 +21,8 @@
 #include "layers/model_file.h"
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
-#include "pipeline/runtime.h"
-#include "pipeline/schedule.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline::test {
 

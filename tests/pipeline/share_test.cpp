@@ -1,4 +1,4 @@
-// One process's share of a schedule (pipeline/process_share.h), without MPI: several Runtime
+// One process's share of a schedule (pipeline/runtime/process_share.h), without MPI: several Runtime
 // objects over the same schedule, each running some of its devices, in threads of this test,
 // linked by in-process Channels they share — what MPI links do between the ranks of
 // `mpirun -np P` — and, for data parallelism, replicas whose gradients a LocalReducer sums.
@@ -14,8 +14,9 @@
 #include <mutex>
 #include <thread>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/local_reducer.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/runtime/channel.h"
+#include "pipeline/runtime/local_reducer.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 #include "tests/support/error_text.h"

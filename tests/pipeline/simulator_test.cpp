@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <random>
 
-#include "pipeline/generators/generators.h"
-#include "pipeline/simulator.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "pipeline/generators/generators.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 #include "tests/support/error_text.h"

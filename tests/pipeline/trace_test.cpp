@@ -5,10 +5,10 @@
 #include <algorithm>
 
 #include "kernels/cuda/path.h"
-#include "pipeline/chrome_trace.h"
-#include "pipeline/generators/generators.h"
-#include "pipeline/svg.h"
-#include "pipeline/trace.h"
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/svg.h"
+#include "pipeline/schedule/trace.h"
 #include "tests/pipeline/runtime_model.h"
 #include "tests/support/deadline.h"
 

@@ -3,9 +3,9 @@
 // result visible from the next tick).
 #include <doctest/doctest.h>
 
-#include "pipeline/dry_run.h"
-#include "pipeline/grid.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/dry_run.h"
+#include "pipeline/schedule/grid.h"
+#include "pipeline/schedule/validate.h"
 
 namespace bp = brigade::pipeline;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layers/model_file.h"
-#include "pipeline/partition.h"
+#include "pipeline/runtime/partition.h"
 #include "tests/train/run_binary.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"

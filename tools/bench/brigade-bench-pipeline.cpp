@@ -1,6 +1,6 @@
 // brigade-bench-pipeline: samples/s of every schedule against `naive` on virtual CPU devices,
 // with and without recomputation, next to the simulator's prediction from the measured
-// per-action costs (pipeline/trace.h). Not a test: it measures, and prints a table, then the
+// per-action costs (pipeline/schedule/trace.h). Not a test: it measures, and prints a table, then the
 // per-stage costs of a split and a fused backward (in the pipeline, and on one device with the
 // two measured in alternation), what the simulator makes of them, and the figures the
 // README's account of the targets needs.
@@ -22,14 +22,15 @@
 
 #include "kernels/ops.h"
 #include "layers/model_file.h"
-#include "pipeline/generators/generators.h"
-#include "pipeline/partition.h"
-#include "pipeline/runtime.h"
-#include "pipeline/svg.h"
-#include "pipeline/chrome_trace.h"
-#include "pipeline/cost_model.h"
-#include "pipeline/simulator.h"
-#include "pipeline/trace.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/profile.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/schedule/svg.h"
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/cost_model.h"
+#include "pipeline/schedule/simulator.h"
+#include "pipeline/schedule/trace.h"
 #include "tools/data/dataset.h"
 #include "tools/models/find_model.h"
 

@@ -12,7 +12,7 @@
 #include "pipeline/distributed/local_gpu.h"
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
-#include "pipeline/runtime.h"
+#include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
 #include "tools/train/optimizer.h"
 

@@ -5,7 +5,7 @@
 //
 // Every rank runs the same trainer on the same data (the batch order is a pure function of
 // the seed) and builds the whole model from the same seed; its Runtime runs only its share
-// (pipeline/process_share.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
+// (pipeline/runtime/process_share.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
 // (the first n mod D replicas one more), its links go to the neighbouring ranks (MPI on
 // CPU devices, NCCL with --devices cuda), and with D > 1 each of its stages all-reduces its
 // gradients (MPI_Allreduce / ncclAllReduce) before the step.
@@ -35,8 +35,8 @@
 
 #include "layers/model_file.h"
 #include "layers/sequential.h"
-#include "pipeline/partition.h"
-#include "pipeline/schedule.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/schedule/schedule.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
 #include "tools/train/runners.h"

@@ -15,7 +15,7 @@
 
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/transport.h"
-#include "pipeline/runtime.h"
+#include "pipeline/runtime/runtime.h"
 #include "tools/train/optimizer.h"
 #include "tools/train/runners.h"
 

@@ -66,7 +66,7 @@ StepOutcome run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& s
   try {
     return runner.run(area, slot, static_cast<uint32_t>(step));
   } catch (const pipeline::PipelineError& e) {
-    // The runtime's NaN check says "non-finite value" (pipeline/runtime_actions.cpp); a
+    // The runtime's NaN check says "non-finite value" (pipeline/runtime/finite_check.cpp); a
     // PipelineError has no kind to ask instead.
     if (std::string(e.what()).find("non-finite value") == std::string::npos) throw;
     throw std::runtime_error(diverged(step + 1, e.what()));

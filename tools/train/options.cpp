@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-#include "pipeline/generators/generators.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tools/train/preflight.h"
 
 namespace brigade::train {
@@ -144,7 +144,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "(zero bubble planned for the stages' FLOPs)")
       ->check(CLI::IsMember(pipeline::schedule_names()));
   app.add_option("--schedule-file", o.schedule_file,
-                 "a compute-only schedule file (pipeline/schedule_text.h; brigade-simulate "
+                 "a compute-only schedule file (pipeline/schedule/schedule_text.h; brigade-simulate "
                  "--print-schedule writes one), validated before the first step; its devices, "
                  "chunks and microbatches must be this run's")
       ->check(CLI::ExistingFile)

@@ -34,7 +34,7 @@ struct Options {
 
   // How a step is pipelined.
   std::string schedule = "1f1b";
-  std::string schedule_file;             // its lists instead of --schedule's (pipeline/schedule_text.h)
+  std::string schedule_file;             // its lists instead of --schedule's (pipeline/schedule/schedule_text.h)
   int microbatches = 0;                  // 0 = not given: 1 on one stage, else 2 x stages
   int chunks = 1;
   std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory

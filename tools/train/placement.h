@@ -19,7 +19,7 @@
 
 #include "engine/device.h"
 #include "layers/model_file.h"
-#include "pipeline/partition.h"
+#include "pipeline/runtime/partition.h"
 #include "tools/train/options.h"
 
 namespace brigade::train {

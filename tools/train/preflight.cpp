@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "engine/allocator.h"
-#include "pipeline/simulator.h"
+#include "pipeline/schedule/simulator.h"
 #include "tools/train/checkpoint.h"
 #include "kernels/ops.h"
 #include "layers/sequential.h"

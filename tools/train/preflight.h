@@ -27,8 +27,8 @@
 #include "engine/device.h"
 #include "layers/layer_spec.h"
 #include "layers/model_file.h"
-#include "pipeline/partition.h"
-#include "pipeline/schedule.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/schedule/schedule.h"
 #include "tools/train/options.h"
 
 namespace brigade::train {

@@ -12,7 +12,7 @@
 // Both report the step's training accuracy.
 //
 // Both give the same update for the same batch: the runtime's synchronous semantics
-// (pipeline/runtime.h) is "one big batch on one device".
+// (pipeline/runtime/runtime.h) is "one big batch on one device".
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "layers/sequential.h"
-#include "pipeline/partition.h"
-#include "pipeline/runtime.h"
-#include "pipeline/timeline.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/schedule/timeline.h"
 #include "tools/train/optimizer.h"
 #include "tools/train/options.h"
 #include "tools/train/staging.h"

@@ -31,7 +31,7 @@
 #include "engine/event.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "pipeline/runtime.h"
+#include "pipeline/runtime/runtime.h"
 #include "tools/data/batches.h"
 
 namespace brigade::train {

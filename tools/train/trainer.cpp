@@ -13,11 +13,12 @@
 #include <stdexcept>
 
 #include "layers/param_file.h"
-#include "pipeline/chrome_trace.h"
-#include "pipeline/generators/generators.h"
-#include "pipeline/schedule_text.h"
-#include "pipeline/svg.h"
-#include "pipeline/validate.h"
+#include "pipeline/runtime/profile.h"
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/schedule_text.h"
+#include "pipeline/schedule/svg.h"
+#include "pipeline/schedule/validate.h"
 #include "tools/data/batches.h"
 #include "tools/models/find_model.h"
 #include "tools/plot/plot.h"

@@ -1,0 +1,347 @@
+// The executor: how a Runtime (runtime.h) runs one step. One host thread per device takes the
+// next instruction of its lowered list and issues its work on the device's streams; the step's
+// state is one Step, made here and passed to every function that needs it.
+//
+//   run_step        set up the Step, start the device threads, join them; then the NaN checks'
+//                   verdict, the update (only after a step without failure), the one host
+//                   synchronisation, and the result
+//   run_device      the loop: zero the stages' gradients, then each instruction in list order
+//   execute         one instruction: a compute action (forward, backward) or a transfer
+//                   (send, receive)
+//
+// Read in that order; the pieces it calls are stage.h (the layers), finite_check.h (NaN
+// checks), step_trace.h (the measured timeline) and link.h (the neighbours).
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "engine/allocator.h"
+#include "engine/event.h"
+#include "kernels/ops.h"
+#include "pipeline/runtime/finite_check.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/runtime/step_state.h"
+#include "pipeline/runtime/step_trace.h"
+
+namespace brigade::pipeline {
+
+// The first failure of a step: the device, the instruction it was running (none for an
+// update or a failure found after the threads ended), and the exception.
+struct StepFailure {
+  std::mutex mutex;
+  bool failed = false;
+  int device = -1;
+  std::optional<Instruction> where;
+  std::exception_ptr error;
+};
+
+struct Runtime::Step {
+  StepInputs inputs;
+  StepWork work;  // [stage][micro-batch]
+  StepTrace trace;
+  StepFailure failure;
+};
+
+namespace {
+// The compute action an instruction is part of, to name it in a PipelineError: a transfer of
+// an activation belongs to the stage's F, one of a gradient to its backward.
+Action action_of(const Instruction& i) {
+  if (is_compute(i.kind)) return compute_action(i);
+  const bool activation = i.kind == Kind::SendF || i.kind == Kind::RecvF;
+  return {i.stage, activation ? Op::F : Op::B, i.microbatch};
+}
+}  // namespace
+
+StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
+                             int64_t first_sample, int64_t global_n, uint32_t step_number) {
+  const int m = schedule_.microbatches;
+  const int first_device = schedule_.device_of(0);
+  const int last_device = schedule_.device_of(schedule_.stages() - 1);
+  if (runs(first_device) && batch.inputs_ready.recorded())
+    streams_[static_cast<size_t>(first_device)]->compute.wait(batch.inputs_ready);
+  if (runs(last_device) && batch.labels_ready.recorded())
+    streams_[static_cast<size_t>(last_device)]->compute.wait(batch.labels_ready);
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (local_[d]) Allocator::of(devices_[d]).reset_peak();
+
+  std::vector<const Stream*> compute;  // [device], null where another process runs it
+  for (const std::optional<DeviceStreams>& s : streams_) compute.push_back(s ? &s->compute : nullptr);
+  Step step{.inputs = {.step = step_number, .seed = options_.seed, .batch_size = global_n,
+                       .inputs = batch.inputs, .labels = batch.labels, .first_sample = {}},
+            .work = StepWork(static_cast<size_t>(schedule_.stages())),
+            .trace = StepTrace(devices_, compute),
+            .failure = {}};
+  int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
+  for (int64_t r : rows) {
+    step.inputs.first_sample.push_back(offset);
+    offset += r;
+  }
+  for (auto& stage : step.work) stage.resize(static_cast<size_t>(m));
+
+  std::vector<std::thread> threads;
+  for (int d = 0; d < schedule_.devices; ++d)
+    if (runs(d)) threads.emplace_back([this, d, &step] { run_device(d, step); });
+  for (std::thread& t : threads) t.join();
+
+  // The NaN checks of CUDA devices run on host streams behind the GPU: the update waits for
+  // their verdict (on a CPU device a failed check is the stream's sticky error, and the update
+  // behind it would be skipped anyway). A failed step changes no parameter: the update is
+  // issued only when every device ran its list and every check passed. (Stages in order:
+  // replicas' reducers meet in the same order.)
+  std::vector<const DeviceStreams*> mine;
+  for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
+  const CheckVerdict verdict = check_verdict(mine);
+  if (!step.failure.failed && !verdict.error)
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (runs(d)) update_parameters(d, step);
+
+  // The one host synchronisation of the step. A task that failed on a stream surfaces here.
+  std::exception_ptr stream_error;
+  int stream_error_device = -1;
+  for (size_t d = 0; d < streams_.size(); ++d) {
+    if (!streams_[d]) continue;
+    for (const Stream* s : {&streams_[d]->compute, &streams_[d]->send, &streams_[d]->recv}) {
+      try {
+        s->synchronize();
+      } catch (const std::exception&) {
+        if (!stream_error) {
+          stream_error = std::current_exception();
+          stream_error_device = static_cast<int>(d);
+        }
+      }
+    }
+  }
+  StepFailure& f = step.failure;
+  if (!f.failed && verdict.error) {
+    f.failed = true;
+    f.device = verdict.device;
+    if (verdict.action) f.where = instruction(*verdict.action);
+    f.error = verdict.error;
+  }
+  if (!f.failed && stream_error) {
+    f.failed = true;
+    f.device = stream_error_device;
+    f.error = stream_error;
+    if (const auto origin = step.trace.unfinished()) {
+      f.device = origin->first;
+      f.where = instruction(origin->second);
+    }
+  }
+  if (f.failed) throw_failure(step);
+
+  step.trace.read_cuda_markers();
+  StepResult result;
+  if (runs(last_device)) {
+    const Stream& last = streams_[static_cast<size_t>(last_device)]->compute;
+    for (int i = 0; i < m; ++i) {
+      const MicroBatchWork& w = step.work.back()[static_cast<size_t>(i)];
+      result.loss += w.loss.to_vector().at(0);
+      result.correct += ops::accuracy_count(w.logits, step.inputs.labels[static_cast<size_t>(i)], last);
+    }
+  }
+  result.timeline = step.trace.timeline(schedule_);
+  for (size_t d = 0; d < devices_.size(); ++d)  // 0 for the devices run elsewhere
+    result.peak_bytes.push_back(local_[d] ? Allocator::of(devices_[d]).stats().peak_in_use : 0);
+  return result;
+}
+
+void Runtime::run_device(int d, Step& step) {
+  std::optional<Instruction> current;
+  try {
+    const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+    for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->zero_grad(mine.compute);
+    for (const Instruction& i : lowered_.lists[static_cast<size_t>(d)]) {
+      current = i;
+      execute(d, i, step);
+      if (options_.lockstep) {  // RuntimeOptions::lockstep: the host waits for this one's work
+        mine.compute.synchronize();
+        mine.send.synchronize();
+      }
+    }
+  } catch (const ChannelClosed&) {
+    // Another device failed first and closed the links: not an error of this one.
+  } catch (...) {
+    fail(step, d, current, std::current_exception());
+  }
+}
+
+void Runtime::execute(int d, const Instruction& i, Step& step) {
+  const size_t s = static_cast<size_t>(i.stage);
+  MicroBatchWork& work = step.work[s][static_cast<size_t>(i.microbatch)];
+  switch (i.kind) {
+    case Kind::F:
+      forward(d, i, step);
+      return;
+    case Kind::B:
+    case Kind::W:
+    case Kind::BW:
+      backward(d, i, step);
+      return;
+    case Kind::SendF:
+      send(d, {i.stage, Op::F, i.microbatch}, *activations_[s], std::exchange(work.output, {}), step);
+      return;
+    case Kind::SendB:
+      send(d, {i.stage, Op::B, i.microbatch}, *gradients_[s - 1], std::exchange(work.dx, {}), step);
+      return;
+    case Kind::RecvF:
+      work.input = receive(d, *activations_[s - 1], i.microbatch);
+      return;
+    case Kind::RecvB:
+      work.dy = receive(d, *gradients_[s], i.microbatch);
+      return;
+  }
+}
+
+// F: the stage's input — the micro-batch itself, what RF received, or what the stage before
+// left on this device — through its layers; the last stage adds the loss and its gradient.
+void Runtime::forward(int d, const Instruction& i, Step& step) {
+  const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+  const Stage& stage = *stages_[static_cast<size_t>(i.stage)];
+  const int mb = i.microbatch;
+  MicroBatchWork& work = step.work[static_cast<size_t>(i.stage)][static_cast<size_t>(mb)];
+  const Action a = compute_action(i);
+  const Tensor x = stage.first() ? step.inputs.inputs[static_cast<size_t>(mb)]
+                                 : std::exchange(work.input, {});
+  BRIGADE_CHECK(x.defined(), to_string(a) << ": its input was not received");
+  step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
+  const Tensor y = stage.forward(x, work, step.inputs, mb, options_.recompute, mine.compute);
+  if (options_.check_finite)
+    check_finite(mine, a, y, "the output of stage " + std::to_string(i.stage));
+  if (stage.last()) {
+    // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
+    const ops::LossResult loss =
+        ops::softmax_cross_entropy(y, step.inputs.labels[static_cast<size_t>(mb)],
+                                   static_cast<float>(step.inputs.batch_size), mine.compute);
+    if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
+    work.loss = loss.loss;
+    work.dy = loss.dlogits;
+    work.logits = y;  // counted after the step's final synchronisation: no host wait inside it
+  }
+  step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
+  if (stage.last()) return;
+  if (schedule_.device_of(i.stage + 1) == d)  // the next stage is here: hand it over
+    step.work[static_cast<size_t>(i.stage + 1)][static_cast<size_t>(mb)].input = y;
+  else
+    work.output = y;  // until SF
+}
+
+// B, W or BW on the output gradient that RB received, the loss left, or the stage after left.
+void Runtime::backward(int d, const Instruction& i, Step& step) {
+  const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+  const Stage& stage = *stages_[static_cast<size_t>(i.stage)];
+  const int mb = i.microbatch;
+  MicroBatchWork& work = step.work[static_cast<size_t>(i.stage)][static_cast<size_t>(mb)];
+  const Action a = compute_action(i);
+  BRIGADE_CHECK(work.dy.defined(), to_string(a) << ": its output gradient was not received");
+  step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
+  Tensor dx;
+  if (a.op == Op::B)
+    dx = stage.backward_input(work, step.inputs, mb, options_.recompute, mine.compute);
+  else if (a.op == Op::BW)
+    dx = stage.backward(work, step.inputs, mb, options_.recompute, mine.compute);
+  else
+    stage.backward_weight(work);
+  step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
+  if (a.op == Op::W || stage.first()) return;
+  if (schedule_.device_of(i.stage - 1) == d)  // the stage before is here: hand it back
+    step.work[static_cast<size_t>(i.stage - 1)][static_cast<size_t>(mb)].dy = dx;
+  else
+    work.dx = dx;  // until SB
+}
+
+// Hands `t` (written on device d's compute stream by `produced`) to the neighbour through
+// `link`. A device run by another process (the link moves it), or the same device: the tensor
+// itself and the event after its writing. Another device here: the send stream waits for the
+// compute stream, copies into a buffer of the receiver's device (owned by its receive stream),
+// and the event recorded after the copy goes with it.
+void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, Step& step) {
+  const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+  const int to = schedule_.device_of(produced.op == Op::F ? produced.stage + 1 : produced.stage - 1);
+  BRIGADE_CHECK(t.defined(), to_string(produced) << ": nothing to send");
+  Event written;
+  written.record(mine.compute);
+  if (to == d || !runs(to)) {
+    link.send(produced.microbatch, {t, written});
+    return;
+  }
+  mine.send.wait(written);
+  step.trace.mark(d, TraceLane::send, produced, mine.send, true);
+  Tensor there = Tensor::empty(t.shape(), streams_[static_cast<size_t>(to)]->recv);
+  copy_async(there, t, mine.send);
+  step.trace.mark(d, TraceLane::send, produced, mine.send, false);
+  Event arrived;
+  arrived.record(mine.send);
+  link.send(produced.microbatch, {there, arrived});
+}
+
+// Micro-batch `mb`'s tensor from `link`, usable on device d's compute stream.
+Tensor Runtime::receive(int d, Link& link, int mb) {
+  Message msg = link.receive(mb);  // the event is recorded: waiting on it is always legal
+  const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+  if (msg.tensor.device() != devices_[static_cast<size_t>(d)]) {
+    // A sender in another Runtime of this process handed over its own tensor (send() above):
+    // the receive stream copies it here once it is written.
+    mine.recv.wait(msg.ready);
+    Tensor here = Tensor::empty(msg.tensor.shape(), mine.recv);
+    copy_async(here, msg.tensor, mine.recv);
+    Event arrived;  // not msg.ready.record(): copies of an Event are one event, the sender's
+    arrived.record(mine.recv);
+    msg = {here, arrived};
+  }
+  mine.compute.wait(msg.ready);
+  return msg.tensor;
+}
+
+// Every W of these stages was enqueued on the compute stream before: the sum across replicas
+// and the update see them all.
+void Runtime::update_parameters(int d, Step& step) {
+  try {
+    const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
+    for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->update(compute);
+  } catch (...) {
+    fail(step, d, std::nullopt, std::current_exception());
+  }
+}
+
+// Records the step's first failure and closes every link, so blocked receivers wake.
+void Runtime::fail(Step& step, int d, const std::optional<Instruction>& where,
+                   std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(step.failure.mutex);
+    if (step.failure.failed) return;
+    step.failure.failed = true;
+    step.failure.device = d;
+    step.failure.where = where;
+    step.failure.error = e;
+  }
+  const std::string why =
+      "device " + std::to_string(d) + " failed" + (where ? " at " + to_string(*where) : "");
+  for (auto& link : activations_)
+    if (link) link->close(why);
+  for (auto& link : gradients_)
+    if (link) link->close(why);
+}
+
+// "pipeline step 3 (schedule 1f1b) failed on cpu:1 (device 1), stage 1, action 1F0
+// (micro-batch 0): ..." — then fresh streams, and the error.
+void Runtime::throw_failure(Step& step) {
+  const StepFailure& f = step.failure;
+  const std::optional<Action> action =
+      f.where ? std::optional<Action>(action_of(*f.where)) : std::nullopt;
+  std::ostringstream os;
+  os << "pipeline step " << step.inputs.step << " (schedule " << schedule_.name << ") failed on "
+     << devices_[static_cast<size_t>(f.device)] << " (device " << f.device << ")";
+  if (f.where) {
+    os << ", stage " << f.where->stage << ", action " << to_string(*action);
+    if (!is_compute(f.where->kind)) os << " (its transfer " << to_string(*f.where) << ")";
+    os << " (micro-batch " << f.where->microbatch << ")";
+  }
+  os << ": " << what_of(f.error);
+  const int device = f.device;
+  step.work.clear();  // what the failed step held goes before its streams do
+  recover();
+  throw PipelineError(os.str(), device, action ? action->stage : -1, action);
+}
+
+}  // namespace brigade::pipeline

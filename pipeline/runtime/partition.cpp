@@ -1,0 +1,221 @@
+#include "pipeline/runtime/partition.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+
+namespace brigade::pipeline {
+
+Partition from_device_blocks(const model::ModelSpec& spec) {
+  BRIGADE_CHECK(!spec.layers.empty(), "partition: the model has no layers");
+  Partition p;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const int block = spec.layers[i].device;
+    if (i == 0 || block != spec.layers[i - 1].device) {
+      // A new block must be the next one: blocks are numbered by first appearance, so a
+      // smaller number means the model went back to an earlier device.
+      BRIGADE_CHECK(block == p.count(),
+                    "partition: " << spec.layers[i].name << " is in device block " << block
+                                  << " after block " << spec.layers[i - 1].device
+                                  << "; a pipeline stage must be a contiguous range of layers");
+      p.stages.push_back({i, i});
+    }
+    p.stages.back().end = i + 1;
+  }
+  return p;
+}
+
+Partition at_cuts(size_t layers, const std::vector<size_t>& cuts) {
+  BRIGADE_CHECK(layers > 0, "partition: the model has no layers");
+  Partition p;
+  size_t begin = 0;
+  for (size_t c : cuts) {
+    BRIGADE_CHECK(c >= 1 && c < layers,
+                  "partition: cut " << c << " is out of range: a cut is the first layer of a "
+                                    << "stage, in [1, " << layers - 1 << "] for " << layers
+                                    << " layers");
+    BRIGADE_CHECK(c > begin, "partition: cut " << c << " after cut " << begin
+                                               << " would leave an empty stage; cuts must "
+                                                  "increase strictly");
+    p.stages.push_back({begin, c});
+    begin = c;
+  }
+  p.stages.push_back({begin, layers});
+  return p;
+}
+
+Partition balance(const std::vector<double>& costs, int stages) {
+  const size_t n = costs.size();
+  BRIGADE_CHECK(stages >= 1, "partition: " << stages << " stages; need at least 1");
+  BRIGADE_CHECK(static_cast<size_t>(stages) <= n,
+                "partition: " << stages << " stages for " << n
+                              << " layers; every stage needs at least one layer");
+  for (size_t i = 0; i < n; ++i)
+    BRIGADE_CHECK(costs[i] >= 0, "partition: layer " << i << " has a negative cost " << costs[i]);
+  std::vector<double> prefix(n + 1, 0.0);  // prefix[i] = cost of layers [0, i)
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  const size_t k = static_cast<size_t>(stages);
+  // best[j][i]: the smallest largest-stage cost of layers [0, i) in j stages; from[j][i]: the
+  // start of the last of those stages. Exact: every contiguous cut is considered.
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<size_t>> from(k + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t j = 1; j <= k; ++j)
+    for (size_t i = j; i <= n; ++i)
+      for (size_t s = j - 1; s < i; ++s) {  // last stage = [s, i)
+        const double worst = std::max(best[j - 1][s], prefix[i] - prefix[s]);
+        if (worst < best[j][i]) {  // strict: the earliest s wins ties
+          best[j][i] = worst;
+          from[j][i] = s;
+        }
+      }
+  Partition p;
+  p.stages.resize(k);
+  size_t end = n;
+  for (size_t j = k; j >= 1; --j) {
+    p.stages[j - 1] = {from[j][end], end};
+    end = from[j][end];
+  }
+  return p;
+}
+
+double largest_device(const Partition& partition, const std::vector<double>& costs,
+                      int devices) {
+  BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
+  std::vector<double> total(static_cast<size_t>(devices), 0.0);
+  for (int s = 0; s < partition.count(); ++s) {
+    const StageRange& r = partition.stages[static_cast<size_t>(s)];
+    for (size_t i = r.begin; i < r.end; ++i)
+      total[static_cast<size_t>(s % devices)] += costs.at(i);
+  }
+  return *std::max_element(total.begin(), total.end());
+}
+
+namespace {
+// The search behind balance(costs, stages, devices). Stages are cut left to right; `load[d]`
+// is what device d carries so far. Pruning, and why no optimum is lost:
+//   * a branch whose current largest load is already >= the best total found cannot
+//     improve it strictly: loads only grow as stages are added (costs are >= 0);
+//   * extending the current stage by one more layer only grows its device's load, so once
+//     that load reaches the best, every longer choice of this stage is pruned too (break);
+//   * the search stops when the best equals a lower bound no cut can beat: the largest
+//     single layer, and total / devices (some device carries at least the average).
+struct DeviceBalanceSearch {
+  const std::vector<double>& prefix;  // prefix[i] = cost of layers [0, i)
+  size_t layers, stages, devices;
+  double lower_bound;
+  std::vector<double> load;  // per device
+  std::vector<size_t> cuts, best_cuts;
+  double best;
+
+  // Stage `stage` starts at layer `begin`; `worst` = the largest load so far.
+  void go(size_t stage, size_t begin, double worst) {
+    if (worst >= best || best <= lower_bound) return;
+    const size_t d = stage % devices;
+    const double before = load[d];
+    if (stage + 1 == stages) {  // the last stage takes every remaining layer
+      const double total = std::max(worst, before + prefix[layers] - prefix[begin]);
+      if (total < best) {
+        best = total;
+        best_cuts = cuts;
+      }
+      return;
+    }
+    const size_t later = stages - 1 - stage;  // stages after this one, a layer each at least
+    for (size_t end = begin + 1; end + later <= layers; ++end) {
+      load[d] = before + (prefix[end] - prefix[begin]);
+      if (load[d] >= best) break;
+      cuts.push_back(end);
+      go(stage + 1, end, std::max(worst, load[d]));
+      cuts.pop_back();
+    }
+    load[d] = before;  // restored exactly (no subtraction: no rounding drift)
+  }
+};
+}  // namespace
+
+Partition balance(const std::vector<double>& costs, int stages, int devices) {
+  BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
+  BRIGADE_CHECK(stages % devices == 0,
+                "partition: " << stages << " stages on " << devices
+                              << " devices; interleaving needs a multiple of the devices");
+  const Partition per_stage = balance(costs, stages);  // also checks costs and stages
+  if (devices == stages) return per_stage;
+  const size_t n = costs.size();
+  std::vector<double> prefix(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  DeviceBalanceSearch search{prefix, n, static_cast<size_t>(stages), static_cast<size_t>(devices),
+                             std::max(*std::max_element(costs.begin(), costs.end()),
+                                      prefix[n] / devices),
+                             std::vector<double>(static_cast<size_t>(devices), 0.0), {}, {},
+                             largest_device(per_stage, costs, devices)};
+  // The per-stage balance is the first incumbent: only a strictly better cut replaces it.
+  for (size_t s = 1; s < per_stage.stages.size(); ++s)
+    search.best_cuts.push_back(per_stage.stages[s].begin);
+  search.go(0, 0, 0.0);
+  return at_cuts(n, search.best_cuts);
+}
+
+const char* cost_name(CostKind kind) {
+  switch (kind) {
+    case CostKind::params: return "parameters";
+    case CostKind::activations: return "activation bytes/sample";
+    case CostKind::flops: return "FLOPs/sample";
+  }
+  return "?";
+}
+
+std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind) {
+  std::vector<double> out;
+  for (const model::LayerShape& l : shapes.layers) {
+    switch (kind) {
+      case CostKind::params: out.push_back(static_cast<double>(l.params)); break;
+      case CostKind::activations: {
+        // The output a layer leaves for the next one (what a tape holds per sample), float32.
+        double elements = 1;
+        for (int64_t d : l.output) elements *= static_cast<double>(d);
+        out.push_back(4.0 * elements);
+        break;
+      }
+      case CostKind::flops: out.push_back(static_cast<double>(l.flops)); break;
+    }
+  }
+  return out;
+}
+
+model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices) {
+  BRIGADE_CHECK(devices >= 1, "place: " << devices << " devices");
+  BRIGADE_CHECK(!partition.stages.empty() && partition.stages.back().end == spec.layers.size(),
+                "place: the partition covers " << (partition.stages.empty() ? 0 : partition.stages.back().end)
+                                               << " layers but the model has " << spec.layers.size());
+  model::ModelSpec out = spec;
+  for (int s = 0; s < partition.count(); ++s)
+    for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
+      out.layers[i].device = s % devices;
+  out.device_count = std::min(devices, partition.count());
+  return out;
+}
+
+std::string format_partition(const Partition& partition, const model::ModelSpec& spec,
+                             const std::vector<double>& costs, int devices) {
+  const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
+  std::ostringstream os;
+  for (int s = 0; s < partition.count(); ++s) {
+    const StageRange& r = partition.stages[s];
+    double cost = 0;
+    os << "stage " << s << " (device " << s % devices << "):";
+    for (size_t i = r.begin; i < r.end; ++i) {
+      os << " " << spec.layers.at(i).name;
+      cost += costs.at(i);
+    }
+    os << "  cost " << std::setprecision(6) << cost << " (" << std::fixed << std::setprecision(1)
+       << (total > 0 ? 100 * cost / total : 0.0) << " %)" << std::defaultfloat << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,42 @@
+#include "pipeline/runtime/profile.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/error.h"
+#include "kernels/ops.h"
+
+namespace brigade::pipeline {
+
+std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor& x, int repeats) {
+  BRIGADE_CHECK(repeats >= 1, "profile_layer_times: repeats " << repeats << " < 1");
+  std::vector<std::vector<double>> runs(model.size());
+  for (int r = 0; r < repeats; ++r) {
+    Tensor h = x;
+    for (size_t i = 0; i < model.size(); ++i) {
+      const Stream stream = Stream::default_for(model.layer(i).device());
+      layers::Tape tape;
+      layers::ForwardContext ctx;
+      ctx.tape = &tape;
+      ctx.step = static_cast<uint32_t>(r);
+      const auto t0 = std::chrono::steady_clock::now();
+      Tensor y = model.forward(h, ctx, i, i + 1);
+      Tensor dy = Tensor::empty(y.shape(), stream);
+      ops::fill(dy, 1.0f, stream);
+      tape.backward(dy, /*need_input_grad=*/i > 0);
+      stream.synchronize();
+      const auto t1 = std::chrono::steady_clock::now();
+      runs[i].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      h = y;
+    }
+  }
+  model.zero_grad();  // the profile's gradients are not a training step's
+  std::vector<double> median;
+  for (auto& r : runs) {
+    std::sort(r.begin(), r.end());
+    median.push_back(r[r.size() / 2]);
+  }
+  return median;
+}
+
+}  // namespace brigade::pipeline

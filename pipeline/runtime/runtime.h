@@ -1,0 +1,205 @@
+// Runtime: runs a training step of a Sequential cut into stages (partition.h) over devices,
+// as a schedule says — by interpreting that schedule's LOWERED lists (schedule/lowering.h):
+// for each device, in order, its compute instructions (F, B, W, BW) and its transfers
+// (SF/RF activations, SB/RB gradients). The very lists the validator proved free of
+// deadlock and the simulator timed are what runs.
+//
+// Each device the runtime runs has a compute, a send and a receive stream (device_streams.h)
+// and one host thread, the executor (executor.cpp), that takes the next instruction of its
+// list and issues its work:
+//   F   the stage's forward (stage.h), with a tape; the last stage adds the loss
+//   B/W/BW  the backward: input gradient, weight gradients, or both
+//   SF/SB   the send stream waits for the tensor's writing, copies it into a buffer of the
+//           receiver's device and hands (tensor, ready-event) to the Link (link.h)
+//   RF/RB   takes micro-batch mb's pair from the Link; the compute stream waits on its event
+// Nothing blocks the host inside a step except a receive waiting for the producer's host
+// thread to DESCRIBE its work (not to run it); the one host synchronisation is at the end of
+// the step, after every stage has enqueued its optimizer step on its own device.
+//
+// A step cuts the mini-batch into the schedule's m micro-batches (sizes differ by at most
+// one, larger first, so the last may be smaller) and weights every SAMPLE equally: each
+// micro-batch's loss is divided by the mini-batch size, so accumulating micro-batches gives
+// the mini-batch mean (synchronous semantics: the same update as one big batch).
+//
+// Failure: the first exception — on a host thread (out of memory, a bad shape) or in a task
+// on a stream (a NaN check, finite_check.h) — closes every link, so blocked receivers wake;
+// every thread ends, every stream drains, and step() throws PipelineError naming the device,
+// stage, action and micro-batch. The runtime then replaces its streams and stays USABLE: the
+// parameters are those before the failed step (the update is issued only after a step in
+// which every device ran its list and every check passed).
+//
+// CPU and CUDA devices alike: every op goes through kernels/ops.h (it dispatches by device);
+// nothing enqueues a host task on a CUDA stream. The step's timeline is measured by markers
+// on the streams (step_trace.h).
+//
+// One process's share (process_share.h): a Runtime may run only some of the schedule's
+// devices — one rank of `mpirun` — with Links to the other processes' stages, and be one of
+// several data-parallel replicas. It then makes streams, stages and threads for its own
+// devices only and never touches the other stages' layers.
+//
+// One stage on one device is the same code: a one-device schedule has no transfers, and its
+// list is F then BW.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "layers/optimizers.h"
+#include "layers/sequential.h"
+#include "pipeline/runtime/device_streams.h"
+#include "pipeline/runtime/link.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/process_share.h"
+#include "pipeline/runtime/stage.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/timeline.h"
+
+namespace brigade::pipeline {
+
+struct RuntimeOptions {
+  uint64_t seed = 0;          // dropout masks: (seed, step, layer, sample, element)
+  bool recompute = false;     // keep only each stage's input at F; redo the forward before B
+  bool check_finite = false;  // a task after every F checks its output (and the loss) for NaN/Inf
+  // The host thread of each device waits for an action's work (compute and send streams)
+  // before it issues the next. Slower; for measurements and tests of memory: a task holds
+  // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
+  // early and peaks depend on timing. In lockstep a device's peak is a function of its list.
+  bool lockstep = false;
+};
+
+using OptimizerFactory =
+    std::function<std::unique_ptr<layers::Optimizer>(std::vector<layers::Parameter*>)>;
+
+// A mini-batch on the host: x (N, ...) row-major, N labels.
+struct HostBatch {
+  std::vector<float> x;
+  Shape shape;
+  std::vector<int32_t> labels;
+};
+
+// A mini-batch already cut into the schedule's micro-batches (rows as microbatch_rows) and
+// placed on the devices that read it: what a staging area fills for the next step while the
+// current one runs, so that a step starts without a host copy.
+struct StagedBatch {
+  std::vector<Tensor> inputs;  // [micro-batch] (rows_i, ...) on the first stage's device
+  std::vector<Tensor> labels;  // [micro-batch] (rows_i), int32 bits, on the last stage's device
+  // Recorded after the work that wrote them; an event never recorded means "written already".
+  Event inputs_ready, labels_ready;
+};
+
+// The rows of each of m micro-batches of an n-sample mini-batch: n/m each, the first n mod m
+// one more (so the last may be smaller). Throws when n < m: a micro-batch would be empty.
+std::vector<int64_t> microbatch_rows(int64_t n, int m);
+
+struct StepResult {
+  double loss = 0;                   // mean cross-entropy over the mini-batch
+  int64_t correct = 0;               // samples whose largest logit is their label
+  Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
+  std::vector<uint64_t> peak_bytes;  // per device: allocator peak in use during the step
+};
+
+class PipelineError : public Error {
+ public:
+  PipelineError(const std::string& message, int device, int stage, std::optional<Action> action)
+      : Error(message), device_(device), stage_(stage), action_(action) {}
+  int device() const { return device_; }    // index into Runtime::devices()
+  int stage() const { return stage_; }      // -1 when not tied to one stage
+  const std::optional<Action>& action() const { return action_; }
+
+ private:
+  int device_, stage_;
+  std::optional<Action> action_;
+};
+
+class Runtime {
+ public:
+  // `model` must be built for the placement: stage s's layers on the device of stage s mod p
+  // (place() + Sequential::from_spec). Validates the schedule, lowers it, checks that it has
+  // partition.count() stages. Several schedule devices may name one physical device (a single
+  // GPU running a whole pipeline): their hand-overs are then copies within that device, and
+  // they report its one allocator peak. Makes one optimizer per stage it runs. `share`: the
+  // devices this process runs, its links to the others, its replica (process_share.h);
+  // checked, and refused with what is wrong.
+  Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
+          const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
+          ProcessShare share = {});
+  // The same for lists already lowered (a schedule file's, say): validated as lowered lists —
+  // matched transfers, and a proof that no device can wait on itself — and run as they are.
+  Runtime(layers::Sequential& model, Partition partition, LoweredSchedule lowered,
+          const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
+          ProcessShare share = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // One training step: every micro-batch forward and backward as the schedule says, then
+  // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
+  // PipelineError (see above) or brigade::Error for a batch that cannot be cut. A replica of
+  // several (ProcessShare::replicas) is given the WHOLE mini-batch and trains on its rows.
+  // Where this process does not run the last stage, loss and correct are 0.
+  StepResult step(const HostBatch& batch, uint32_t step);
+  // The same on a batch the caller staged: the first and last stages' compute streams wait
+  // on its events (no host copy, no host wait on a CPU device).
+  // One replica only, and a process that runs the first or the last stage (the rows of the
+  // micro-batches are read from the staged tensors).
+  StepResult step(const StagedBatch& batch, uint32_t step);
+
+  const Schedule& schedule() const { return schedule_; }  // the compute instructions
+  const LoweredSchedule& lowered() const { return lowered_; }  // what the executor runs
+  const Partition& partition() const { return partition_; }
+  const std::vector<Device>& devices() const { return devices_; }  // devices_[d] runs lists[d]
+  bool runs(int device) const { return local_[static_cast<size_t>(device)] != 0; }  // here?
+  // Between neighbouring stages on two GPUs of this process, which copies go peer to peer and
+  // which are staged through host memory: one line for a program to print at start-up, e.g.
+  // "peer access: cuda:0<->cuda:1, cuda:1<->cuda:2"; empty when no two GPUs neighbour.
+  const std::string& peer_access() const { return peer_access_; }
+
+ private:
+  struct Step;  // one step's state (executor.cpp): passed along, never kept between steps
+
+  // runtime.cpp: putting the pipeline together.
+  void check_placement();
+  void check_share();
+  void make_stages(const OptimizerFactory& make_optimizer);
+  void make_links();
+  void enable_peer_access_between_neighbours();
+  void recover();  // fresh streams (a failed stream stays failed), links reopened
+
+  // executor.cpp: the step, on micro-batches of `rows` (staged only on the devices run here)
+  // whose first sample is `first_sample` of a mini-batch of `global_n`.
+  StepResult run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
+                      int64_t first_sample, int64_t global_n, uint32_t step);
+  void run_device(int d, Step& step);
+  void execute(int d, const Instruction& i, Step& step);
+  void forward(int d, const Instruction& i, Step& step);
+  void backward(int d, const Instruction& i, Step& step);
+  void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
+  Tensor receive(int d, Link& link, int mb);
+  void update_parameters(int d, Step& step);
+  void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
+  [[noreturn]] void throw_failure(Step& step);
+
+  layers::Sequential& model_;
+  Partition partition_;
+  Schedule schedule_;        // compute-only
+  LoweredSchedule lowered_;  // with its transfers: the lists the executor runs
+  RuntimeOptions options_;
+  ProcessShare share_;
+  std::vector<Device> devices_;                         // [device]
+  std::vector<char> local_;                             // [device]: run by this process
+  std::string peer_access_;                             // see peer_access()
+  std::vector<std::optional<DeviceStreams>> streams_;   // [device], for the devices run here
+  std::vector<std::unique_ptr<Stage>> stages_;          // [stage], null where run elsewhere
+  // [s]: stage s -> s+1, and s+1 -> s. In-process Channels between devices run here, the
+  // share's links where one end is elsewhere, null where neither end is here.
+  std::vector<std::shared_ptr<Link>> activations_;
+  std::vector<std::shared_ptr<Link>> gradients_;
+};
+
+}  // namespace brigade::pipeline

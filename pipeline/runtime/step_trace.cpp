@@ -1,0 +1,86 @@
+#include "pipeline/runtime/step_trace.h"
+
+#include <map>
+#include <tuple>
+
+namespace brigade::pipeline {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+StepTrace::StepTrace(const std::vector<Device>& devices, const std::vector<const Stream*>& compute)
+    : t0_(std::chrono::steady_clock::now()),
+      devices_(devices),
+      origin_ms_(devices.size(), 0.0),
+      markers_(devices.size()) {
+  for (size_t d = 0; d < devices.size(); ++d) origins_.push_back(Event::timed());  // not copies
+  for (size_t d = 0; d < devices.size(); ++d)
+    if (compute[d] && devices[d].is_cuda()) {
+      origins_[d].record(*compute[d]);
+      origin_ms_[d] = ms_since(t0_);
+    }
+}
+
+void StepTrace::mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start) {
+  std::deque<Marker>& list = markers_[static_cast<size_t>(d)];
+  if (start) {
+    list.emplace_back();
+    list.back().action = a;
+    list.back().lane = lane;
+  }
+  Marker* m = &list.back();
+  if (s.device().is_cuda()) {  // no host tasks on a CUDA stream: an event, timed after the step
+    (start ? m->start_event : m->end_event).record(s);
+    return;
+  }
+  s.enqueue([m, t0 = t0_, start] { (start ? m->start : m->end) = ms_since(t0); });
+}
+
+void StepTrace::read_cuda_markers() {
+  for (size_t d = 0; d < markers_.size(); ++d) {
+    if (!devices_[d].is_cuda()) continue;
+    for (Marker& m : markers_[d]) {
+      m.start = origin_ms_[d] + elapsed_ms(origins_[d], m.start_event);
+      m.end = origin_ms_[d] + elapsed_ms(origins_[d], m.end_event);
+    }
+  }
+}
+
+std::optional<std::pair<int, Action>> StepTrace::unfinished() const {
+  std::optional<std::pair<int, Action>> found;
+  for (size_t d = 0; d < markers_.size(); ++d)
+    for (const Marker& m : markers_[d])
+      if (m.start >= 0 && m.end < 0) found = {static_cast<int>(d), m.action};
+  return found;
+}
+
+Timeline StepTrace::timeline(const Schedule& schedule) const {
+  Timeline t;
+  t.title = schedule.name + " measured";
+  t.devices = schedule.devices;
+  t.chunks = schedule.chunks;
+  t.unit = "ms";
+  t.microseconds_per_unit = 1000;
+  t.lanes = {"compute", "send"};
+  // Where each compute action is, to join every send to the action that consumes it.
+  std::map<std::tuple<int, int, bool>, size_t> consumer;  // (stage, micro-batch, forward)
+  for (size_t d = 0; d < markers_.size(); ++d)
+    for (const Marker& m : markers_[d]) {
+      if (m.lane == TraceLane::compute && m.action.op != Op::W)
+        consumer[{m.action.stage, m.action.microbatch, m.action.op == Op::F}] = t.events.size();
+      t.events.push_back({static_cast<int>(d), static_cast<int>(m.lane), m.action, m.start, m.end});
+    }
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const TimelineEvent& e = t.events[i];
+    if (e.lane != static_cast<int>(TraceLane::send)) continue;
+    const bool forward = e.action.op == Op::F;  // an activation goes to F of the next stage
+    const auto to = consumer.find({e.action.stage + (forward ? 1 : -1), e.action.microbatch, forward});
+    if (to != consumer.end()) t.flows.push_back({i, to->second});
+  }
+  return t;
+}
+
+}  // namespace brigade::pipeline

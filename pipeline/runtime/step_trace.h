@@ -1,0 +1,64 @@
+// StepTrace: the measured timeline of one step — when each action ran on its device's compute
+// stream and when each copy ran on its send stream — read without ever making the host wait.
+//
+//   CPU stream: a task on the stream reads the clock at each marker (written by the stream's
+//     worker, read after the step's final synchronisation).
+//   CUDA stream: a CUDA event recorded at each marker. Each device's clock is tied to the
+//     host's by an origin event recorded on its idle compute stream at the step's start (the
+//     previous step ended with a full synchronisation, so it completes as it is recorded); a
+//     marker's time is the origin's host time plus the GPU's elapsed time since the origin
+//     (CUDA times events of one device against each other only).
+//
+// Each device's thread appends to its own list, so marking needs no lock.
+#pragma once
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/event.h"
+#include "engine/stream.h"
+#include "pipeline/schedule/action.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/timeline.h"
+
+namespace brigade::pipeline {
+
+enum class TraceLane { compute = 0, send = 1 };
+
+class StepTrace {
+ public:
+  // devices[d]: schedule device d's device; compute[d]: its compute stream, null where another
+  // process runs it. Call on idle streams, right before the step's first action.
+  StepTrace(const std::vector<Device>& devices, const std::vector<const Stream*>& compute);
+
+  // The start or the end of `a` on device d's `s` (its compute or send stream). On the send
+  // lane, `a` is the action whose result is sent (0F3 for 0SF3, 1B3 for 1SB3).
+  void mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start);
+
+  // After the step's final synchronisation: turn CUDA markers into the host clock.
+  void read_cuda_markers();
+  // The one marked action that started and did not end — where a failed stream failed (the
+  // streams that inherited the failure through a wait skipped both markers).
+  std::optional<std::pair<int, Action>> unfinished() const;
+  // Lanes compute and send, ms from the step's start, and a flow from each send to the compute
+  // action that uses what it sent.
+  Timeline timeline(const Schedule& schedule) const;
+
+ private:
+  struct Marker {
+    Action action;
+    TraceLane lane = TraceLane::compute;
+    double start = -1, end = -1;
+    Event start_event = Event::timed(), end_event = Event::timed();  // CUDA streams only
+  };
+  std::chrono::steady_clock::time_point t0_;
+  std::vector<Device> devices_;
+  std::vector<Event> origins_;       // [device], CUDA: recorded on its idle compute stream...
+  std::vector<double> origin_ms_;    // ...at this host time (ms since t0_)
+  std::vector<std::deque<Marker>> markers_;  // [device]; a deque: marked entries never move
+};
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,19 @@
+// Chrome trace: a Timeline as trace-event JSON, which Perfetto (ui.perfetto.dev) and
+// chrome://tracing open. Each device is a process (pid = device), each lane a thread
+// (tid = lane); each action is a complete event {"ph":"X", "ts", "dur"} in microseconds,
+// named by its text form ("1F3", "0SF3" on a send lane) with its stage, op and micro-batch in
+// "args". Each Timeline flow is an arrow from a send to its receive: a flow start {"ph":"s"}
+// at the send's start and a flow end {"ph":"f", "bp":"e"} at the receive's end, one id each.
+#pragma once
+
+#include <string>
+
+#include "pipeline/schedule/timeline.h"
+
+namespace brigade::pipeline {
+
+std::string chrome_trace_json(const Timeline& t);
+// Writes chrome_trace_json(t) to path; throws std::runtime_error naming the path on failure.
+void write_chrome_trace(const Timeline& t, const std::string& path);
+
+}  // namespace brigade::pipeline

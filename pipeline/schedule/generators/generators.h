@@ -1,0 +1,51 @@
+// Schedule generators: p devices, m micro-batches, v chunks (stages) per device -> Schedule.
+// Read them in this order; each file is one schedule, from the question's baseline to the
+// zero-bubble one.
+//   naive.cpp             the whole mini-batch as ONE micro-batch: forward through every
+//                         stage, then backward; one device busy at a time
+//   gpipe.cpp             all m forwards, then all m backwards (Huang et al., 2019)
+//   one_f_one_b.cpp       PipeDream-Flush: warm-up, one forward one backward, cool-down
+//                         (Narayanan et al., 2021)
+//   interleaved_1f1b.cpp  Megatron-LM's virtual stages: v chunks per device
+//   zb_h1.cpp             Zero Bubble H1 (Qi et al., ICLR 2024): B and W split, W fills the
+//                         cool-down bubbles, 1F1B's peak memory
+//   zb_auto.cpp           zero bubble cut to measured costs: a list scheduler puts W's where a
+//                         device would wait and keeps B and W fused where splitting buys nothing
+//   registry.cpp          the schedules by name, for the command line
+// Every generator throws std::invalid_argument, naming the schedule and the values that
+// work, for sizes it cannot serve; every schedule it returns passes validate().
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/schedule/cost_model.h"
+#include "pipeline/schedule/schedule.h"
+
+namespace brigade::pipeline {
+
+Schedule naive(int devices, int microbatches, int chunks = 1);
+Schedule gpipe(int devices, int microbatches);
+Schedule one_f_one_b(int devices, int microbatches);
+Schedule interleaved_1f1b(int devices, int microbatches, int chunks);
+Schedule zb_h1(int devices, int microbatches);
+// For the costs of its p stages (CostModel::stages, or `uniform`; `bw` may differ from b + w):
+// the fastest of its list-scheduler policies, 1f1b and zb-h1, by the simulator. No device holds
+// more than max_in_flight micro-batches from F to W (0: p).
+Schedule zb_auto(int devices, int microbatches, const CostModel& costs, int max_in_flight = 0);
+
+// Names accepted by make_schedule: "naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+// "zb-auto".
+const std::vector<std::string>& schedule_names();
+// v must be 1 for the schedules that place one stage per device. `costs` matters only to
+// zb-auto (by default F = B = W = 1 on every stage).
+Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,
+                       const CostModel& costs = {});
+
+namespace detail {
+// An empty schedule of the right shape, after checking p, m, v >= 1.
+Schedule empty_schedule(const char* name, int devices, int microbatches, int chunks);
+}  // namespace detail
+
+}  // namespace brigade::pipeline

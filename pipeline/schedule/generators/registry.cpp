@@ -1,0 +1,54 @@
+#include <stdexcept>
+
+#include "pipeline/schedule/generators/generators.h"
+
+namespace brigade::pipeline {
+
+namespace detail {
+
+Schedule empty_schedule(const char* name, int devices, int microbatches, int chunks) {
+  auto positive = [&](const char* what, int value) {
+    if (value < 1)
+      throw std::invalid_argument(std::string(name) + ": " + what + " must be at least 1, got " +
+                                  std::to_string(value));
+  };
+  positive("devices (p)", devices);
+  positive("micro-batches (m)", microbatches);
+  positive("chunks per device (v)", chunks);
+  Schedule s;
+  s.name = name;
+  s.devices = devices;
+  s.microbatches = microbatches;
+  s.chunks = chunks;
+  s.lists.resize(devices);
+  return s;
+}
+
+}  // namespace detail
+
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved-1f1b",
+                                                 "zb-h1", "zb-auto"};
+  return names;
+}
+
+Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks,
+                       const CostModel& costs) {
+  auto one_chunk = [&]() {
+    if (chunks != 1)
+      throw std::invalid_argument(std::string(name) + " places one stage per device, so it needs "
+                                  "chunks=1 (got " + std::to_string(chunks) +
+                                  "); interleaved-1f1b and naive take several chunks");
+  };
+  if (name == "naive") return naive(devices, microbatches, chunks);
+  if (name == "gpipe") return one_chunk(), gpipe(devices, microbatches);
+  if (name == "1f1b") return one_chunk(), one_f_one_b(devices, microbatches);
+  if (name == "interleaved-1f1b") return interleaved_1f1b(devices, microbatches, chunks);
+  if (name == "zb-h1") return one_chunk(), zb_h1(devices, microbatches);
+  if (name == "zb-auto") return one_chunk(), zb_auto(devices, microbatches, costs);
+  std::string known;
+  for (const auto& n : schedule_names()) known += " " + n;
+  throw std::invalid_argument("unknown schedule '" + std::string(name) + "'; known:" + known);
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,80 @@
+#include "pipeline/schedule/timeline.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+
+namespace brigade::pipeline {
+
+namespace {
+
+// Peak in-flight count and bytes on one device: a (stage, micro-batch) is in flight from the
+// start of its F to the end of its W or BW. At equal times frees go first: a W that ends as
+// an F starts hands its memory over, as a caching allocator would.
+void in_flight_peaks(const Timeline& t, const std::vector<double>& bytes_per_stage,
+                     std::vector<DeviceStats>& out) {
+  struct Change { double time; int delta; double bytes; };
+  std::vector<std::vector<Change>> changes(t.devices);
+  for (const TimelineEvent& e : t.events) {
+    if (e.lane != 0) continue;
+    const double bytes = bytes_per_stage.empty() ? 0 : bytes_per_stage.at(e.action.stage);
+    if (e.action.op == Op::F) changes[e.device].push_back({e.start, +1, bytes});
+    if (e.action.op == Op::W || e.action.op == Op::BW)
+      changes[e.device].push_back({e.end, -1, -bytes});
+  }
+  for (int d = 0; d < t.devices; ++d) {
+    auto& c = changes[d];
+    std::sort(c.begin(), c.end(), [](const Change& a, const Change& b) {
+      return std::tie(a.time, a.delta) < std::tie(b.time, b.delta);
+    });
+    int count = 0;
+    double bytes = 0;
+    for (const Change& ch : c) {
+      count += ch.delta;
+      bytes += ch.bytes;
+      out[d].peak_in_flight = std::max(out[d].peak_in_flight, count);
+      out[d].peak_activation_bytes = std::max(out[d].peak_activation_bytes, bytes);
+    }
+  }
+}
+
+}  // namespace
+
+std::string event_name(const Timeline& t, const TimelineEvent& e) {
+  const size_t lane = static_cast<size_t>(e.lane);
+  const std::string which = lane < t.lanes.size() ? t.lanes[lane] : "";
+  if (which != "send" && which != "recv") return to_string(e.action);
+  std::string out = std::to_string(e.action.stage);
+  out += which == "send" ? 'S' : 'R';
+  out += e.action.op == Op::F ? 'F' : 'B';
+  out += std::to_string(e.action.microbatch);
+  return out;
+}
+
+TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_stage) {
+  TimelineStats stats;
+  stats.devices.resize(t.devices);
+  if (t.events.empty()) return stats;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const TimelineEvent& e : t.events) {
+    if (e.device < 0 || e.device >= t.devices)
+      throw std::invalid_argument("timeline '" + t.title + "': event " + to_string(e.action) +
+                                  " on device " + std::to_string(e.device) + " of " +
+                                  std::to_string(t.devices));
+    first = std::min(first, e.start);
+    last = std::max(last, e.end);
+    if (e.lane == 0) stats.devices[e.device].busy += e.end - e.start;
+  }
+  stats.makespan = last - first;
+  double idle = 0;
+  for (DeviceStats& d : stats.devices) {
+    d.idle = stats.makespan - d.busy;
+    idle += d.idle;
+  }
+  stats.bubble_fraction = stats.makespan > 0 ? idle / (t.devices * stats.makespan) : 0;
+  in_flight_peaks(t, bytes_per_stage, stats.devices);
+  return stats;
+}
+
+}  // namespace brigade::pipeline
