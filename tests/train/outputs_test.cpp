@@ -36,7 +36,7 @@ std::string slurp(const fs::path& p) {
 
 TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, parameters") {
   const fs::path dir = temp_dir("outputs");
-  std::vector<double> first_step_accuracy;  // per run below: plain, then pipelined
+  std::vector<double> first_step_accuracy;  // per run below: one device, then two
   for (const std::string devices : {"cpu:0", "cpu:0,cpu:1"}) {
     CAPTURE(devices);
     const fs::path metrics = dir / "m.jsonl", svg = dir / "t.svg", json = dir / "t.json";
@@ -56,8 +56,7 @@ TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, pa
         CHECK(j["samples_per_s"].get<double>() > 0);
         CHECK(j["peak_memory"].size() == (devices == "cpu:0" ? 1u : 2u));
         CHECK(j["peak_memory"]["cpu:0"].get<uint64_t>() > 0);
-        // Both runners count right answers: the plain step itself, a pipelined one on its
-        // last stage's micro-batches.
+        // Right answers are counted on the last stage's micro-batches, one device or two.
         REQUIRE(j["accuracy"].is_number());
         CHECK(j["accuracy"].get<double>() >= 0);
         CHECK(j["accuracy"].get<double>() <= 1);
@@ -96,7 +95,7 @@ TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, pa
   }
   // The first step scores the same initial parameters on the same samples with the same
   // dropout masks (keyed by the sample's place in the batch, not by the micro-batch): the
-  // pipelined count, summed over micro-batches, is the plain one.
+  // two devices' count, summed over micro-batches, is the one device's.
   REQUIRE(first_step_accuracy.size() == 2);
   CHECK(first_step_accuracy[1] == first_step_accuracy[0]);
 }
@@ -140,7 +139,7 @@ TEST_CASE("outputs: a device too small for the model fails with its name, and do
   }
 }
 
-TEST_CASE("outputs: every schedule and every --balance runs and gives the plain run's losses") {
+TEST_CASE("outputs: every schedule and every --balance runs and gives one device's losses") {
   const fs::path dir = temp_dir("schedules");
   const auto first_losses = [&](const std::string& devices, std::vector<std::string> extra) {
     extra.insert(extra.end(), {"--steps", "2", "--metrics", (dir / "m.jsonl").string()});

@@ -92,16 +92,16 @@ TEST_CASE("resume: a pipelined run (2 CPU devices, 1F1B, 4 micro-batches) resume
   check_exact_resume("cpu:0,cpu:1", {"--schedule", "1f1b", "--microbatches", "4"});
 }
 
-TEST_CASE("pipelined and plain training give the same losses") {
+TEST_CASE("one device and a pipeline over two give the same losses") {
   const fs::path dir = temp_dir("parity");
-  std::vector<std::string> plain = recipe(dir, "cpu:0", {"--steps", "6", "--metrics",
-                                                         (dir / "plain.jsonl").string()});
+  std::vector<std::string> one = recipe(dir, "cpu:0", {"--steps", "6", "--metrics",
+                                                         (dir / "one.jsonl").string()});
   std::vector<std::string> piped =
       recipe(dir, "cpu:0,cpu:1", {"--steps", "6", "--microbatches", "4", "--schedule", "gpipe",
                                   "--metrics", (dir / "piped.jsonl").string()});
-  ok(plain);
+  ok(one);
   ok(piped);
-  const std::vector<double> a = losses(dir / "plain.jsonl"), b = losses(dir / "piped.jsonl");
+  const std::vector<double> a = losses(dir / "one.jsonl"), b = losses(dir / "piped.jsonl");
   REQUIRE(a.size() == 6);
   REQUIRE(b.size() == 6);
   // Micro-batches sum their gradients in another order than one batch: equal within rounding.

@@ -1,9 +1,10 @@
 // Model level: training samples/s of a whole network on ONE device.
 //
 // Every layer of the model file is placed on the same device (its `device` blocks merged),
-// and a training step is what brigade-train's plain runner does: zero the gradients, forward
-// with a tape, softmax + cross-entropy, the fused backward (no input gradient for the
-// first layer), one SGD-with-momentum update. Dropout is on when the model has it. The
+// and a training step is what one stage on one device does in brigade-train (without the
+// runtime's host thread and streams around it): zero the gradients, forward with a tape,
+// softmax + cross-entropy, the fused backward (no input gradient for the first layer), one
+// SGD-with-momentum update. Dropout is on when the model has it. The
 // batches are synthetic (tools/data: same shapes as Fashion-MNIST), made into tensors
 // before the clock starts, as a training loop's staging would have them ready.
 #pragma once

@@ -186,10 +186,10 @@ Options Cluster::pipeline_options(const Options& options, const model::ModelSpec
 
 std::unique_ptr<StepRunner> Cluster::make_runner(layers::Sequential& model,
                                                  pipeline::Partition partition,
-                                                 pipeline::Schedule schedule,
+                                                 pipeline::LoweredSchedule lowered,
                                                  const Options& options) {
   return std::make_unique<DistributedRunner>(*state_->session, *state_->topology, model,
-                                             std::move(partition), std::move(schedule), options);
+                                             std::move(partition), std::move(lowered), options);
 }
 
 void Cluster::gather(layers::Sequential& /*model*/, const StepRunner& step_runner) {

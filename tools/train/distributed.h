@@ -85,7 +85,7 @@ class Cluster {
   // position() only, links to its neighbours and reducers across replicas: MpiLink and
   // MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
   std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
-                                          pipeline::Schedule schedule, const Options& options);
+                                          pipeline::LoweredSchedule lowered, const Options& options);
 
   // Rank 0 receives every stage's parameters and optimizer state from replica 0's owners.
   void gather(layers::Sequential& model, const StepRunner& runner);

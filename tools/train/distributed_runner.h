@@ -42,10 +42,10 @@ class DistributedRunner final : public StepRunner {
  public:
   DistributedRunner(dist::MpiSession& session, dist::Topology& topology,
                     layers::Sequential& model, pipeline::Partition partition,
-                    pipeline::Schedule schedule, const Options& options)
+                    pipeline::LoweredSchedule lowered, const Options& options)
       : model_(model),
         partition_(partition),
-        schedule_(schedule),
+        schedule_(pipeline::compute_only(lowered)),
         position_(topology.position),
         replicas_(topology.replicas) {
     const int stages = partition.count();
@@ -55,7 +55,7 @@ class DistributedRunner final : public StepRunner {
     share.devices = {topology.position};
     share.replica = topology.replica;
     share.replicas = topology.replicas;
-    const int p = topology.stages, m = schedule.microbatches;
+    const int p = topology.stages, m = schedule_.microbatches;
     share.links = [&session, &topology, p, m](const pipeline::LinkEnd& end) {
       // A link number must tell apart the links between the same two ranks only (MPI matches
       // on source and tag): the boundary after stage s joins ranks s mod P and (s+1) mod P,
@@ -72,7 +72,7 @@ class DistributedRunner final : public StepRunner {
     };
     if (topology.replicas > 1)
       for (int s = 0; s < stages; ++s) {
-        if (schedule.device_of(s) != topology.position) {
+        if (schedule_.device_of(s) != topology.position) {
           share.reducers.push_back(nullptr);
           continue;
         }
@@ -88,7 +88,7 @@ class DistributedRunner final : public StepRunner {
       return opt;
     };
     runtime_ = std::make_unique<pipeline::Runtime>(
-        model, std::move(partition), std::move(schedule), factory,
+        model, std::move(partition), std::move(lowered), factory,
         pipeline::RuntimeOptions{.seed = options.seed, .recompute = options.recompute}, share);
     for (int s = 0; s < stages; ++s)
       if (!optimizers_[static_cast<size_t>(s)]) {

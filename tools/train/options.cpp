@@ -144,9 +144,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "(zero bubble planned for the stages' FLOPs)")
       ->check(CLI::IsMember(pipeline::schedule_names()));
   app.add_option("--schedule-file", o.schedule_file,
-                 "a compute-only schedule file (pipeline/schedule/schedule_text.h; brigade-simulate "
-                 "--print-schedule writes one), validated before the first step; its devices, "
-                 "chunks and microbatches must be this run's")
+                 "a schedule file, compute-only or lowered (pipeline/schedule/schedule_text.h; "
+                 "brigade-simulate --print-schedule [--lowered] writes one), validated before the "
+                 "first step and run as written; its devices, chunks and microbatches must be "
+                 "this run's")
       ->check(CLI::ExistingFile)
       ->excludes("--schedule");
   std::string microbatches = "auto";

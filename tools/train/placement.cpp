@@ -74,17 +74,6 @@ pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devi
   return pipeline::balance(layer_costs, devices * chunks, devices);
 }
 
-std::string describe(const Placement& p, const model::ModelSpec& model) {
-  std::ostringstream os;
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    const Stage& st = p.stages[s];
-    os << (s ? ", " : "") << st.device << " [" << model.layers[st.begin].name;
-    if (st.end - st.begin > 1) os << " .. " << model.layers[st.end - 1].name;
-    os << "]";
-  }
-  return os.str();
-}
-
 namespace {
 
 // 278974 -> "278,974"

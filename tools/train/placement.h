@@ -50,9 +50,6 @@ Placement place(const Options& options, const model::ModelSpec& model);
 // chunks and evening out stages does not even out devices. Throws as pipeline::balance does.
 pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks);
 
-// "cpu:0 [conv2d_1 .. maxpool2d_1], cpu:1 [...]"
-std::string describe(const Placement& placement, const model::ModelSpec& model);
-
 // --balance's criterion: what each layer weighs, and how a sum of it reads. blocks and flops
 // weigh the forward FLOPs per sample, params the parameters, memory the activation bytes per
 // sample, time the milliseconds measured (a forward and backward of one micro-batch).

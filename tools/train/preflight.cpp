@@ -206,8 +206,8 @@ int optimizer_states(const Options& o) {
 }
 
 void check_step_memory(const Options& o, const model::ModelSpec& spec, const std::vector<Device>& devices,
-                  const pipeline::Partition* partition, const pipeline::Schedule* schedule,
-                  int m, int64_t step_rows) {
+                       const pipeline::Partition& partition, const pipeline::Schedule& schedule,
+                       int m, int64_t step_rows) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const int states = optimizer_states(o);
   // The analytic bytes per sample, scaled by what a probe step measures for the whole model
@@ -225,24 +225,19 @@ void check_step_memory(const Options& o, const model::ModelSpec& spec, const std
     return static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, begin, end)));
   };
   std::vector<DeviceLoad> loads;
-  if (!partition) {
-    loads.push_back({devices[0], per_sample(0, n) * static_cast<uint64_t>(step_rows),
-                     parameter_bytes(shapes, 0, n, states)});
-  } else {
-    const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
-    std::vector<double> stage_bytes;
-    for (const pipeline::StageRange& r : partition->stages)
-      stage_bytes.push_back(static_cast<double>(per_sample(r.begin, r.end) * rows));
-    const pipeline::TimelineStats stats =
-        pipeline::measure(pipeline::simulate(*schedule, {}).timeline, stage_bytes);
-    for (size_t d = 0; d < devices.size(); ++d) loads.push_back({devices[d], 0, 0});
-    for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
-      loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
-    for (int st = 0; st < partition->count(); ++st) {
-      const pipeline::StageRange& r = partition->stages[static_cast<size_t>(st)];
-      loads[static_cast<size_t>(schedule->device_of(st))].parameter_bytes +=
-          parameter_bytes(shapes, r.begin, r.end, states);
-    }
+  const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
+  std::vector<double> stage_bytes;
+  for (const pipeline::StageRange& r : partition.stages)
+    stage_bytes.push_back(static_cast<double>(per_sample(r.begin, r.end) * rows));
+  const pipeline::TimelineStats stats =
+      pipeline::measure(pipeline::simulate(schedule, {}).timeline, stage_bytes);
+  for (size_t d = 0; d < devices.size(); ++d) loads.push_back({devices[d], 0, 0});
+  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
+    loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
+  for (int st = 0; st < partition.count(); ++st) {
+    const pipeline::StageRange& r = partition.stages[static_cast<size_t>(st)];
+    loads[static_cast<size_t>(schedule.device_of(st))].parameter_bytes +=
+        parameter_bytes(shapes, r.begin, r.end, states);
   }
   check_step_fits(loads, step_rows, o.batch);
 }

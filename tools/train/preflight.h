@@ -40,15 +40,14 @@ void check_outputs(const Options& options);
 // before the rename) and for --save, on their file systems now. Throws UsageError.
 void check_output_space(const Options& options, const model::ModelSpec& spec);
 
-// One step's memory, before anything is allocated (check_step_fits). Plain (no partition):
-// the step's rows through every layer on devices[0]. Pipelined: on each device, its
+// One step's memory, before anything is allocated (check_step_fits): on each device, its
 // micro-batches in flight at the schedule's worst instant (the simulator's dry run of the
 // schedule, each stage weighing its activations of one micro-batch), and its stages'
 // parameters. The per-sample bytes are scaled by measured_bytes_per_sample where a CPU
 // device trains. Throws UsageError.
 void check_step_memory(const Options& options, const model::ModelSpec& spec,
-                       const std::vector<Device>& devices, const pipeline::Partition* partition,
-                       const pipeline::Schedule* schedule, int microbatches, int64_t step_rows);
+                       const std::vector<Device>& devices, const pipeline::Partition& partition,
+                       const pipeline::Schedule& schedule, int microbatches, int64_t step_rows);
 
 // Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
 int optimizer_states(const Options& options);

@@ -2,63 +2,11 @@
 
 #include <sstream>
 
-#include "engine/allocator.h"
-#include "kernels/ops.h"
 
 namespace brigade::train {
 
-PlainRunner::PlainRunner(layers::Sequential& model, const Options& options)
-    : model_(model), seed_(options.seed), optimizer_(make_optimizer(options, model.parameters())) {}
-
-std::string PlainRunner::describe() const {
-  return "plain training on " + model_.layer(0).device().str() + " (one stage, one micro-batch)";
-}
-
-StagingLayout PlainRunner::staging() const {
-  const Device device = model_.layer(0).device();
-  return {.first = device, .last = device, .microbatches = 1};
-}
-
-StepOutcome PlainRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) {
-  const Device device = model_.layer(0).device();
-  const Stream compute = Stream::default_for(device);  // the parameters' stream
-  Allocator::of(device).reset_peak();
-
-  const Tensor& images = slot.staged.inputs.at(0);  // (rows, C, H, W)
-  const Tensor& labels = slot.staged.labels.at(0);  // (rows)
-  compute.wait(slot.staged.inputs_ready);  // the staged batch, without blocking the host
-  Event start = Event::timed(), forwarded = Event::timed(), done = Event::timed();
-  start.record(compute);
-  optimizer_->zero_grad();
-  layers::Tape tape;
-  layers::ForwardContext ctx;
-  ctx.seed = seed_;
-  ctx.step = step;
-  ctx.tape = &tape;
-  const Tensor logits = model_.forward(images, ctx);  // (rows, classes)
-  const ops::LossResult loss =
-      ops::softmax_cross_entropy(logits, labels, static_cast<float>(slot.rows), compute);
-  forwarded.record(compute);
-  tape.backward(loss.dlogits, /*need_input_grad=*/false);
-  optimizer_->step();
-  done.record(compute);
-  area.release(slot, compute);
-
-  StepOutcome out;
-  out.correct = ops::accuracy_count(logits, labels, compute);  // waits for the stream
-  out.loss = loss.loss.to_vector()[0];
-  const double f = elapsed_ms(start, forwarded), total = elapsed_ms(start, done);
-  out.timeline.title = "plain step";
-  out.timeline.unit = "ms";
-  out.timeline.microseconds_per_unit = 1000;
-  out.timeline.events = {{0, 0, {0, pipeline::Op::F, 0}, 0, f},
-                         {0, 0, {0, pipeline::Op::BW, 0}, f, total}};
-  out.peak_memory[device.str()] = Allocator::of(device).stats().peak_in_use;
-  return out;
-}
-
 PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
-                                 pipeline::Schedule schedule, const Options& options) {
+                                 pipeline::LoweredSchedule lowered, const Options& options) {
   const pipeline::OptimizerFactory factory = [this, &options](std::vector<layers::Parameter*> p)
       -> std::unique_ptr<layers::Optimizer> {
     std::unique_ptr<CheckpointedOptimizer> opt = make_optimizer(options, std::move(p));
@@ -66,7 +14,7 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
     return opt;
   };
   runtime_ = std::make_unique<pipeline::Runtime>(
-      model, std::move(partition), std::move(schedule), factory,
+      model, std::move(partition), std::move(lowered), factory,
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .check_finite = options.check_finite});
@@ -75,8 +23,13 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
 std::string PipelinedRunner::describe() const {
   const pipeline::Schedule& s = runtime_->schedule();
   std::ostringstream os;
-  os << "pipeline: schedule " << s.name << ", " << runtime_->partition().count() << " stages on "
-     << runtime_->devices().size() << " devices, " << s.microbatches << " micro-batches";
+  if (runtime_->devices().size() == 1 && runtime_->partition().count() == 1)
+    os << "one stage on " << runtime_->devices()[0] << ", " << s.microbatches
+       << (s.microbatches == 1 ? " micro-batch" : " micro-batches accumulated");
+  else
+    os << "pipeline: schedule " << s.name << ", " << runtime_->partition().count()
+       << " stages on " << runtime_->devices().size() << " devices, " << s.microbatches
+       << " micro-batches";
   if (!runtime_->peer_access().empty()) os << "\n" << runtime_->peer_access();
   return os.str();
 }

@@ -1,18 +1,14 @@
 // Step runners: how one training step is executed, behind one interface.
 //
-//   PlainRunner      one stage on one CPU device, one micro-batch: forward with a Tape, the
-//                    loss, the fused backward, the optimizer step, all enqueued on the
-//                    device's stream right after it waits on the staged batch's event.
-//   PipelinedRunner  everything else (several stages, micro-batches, recomputation,
-//                    --check-finite, a GPU):
-//                    pipeline::Runtime executes the schedule's action lists over the devices
-//                    on the micro-batches staged on them, and returns the measured timeline.
-//                    The optimizers are the trainer's (made through the runtime's factory),
-//                    so checkpoints reach their state.
-// Both report the step's training accuracy.
-//
-// Both give the same update for the same batch: the runtime's synchronous semantics
-// (pipeline/runtime/runtime.h) is "one big batch on one device".
+//   PipelinedRunner  one process: pipeline::Runtime runs the schedule's lists over the
+//                    devices — one device as several: a one-device schedule is F then BW per
+//                    micro-batch — on the micro-batches staged on them, and returns the
+//                    measured timeline. The optimizers are the trainer's (made through the
+//                    runtime's factory), so checkpoints reach their state.
+//   DistributedRunner  (distributed_runner.h) this rank's share of the same, under mpirun.
+// Both report the step's training accuracy, and give the same update for the same batch: the
+// runtime's synchronous semantics (pipeline/runtime/runtime.h) is "one big batch on one
+// device".
 #pragma once
 
 #include <cstdint>
@@ -50,24 +46,11 @@ class StepRunner {
   virtual std::string describe() const = 0;  // one line for the start of the run
 };
 
-class PlainRunner : public StepRunner {
- public:
-  PlainRunner(layers::Sequential& model, const Options& options);
-  StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
-  std::vector<CheckpointedOptimizer*> optimizers() override { return {optimizer_.get()}; }
-  StagingLayout staging() const override;
-  std::string describe() const override;
-
- private:
-  layers::Sequential& model_;
-  uint64_t seed_;
-  std::unique_ptr<CheckpointedOptimizer> optimizer_;
-};
-
 class PipelinedRunner : public StepRunner {
  public:
+  // `lowered`: the lists the runtime runs (runtime.h), with their sends and receives.
   PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
-                  pipeline::Schedule schedule, const Options& options);
+                  pipeline::LoweredSchedule lowered, const Options& options);
   StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;

@@ -16,6 +16,7 @@
 #include "pipeline/runtime/profile.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/lowering.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/svg.h"
 #include "pipeline/schedule/validate.h"
@@ -110,8 +111,9 @@ Recipe recipe_of(const Options& o, int microbatches, int replicas) {
   return r;
 }
 
-// The devices and the runner: plain training when the run is one stage, one micro-batch on a
-// CPU device; the pipeline runtime otherwise (and for --check-finite, which it does).
+// The model cut into stages on the devices, and the runner that runs its steps: the pipeline
+// runtime, for one device as for several (one stage on one device is a one-device schedule,
+// F then BW per micro-batch).
 struct Setup {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
@@ -132,10 +134,12 @@ std::vector<double> profile_times(const model::ModelSpec& spec, const Device& de
   return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
 }
 
-// --schedule-file: the file's lists, validated (a deadlock is refused, its cycle named,
-// before any thread starts), for this run's devices, chunks and micro-batches.
-pipeline::Schedule schedule_from_file(const std::string& path, int devices, int chunks, int m) {
-  pipeline::Schedule s = pipeline::load_compute_schedule(path);
+// --schedule-file: the file's lists, compute-only (then lowered) or lowered (then run as they
+// are written, transfers where the file puts them), validated — a deadlock is refused, its
+// cycle named, before any thread starts — for this run's devices, chunks and micro-batches.
+pipeline::LoweredSchedule schedule_from_file(const std::string& path, int devices, int chunks,
+                                             int m) {
+  const pipeline::LoweredSchedule s = pipeline::load_schedule(path);
   if (s.devices != devices || s.chunks != chunks || s.microbatches != m || s.batch_units != 1)
     throw UsageError("--schedule-file " + path + ": devices " + std::to_string(s.devices) +
                      ", chunks " + std::to_string(s.chunks) + ", microbatches " +
@@ -150,17 +154,6 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
             int64_t step_rows, Cluster* cluster) {
   Setup s;
   const int devices = static_cast<int>(p.devices.size());
-  const bool plain = p.stages.size() == 1 && devices == 1 && m == 1 && o.chunks == 1 &&
-                     o.schedule_file.empty() &&
-                     !o.recompute && !o.check_finite && o.balance == "blocks" &&
-                     p.devices[0].is_cpu() && cluster == nullptr;
-  if (plain) {
-    check_step_memory(o, spec, p.devices, nullptr, nullptr, m, step_rows);
-    s.model = layers::Sequential::from_spec(spec, p.block_devices, o.seed);
-    s.runner = std::make_unique<PlainRunner>(*s.model, o);
-    s.placement = describe(p, spec);
-    return s;
-  }
   // Cut the model into devices x chunks stages: by the (merged) device blocks, or by cost.
   const int stages = devices * o.chunks;
   if (static_cast<size_t>(stages) > spec.layers.size())
@@ -203,23 +196,24 @@ Setup build(const Options& o, const model::ModelSpec& spec, const Placement& p, 
       planned.stages.push_back({.f = c, .b = c, .w = c});
     }
   }
-  pipeline::Schedule schedule;
+  pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
   try {
-    schedule = o.schedule_file.empty()
-                   ? pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned)
-                   : schedule_from_file(o.schedule_file, devices, o.chunks, m);
+    lowered = o.schedule_file.empty()
+                  ? pipeline::lower(pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned))
+                  : schedule_from_file(o.schedule_file, devices, o.chunks, m);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
     throw UsageError(e.what());
   }
-  if (!cluster) check_step_memory(o, spec, p.devices, &partition, &schedule, m, step_rows);
+  const pipeline::Schedule schedule = pipeline::compute_only(lowered);
+  if (!cluster) check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
   const model::ModelSpec placed = pipeline::place(spec, partition, devices);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
 #if defined(BRIGADE_HAVE_MPI)
-  if (cluster) s.runner = cluster->make_runner(*s.model, partition, schedule, o);
+  if (cluster) s.runner = cluster->make_runner(*s.model, partition, std::move(lowered), o);
 #endif
-  if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, schedule, o);
+  if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
   s.placement = describe_stages(partition, spec, p.devices, o.balance, costs);
   const bool timed = o.balance == "time";
   s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
