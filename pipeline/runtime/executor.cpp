@@ -185,10 +185,10 @@ void Runtime::execute(int d, const Instruction& i, Step& step) {
       send(d, {i.stage, Op::B, i.microbatch}, *gradients_[s - 1], std::exchange(work.dx, {}), step);
       return;
     case Kind::RecvF:
-      work.input = receive(d, *activations_[s - 1], i.microbatch);
+      work.input = receive(d, {i.stage, Op::F, i.microbatch}, *activations_[s - 1], step);
       return;
     case Kind::RecvB:
-      work.dy = receive(d, *gradients_[s], i.microbatch);
+      work.dy = receive(d, {i.stage, Op::B, i.microbatch}, *gradients_[s], step);
       return;
   }
 }
@@ -275,22 +275,26 @@ void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, S
   link.send(produced.microbatch, {there, arrived});
 }
 
-// Micro-batch `mb`'s tensor from `link`, usable on device d's compute stream.
-Tensor Runtime::receive(int d, Link& link, int mb) {
-  Message msg = link.receive(mb);  // the event is recorded: waiting on it is always legal
+// The tensor `receiving` (1F3 for 1RF3, 0B3 for 0RB3) takes from `link`, usable on device
+// d's compute stream. The receive stream marks the receive from when it was posted to when
+// the tensor is here, and the compute stream waits for that: the trace's receive lane.
+Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) {
   const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+  step.trace.mark(d, TraceLane::recv, receiving, mine.recv, true);  // posted
+  Message msg = link.receive(receiving.microbatch);  // its event is recorded: a legal wait
+  mine.recv.wait(msg.ready);
+  Tensor here = msg.tensor;
   if (msg.tensor.device() != devices_[static_cast<size_t>(d)]) {
     // A sender in another Runtime of this process handed over its own tensor (send() above):
     // the receive stream copies it here once it is written.
-    mine.recv.wait(msg.ready);
-    Tensor here = Tensor::empty(msg.tensor.shape(), mine.recv);
+    here = Tensor::empty(msg.tensor.shape(), mine.recv);
     copy_async(here, msg.tensor, mine.recv);
-    Event arrived;  // not msg.ready.record(): copies of an Event are one event, the sender's
-    arrived.record(mine.recv);
-    msg = {here, arrived};
   }
-  mine.compute.wait(msg.ready);
-  return msg.tensor;
+  step.trace.mark(d, TraceLane::recv, receiving, mine.recv, false);  // here
+  Event arrived;  // not msg.ready.record(): copies of an Event are one event, the sender's
+  arrived.record(mine.recv);
+  mine.compute.wait(arrived);
+  return here;
 }
 
 // Every W of these stages was enqueued on the compute stream before: the sum across replicas

@@ -180,7 +180,7 @@ class Runtime {
   void forward(int d, const Instruction& i, Step& step);
   void backward(int d, const Instruction& i, Step& step);
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
-  Tensor receive(int d, Link& link, int mb);
+  Tensor receive(int d, const Action& receiving, Link& link, Step& step);
   void update_parameters(int d, Step& step);
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
   [[noreturn]] void throw_failure(Step& step);

@@ -53,7 +53,8 @@ std::optional<std::pair<int, Action>> StepTrace::unfinished() const {
   std::optional<std::pair<int, Action>> found;
   for (size_t d = 0; d < markers_.size(); ++d)
     for (const Marker& m : markers_[d])
-      if (m.start >= 0 && m.end < 0) found = {static_cast<int>(d), m.action};
+      if (m.lane != TraceLane::recv && m.start >= 0 && m.end < 0)
+        found = {static_cast<int>(d), m.action};
   return found;
 }
 
@@ -64,21 +65,21 @@ Timeline StepTrace::timeline(const Schedule& schedule) const {
   t.chunks = schedule.chunks;
   t.unit = "ms";
   t.microseconds_per_unit = 1000;
-  t.lanes = {"compute", "send"};
-  // Where each compute action is, to join every send to the action that consumes it.
-  std::map<std::tuple<int, int, bool>, size_t> consumer;  // (stage, micro-batch, forward)
+  t.lanes = {"compute", "send", "recv"};
+  // Where each receive is, to join every send to its receive.
+  std::map<std::tuple<int, int, bool>, size_t> receive;  // (stage, micro-batch, activation)
   for (size_t d = 0; d < markers_.size(); ++d)
     for (const Marker& m : markers_[d]) {
-      if (m.lane == TraceLane::compute && m.action.op != Op::W)
-        consumer[{m.action.stage, m.action.microbatch, m.action.op == Op::F}] = t.events.size();
+      if (m.lane == TraceLane::recv)
+        receive[{m.action.stage, m.action.microbatch, m.action.op == Op::F}] = t.events.size();
       t.events.push_back({static_cast<int>(d), static_cast<int>(m.lane), m.action, m.start, m.end});
     }
   for (size_t i = 0; i < t.events.size(); ++i) {
     const TimelineEvent& e = t.events[i];
     if (e.lane != static_cast<int>(TraceLane::send)) continue;
-    const bool forward = e.action.op == Op::F;  // an activation goes to F of the next stage
-    const auto to = consumer.find({e.action.stage + (forward ? 1 : -1), e.action.microbatch, forward});
-    if (to != consumer.end()) t.flows.push_back({i, to->second});
+    const bool forward = e.action.op == Op::F;  // an activation goes to the next stage's F
+    const auto to = receive.find({e.action.stage + (forward ? 1 : -1), e.action.microbatch, forward});
+    if (to != receive.end()) t.flows.push_back({i, to->second});
   }
   return t;
 }

@@ -1,5 +1,6 @@
 // StepTrace: the measured timeline of one step — when each action ran on its device's compute
-// stream and when each copy ran on its send stream — read without ever making the host wait.
+// stream, when each copy ran on its send stream, and on its receive stream each receive, from
+// when it was posted to when its tensor was here — read without ever making the host wait.
 //
 //   CPU stream: a task on the stream reads the clock at each marker (written by the stream's
 //     worker, read after the step's final synchronisation).
@@ -26,7 +27,7 @@
 
 namespace brigade::pipeline {
 
-enum class TraceLane { compute = 0, send = 1 };
+enum class TraceLane { compute = 0, send = 1, recv = 2 };
 
 class StepTrace {
  public:
@@ -34,17 +35,20 @@ class StepTrace {
   // process runs it. Call on idle streams, right before the step's first action.
   StepTrace(const std::vector<Device>& devices, const std::vector<const Stream*>& compute);
 
-  // The start or the end of `a` on device d's `s` (its compute or send stream). On the send
-  // lane, `a` is the action whose result is sent (0F3 for 0SF3, 1B3 for 1SB3).
+  // The start or the end of `a` on device d's `s` (its compute, send or receive stream). On
+  // the send lane, `a` is the action whose result is sent (0F3 for 0SF3, 1B3 for 1SB3); on
+  // the receive lane, the one that receives (1F3 for 1RF3, 0B3 for 0RB3).
   void mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start);
 
   // After the step's final synchronisation: turn CUDA markers into the host clock.
   void read_cuda_markers();
   // The one marked action that started and did not end — where a failed stream failed (the
-  // streams that inherited the failure through a wait skipped both markers).
+  // streams that inherited the failure through a wait skipped both markers). Receives are
+  // not candidates: a receive's start is marked before its wait, so a receive whose sender
+  // failed has a start and no end, yet did not fail itself.
   std::optional<std::pair<int, Action>> unfinished() const;
-  // Lanes compute and send, ms from the step's start, and a flow from each send to the compute
-  // action that uses what it sent.
+  // Lanes compute, send and recv, ms from the step's start, and a flow from each send to its
+  // receive (sends to another process and receives from one have no partner here).
   Timeline timeline(const Schedule& schedule) const;
 
  private:

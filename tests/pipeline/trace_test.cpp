@@ -37,10 +37,38 @@ TEST_CASE("a step's timeline has every action once, in its device's list order")
       if (i > 0) CHECK(compute[i].start >= compute[i - 1].end);  // one stream: in order
     }
   }
-  // Send lane: one copy per activation of stages 0, 1 and per input gradient of stages 1, 2.
-  const auto sends = std::count_if(t.events.begin(), t.events.end(),
-                                   [](const TimelineEvent& e) { return e.lane == 1; });
-  CHECK(sends == 2 * 4 + 2 * 4);
+  // Send lane: one copy per activation of stages 0, 1 and per input gradient of stages 1, 2;
+  // receive lane: as many, on the stages that take them; a flow joins each send to its
+  // receive: the same micro-batch, from the next stage's activation or the previous stage's
+  // gradient. A receive ends before the compute that uses its tensor starts (same device).
+  REQUIRE(t.lanes == std::vector<std::string>{"compute", "send", "recv"});
+  const auto on_lane = [&](int lane) {
+    return std::count_if(t.events.begin(), t.events.end(),
+                         [&](const TimelineEvent& e) { return e.lane == lane; });
+  };
+  CHECK(on_lane(1) == 2 * 4 + 2 * 4);
+  CHECK(on_lane(2) == 2 * 4 + 2 * 4);
+  CHECK(t.flows.size() == 2 * 4 + 2 * 4);
+  for (const Flow& f : t.flows) {
+    const TimelineEvent& send = t.events[f.from];
+    const TimelineEvent& recv = t.events[f.to];
+    CAPTURE(event_name(t, send));
+    CAPTURE(event_name(t, recv));
+    REQUIRE(send.lane == 1);
+    REQUIRE(recv.lane == 2);
+    CHECK(recv.action.microbatch == send.action.microbatch);
+    CHECK(recv.action.op == send.action.op);  // F: an activation, B: a gradient
+    CHECK(recv.action.stage == send.action.stage + (send.action.op == Op::F ? 1 : -1));
+    CHECK(recv.device == schedule.device_of(recv.action.stage));
+    CHECK(recv.end >= recv.start);
+    // Clocks of two devices are compared only on CPU devices (one host clock).
+    if (!test::on_cuda()) CHECK(recv.end >= send.start);
+    for (const TimelineEvent& e : t.events)
+      if (e.lane == 0 && e.device == recv.device && e.action.stage == recv.action.stage &&
+          e.action.microbatch == recv.action.microbatch &&
+          (e.action.op == Op::F) == (recv.action.op == Op::F) && e.action.op != Op::W)
+        CHECK(e.start >= recv.end);
+  }
   CHECK(r.peak_bytes.size() == 3);
   for (uint64_t b : r.peak_bytes) CHECK(b > 0);
 
