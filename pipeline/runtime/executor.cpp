@@ -11,6 +11,7 @@
 //
 // Read in that order; the pieces it calls are stage.h (the layers), finite_check.h (NaN
 // checks), step_trace.h (the measured timeline) and link.h (the neighbours).
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "engine/allocator.h"
 #include "engine/event.h"
 #include "kernels/ops.h"
+#include "layers/grad_clip.h"
 #include "pipeline/runtime/finite_check.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/runtime/step_state.h"
@@ -92,9 +94,7 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   std::vector<const DeviceStreams*> mine;
   for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
   const CheckVerdict verdict = check_verdict(mine);
-  if (!step.failure.failed && !verdict.error)
-    for (int d = 0; d < schedule_.devices; ++d)
-      if (runs(d)) update_parameters(d, step);
+  if (!step.failure.failed && !verdict.error) update_parameters(step);
 
   // The one host synchronisation of the step. A task that failed on a stream surfaces here.
   std::exception_ptr stream_error;
@@ -297,15 +297,42 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
   return here;
 }
 
-// Every W of these stages was enqueued on the compute stream before: the sum across replicas
-// and the update see them all.
-void Runtime::update_parameters(int d, Step& step) {
+// Every W of the stages was enqueued on their compute streams before: the sums across
+// replicas, the clipping and the optimizers see them all. Devices in order, each device's
+// stages in order: replicas' reducers meet in the same order.
+void Runtime::update_parameters(Step& step) {
+  int d = 0;
   try {
-    const Stream& compute = streams_[static_cast<size_t>(d)]->compute;
-    for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->update(compute);
+    for (d = 0; d < schedule_.devices; ++d)
+      if (runs(d))
+        for (int s : schedule_.stages_on(d))
+          stages_[static_cast<size_t>(s)]->reduce(streams_[static_cast<size_t>(d)]->compute);
+    d = -1;
+    if (options_.max_grad_norm > 0) clip_gradients();
+    for (d = 0; d < schedule_.devices; ++d)
+      if (runs(d))
+        for (int s : schedule_.stages_on(d))
+          stages_[static_cast<size_t>(s)]->step(streams_[static_cast<size_t>(d)]->compute);
   } catch (...) {
-    fail(step, d, std::nullopt, std::current_exception());
+    fail(step, std::max(d, 0), std::nullopt, std::current_exception());
   }
+}
+
+// RuntimeOptions::max_grad_norm: each stage's gradients once written, their squares summed
+// per parameter in the model's order (stage 0's first), one coefficient for all of them.
+void Runtime::clip_gradients() {
+  std::vector<double> squares;  // per parameter, in the model's order
+  for (const std::optional<DeviceStreams>& s : streams_)
+    if (s) s->compute.synchronize();
+  for (const std::unique_ptr<Stage>& stage : stages_) {
+    const std::vector<double> mine = layers::squared_norms(stage->parameters());
+    squares.insert(squares.end(), mine.begin(), mine.end());
+  }
+  const double coefficient = layers::clip_coefficient(squares, options_.max_grad_norm);
+  for (int d = 0; d < schedule_.devices; ++d)
+    for (int s : schedule_.stages_on(d))
+      layers::scale_gradients(stages_[static_cast<size_t>(s)]->parameters(), coefficient,
+                              streams_[static_cast<size_t>(d)]->compute);
 }
 
 // Records the step's first failure and closes every link, so blocked receivers wake.

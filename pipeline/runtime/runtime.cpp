@@ -141,6 +141,13 @@ void Runtime::check_share() {
                                           << " stages (give one per stage, or none)");
   BRIGADE_CHECK(share_.replicas >= 1 && share_.replica >= 0 && share_.replica < share_.replicas,
                 "runtime: replica " << share_.replica << " of " << share_.replicas);
+  BRIGADE_CHECK(options_.max_grad_norm == 0 ||
+                    (share_.devices.empty() || static_cast<int>(share_.devices.size()) == p),
+                "runtime: clipping by the global gradient norm needs every stage in this process "
+                "(it runs " << share_.devices.size() << " of " << p << " devices)");
+  BRIGADE_CHECK(options_.max_grad_norm >= 0,
+                "runtime: the largest gradient norm must be > 0 (0: no clipping), not "
+                    << options_.max_grad_norm);
 }
 
 // One link per direction between neighbouring stages: an in-process Channel where both ends

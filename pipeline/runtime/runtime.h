@@ -66,6 +66,10 @@ struct RuntimeOptions {
   uint64_t seed = 0;          // dropout masks: (seed, step, layer, sample, element)
   bool recompute = false;     // keep only each stage's input at F; redo the forward before B
   bool check_finite = false;  // a task after every F checks its output (and the loss) for NaN/Inf
+  // > 0: before the update, every gradient is clipped by the norm of ALL of them, over every
+  // stage (layers/grad_clip.h) — the same result as on one device. The norm is summed on the
+  // host: one host synchronisation per step. Needs every stage in this process.
+  double max_grad_norm = 0;
   // The host thread of each device waits for an action's work (compute and send streams)
   // before it issues the next. Slower; for measurements and tests of memory: a task holds
   // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
@@ -181,7 +185,8 @@ class Runtime {
   void backward(int d, const Instruction& i, Step& step);
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
-  void update_parameters(int d, Step& step);
+  void update_parameters(Step& step);
+  void clip_gradients();
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
   [[noreturn]] void throw_failure(Step& step);
 

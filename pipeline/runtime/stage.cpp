@@ -75,14 +75,17 @@ Tensor Stage::backward(MicroBatchWork& work, const StepInputs& step, int mb, boo
 
 void Stage::zero_grad(const Stream& compute) const { optimizer_->zero_grad(compute); }
 
-void Stage::update(const Stream& compute) const {
-  if (reducer_) {
-    std::vector<Tensor> grads;  // every parameter's gradient, in layer order
-    for (layers::Parameter* p : model_.parameters(layers_.begin, layers_.end))
-      grads.push_back(p->grad);
-    reducer_->sum(grads, compute);
-  }
-  optimizer_->step(compute);
+std::vector<layers::Parameter*> Stage::parameters() const {
+  return model_.parameters(layers_.begin, layers_.end);
 }
+
+void Stage::reduce(const Stream& compute) const {
+  if (!reducer_) return;
+  std::vector<Tensor> grads;  // every parameter's gradient, in layer order
+  for (layers::Parameter* p : parameters()) grads.push_back(p->grad);
+  reducer_->sum(grads, compute);
+}
+
+void Stage::step(const Stream& compute) const { optimizer_->step(compute); }
 
 }  // namespace brigade::pipeline

@@ -47,9 +47,12 @@ class Stage {
                   const Stream& compute) const;
 
   void zero_grad(const Stream& compute) const;
-  // After the step's last W of this stage was enqueued on `compute`: the sum across replicas
-  // (when there is a reducer), then the optimizer step.
-  void update(const Stream& compute) const;
+  // After the step's last W of this stage was enqueued on `compute`: the sum of its gradients
+  // across replicas (when there is a reducer); then, once any clipping has scaled them, the
+  // optimizer step.
+  void reduce(const Stream& compute) const;
+  void step(const Stream& compute) const;
+  std::vector<layers::Parameter*> parameters() const;
 
  private:
   layers::ForwardContext context(const StepInputs& step, int mb, const Stream& compute) const;

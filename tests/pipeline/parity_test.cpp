@@ -136,6 +136,54 @@ TEST_CASE("lowered lists with receives issued early train like one device, bit f
   }
 }
 
+TEST_CASE("clipping by the global gradient norm: every cut gives one device's parameters") {
+  testing::Deadline deadline("gradient clipping");
+  const auto data = batches();
+  const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
+  const auto one_device = [&](int m, double max_norm) {
+    return test::params_of(*test::train_on_one_device(data, m, test::reference_device(), max_norm));
+  };
+  // 0.05 is below this model's gradient norm at every step: the clipping changes the
+  // training. A bound far above it leaves every bit as without clipping (the coefficient 1
+  // scales nothing).
+  const double kClip = 0.05;
+  CHECK(one_device(4, kClip) != one_device(4, 0));
+  CHECK(one_device(4, 1e9) == one_device(4, 0));
+  for (const auto& [name, p] : std::vector<std::pair<const char*, int>>{
+           {"1f1b", 1}, {"1f1b", 2}, {"zb-h1", 3}, {"gpipe", 2}}) {
+    CAPTURE(name);
+    CAPTURE(p);
+    const Schedule schedule = make_schedule(name, p, 4);
+    const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
+    auto model = test::placed_model(partition, p, /*first_device=*/1);
+    Runtime runtime(*model, partition, schedule, test::sgd,
+                    {.seed = test::kDropoutSeed, .max_grad_norm = kClip});
+    for (int step = 0; step < kSteps; ++step)
+      runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
+    // Each stage's gradients have the bits of one device's where it accumulates in order, and
+    // the norm sums the same per-parameter parts in the same order: the same coefficient.
+    const bool exact = test::accumulates_in_order(schedule) && !test::on_cuda();
+    test::check_close(test::params_of(*model), one_device(4, kClip), exact);
+  }
+}
+
+TEST_CASE("clipping by the global gradient norm is refused for a share of the stages") {
+  const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
+  const Partition partition = balance(layer_costs(shapes, CostKind::flops), 2);
+  auto model = test::placed_model(partition, 2, 1);
+  ProcessShare share;
+  share.devices = {0};
+  share.links = [](const LinkEnd&) -> std::shared_ptr<Link> { return nullptr; };
+  std::string message;
+  try {
+    Runtime runtime(*model, partition, make_schedule("1f1b", 2, 2), test::sgd,
+                    {.max_grad_norm = 1.0}, share);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("clipping by the global gradient norm needs every stage") != std::string::npos);
+}
+
 TEST_CASE("lowered lists that would deadlock are refused before any thread starts") {
   // Device 0 waits for micro-batch 0's gradient before it sends the activation it comes from.
   LoweredSchedule cyclic{"cyclic", 2, 1, 1, 1, {}};

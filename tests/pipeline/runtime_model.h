@@ -18,6 +18,7 @@
 
 #include "engine/stream.h"
 #include "kernels/ops.h"
+#include "layers/grad_clip.h"
 #include "layers/model_file.h"
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
@@ -138,9 +139,10 @@ inline void accumulate_microbatches(layers::Sequential& model, const HostBatch& 
 }
 
 // The reference: the whole model on `device`, `steps` steps of the same batches, each cut
-// into m micro-batches as the runtime cuts them, accumulated in order, then one optimizer step.
+// into m micro-batches as the runtime cuts them, accumulated in order, then (max_grad_norm
+// > 0) the gradients clipped by their norm, then one optimizer step.
 inline std::unique_ptr<layers::Sequential> train_on_one_device(
-    const std::vector<HostBatch>& batches, int m, Device device) {
+    const std::vector<HostBatch>& batches, int m, Device device, double max_grad_norm = 0) {
   auto model = layers::Sequential::from_spec(small_spec(), {device}, kModelSeed);
   const Stream s = Stream::default_for(device);
   auto opt = sgd(model->parameters());
@@ -148,6 +150,12 @@ inline std::unique_ptr<layers::Sequential> train_on_one_device(
     const int64_t n = batches[step].shape[0];
     opt->zero_grad(s);
     accumulate_microbatches(*model, batches[step], 0, n, m, n, static_cast<uint32_t>(step), s);
+    if (max_grad_norm > 0) {
+      s.synchronize();
+      const double c = layers::clip_coefficient(layers::squared_norms(model->parameters()),
+                                                max_grad_norm);
+      layers::scale_gradients(model->parameters(), c, s);
+    }
     opt->step(s);
     s.synchronize();
   }
