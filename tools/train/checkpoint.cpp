@@ -144,6 +144,11 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
   for (const auto& [k, v] : recipe)
     if (meta("recipe." + k) != v)
       recipe_diff += "\n  " + k + ": checkpoint " + printable(meta("recipe." + k)) + ", this run " + v;
+  // A setting the checkpoint's run had and this one does not (one written only when on).
+  for (const auto& [key, v] : file.metadata)
+    if (key.starts_with("recipe.") && !recipe.count(key.substr(7)))
+      recipe_diff += "\n  " + printable(key.substr(7)) + ": checkpoint " + printable(v) +
+                     ", this run (missing)";
   if (!recipe_diff.empty())
     throw CheckpointError(path + " was written by a run with other settings; resuming it would "
                           "not continue that run:" + recipe_diff);

@@ -173,6 +173,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(momentum_range());
   app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (added to the gradient)")
       ->check(at_least(0));
+  app.add_option("--clip-grad-norm", o.clip_grad_norm,
+                 "clip every step's gradients by their norm over ALL stages, as on one device "
+                 "(PyTorch's clip_grad_norm_); 0: no clipping")
+      ->check(at_least(0));
   app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks");
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order every epoch");
 
@@ -255,6 +259,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
         "--check-finite with --distributed: not supported: a check that fails on one rank "
         "skips that rank's sends, and its neighbours wait for them (the MPI/NCCL links carry "
         "no failure); run the recipe in one process with --devices to find the stage");
+  if (o.clip_grad_norm > 0 && o.distributed)
+    throw UsageError(
+        "--clip-grad-norm with --distributed: not supported yet: the norm over all stages "
+        "needs each rank's part of it, and the ranks do not exchange it; clip in one process "
+        "with --devices");
   if (o.optimizer == "adam" && app.count("--momentum"))
     throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
   return o;

@@ -49,6 +49,7 @@ struct Options {
   double lr = 1e-3;
   double momentum = 0.0;                 // sgd
   double weight_decay = 0.0;
+  double clip_grad_norm = 0.0;           // > 0: gradients clipped by their norm over all stages
   uint64_t seed = 1;
   bool no_shuffle = false;
 

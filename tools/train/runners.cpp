@@ -17,7 +17,8 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
       model, std::move(partition), std::move(lowered), factory,
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
-                               .check_finite = options.check_finite});
+                               .check_finite = options.check_finite,
+                               .max_grad_norm = options.clip_grad_norm});
 }
 
 std::string PipelinedRunner::describe() const {

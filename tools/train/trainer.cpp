@@ -96,12 +96,18 @@ Recipe recipe_of(const Options& o, int microbatches) {
   std::snprintf(lr, sizeof lr, "%.17g", o.lr);
   std::snprintf(mom, sizeof mom, "%.17g", o.momentum);
   std::snprintf(wd, sizeof wd, "%.17g", o.weight_decay);
-  return {{"seed", std::to_string(o.seed)},       {"batch", std::to_string(o.batch)},
-          {"shuffle", o.no_shuffle ? "no" : "yes"}, {"data", o.data},
-          {"synthetic_count", std::to_string(o.synthetic_count)},
-          {"optimizer", o.optimizer},             {"lr", lr},
-          {"momentum", mom},                      {"weight_decay", wd},
-          {"microbatches", std::to_string(microbatches)}};
+  Recipe r = {{"seed", std::to_string(o.seed)},       {"batch", std::to_string(o.batch)},
+              {"shuffle", o.no_shuffle ? "no" : "yes"}, {"data", o.data},
+              {"synthetic_count", std::to_string(o.synthetic_count)},
+              {"optimizer", o.optimizer},             {"lr", lr},
+              {"momentum", mom},                      {"weight_decay", wd},
+              {"microbatches", std::to_string(microbatches)}};
+  if (o.clip_grad_norm > 0) {  // absent when off: checkpoints of earlier runs still resume
+    char clip[32];
+    std::snprintf(clip, sizeof clip, "%.17g", o.clip_grad_norm);
+    r["clip_grad_norm"] = clip;
+  }
+  return r;
 }
 
 // Replicas sum their gradients in another order than one process: a checkpoint says D.
