@@ -182,7 +182,7 @@ int run(const Options& o) {
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
   }
   for (const std::string& name : names) {
-    const int v = name == "interleaved-1f1b" ? o.chunks : 1;
+    const int v = bp::default_chunks(name) > 1 ? o.chunks : 1;
     bp::Schedule s;
     try {
       s = bp::make_schedule(name, o.devices, o.microbatches, v);
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   auto* micro =
       app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
           ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b (default 2)")
+  app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b and looped-bfs (default 2)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
   app.add_option("--device-weights", o.device_weights, "cost multiplier per device, e.g. 1,1,2,1")

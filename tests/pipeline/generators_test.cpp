@@ -114,6 +114,17 @@ TEST_CASE("interleaved-1f1b, p=2 m=2 v=2 and p=4 m=4 v=2") {
         "d3: 3F0 3F1 3F2 3F3 7F0 7BW0 7F1 7BW1 7F2 7BW2 7F3 7BW3 3BW0 3BW1 3BW2 3BW3\n");
 }
 
+TEST_CASE("looped-bfs, p=2 m=3 v=2: every micro-batch through chunk 0, then chunk 1, then back") {
+  // Stages 0, 1 are chunk 0 of devices 0, 1; stages 2, 3 their chunk 1. Backwards in
+  // micro-batch order within a chunk, the chunks reversed.
+  CHECK(lists(bp::looped_bfs(2, 3, 2)) ==
+        "d0: 0F0 0F1 0F2 2F0 2F1 2F2 2BW0 2BW1 2BW2 0BW0 0BW1 0BW2\n"
+        "d1: 1F0 1F1 1F2 3F0 3F1 3F2 3BW0 3BW1 3BW2 1BW0 1BW1 1BW2\n");
+  CHECK(bp::default_chunks("looped-bfs") == 2);
+  CHECK(bp::default_chunks("interleaved-1f1b") == 2);
+  CHECK(bp::default_chunks("1f1b") == 1);
+}
+
 TEST_CASE("every generator's schedule validates over a sweep of sizes") {
   for (int p = 1; p <= 6; ++p)
     for (int m = 1; m <= 13; ++m) {
@@ -126,6 +137,7 @@ TEST_CASE("every generator's schedule validates over a sweep of sizes") {
       CHECK_NOTHROW(bp::validate(bp::zb_h1(p, m)));
       CHECK_NOTHROW(bp::validate(bp::zb_auto(p, m, bp::CostModel{})));
       CHECK_NOTHROW(bp::validate(bp::zb_auto(p, m, bp::CostModel{}, 1)));
+      for (int v = 1; v <= 4; ++v) CHECK_NOTHROW(bp::validate(bp::looped_bfs(p, m, v)));
       if (m % p == 0)
         for (int v = 1; v <= 4; ++v) {
           CAPTURE(v);
@@ -148,7 +160,7 @@ TEST_CASE("sizes a generator cannot serve are refused with the values that work"
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(bp::make_schedule("pipedream", 4, 8),
                        "unknown schedule 'pipedream'; known: naive gpipe 1f1b interleaved-1f1b "
-                       "zb-h1 zb-auto",
+                       "looped-bfs zb-h1 zb-auto",
                        std::invalid_argument);
   bp::CostModel three;
   three.stages.resize(3);

@@ -36,14 +36,14 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
   const auto data = batches();
   const int layers = static_cast<int>(test::small_spec().layers.size());
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
-  for (const char* name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-auto"}) {
+  for (const std::string& name : schedule_names()) {
     for (int p = 1; p <= 4; ++p) {
-      const int v = std::string(name) == "interleaved-1f1b" ? 2 : 1;
+      const int v = default_chunks(name);
       if (p * v > layers) continue;
       std::set<int> ms = {1, p - 1, p, 2 * p + 1};
       for (int m : ms) {
         if (m < 1) continue;
-        if (v > 1 && m % p != 0) continue;  // Megatron's rule: m a multiple of p
+        if (name == "interleaved-1f1b" && m % p != 0) continue;  // Megatron's rule: m a multiple of p
         // zb-auto plans for uneven stage costs (later stages dearer, W cheaper than B, a
         // fused backward cheaper than its halves), so its lists mix split and fused backwards.
         CostModel uneven;

@@ -45,6 +45,23 @@ TEST_CASE("interleaved 1F1B: bubble (p-1)/(v·m+p-1)") {
       }
 }
 
+TEST_CASE("looped BFS: interleaved's bubble (p-1)/(v·m+p-1) for any m >= p, GPipe's memory") {
+  // Unit costs per stage (F = 1, BW = 2): device d's forwards end at d + vm, its backwards
+  // start a chain of 2(p-1-d) behind the last stage's, and it works 3vm in all: makespan
+  // 3vm + 3(p-1) (m >= p keeps each chunk's wait for the previous chunk's last device hidden).
+  for (int p = 1; p <= 5; ++p)
+    for (int v = 1; v <= 4; ++v)
+      for (int m = p; m <= 3 * p + 1; ++m) {
+        CAPTURE(p);
+        CAPTURE(v);
+        CAPTURE(m);
+        const bp::Simulation sim = bp::simulate(bp::looped_bfs(p, m, v), unit_costs());
+        CHECK(sim.stats.makespan == doctest::Approx(3.0 * v * m + 3.0 * (p - 1)));
+        CHECK(sim.stats.bubble_fraction == doctest::Approx(double(p - 1) / (v * m + p - 1)));
+        for (const bp::DeviceStats& d : sim.stats.devices) CHECK(d.peak_in_flight == m * v);
+      }
+}
+
 TEST_CASE("ZB-H1 idles at most a third of 1F1B when F = B = W") {
   // The paper's bubbles: (p-1)(F+B-W) = p-1 against 1F1B's (p-1)(F+B+W) = 3(p-1).
   for (int p = 2; p <= 8; ++p)

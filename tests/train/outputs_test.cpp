@@ -161,6 +161,7 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       {"--schedule", "gpipe", "--microbatches", "4"},
       {"--schedule", "1f1b", "--microbatches", "3", "--recompute"},
       {"--schedule", "interleaved-1f1b", "--chunks", "2", "--balance", "params", "--microbatches", "4"},
+      {"--schedule", "looped-bfs", "--microbatches", "3"},
       {"--schedule", "zb-h1", "--microbatches", "4", "--balance", "time"},
       {"--schedule", "zb-auto", "--microbatches", "4", "--balance", "params"},
       {"--schedule", "1f1b", "--microbatches", "2", "--balance", "memory"}};

@@ -116,7 +116,7 @@ class Bench {
   }
 
   Schedule schedule(const std::string& name, int m, bool recompute) {
-    if (name != "zb-auto") return make_schedule(name, p(), m, name == "interleaved-1f1b" ? 2 : 1);
+    if (name != "zb-auto") return make_schedule(name, p(), m, default_chunks(name));
     return zb_auto(p(), m, measured_costs(m, recompute));
   }
 
@@ -332,8 +332,10 @@ int main(int argc, char** argv) {
                 profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, devices[0])),
                 steps);
     std::printf("stages by profiled time, one per device:\n%s", bench.describe(p).c_str());
-    if (std::count(schedules.begin(), schedules.end(), "interleaved-1f1b"))
-      std::printf("interleaved (v = 2), balanced per device:\n%s", bench.describe(2 * p).c_str());
+    if (std::any_of(schedules.begin(), schedules.end(),
+                    [](const std::string& n) { return default_chunks(n) > 1; }))
+      std::printf("two chunks per device (v = 2), balanced per device:\n%s",
+                  bench.describe(2 * p).c_str());
     std::printf("%-17s %3s %5s %10s %7s %10s %8s %9s %9s\n", "schedule", "m", "recomp",
                 "samples/s", "xnaive", "sim smp/s", "meas/sim", "bubble %", "sim bub %");
     std::vector<Row> rows;

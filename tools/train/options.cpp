@@ -153,7 +153,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   std::string microbatches = "auto";
   app.add_option("--microbatches", microbatches,
                  "micro-batches per step: auto (1 on one stage, else 2 x stages) or a count");
-  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b: default 2)");
+  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b, looped-bfs: default 2)");
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "
                  "(forward FLOPs), time (measured), params, memory (activations)")
@@ -234,10 +234,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
   if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
   if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");
-  // A multi-chunk schedule with one chunk is plain 1F1B: without --chunks, 2, said.
-  if (o.schedule == "interleaved-1f1b" && !app.count("--chunks")) {
-    o.chunks = 2;
-    std::string note = "--schedule interleaved-1f1b without --chunks: 2 chunks (stages) per device";
+  // A multi-chunk schedule with one chunk is plain 1F1B (or GPipe): without --chunks, 2, said.
+  if (pipeline::default_chunks(o.schedule) > 1 && !app.count("--chunks")) {
+    o.chunks = pipeline::default_chunks(o.schedule);
+    std::string note = "--schedule " + o.schedule + " without --chunks: " +
+                       std::to_string(o.chunks) + " chunks (stages) per device";
     if (!app.count("--balance")) {
       o.balance = "flops";
       note += ", the model cut by forward FLOPs (--balance flops)";

@@ -7,6 +7,8 @@
 //   one_f_one_b.cpp       PipeDream-Flush: warm-up, one forward one backward, cool-down
 //                         (Narayanan et al., 2021)
 //   interleaved_1f1b.cpp  Megatron-LM's virtual stages: v chunks per device
+//   looped_bfs.cpp        the same chunks breadth first: each chunk a GPipe of its own
+//                         (Lamy-Poirier, 2023)
 //   zb_h1.cpp             Zero Bubble H1 (Qi et al., ICLR 2024): B and W split, W fills the
 //                         cool-down bubbles, 1F1B's peak memory
 //   zb_auto.cpp           zero bubble cut to measured costs: a list scheduler puts W's where a
@@ -29,15 +31,20 @@ Schedule naive(int devices, int microbatches, int chunks = 1);
 Schedule gpipe(int devices, int microbatches);
 Schedule one_f_one_b(int devices, int microbatches);
 Schedule interleaved_1f1b(int devices, int microbatches, int chunks);
+Schedule looped_bfs(int devices, int microbatches, int chunks);
 Schedule zb_h1(int devices, int microbatches);
 // For the costs of its p stages (CostModel::stages, or `uniform`; `bw` may differ from b + w):
 // the fastest of its list-scheduler policies, 1f1b and zb-h1, by the simulator. No device holds
 // more than max_in_flight micro-batches from F to W (0: p).
 Schedule zb_auto(int devices, int microbatches, const CostModel& costs, int max_in_flight = 0);
 
-// Names accepted by make_schedule: "naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
-// "zb-auto".
+// Names accepted by make_schedule: "naive", "gpipe", "1f1b", "interleaved-1f1b",
+// "looped-bfs", "zb-h1", "zb-auto".
 const std::vector<std::string>& schedule_names();
+// The chunks per device a tool gives a schedule when none are asked for: 2 for the schedules
+// built around several (interleaved-1f1b, looped-bfs; with one they are plain 1F1B and
+// GPipe), 1 for the others.
+int default_chunks(std::string_view name);
 // v must be 1 for the schedules that place one stage per device. `costs` matters only to
 // zb-auto (by default F = B = W = 1 on every stage).
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,

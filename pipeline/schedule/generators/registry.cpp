@@ -28,8 +28,12 @@ Schedule empty_schedule(const char* name, int devices, int microbatches, int chu
 
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved-1f1b",
-                                                 "zb-h1", "zb-auto"};
+                                                 "looped-bfs", "zb-h1", "zb-auto"};
   return names;
+}
+
+int default_chunks(std::string_view name) {
+  return name == "interleaved-1f1b" || name == "looped-bfs" ? 2 : 1;
 }
 
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks,
@@ -38,12 +42,13 @@ Schedule make_schedule(std::string_view name, int devices, int microbatches, int
     if (chunks != 1)
       throw std::invalid_argument(std::string(name) + " places one stage per device, so it needs "
                                   "chunks=1 (got " + std::to_string(chunks) +
-                                  "); interleaved-1f1b and naive take several chunks");
+                                  "); interleaved-1f1b, looped-bfs and naive take several chunks");
   };
   if (name == "naive") return naive(devices, microbatches, chunks);
   if (name == "gpipe") return one_chunk(), gpipe(devices, microbatches);
   if (name == "1f1b") return one_chunk(), one_f_one_b(devices, microbatches);
   if (name == "interleaved-1f1b") return interleaved_1f1b(devices, microbatches, chunks);
+  if (name == "looped-bfs") return looped_bfs(devices, microbatches, chunks);
   if (name == "zb-h1") return one_chunk(), zb_h1(devices, microbatches);
   if (name == "zb-auto") return one_chunk(), zb_auto(devices, microbatches, costs);
   std::string known;
