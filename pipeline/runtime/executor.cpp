@@ -308,7 +308,7 @@ void Runtime::update_parameters(Step& step) {
         for (int s : schedule_.stages_on(d))
           stages_[static_cast<size_t>(s)]->reduce(streams_[static_cast<size_t>(d)]->compute);
     d = -1;
-    if (options_.max_grad_norm > 0) clip_gradients();
+    if (options_.max_grad_norm > 0 && !clip_gradients()) return;
     for (d = 0; d < schedule_.devices; ++d)
       if (runs(d))
         for (int s : schedule_.stages_on(d))
@@ -320,10 +320,18 @@ void Runtime::update_parameters(Step& step) {
 
 // RuntimeOptions::max_grad_norm: each stage's gradients once written, their squares summed
 // per parameter in the model's order (stage 0's first), one coefficient for all of them.
-void Runtime::clip_gradients() {
+// False, and nothing scaled, when a compute stream failed (a NaN check, a bad label on a CPU
+// device): the step's final synchronisation reports that failure, from where it began.
+bool Runtime::clip_gradients() {
   std::vector<double> squares;  // per parameter, in the model's order
-  for (const std::optional<DeviceStreams>& s : streams_)
-    if (s) s->compute.synchronize();
+  for (const std::optional<DeviceStreams>& s : streams_) {
+    if (!s) continue;
+    try {
+      s->compute.synchronize();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
   for (const std::unique_ptr<Stage>& stage : stages_) {
     const std::vector<double> mine = layers::squared_norms(stage->parameters());
     squares.insert(squares.end(), mine.begin(), mine.end());
@@ -333,6 +341,7 @@ void Runtime::clip_gradients() {
     for (int s : schedule_.stages_on(d))
       layers::scale_gradients(stages_[static_cast<size_t>(s)]->parameters(), coefficient,
                               streams_[static_cast<size_t>(d)]->compute);
+  return true;
 }
 
 // Records the step's first failure and closes every link, so blocked receivers wake.

@@ -186,7 +186,7 @@ class Runtime {
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
   void update_parameters(Step& step);
-  void clip_gradients();
+  bool clip_gradients();
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
   [[noreturn]] void throw_failure(Step& step);
 
