@@ -11,10 +11,12 @@
 //   B/W/BW  the backward: input gradient, weight gradients, or both
 //   SF/SB   the send stream waits for the tensor's writing, copies it into a buffer of the
 //           receiver's device and hands (tensor, ready-event) to the Link (link.h)
-//   RF/RB   takes micro-batch mb's pair from the Link; the compute stream waits on its event
+//   RF/RB   takes micro-batch mb's pair from the Link; the receive stream waits on its event
+//           (the trace's receive lane), the compute stream on the receive
 // Nothing blocks the host inside a step except a receive waiting for the producer's host
 // thread to DESCRIBE its work (not to run it); the one host synchronisation is at the end of
-// the step, after every stage has enqueued its optimizer step on its own device.
+// the step, after every stage has enqueued its optimizer step on its own device (and, with
+// RuntimeOptions::max_grad_norm, one more before the update, to read the gradients' norm).
 //
 // A step cuts the mini-batch into the schedule's m micro-batches (sizes differ by at most
 // one, larger first, so the last may be smaller) and weights every SAMPLE equally: each
