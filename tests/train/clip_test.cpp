@@ -6,11 +6,10 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/train/metrics_file.h"
 #include "tests/train/run_binary.h"
 
 using namespace brigade::train::test;
@@ -37,12 +36,7 @@ std::vector<double> losses(const fs::path& dir, const std::string& devices,
   const Run r = run_train(run_args(dir, devices, name, std::move(extra)));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
-  std::ifstream in(dir / name);
-  std::vector<double> out;
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["kind"] == "step") out.push_back(j["loss"].get<double>());
-  }
+  const std::vector<double> out = step_losses(dir / name);
   REQUIRE(out.size() == 6);
   return out;
 }

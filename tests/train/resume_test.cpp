@@ -16,26 +16,13 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "tests/train/metrics_file.h"
 #include "tests/train/run_binary.h"
 
 using namespace brigade::train::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The losses of the step lines of a --metrics file, checking that the steps are 1, 2, 3, ...
-std::vector<double> losses(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  REQUIRE_MESSAGE(in.good(), "no metrics file " << metrics);
-  std::vector<double> out;
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["kind"] != "step") continue;
-    CHECK(j["step"].get<int64_t>() == static_cast<int64_t>(out.size()) + 1);
-    out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
 
 // Synthetic data (10 batches of 32 per epoch) and the small model, `devices`.
 std::vector<std::string> recipe(const fs::path& dir, const std::string& devices,
@@ -68,7 +55,7 @@ void check_exact_resume(const std::string& devices, std::vector<std::string> ext
   ok(b);
   const Run resumed = ok(c);
   CHECK(resumed.output.find("resumed from") != std::string::npos);
-  const std::vector<double> whole = losses(dir / "a.jsonl"), pieces = losses(dir / "b.jsonl");
+  const std::vector<double> whole = step_losses(dir / "a.jsonl"), pieces = step_losses(dir / "b.jsonl");
   REQUIRE(whole.size() == steps);
   REQUIRE(pieces.size() == steps);
   for (int i = 0; i < steps; ++i) {
@@ -101,7 +88,7 @@ TEST_CASE("one device and a pipeline over two give the same losses") {
                                   "--metrics", (dir / "piped.jsonl").string()});
   ok(one);
   ok(piped);
-  const std::vector<double> a = losses(dir / "one.jsonl"), b = losses(dir / "piped.jsonl");
+  const std::vector<double> a = step_losses(dir / "one.jsonl"), b = step_losses(dir / "piped.jsonl");
   REQUIRE(a.size() == 6);
   REQUIRE(b.size() == 6);
   // Micro-batches sum their gradients in another order than one batch: equal within rounding.
@@ -125,7 +112,7 @@ TEST_CASE("resume: a pipeline over 2 GPUs resumes exactly and trains like CPU de
   cpu.insert(cpu.end(), {"--steps", "6", "--metrics", (dir / "cpu.jsonl").string()});
   ok(gpu);
   ok(cpu);
-  const std::vector<double> a = losses(dir / "gpu.jsonl"), b = losses(dir / "cpu.jsonl");
+  const std::vector<double> a = step_losses(dir / "gpu.jsonl"), b = step_losses(dir / "cpu.jsonl");
   REQUIRE(a.size() == 6);
   REQUIRE(b.size() == 6);
   // Other kernels (GPU GEMMs and reductions sum in other orders): equal within 1e-4.
@@ -183,13 +170,13 @@ TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exa
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   REQUIRE(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
-  const size_t stopped_at = losses(dir / "b.jsonl").size();
+  const size_t stopped_at = step_losses(dir / "b.jsonl").size();
   REQUIRE(stopped_at < 30);
 
   std::vector<std::string> c = b;
   c.insert(c.end(), {"--resume", "--steps", "30"});
   ok(c);
-  const std::vector<double> whole = losses(dir / "a.jsonl"), pieces = losses(dir / "b.jsonl");
+  const std::vector<double> whole = step_losses(dir / "a.jsonl"), pieces = step_losses(dir / "b.jsonl");
   REQUIRE(pieces.size() == whole.size());
   for (size_t i = 0; i < whole.size(); ++i) {
     CAPTURE(i);

@@ -5,11 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/train/metrics_file.h"
 #include "tests/train/run_binary.h"
 
 using namespace brigade::train::test;
@@ -26,17 +25,6 @@ std::vector<std::string> two_devices(const fs::path& dir, std::vector<std::strin
                                    "--threads-per-device", "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-std::vector<double> step_losses(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  REQUIRE_MESSAGE(in.good(), "no metrics file " << metrics);
-  std::vector<double> out;
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["kind"] == "step") out.push_back(j["loss"].get<double>());
-  }
-  return out;
 }
 
 }  // namespace
