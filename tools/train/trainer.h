@@ -1,8 +1,8 @@
 // The training run: from the options to a trained model, a report and an exit status.
 //
 //   setup   model file -> ModelSpec (checked against the data: input 28x28x1, 10 classes);
-//           --devices -> placement (placement.h); the data sets; the model built on its
-//           devices; the step runner (plain or pipelined, runners.h); --init-from, --resume,
+//           --devices -> placement (placement.h); the data sets; the model cut into stages,
+//           its schedule and step runner (pipeline_build.h); --init-from, --resume,
 //           --save-initial
 //   loop    per epoch, per batch: stage the next batch (staging.h), run the step, report it
 //           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between

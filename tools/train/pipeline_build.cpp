@@ -1,0 +1,123 @@
+#include "tools/train/pipeline_build.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "pipeline/runtime/profile.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/schedule_text.h"
+#include "pipeline/schedule/validate.h"
+#include "tools/train/preflight.h"
+#if defined(BRIGADE_HAVE_MPI)
+#include "tools/train/distributed.h"
+#endif
+
+namespace brigade::train {
+
+namespace {
+
+// --balance time: each layer's forward + backward, measured on a micro-batch of zeros on the
+// first device, with the whole model there (a copy, thrown away after).
+std::vector<double> profile_times(const model::ModelSpec& spec, const Device& device,
+                                  int64_t rows, uint64_t seed) {
+  model::ModelSpec one = spec;
+  for (model::LayerSpec& l : one.layers) l.device = 0;
+  one.device_count = 1;
+  const auto model = layers::Sequential::from_spec(one, {device}, seed);
+  std::vector<int64_t> dims = spec.input;
+  dims[0] = rows;  // (rows, C, H, W)
+  return pipeline::profile_layer_times(*model, Tensor::zeros(Shape(dims), device));
+}
+
+// --schedule-file: the file's lists, compute-only (then lowered) or lowered (then run as they
+// are written, transfers where the file puts them), validated — a deadlock is refused, its
+// cycle named, before any thread starts — for this run's devices, chunks and micro-batches.
+pipeline::LoweredSchedule schedule_from_file(const std::string& path, int devices, int chunks,
+                                             int m) {
+  const pipeline::LoweredSchedule s = pipeline::load_schedule(path);
+  if (s.devices != devices || s.chunks != chunks || s.microbatches != m || s.batch_units != 1)
+    throw UsageError("--schedule-file " + path + ": devices " + std::to_string(s.devices) +
+                     ", chunks " + std::to_string(s.chunks) + ", microbatches " +
+                     std::to_string(s.microbatches) + ", batch_units " +
+                     std::to_string(s.batch_units) + ", but this run has " +
+                     std::to_string(devices) + " devices, --chunks " + std::to_string(chunks) +
+                     ", --microbatches " + std::to_string(m) + " (batch_units must be 1)");
+  return s;
+}
+
+}  // namespace
+
+BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, const Placement& p,
+                             int m, int64_t step_rows, Cluster* cluster) {
+  BuiltPipeline s;
+  const int devices = static_cast<int>(p.devices.size());
+  // Cut the model into devices x chunks stages: by the (merged) device blocks, or by cost.
+  const int stages = devices * o.chunks;
+  if (static_cast<size_t>(stages) > spec.layers.size())
+    throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
+                     " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
+                     std::to_string(spec.layers.size()) + " layers");
+  // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks).
+  const std::vector<double> flops = pipeline::layer_costs(
+      model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops);
+  std::vector<double> costs = flops;
+  pipeline::Partition partition;
+  if (o.balance == "blocks") {
+    if (o.chunks != 1)
+      throw UsageError("--chunks " + std::to_string(o.chunks) +
+                       " needs the model cut into devices x chunks stages: add --balance "
+                       "params|memory|time");
+    model::ModelSpec merged = spec;  // block b -> the index of its device
+    for (model::LayerSpec& l : merged.layers)
+      l.device = static_cast<int>(
+          std::find(p.devices.begin(), p.devices.end(), p.block_devices[l.device]) -
+          p.devices.begin());
+    merged.device_count = devices;
+    partition = pipeline::from_device_blocks(merged);
+  } else {
+    const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+    if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
+    if (o.balance == "memory")
+      costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
+    if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
+    // o.balance == "flops": costs are the FLOPs already
+    partition = cut_by_cost(costs, devices, o.chunks);
+  }
+  // zb-auto plans its W's for the stages' costs before anything has run: each stage's forward
+  // FLOPs, with each half of the backward costing about a forward (the same GEMMs, transposed).
+  pipeline::CostModel planned;
+  if (o.schedule == "zb-auto") {
+    for (const pipeline::StageRange& r : partition.stages) {
+      double c = 0;
+      for (size_t i = r.begin; i < r.end; ++i) c += flops[i];
+      planned.stages.push_back({.f = c, .b = c, .w = c});
+    }
+  }
+  pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
+  try {
+    lowered = o.schedule_file.empty()
+                  ? pipeline::lower(pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned))
+                  : schedule_from_file(o.schedule_file, devices, o.chunks, m);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
+    throw UsageError(e.what());
+  }
+  const pipeline::Schedule schedule = pipeline::compute_only(lowered);
+  if (!cluster) check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
+  const model::ModelSpec placed = pipeline::place(spec, partition, devices);
+  s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
+#if defined(BRIGADE_HAVE_MPI)
+  if (cluster) s.runner = cluster->make_runner(*s.model, partition, std::move(lowered), o);
+#endif
+  if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
+  s.placement = describe_stages(partition, spec, p.devices, o.balance, costs);
+  const bool timed = o.balance == "time";
+  s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
+                                timed ? "measured time" : "forward FLOPs", o.command);
+  return s;
+}
+
+}  // namespace brigade::train

@@ -1,0 +1,35 @@
+// The pipeline a run trains through, built from the options before the first step: the model
+// cut into devices x --chunks stages (its device blocks, or a cut by --balance: FLOPs,
+// parameters, activation memory or measured time), the schedule (--schedule, lowered, or
+// --schedule-file's lists as written), the memory check of a step on each device
+// (preflight.h), the model built on its devices and the runner of its steps (runners.h, or
+// this rank's under --distributed), and what the run says about the cut.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "layers/sequential.h"
+#include "tools/train/options.h"
+#include "tools/train/placement.h"
+#include "tools/train/runners.h"
+
+namespace brigade::train {
+
+class Cluster;  // distributed.h
+
+struct BuiltPipeline {
+  std::unique_ptr<layers::Sequential> model;
+  std::unique_ptr<StepRunner> runner;
+  std::string placement;  // the stages, their devices and their share of the work
+  std::string warning;    // an unbalanced cut, and the command that balances it (empty: none)
+};
+
+// `m` micro-batches of a step of `step_rows` samples; `cluster`: the MPI job under
+// --distributed, else null. Throws UsageError for what the options ask that cannot be built.
+BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,
+                             const Placement& placement, int m, int64_t step_rows,
+                             Cluster* cluster);
+
+}  // namespace brigade::train
