@@ -11,7 +11,6 @@
 //
 // Read in that order; the pieces it calls are stage.h (the layers), finite_check.h (NaN
 // checks), step_trace.h (the measured timeline) and link.h (the neighbours).
-#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -301,20 +300,20 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
 // replicas, the clipping and the optimizers see them all. Devices in order, each device's
 // stages in order: replicas' reducers meet in the same order.
 void Runtime::update_parameters(Step& step) {
-  int d = 0;
+  int device = 0;  // the device being updated, named if it fails (clipping: device 0)
+  const auto on_every_stage = [&](void (Stage::*part)(const Stream&) const) {
+    for (device = 0; device < schedule_.devices; ++device)
+      if (runs(device))
+        for (int s : schedule_.stages_on(device))
+          (stages_[static_cast<size_t>(s)].get()->*part)(streams_[static_cast<size_t>(device)]->compute);
+    device = 0;
+  };
   try {
-    for (d = 0; d < schedule_.devices; ++d)
-      if (runs(d))
-        for (int s : schedule_.stages_on(d))
-          stages_[static_cast<size_t>(s)]->reduce(streams_[static_cast<size_t>(d)]->compute);
-    d = -1;
+    on_every_stage(&Stage::reduce);
     if (options_.max_grad_norm > 0 && !clip_gradients()) return;
-    for (d = 0; d < schedule_.devices; ++d)
-      if (runs(d))
-        for (int s : schedule_.stages_on(d))
-          stages_[static_cast<size_t>(s)]->step(streams_[static_cast<size_t>(d)]->compute);
+    on_every_stage(&Stage::step);
   } catch (...) {
-    fail(step, std::max(d, 0), std::nullopt, std::current_exception());
+    fail(step, device, std::nullopt, std::current_exception());
   }
 }
 
