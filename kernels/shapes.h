@@ -47,23 +47,35 @@ struct Pool2dShape {
   constexpr int64_t y_size() const { return N * C * P * Q; }
 };
 
+// Output size of a convolution or pooling window along one axis, Keras rules: valid:
+// floor((in - k) / stride) + 1, needs in >= k; same: ceil(in / stride), padded with
+// max((out - 1) * stride + k - in, 0) zeros, the smaller half before (*pad_before). Returns 0
+// when the window does not fit ("valid" with in < k). Inputs must be positive. Written so
+// that no intermediate overflows for any positive in, k and stride (the model-file parser,
+// which calls it on what a file says, is fuzzed).
+inline int64_t window_output_size(int64_t in, int64_t k, int64_t stride, Padding padding,
+                                  int64_t* pad_before = nullptr) {
+  if (pad_before) *pad_before = 0;
+  if (padding == Padding::valid) return in < k ? 0 : (in - k) / stride + 1;
+  const int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride)
+  // Padding needed = (out - 1) * stride + k - in = k - r, where r = in - (out - 1) * stride
+  // lies in [1, stride].
+  const int64_t r = in - (out - 1) * stride;
+  const int64_t total = k > r ? k - r : 0;
+  if (pad_before) *pad_before = total / 2;
+  return out;
+}
+
 namespace shapes_detail {
-// Output length and leading padding of one spatial dimension; throws naming `what`.
+// window_output_size, throwing naming `what` where the window does not fit.
 inline void output_extent(const char* what, int64_t in, int64_t window, int64_t stride,
                           Padding padding, int64_t& out, int64_t& pad_before) {
-  if (padding == Padding::valid) {
-    if (window > in) {
-      std::ostringstream m;
-      m << what << ": window " << window << " is larger than the input extent " << in
-        << " with 'valid' padding";
-      throw std::invalid_argument(m.str());
-    }
-    out = (in - window) / stride + 1;
-    pad_before = 0;
-  } else {
-    out = (in + stride - 1) / stride;
-    const int64_t total = (out - 1) * stride + window - in;
-    pad_before = total > 0 ? total / 2 : 0;
+  out = window_output_size(in, window, stride, padding, &pad_before);
+  if (out == 0) {
+    std::ostringstream m;
+    m << what << ": window " << window << " is larger than the input extent " << in
+      << " with 'valid' padding";
+    throw std::invalid_argument(m.str());
   }
 }
 

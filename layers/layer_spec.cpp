@@ -21,10 +21,6 @@ std::string_view kind_name(LayerKind kind) {
   return "?";
 }
 
-std::string_view padding_name(Padding padding) {
-  return padding == Padding::same ? "same" : "valid";
-}
-
 std::string_view activation_name(Activation activation) {
   switch (activation) {
     case Activation::none: return "none";
@@ -46,19 +42,6 @@ std::string format_dims(const std::vector<int64_t>& dims) {
   std::string s = "(";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + ")";
-}
-
-int64_t window_output_size(int64_t in, int64_t k, int64_t stride, Padding padding,
-                           int64_t* pad_before) {
-  if (pad_before) *pad_before = 0;
-  if (padding == Padding::valid) return in < k ? 0 : (in - k) / stride + 1;
-  const int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride), cannot overflow
-  // Padding needed = (out - 1) * stride + k - in = k - r, where r = in - (out - 1) * stride
-  // lies in [1, stride]: written this way it cannot overflow for any k.
-  const int64_t r = in - (out - 1) * stride;
-  const int64_t total = k > r ? k - r : 0;
-  if (pad_before) *pad_before = total / 2;
-  return out;
 }
 
 namespace {

@@ -21,15 +21,20 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/shapes.h"
+
 namespace brigade::model {
 
 enum class LayerKind { conv2d, maxpool2d, dropout, flatten, dense, relu, softmax };
-enum class Padding { valid, same };
+// Padding, padding_name and the window rule are the kernels' (kernels/shapes.h): one rule
+// for the shapes a model file declares and the shapes the kernels compute.
+using brigade::Padding;
+using brigade::padding_name;
+using brigade::window_output_size;
 enum class Activation { none, relu, softmax };
 
 // The keyword of a kind in model files and layer names: "conv2d", "maxpool2d", ...
 std::string_view kind_name(LayerKind kind);
-std::string_view padding_name(Padding padding);
 std::string_view activation_name(Activation activation);
 
 struct LayerSpec {
@@ -118,13 +123,6 @@ void check_input_shape(const std::vector<int64_t>& input);
 // the layer before it (null for the first). Throws ShapeError, leaving `model` unchanged.
 void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
                         const LayerSpec* previous, const LayerSpec& layer, size_t index);
-
-// Output size of a convolution or pooling window along one axis, Keras rules:
-// valid: floor((in - k) / stride) + 1, needs in >= k; same: ceil(in / stride), padded with
-// max((out - 1) * stride + k - in, 0) zeros, the smaller half before. Returns 0 when the
-// window does not fit ("valid" with in < k). Inputs must be positive.
-int64_t window_output_size(int64_t in, int64_t k, int64_t stride, Padding padding,
-                           int64_t* pad_before = nullptr);
 
 // "(1, 64, 2, 2)"
 std::string format_dims(const std::vector<int64_t>& dims);

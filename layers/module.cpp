@@ -122,7 +122,7 @@ class Conv2DModule : public Module {
                   spec.name << ": strides " << shape.stride_h << "x" << shape.stride_w
                             << " differ; the kernels take one stride for both directions");
     args_.stride = shape.stride_h;
-    args_.padding = spec.padding == model::Padding::same ? Padding::same : Padding::valid;
+    args_.padding = spec.padding;
     const auto& w = shape.param_specs[0].shape;  // (K, C, R, S)
     params_.push_back(make_param(shape.param_specs[0],
                                  glorot_uniform(w[0] * w[1] * w[2] * w[3], w[1] * w[2] * w[3],
