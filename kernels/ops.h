@@ -29,8 +29,8 @@
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "kernels/reference/dropout.h"
-#include "kernels/reference/optimizers.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/optimizer_params.h"
 #include "kernels/shapes.h"
 
 namespace brigade::ops {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/stream.h"
-#include "kernels/reference/optimizers.h"
+#include "kernels/optimizer_params.h"
 #include "layers/tape.h"
 
 namespace brigade::layers {

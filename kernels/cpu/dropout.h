@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engine/thread_pool.h"
-#include "kernels/reference/dropout.h"
+#include "kernels/dropout_mask.h"
 
 namespace brigade::cpu {
 

@@ -1,5 +1,5 @@
 // Dropout's mask on AVX-512: 16 Philox counters side by side (called only when kernel_isa()
-// is avx512). The same bits as dropout_keep of kernels/reference/dropout.h.
+// is avx512). The same bits as dropout_keep of kernels/dropout_mask.h.
 #pragma once
 
 #include <cstdint>

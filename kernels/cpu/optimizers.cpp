@@ -2,6 +2,8 @@
 // is already a straight loop the compiler vectorises, so each range simply calls it.
 #include "kernels/cpu/optimizers.h"
 
+#include "kernels/reference/optimizers.h"  // the loop body each range runs
+
 namespace brigade::cpu {
 
 namespace {

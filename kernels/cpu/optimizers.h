@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engine/thread_pool.h"
-#include "kernels/reference/optimizers.h"
+#include "kernels/optimizer_params.h"
 
 namespace brigade::cpu {
 

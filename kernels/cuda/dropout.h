@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/reference/dropout.h"  // DropoutKey, dropout_keep
+#include "kernels/dropout_mask.h"
 
 namespace brigade {
 class Stream;

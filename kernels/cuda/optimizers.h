@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/reference/optimizers.h"  // SgdParams, AdamParams, their checks
+#include "kernels/optimizer_params.h"
 
 namespace brigade {
 class Stream;

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/reference/softmax.h"  // check_label
+#include "kernels/labels.h"
 
 namespace brigade {
 class Stream;

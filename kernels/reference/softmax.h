@@ -8,20 +8,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <sstream>
-#include <stdexcept>
+
+#include "kernels/labels.h"  // check_label
 
 namespace brigade {
-
-// Throws when a label is outside [0, classes): bad data must fail loudly, not index wildly.
-inline void check_label(int32_t label, int64_t row, int64_t classes) {
-  if (label < 0 || label >= classes) {
-    std::ostringstream m;
-    m << "softmax_cross_entropy: label " << label << " of row " << row << " is outside [0, "
-      << classes << ")";
-    throw std::out_of_range(m.str());
-  }
-}
 
 namespace ref {
 

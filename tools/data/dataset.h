@@ -4,7 +4,7 @@
 // Pixels are kept as the bytes the files hold (0..255), which is 4x smaller than floats (47 MB
 // instead of 188 MB for the training set); the batcher (batches.h) hands them out as float32
 // in [0, 1], pixel / 255, the scaling of torchvision's ToTensor. Labels are int32 class
-// indices in [0, classes), what softmax_cross_entropy (kernels/reference/softmax.h) takes.
+// indices in [0, classes), what the loss kernels take (kernels/labels.h).
 #pragma once
 
 #include <cstdint>

@@ -31,9 +31,11 @@
 #include "kernels/cuda/vendor.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
+#include "kernels/reference/dropout.h"
 #include "kernels/reference/maxpool2d.h"
 #include "kernels/reference/optimizers.h"
 #include "kernels/reference/relu.h"
+#include "kernels/reference/softmax.h"
 #include "tests/kernels/cpu/check.h"
 
 using namespace brigade;

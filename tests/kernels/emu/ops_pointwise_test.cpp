@@ -16,8 +16,11 @@
 #include "kernels/cuda/optimizers.h"
 #include "kernels/cuda/relu.h"
 #include "kernels/cuda/softmax.h"
+#include "kernels/reference/dropout.h"
 #include "kernels/reference/elementwise.h"
+#include "kernels/reference/optimizers.h"
 #include "kernels/reference/relu.h"
+#include "kernels/reference/softmax.h"
 #include "tests/kernels/emu/ops_check.h"
 #include "tests/support/deadline.h"
 
