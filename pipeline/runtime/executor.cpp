@@ -140,8 +140,9 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     }
   }
   result.timeline = step.trace.timeline(schedule_);
-  for (size_t d = 0; d < devices_.size(); ++d)  // 0 for the devices run elsewhere
-    result.peak_bytes.push_back(local_[d] ? Allocator::of(devices_[d]).stats().peak_in_use : 0);
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (local_[d])
+      result.peak_memory[devices_[d].str()] = Allocator::of(devices_[d]).stats().peak_in_use;
   return result;
 }
 

@@ -44,6 +44,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,7 +108,9 @@ struct StepResult {
   double loss = 0;                   // mean cross-entropy over the mini-batch
   int64_t correct = 0;               // samples whose largest logit is their label
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
-  std::vector<uint64_t> peak_bytes;  // per device: allocator peak in use during the step
+  // Per device this process runs, by name ("cuda:1"): the allocator's peak in use during
+  // the step (a --metrics line's peak_memory).
+  std::map<std::string, uint64_t> peak_memory;
 };
 
 class PipelineError : public Error {

@@ -69,8 +69,8 @@ TEST_CASE("a step's timeline has every action once, in its device's list order")
           (e.action.op == Op::F) == (recv.action.op == Op::F) && e.action.op != Op::W)
         CHECK(e.start >= recv.end);
   }
-  CHECK(r.peak_bytes.size() == 3);
-  for (uint64_t b : r.peak_bytes) CHECK(b > 0);
+  CHECK(r.peak_memory.size() == 3);
+  for (const Device& device : runtime.devices()) CHECK(r.peak_memory.at(device.str()) > 0);
 
   // The simulator replays the measured durations: per device the same busy time.
   const TraceComparison c = compare_with_simulation(schedule, t);
@@ -96,14 +96,17 @@ TEST_CASE("recomputation: the same parameters, a lower peak of memory") {
   // held about as much without recomputation as with it.
   const HostBatch batch = test::random_batch(256, 2);
   std::vector<std::vector<float>> params[2];
-  std::vector<uint64_t> peaks[2];
+  std::vector<uint64_t> peaks[2];  // per device of the run (each run has devices of its own)
   for (int recompute = 0; recompute < 2; ++recompute) {
     auto model = test::placed_model(partition, 2, 60 + 2 * recompute);
     // lockstep: the host does not run ahead of the streams, so a peak is the schedule's, not
     // the machine's timing (see RuntimeOptions::lockstep).
     Runtime runtime(*model, partition, schedule, test::sgd,
                     {.seed = test::kDropoutSeed, .recompute = recompute == 1, .lockstep = true});
-    for (uint32_t step = 0; step < 2; ++step) peaks[recompute] = runtime.step(batch, step).peak_bytes;
+    StepResult r;
+    for (uint32_t step = 0; step < 2; ++step) r = runtime.step(batch, step);
+    for (const Device& device : runtime.devices())
+      peaks[recompute].push_back(r.peak_memory.at(device.str()));
     params[recompute] = test::params_of(*model);
   }
   // The recomputed forward is the same ops on the same inputs with the same dropout masks:

@@ -61,7 +61,7 @@ std::string diverged(int64_t step, const std::string& what) {
   return "step " + std::to_string(step) + ": " + what + ": training diverged (try a smaller --lr)";
 }
 
-StepOutcome run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& slot,
+pipeline::StepResult run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& slot,
                      int64_t step) {
   try {
     return runner.run(area, slot, static_cast<uint32_t>(step));

@@ -11,13 +11,12 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
 }
 
 void MetricsWriter::step(int64_t step, int64_t epoch, int64_t batch, double loss,
-                         std::optional<double> accuracy, double samples_per_s,
+                         double accuracy, double samples_per_s,
                          const std::map<std::string, uint64_t>& peak_memory) {
   if (!out_.is_open()) return;
   nlohmann::json j = {{"kind", "step"}, {"step", step},   {"epoch", epoch},
                       {"batch", batch}, {"loss", loss},   {"samples_per_s", samples_per_s},
-                      {"peak_memory", peak_memory}};
-  j["accuracy"] = accuracy ? nlohmann::json(*accuracy) : nlohmann::json(nullptr);
+                      {"accuracy", accuracy}, {"peak_memory", peak_memory}};
   out_ << j.dump() << '\n' << std::flush;
 }
 

@@ -6,14 +6,13 @@
 //   {"kind":"eval","step":469,"epoch":0,"test_loss":0.41,"test_accuracy":0.851}
 //
 // "step" counts from 1 (the steps done so far); "loss" is written with 17 significant digits,
-// enough to read back the float32 exactly, so two runs compare bit for bit. "accuracy" is null
-// when the step's runner does not report it (a pipelined step).
+// enough to read back the float32 exactly, so two runs compare bit for bit. "accuracy" is the
+// training mini-batch's; "peak_memory" names the devices this process runs.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <string>
 
 namespace brigade::train {
@@ -24,7 +23,7 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path, bool append);  // throws naming the path
 
   void step(int64_t step, int64_t epoch, int64_t batch, double loss,
-            std::optional<double> accuracy, double samples_per_s,
+            double accuracy, double samples_per_s,
             const std::map<std::string, uint64_t>& peak_memory);
   void eval(int64_t step, int64_t epoch, double test_loss, double test_accuracy);
 

@@ -32,7 +32,6 @@ void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64
   epoch_ = epoch, epochs_ = epochs, batches_ = batches, first_batch_ = first_batch;
   last_k_ = -1, last_printed_ = true;
   loss_sum_ = 0, rows_ = 0, correct_ = 0;
-  accuracy_known_ = true;
   start_ = std::chrono::steady_clock::now();
 }
 
@@ -42,7 +41,7 @@ std::string Progress::status() const {
   int n = std::snprintf(buf, sizeof buf, "loss %.4f  mean %.4f (steps %lld-%lld)", last_loss_,
                         mean, static_cast<long long>(first_batch_ + 1),
                         static_cast<long long>(last_k_ + 1));
-  if (accuracy_known_ && rows_)
+  if (rows_)
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  acc %.1f%%",
                        100.0 * static_cast<double>(correct_) / static_cast<double>(rows_));
   // The epoch's average so far: steadier than one step's rate.
@@ -72,8 +71,7 @@ void Progress::step(int64_t k, int64_t rows, double loss, int64_t correct) {
   last_printed_ = false;
   loss_sum_ += loss * static_cast<double>(rows);
   rows_ += rows;
-  if (correct < 0) accuracy_known_ = false;
-  else correct_ += correct;
+  correct_ += correct;
   if (live_) {
     constexpr int width = 24;
     const int filled = static_cast<int>(width * (k + 1) / std::max<int64_t>(batches_, 1));

@@ -28,7 +28,7 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch);
-  // After batch k (0-based) of the epoch: its rows, loss, correct count (-1: unknown).
+  // After batch k (0-based) of the epoch: its rows, loss, correct count.
   void step(int64_t k, int64_t rows, double loss, int64_t correct);
   // The epoch (or the run) ends: off a terminal, the last step's line if not printed yet.
   void end_epoch();
@@ -50,7 +50,7 @@ class Progress {
   bool first_of_run_ = true;
   double last_loss_ = 0, loss_sum_ = 0;
   int64_t rows_ = 0, correct_ = 0;
-  bool accuracy_known_ = true, bar_shown_ = false;
+  bool bar_shown_ = false;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -43,17 +43,12 @@ StagingLayout PipelinedRunner::staging() const {
           .microbatches = s.microbatches};
 }
 
-StepOutcome PipelinedRunner::run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) {
+pipeline::StepResult PipelinedRunner::run(StagingArea& area, StagingArea::Slot& slot,
+                                          uint32_t step) {
   pipeline::StepResult r = runtime_->step(slot.staged, step);
   // step() returns after its final synchronisation: nothing reads the slot any more.
   area.release(slot, Stream::default_for(area.layout().first));
-  StepOutcome out;
-  out.loss = r.loss;
-  out.correct = r.correct;
-  out.timeline = std::move(r.timeline);
-  for (size_t d = 0; d < r.peak_bytes.size(); ++d)
-    out.peak_memory[runtime_->devices()[d].str()] = r.peak_bytes[d];
-  return out;
+  return r;
 }
 
 }  // namespace brigade::train

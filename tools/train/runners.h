@@ -28,19 +28,13 @@
 
 namespace brigade::train {
 
-struct StepOutcome {
-  double loss = 0;                         // mean cross-entropy over the batch
-  std::optional<int64_t> correct;          // training predictions that were right
-  pipeline::Timeline timeline;             // ms from the step's start; lane 0 = compute
-  std::map<std::string, uint64_t> peak_memory;  // per device: allocator peak during the step
-};
-
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
   // Runs the step on the staged slot (taken from `area`, released back to it) and waits for
-  // its results.
-  virtual StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
+  // its results. In a distributed run, loss and correct are this rank's shares (the cluster
+  // adds them up) and peak_memory names this rank's devices only.
+  virtual pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
   virtual std::vector<CheckpointedOptimizer*> optimizers() = 0;
   virtual StagingLayout staging() const = 0;  // where the staging area puts each batch
   virtual std::string describe() const = 0;  // one line for the start of the run
@@ -51,7 +45,7 @@ class PipelinedRunner : public StepRunner {
   // `lowered`: the lists the runtime runs (runtime.h), with their sends and receives.
   PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
                   pipeline::LoweredSchedule lowered, const Options& options);
-  StepOutcome run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
+  pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;
   std::string describe() const override;

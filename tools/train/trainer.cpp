@@ -138,11 +138,11 @@ struct Job {
     throw std::runtime_error(what);
   }
   // The step's global loss and correct count; the stop signal any rank saw.
-  int agree(StepOutcome& r) const {
+  int agree(pipeline::StepResult& r) const {
     if (!cluster) return stop_signal();
-    const Cluster::Agreement a = cluster->agree(r.loss, r.correct.value_or(0), stop_signal());
+    const Cluster::Agreement a = cluster->agree(r.loss, r.correct, stop_signal());
     r.loss = a.loss;
-    if (r.correct) r.correct = a.correct;
+    r.correct = a.correct;
     return a.stop_signal;
   }
   // Per device busy time (each rank timed its own; the replicas' mean), the longest makespan.
@@ -163,7 +163,7 @@ struct Job {
   void broadcast(layers::Sequential&, const StepRunner&, Position&) const {}
   void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
   [[noreturn]] void fail_alike(const std::string& what) const { throw std::runtime_error(what); }
-  int agree(StepOutcome&) const { return stop_signal(); }
+  int agree(pipeline::StepResult&) const { return stop_signal(); }
   void combine(std::vector<double>&, double&) const {}
   std::string device_name(size_t, const Device& placed) const { return placed.str(); }
 #endif
@@ -332,7 +332,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
 
       const auto t0 = Clock::now();
       first_step_began = true;
-      StepOutcome r = run_step(runner, staging, slot, pos.step);  // finite.h
+      pipeline::StepResult r = run_step(runner, staging, slot, pos.step);  // finite.h
       stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
       // Read on the host already: checking it costs no synchronisation. Nothing of this step
       // is reported, and no checkpoint is written after it.
@@ -349,13 +349,10 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
       makespan_ms += stats.makespan;
       last_timeline = std::move(r.timeline);
       const double rate = static_cast<double>(slot.rows) / seconds;
-      const std::optional<double> acc =
-          r.correct ? std::optional<double>(static_cast<double>(*r.correct) /
-                                            static_cast<double>(slot.rows))
-                    : std::nullopt;
+      const double acc = static_cast<double>(r.correct) / static_cast<double>(slot.rows);
       metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
       drawn.steps.push_back({pos.step, r.loss, acc});
-      progress.step(k, slot.rows, r.loss, r.correct.value_or(-1));
+      progress.step(k, slot.rows, r.loss, r.correct);
       last_loss = r.loss;
       samples_run += slot.rows;
       if (o.checkpoint_every > 0 && pos.step % o.checkpoint_every == 0) checkpoint(pos);
