@@ -2,7 +2,7 @@
 // allocates its outputs on the stream, then dispatches on the device (ops_dispatch.h).
 #include "kernels/ops.h"
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/maxpool2d.h"

@@ -1,5 +1,5 @@
 // Lane masks and permutation indices shared by the AVX-512 kernels (maxpool2d_avx512,
-// conv2d_avx512, conv2d_winograd_tiles). Compiled for AVX-512F with a target attribute, like
+// conv2d/avx512, conv2d/winograd_tiles). Compiled for AVX-512F with a target attribute, like
 // the kernels that call them: include only from files whose callers check kernel_isa().
 #pragma once
 

@@ -1,7 +1,7 @@
 // Which instruction set the hand-written CPU kernels use, decided at run time.
 //
 // The build uses no -m flags (the binaries run on any x86-64), so the compiler's own loops get
-// SSE2 only. A few hot loops (kernels/cpu/conv2d_avx512.cpp) also exist as AVX-512 versions,
+// SSE2 only. A few hot loops (kernels/cpu/conv2d/avx512.cpp) also exist as AVX-512 versions,
 // compiled with __attribute__((target("avx512f"))); kernel_isa() says which ones run:
 //   avx512     the CPU (and the OS, for the wider registers) supports AVX-512F;
 //   portable   otherwise: the plain C++ loops, which run everywhere.

@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "engine/error.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/relu.h"
-#include "kernels/cpu/conv2d_lowering.h"
-#include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/conv2d/lowering.h"
+#include "kernels/cpu/conv2d/winograd.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/relu.h"
@@ -59,7 +59,7 @@ const Case kCases[] = {
     {2, 20, 9, 10, 5, 3, 3, 1, Padding::same},     // more channels than one 16-float block
     {3, 40, 8, 19, 6, 4, 2, 1, Padding::same},     // rows of 19: a block and a masked tail
     {2, 64, 12, 12, 16, 3, 3, 1, Padding::valid},  // the question's conv3 (K cut to 16)
-    // Winograd F(2x2, 3x3) (conv2d_winograd.h; the question's conv2 and conv3 above take it
+    // Winograd F(2x2, 3x3) (kernels/cpu/conv2d/winograd.h; the question's conv2 and conv3 above take it
     // too), all three passes: odd output sizes (half-filled tiles) with same padding, rows
     // of 19 tiles (a 16-tile block and a masked tail), several samples per group, and the
     // smallest channel counts it takes (4).

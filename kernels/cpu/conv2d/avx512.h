@@ -1,5 +1,5 @@
 // The AVX-512 kernels of Conv2D (compiled for AVX-512F with a target attribute; called only
-// when kernel_isa() is avx512). im2col is declared in conv2d_lowering.h;
+// when kernel_isa() is avx512). im2col is declared in lowering.h;
 // here is the direct forward kernel for a single input channel, where im2col would feed SGEMM a
 // product only R·S deep (the question's first layer: 9). Its backward-filter stays on im2col +
 // SGEMM: a direct AVX-512 version (16 lanes per tap, reduced per sample) measured 1.3x slower.

@@ -10,7 +10,7 @@
 // with Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1],
 // Aᵀ = [1 1 1 0; 0 1 -1 -1]. The 16 SGEMMs are (K, C) · (C, T) over T tiles of a group of
 // samples: 2.25x fewer multiply-adds than im2col + SGEMM, for three passes over memory that
-// only add and halve (the transforms, conv2d_winograd_tiles.h).
+// only add and halve (the transforms, winograd_tiles.h).
 //
 // Backward-data is the same algorithm: dx is the "full" correlation of dy with the filters
 // turned 180° and with K and C swapped — a forward convolution of dy (data_shape below).

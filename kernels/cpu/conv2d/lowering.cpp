@@ -1,5 +1,5 @@
-// See conv2d_lowering.h: the portable im2col, col2im, and the choice of im2col.
-#include "kernels/cpu/conv2d_lowering.h"
+// See lowering.h: the portable im2col, col2im, and the choice of im2col.
+#include "kernels/cpu/conv2d/lowering.h"
 
 namespace brigade::cpu::lowering {
 

@@ -1,8 +1,8 @@
-// See conv2d_avx512.h. Every function here carries target("avx512f"), and the lambdas and
+// See avx512.h. Every function here carries target("avx512f"), and the lambdas and
 // templates it calls are inlined into it (flatten), so nothing compiled for AVX-512 runs
 // unless kernel_isa() chose this path. Rows of Q floats are handled 16 at a time, the last
 // block with a lane mask (masked loads never touch memory outside the mask).
-#include "kernels/cpu/conv2d_avx512.h"
+#include "kernels/cpu/conv2d/avx512.h"
 
 // GCC 12 warns that the _mm512_undefined_ps() inside some intrinsics (max, reduce) "may be used
 // uninitialized" (GCC bug 105593, fixed in 13): a false positive, silenced for this file only.
@@ -12,7 +12,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/conv2d_lowering.h"
+#include "kernels/cpu/conv2d/lowering.h"
 
 #define BRIGADE_AVX512 __attribute__((target("avx512f"), flatten))
 // A lambda does not inherit its enclosing function's target: it says so itself.

@@ -1,7 +1,7 @@
 // Conv2D, the fast CPU path: im2col + SGEMM per group of samples, groups handed to the
 // device's threads. Same arithmetic as kernels/reference/conv2d.h up to float summation order.
 // A 3x3 stride-1 convolution with 4 or more channels in and out runs all three passes by
-// Winograd's F(2x2, 3x3) instead (conv2d_winograd.h: 2.25x fewer multiply-adds), on every
+// Winograd's F(2x2, 3x3) instead (winograd.h: 2.25x fewer multiply-adds), on every
 // ISA. Where the CPU has AVX-512 (cpu_isa.h; BRIGADE_CPU_ISA=portable turns it off), im2col
 // and Winograd's transforms run 16 floats at a time, and a single-channel stride-1 forward is
 // computed directly, without im2col.

@@ -4,16 +4,16 @@
 //   backward-data:    col   (CRS, nb·PQ) = wᵀ · dy,  dx[n] = col2im(col's columns of n)
 //   backward-filter:  dw    (K, CRS) += dy · colᵀ
 // A 1x1 stride-1 unpadded convolution needs no im2col: x[n] (C, H·W) is its own lowering.
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/chunks.h"
-#include "kernels/cpu/conv2d_avx512.h"
-#include "kernels/cpu/conv2d_lowering.h"
-#include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/conv2d/avx512.h"
+#include "kernels/cpu/conv2d/lowering.h"
+#include "kernels/cpu/conv2d/winograd.h"
 #include "kernels/cpu/gemm.h"
 
 namespace brigade::cpu {
@@ -44,7 +44,7 @@ bool is_pointwise(const Conv2dShape& s) {
   return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad_h == 0 && s.pad_w == 0;
 }
 
-// The forward of a single input channel at stride 1 is computed directly (conv2d_avx512.h)
+// The forward of a single input channel at stride 1 is computed directly (avx512.h)
 // where the CPU has AVX-512: im2col would hand SGEMM a product only R·S deep. Elsewhere, and
 // for every backward pass, im2col + SGEMM.
 bool is_direct(const Conv2dShape& s, Isa isa) {

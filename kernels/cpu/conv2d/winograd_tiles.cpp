@@ -1,9 +1,9 @@
-// See conv2d_winograd_tiles.h. The matrices (Lavin & Gray):
+// See winograd_tiles.h. The matrices (Lavin & Gray):
 //   Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   Aᵀ = [1 1 1 0; 0 1 -1 -1]
 // Each transform is applied along the rows of a tile, then across them. In the AVX-512 forms
 // lane i holds tile q + i; the even and odd columns of a row (2q, 2q + 1) are split out of
 // two 16-float loads with vpermt2ps, and merged back the same way.
-#include "kernels/cpu/conv2d_winograd_tiles.h"
+#include "kernels/cpu/conv2d/winograd_tiles.h"
 
 #include <algorithm>
 

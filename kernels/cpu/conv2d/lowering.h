@@ -1,6 +1,6 @@
 // The im2col lowering of Conv2D and its adjoint, with the index walk both share (internal to
 // kernels/cpu; conv2d.h exposes the one-sample forms). im2col exists twice: the portable loop
-// and an AVX-512 one (conv2d_avx512.cpp), 2-3x faster on unpadded stride-1 shapes; im2col_ld
+// and an AVX-512 one (avx512.cpp), 2-3x faster on unpadded stride-1 shapes; im2col_ld
 // picks one by kernel_isa(). col2im is portable only: AVX-512 versions measured slower (a
 // scatter's wide read-modify-writes overlap at one-float offsets and stall on store forwarding;
 // a gather reads R·S col rows at once).

@@ -1,4 +1,4 @@
-// The tile transforms of Winograd's F(2x2, 3x3) (conv2d_winograd.h), one band at a time: a
+// The tile transforms of Winograd's F(2x2, 3x3) (winograd.h), one band at a time: a
 // band is one row of tiles of one channel of one sample. Each exists twice, with the same
 // arithmetic in the same order: a portable loop over the tiles, and an AVX-512 one that
 // takes 16 tiles per vector (kernel_isa() chooses, as everywhere in kernels/cpu).

@@ -1,4 +1,4 @@
-// See conv2d_winograd.h; the per-band transforms are in conv2d_winograd_tiles.h. Layouts, for
+// See winograd.h; the per-band transforms are in winograd_tiles.h. Layouts, for
 // a group of nb samples holding T = nb · tiles tiles (tile t = sample · tiles + tile row · tw
 // + tile column):
 //   U  (16, K, C)   the transformed filters (forward, backward-data), shared by the threads
@@ -6,12 +6,12 @@
 //   M  (16, K, T)   the 16 products (forward), or the gradient flowing into them (filter)
 //   dU (16, K, C)   one chunk's sum of the filter gradient in the transformed domain
 // so that every transform runs along a row of tiles with unit stride.
-#include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/conv2d/winograd.h"
 
 #include <algorithm>
 
 #include "kernels/cpu/chunks.h"
-#include "kernels/cpu/conv2d_winograd_tiles.h"
+#include "kernels/cpu/conv2d/winograd_tiles.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm.h"
 
