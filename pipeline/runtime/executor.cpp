@@ -305,8 +305,10 @@ void Runtime::update_parameters(Step& step) {
   const auto on_every_stage = [&](void (Stage::*part)(const Stream&) const) {
     for (device = 0; device < schedule_.devices; ++device)
       if (runs(device))
-        for (int s : schedule_.stages_on(device))
-          (stages_[static_cast<size_t>(s)].get()->*part)(streams_[static_cast<size_t>(device)]->compute);
+        for (int s : schedule_.stages_on(device)) {
+          const Stage& stage = *stages_[static_cast<size_t>(s)];
+          (stage.*part)(streams_[static_cast<size_t>(device)]->compute);
+        }
     device = 0;
   };
   try {

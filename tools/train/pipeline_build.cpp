@@ -60,8 +60,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
                      " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
                      std::to_string(spec.layers.size()) + " layers");
   // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks).
-  const std::vector<double> flops = pipeline::layer_costs(
-      model::infer_shapes(spec.input, spec.layers), pipeline::CostKind::flops);
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  const std::vector<double> flops = pipeline::layer_costs(shapes, pipeline::CostKind::flops);
   std::vector<double> costs = flops;
   pipeline::Partition partition;
   if (o.balance == "blocks") {
@@ -77,7 +77,6 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
     merged.device_count = devices;
     partition = pipeline::from_device_blocks(merged);
   } else {
-    const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
     if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
     if (o.balance == "memory")
       costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
@@ -98,7 +97,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
   try {
     lowered = o.schedule_file.empty()
-                  ? pipeline::lower(pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned))
+                  ? pipeline::lower(
+                        pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned))
                   : schedule_from_file(o.schedule_file, devices, o.chunks, m);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
@@ -112,7 +112,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
 #if defined(BRIGADE_HAVE_MPI)
   if (cluster) s.runner = cluster->make_runner(*s.model, partition, std::move(lowered), o);
 #endif
-  if (!cluster) s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
+  if (!cluster)
+    s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
   s.placement = describe_stages(partition, spec, p.devices, o.balance, costs);
   const bool timed = o.balance == "time";
   s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
