@@ -143,9 +143,10 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
   std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
             << "\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f  %-22s %s\n", s.name.c_str(),
-                s.devices, s.chunks, s.microbatches * s.batch_units, sim.stats.makespan,
-                100 * sim.stats.bubble_fraction, join(in_flight, " ").c_str(),
+  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f %9.1f  %-22s %s\n",
+                s.name.c_str(), s.devices, s.chunks, s.microbatches * s.batch_units,
+                sim.stats.makespan, 100 * sim.stats.bubble_fraction,
+                100 * sim.stats.bubble_inside_fraction, join(in_flight, " ").c_str(),
                 join(bytes, " ").c_str());
   report.table += line;
 
@@ -163,8 +164,9 @@ int run(const Options& o) {
   const bp::StageCost share = parse_cost(o.cost, comm);
   Report report;
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s  %-22s %s\n", "schedule", "p", "v",
-                "m", "makespan", "bubble %", "peak in-flight/device", "peak activation/device");
+  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s %9s  %-22s %s\n", "schedule", "p",
+                "v", "m", "makespan", "bubble %", "inside %", "peak in-flight/device",
+                "peak activation/device");
   report.table += line;
 
   std::vector<std::string> names;
@@ -182,7 +184,9 @@ int run(const Options& o) {
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
   }
   for (const std::string& name : names) {
-    const int v = bp::default_chunks(name) > 1 ? o.chunks : 1;
+    // --chunks is for the schedules that take any v; the V shapes have two, the others one.
+    const bool v_shape = bp::placement_of(name) == bp::Placement::v_shape;
+    const int v = v_shape ? 2 : bp::default_chunks(name) > 1 ? o.chunks : 1;
     bp::Schedule s;
     try {
       s = bp::make_schedule(name, o.devices, o.microbatches, v);
@@ -225,14 +229,17 @@ int main(int argc, char** argv) {
   Options o;
   auto* name = app.add_option(
       "--schedule", o.schedule,
-      "naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto, or all (default all)");
+      "a schedule (naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-auto, "
+      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), or all (default all)");
   auto* stages =
       app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
           ->check(CLI::Range(1, 1 << 16));
   auto* micro =
       app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
           ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--chunks", o.chunks, "chunks per device v for interleaved-1f1b and looped-bfs (default 2)")
+  app.add_option("--chunks", o.chunks,
+                 "chunks per device v for interleaved-1f1b, looped-bfs and interleaved-zb "
+                 "(default 2; the V shapes have 2)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
   app.add_option("--device-weights", o.device_weights, "cost multiplier per device, e.g. 1,1,2,1")

@@ -84,13 +84,13 @@ Partition balance(const std::vector<double>& costs, int stages) {
 }
 
 double largest_device(const Partition& partition, const std::vector<double>& costs,
-                      int devices) {
+                      int devices, Placement placement) {
   BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
   std::vector<double> total(static_cast<size_t>(devices), 0.0);
   for (int s = 0; s < partition.count(); ++s) {
     const StageRange& r = partition.stages[static_cast<size_t>(s)];
     for (size_t i = r.begin; i < r.end; ++i)
-      total[static_cast<size_t>(s % devices)] += costs.at(i);
+      total[static_cast<size_t>(stage_device(s, devices, placement))] += costs.at(i);
   }
   return *std::max_element(total.begin(), total.end());
 }
@@ -107,6 +107,7 @@ namespace {
 struct DeviceBalanceSearch {
   const std::vector<double>& prefix;  // prefix[i] = cost of layers [0, i)
   size_t layers, stages, devices;
+  Placement placement;
   double lower_bound;
   std::vector<double> load;  // per device
   std::vector<size_t> cuts, best_cuts;
@@ -115,7 +116,8 @@ struct DeviceBalanceSearch {
   // Stage `stage` starts at layer `begin`; `worst` = the largest load so far.
   void go(size_t stage, size_t begin, double worst) {
     if (worst >= best || best <= lower_bound) return;
-    const size_t d = stage % devices;
+    const auto d = static_cast<size_t>(
+        stage_device(static_cast<int>(stage), static_cast<int>(devices), placement));
     const double before = load[d];
     if (stage + 1 == stages) {  // the last stage takes every remaining layer
       const double total = std::max(worst, before + prefix[layers] - prefix[begin]);
@@ -138,7 +140,8 @@ struct DeviceBalanceSearch {
 };
 }  // namespace
 
-Partition balance(const std::vector<double>& costs, int stages, int devices) {
+Partition balance(const std::vector<double>& costs, int stages, int devices,
+                  Placement placement) {
   BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
   BRIGADE_CHECK(stages % devices == 0,
                 "partition: " << stages << " stages on " << devices
@@ -149,10 +152,11 @@ Partition balance(const std::vector<double>& costs, int stages, int devices) {
   std::vector<double> prefix(n + 1, 0.0);
   for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
   DeviceBalanceSearch search{prefix, n, static_cast<size_t>(stages), static_cast<size_t>(devices),
+                             placement,
                              std::max(*std::max_element(costs.begin(), costs.end()),
                                       prefix[n] / devices),
                              std::vector<double>(static_cast<size_t>(devices), 0.0), {}, {},
-                             largest_device(per_stage, costs, devices)};
+                             largest_device(per_stage, costs, devices, placement)};
   // The per-stage balance is the first incumbent: only a strictly better cut replaces it.
   for (size_t s = 1; s < per_stage.stages.size(); ++s)
     search.best_cuts.push_back(per_stage.stages[s].begin);
@@ -187,7 +191,8 @@ std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind)
   return out;
 }
 
-model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices) {
+model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices,
+                       Placement placement) {
   BRIGADE_CHECK(devices >= 1, "place: " << devices << " devices");
   BRIGADE_CHECK(!partition.stages.empty() && partition.stages.back().end == spec.layers.size(),
                 "place: the partition covers " << (partition.stages.empty() ? 0 : partition.stages.back().end)
@@ -195,19 +200,20 @@ model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition,
   model::ModelSpec out = spec;
   for (int s = 0; s < partition.count(); ++s)
     for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
-      out.layers[i].device = s % devices;
+      out.layers[i].device = stage_device(s, devices, placement);
   out.device_count = std::min(devices, partition.count());
   return out;
 }
 
 std::string format_partition(const Partition& partition, const model::ModelSpec& spec,
-                             const std::vector<double>& costs, int devices) {
+                             const std::vector<double>& costs, int devices,
+                             Placement placement) {
   const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
   std::ostringstream os;
   for (int s = 0; s < partition.count(); ++s) {
     const StageRange& r = partition.stages[s];
     double cost = 0;
-    os << "stage " << s << " (device " << s % devices << "):";
+    os << "stage " << s << " (device " << stage_device(s, devices, placement) << "):";
     for (size_t i = r.begin; i < r.end; ++i) {
       os << " " << spec.layers.at(i).name;
       cost += costs.at(i);

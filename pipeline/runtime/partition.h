@@ -6,15 +6,16 @@
 //   at_cuts(layers, cuts)     explicit cut points: cuts = the first layer of stages 1, 2, ...;
 //   balance(costs, stages)    the contiguous cut minimising the largest stage's cost, found
 //                             exactly by dynamic programming over (layers, stages);
-//   balance(costs, stages, p) the same for interleaved schedules, where device d runs stages
-//                             d, d+p, d+2p...: minimises the largest DEVICE total, exactly.
+//   balance(costs, stages, p, placement)  the same for schedules of several chunks per
+//                             device (looped: device d runs stages d, d+p, ...; v-shape: d
+//                             and 2p-1-d, ...): minimises the largest DEVICE total, exactly.
 // Costs per layer come from the model's shapes (parameters, activation bytes, FLOPs:
 // layer_costs) or from measuring each layer's forward + backward (profile.h); the cut itself
 // never runs the model.
 //
 // A model must be BUILT for its partition: a module's parameters live on one device. place()
-// rewrites a ModelSpec's device blocks so that stage s's layers sit in block s mod p (the
-// schedule's placement, pipeline/schedule/schedule.h); Sequential::from_spec then builds it.
+// rewrites a ModelSpec's device blocks so that stage s's layers sit in the block of its device
+// (the schedule's placement, pipeline/schedule/schedule.h); Sequential::from_spec builds it.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -22,6 +23,7 @@
 #include "engine/tensor.h"
 #include "layers/model_file.h"
 #include "layers/sequential.h"
+#include "pipeline/schedule/schedule.h"  // Placement
 
 namespace brigade::pipeline {
 
@@ -46,28 +48,31 @@ Partition at_cuts(size_t layers, const std::vector<size_t>& cuts);
 // stages > layers or stages < 1.
 Partition balance(const std::vector<double>& costs, int stages);
 
-// Interleaved placement (pipeline/schedule/schedule.h): stage s runs on device s mod `devices`, so what
-// a device costs is the SUM of its stages, and evening out stages does not even out devices
-// (on 2 devices with v = 2, the balanced stages of a front-heavy model put two heavy stages on
-// device 0). This is the contiguous cut into `stages` stages minimising the largest device
+// Several chunks per device (pipeline/schedule/schedule.h's placements): what a device costs is
+// the SUM of its stages, and evening out stages does not even out devices (on 2 looped devices
+// with v = 2, the balanced stages of a front-heavy model put two heavy stages on device 0). This is the contiguous cut into `stages` stages minimising the largest device
 // total, exact: a depth-first search over cut positions in the spirit of branch and bound
 // (see partition.cpp for why its pruning never discards an optimum). With devices == stages it
 // is balance(costs, stages). Ties: balance(costs, stages)'s cut when that one is optimal.
 // Throws as balance does, and when devices < 1 or stages is not a multiple of devices.
-Partition balance(const std::vector<double>& costs, int stages, int devices);
-// The largest device total of `partition` with stage s on device s mod `devices`.
-double largest_device(const Partition& partition, const std::vector<double>& costs, int devices);
+Partition balance(const std::vector<double>& costs, int stages, int devices,
+                  Placement placement = Placement::looped);
+// The largest device total of `partition` with its stages placed on `devices` by `placement`.
+double largest_device(const Partition& partition, const std::vector<double>& costs, int devices,
+                      Placement placement = Placement::looped);
 
 enum class CostKind { params, activations, flops };
 const char* cost_name(CostKind kind);  // "parameters", "activation bytes/sample", "FLOPs/sample"
 // One cost per layer from the model's inferred shapes.
 std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind);
 
-// A copy of `spec` whose layers of stage s are in device block s mod devices.
-model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices);
+// A copy of `spec` whose layers of stage s are in the device block of its device.
+model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices,
+                       Placement placement = Placement::looped);
 
 // One line per stage: "stage 1 (device 1): conv2d_3 maxpool2d_2 ...  cost 12.5 (41.7 %)".
 std::string format_partition(const Partition& partition, const model::ModelSpec& spec,
-                             const std::vector<double>& costs, int devices);
+                             const std::vector<double>& costs, int devices,
+                             Placement placement = Placement::looped);
 
 }  // namespace brigade::pipeline

@@ -93,7 +93,7 @@ bool LoweredSchedule::has_transfers() const {
 }
 
 LoweredSchedule lower(const Schedule& s) {
-  LoweredSchedule out{s.name, s.devices, s.chunks, s.microbatches, s.batch_units, {}};
+  LoweredSchedule out{s.name, s.devices, s.chunks, s.microbatches, s.batch_units, s.placement, {}};
   out.lists.resize(s.lists.size());
   const int last = s.stages() - 1;
   auto elsewhere = [&](int stage, int neighbour) {
@@ -124,6 +124,7 @@ Schedule compute_only(const LoweredSchedule& s) {
   out.chunks = s.chunks;
   out.microbatches = s.microbatches;
   out.batch_units = s.batch_units;
+  out.placement = s.placement;
   out.lists.resize(s.lists.size());
   for (size_t d = 0; d < s.lists.size(); ++d)
     for (const Instruction& i : s.lists[d])

@@ -20,9 +20,9 @@
 // lower() puts each receive right before the compute that consumes it and each send right
 // after the compute that produces it. Lowered lists then wait exactly where the compute-only
 // lists waited (a receive on its producer), so lowering a valid schedule gives lists that
-// cannot deadlock; validate() proves it again on the lists themselves. Stage s lives on
-// device s mod p (Schedule::device_of); neighbours on one device (p = 1) hand over without
-// a transfer.
+// cannot deadlock; validate() proves it again on the lists themselves. Stages live where the
+// schedule's placement puts them (Schedule::device_of); neighbours on one device (p = 1, or a
+// V-shape's turn) hand over without a transfer.
 #pragma once
 
 #include <compare>
@@ -64,10 +64,11 @@ struct LoweredSchedule {
   int chunks = 1;
   int microbatches = 1;
   int batch_units = 1;
+  Placement placement = Placement::looped;
   std::vector<std::vector<Instruction>> lists;  // lists[device], in issue order
 
   int stages() const { return devices * chunks; }
-  int device_of(int stage) const { return stage % devices; }
+  int device_of(int stage) const { return stage_device(stage, devices, placement); }
   size_t total() const;
   bool has_transfers() const;
 };

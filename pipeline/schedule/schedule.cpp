@@ -18,9 +18,26 @@ std::string device_label(size_t d) {
 
 }  // namespace
 
+const char* placement_name(Placement placement) {
+  return placement == Placement::looped ? "looped" : "v-shape";
+}
+
+Placement parse_placement(std::string_view text) {
+  if (text == "looped") return Placement::looped;
+  if (text == "v-shape") return Placement::v_shape;
+  throw std::invalid_argument("placement '" + std::string(text) + "': expected looped or v-shape");
+}
+
+int stage_device(int stage, int devices, Placement placement) {
+  const int chunk = stage / devices, position = stage % devices;
+  const bool back_up = placement == Placement::v_shape && chunk % 2 == 1;
+  return back_up ? devices - 1 - position : position;
+}
+
 std::vector<int> Schedule::stages_on(int device) const {
   std::vector<int> out;
-  for (int s = device; s < stages(); s += devices) out.push_back(s);
+  for (int s = 0; s < stages(); ++s)
+    if (device_of(s) == device) out.push_back(s);
   return out;
 }
 
@@ -32,6 +49,11 @@ size_t Schedule::total_actions() const {
 
 std::string format_placement(const Schedule& s) {
   std::string out = "stage -> device:";
+  if (s.placement != Placement::looped) {
+    out += " (";
+    out += placement_name(s.placement);
+    out += ')';
+  }
   for (int st = 0; st < s.stages(); ++st) {
     out += ' ';
     out += std::to_string(st);

@@ -11,13 +11,15 @@ namespace brigade::pipeline {
 namespace {
 
 std::string header(const std::string& name, int devices, int chunks, int microbatches,
-                   int batch_units) {
+                   int batch_units, Placement placement) {
   std::string out = "# brigade schedule (pipeline/schedule/schedule_text.h): one line per device\n";
   out += "name: " + name + "\n";
   out += "devices: " + std::to_string(devices) + "\n";
   out += "chunks: " + std::to_string(chunks) + "\n";
   out += "microbatches: " + std::to_string(microbatches) + "\n";
   if (batch_units != 1) out += "batch_units: " + std::to_string(batch_units) + "\n";
+  if (placement != Placement::looped)
+    out += std::string("placement: ") + placement_name(placement) + "\n";
   return out;
 }
 
@@ -42,11 +44,13 @@ std::string trim(std::string_view text) {
 }  // namespace
 
 std::string format_schedule_text(const Schedule& s) {
-  return header(s.name, s.devices, s.chunks, s.microbatches, s.batch_units) + format_lists(s);
+  return header(s.name, s.devices, s.chunks, s.microbatches, s.batch_units, s.placement) +
+         format_lists(s);
 }
 
 std::string format_schedule_text(const LoweredSchedule& s) {
-  return header(s.name, s.devices, s.chunks, s.microbatches, s.batch_units) + format_lists(s);
+  return header(s.name, s.devices, s.chunks, s.microbatches, s.batch_units, s.placement) +
+         format_lists(s);
 }
 
 ScheduleText parse_schedule_text(std::string_view text, const std::string& source) {
@@ -107,8 +111,15 @@ ScheduleText parse_schedule_text(std::string_view text, const std::string& sourc
     else if (key == "chunks") s.chunks = number(key, value);
     else if (key == "microbatches") s.microbatches = *(microbatches = number(key, value));
     else if (key == "batch_units") s.batch_units = number(key, value);
-    else
-      fail("unknown header key '" + key + "' (name, devices, chunks, microbatches, batch_units)");
+    else if (key == "placement") {
+      try {
+        s.placement = parse_placement(value);
+      } catch (const std::invalid_argument& e) {
+        fail(e.what());
+      }
+    } else
+      fail("unknown header key '" + key +
+           "' (name, devices, chunks, microbatches, batch_units, placement)");
   }
   if (!devices || !microbatches)
     throw std::invalid_argument(source + ": the header must say 'devices:' and 'microbatches:'");

@@ -9,8 +9,8 @@
 //   d1: 1RF0 1F0 1BW0 1SB0 1RF1 1F1 1BW1 1SB1
 //
 // The header (before the first device line) says `devices` and `microbatches` (required),
-// `chunks` (stages per device, default 1), `name` (default: where the text came from) and
-// `batch_units` (default 1). Then one line per device, d0, d1, ... in order, of actions
+// `chunks` (stages per device, default 1), `name` (default: where the text came from),
+// `batch_units` (default 1) and `placement` (looped or v-shape, schedule.h; default looped). Then one line per device, d0, d1, ... in order, of actions
 // (action.h) and, in a lowered file, transfers (lowering.h). A file without transfers is
 // compute-only: lowering adds them. '#' starts a comment; blank lines are skipped.
 //

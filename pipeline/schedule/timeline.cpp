@@ -57,6 +57,8 @@ TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_st
   stats.devices.resize(t.devices);
   if (t.events.empty()) return stats;
   double first = std::numeric_limits<double>::infinity(), last = -first;
+  std::vector<double> own_first(static_cast<size_t>(t.devices), first);
+  std::vector<double> own_last(static_cast<size_t>(t.devices), last);
   for (const TimelineEvent& e : t.events) {
     if (e.device < 0 || e.device >= t.devices)
       throw std::invalid_argument("timeline '" + t.title + "': event " + to_string(e.action) +
@@ -64,15 +66,24 @@ TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_st
                                   std::to_string(t.devices));
     first = std::min(first, e.start);
     last = std::max(last, e.end);
-    if (e.lane == 0) stats.devices[e.device].busy += e.end - e.start;
+    if (e.lane != 0) continue;
+    stats.devices[e.device].busy += e.end - e.start;
+    own_first[e.device] = std::min(own_first[e.device], e.start);
+    own_last[e.device] = std::max(own_last[e.device], e.end);
   }
   stats.makespan = last - first;
-  double idle = 0;
-  for (DeviceStats& d : stats.devices) {
-    d.idle = stats.makespan - d.busy;
-    idle += d.idle;
+  double idle = 0, idle_inside = 0, spans = 0;
+  for (int d = 0; d < t.devices; ++d) {
+    DeviceStats& s = stats.devices[d];
+    s.idle = stats.makespan - s.busy;
+    idle += s.idle;
+    if (s.busy == 0) continue;  // a device with nothing to do has no span
+    s.idle_inside = own_last[d] - own_first[d] - s.busy;
+    idle_inside += s.idle_inside;
+    spans += own_last[d] - own_first[d];
   }
   stats.bubble_fraction = stats.makespan > 0 ? idle / (t.devices * stats.makespan) : 0;
+  stats.bubble_inside_fraction = spans > 0 ? idle_inside / spans : 0;
   in_flight_peaks(t, bytes_per_stage, stats.devices);
   return stats;
 }

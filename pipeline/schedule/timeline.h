@@ -41,6 +41,7 @@ struct Timeline {
 struct DeviceStats {
   double busy = 0;                   // summed duration of its compute-lane events
   double idle = 0;                   // makespan - busy
+  double idle_inside = 0;            // idle between the device's own first and last action
   int peak_in_flight = 0;            // (stage, micro-batch) pairs between F start and W end
   double peak_activation_bytes = 0;  // their bytes at the worst instant
 };
@@ -48,6 +49,11 @@ struct DeviceStats {
 struct TimelineStats {
   double makespan = 0;         // last end - first start
   double bubble_fraction = 0;  // idle / (devices · makespan)
+  // The zero-bubble papers' measure: idle_inside over the devices' own spans, summed. Their
+  // steps overlap (the next step's first forwards start while the last device ends this one),
+  // so the ramp at either end is not counted; Brigade's step ends when every device ends, and
+  // bubble_fraction counts it.
+  double bubble_inside_fraction = 0;
   std::vector<DeviceStats> devices;
 };
 

@@ -41,9 +41,10 @@ struct Checker {
 
   [[noreturn]] void fail(const std::string& what, std::optional<Cell> mark,
                          bool grid_possible = true) const {
-    const Schedule placement{l.name, l.devices, l.chunks, l.microbatches, l.batch_units, {}};
+    const Schedule header{l.name,        l.devices,   l.chunks, l.microbatches,
+                          l.batch_units, l.placement, {}};
     std::string msg = "schedule '" + l.name + "' is invalid: " + what + "\n" +
-                      format_placement(placement) + "\n";
+                      format_placement(header) + "\n";
     if (!grid_possible) msg += lists_with_mark(*mark);
     else if (compute) msg += format_grid(*compute, dry_run(*compute), mark);
     else msg += format_grid(l, mark);
@@ -193,7 +194,7 @@ struct Checker {
 };
 
 LoweredSchedule without_transfers(const Schedule& s) {
-  LoweredSchedule l{s.name, s.devices, s.chunks, s.microbatches, s.batch_units, {}};
+  LoweredSchedule l{s.name, s.devices, s.chunks, s.microbatches, s.batch_units, s.placement, {}};
   for (const auto& list : s.lists) {
     auto& out = l.lists.emplace_back();
     for (const Action& a : list) out.push_back(instruction(a));

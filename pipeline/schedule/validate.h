@@ -3,7 +3,7 @@
 // Compute-only lists (schedule.h). Checks, in order (the first failure is reported):
 //   1. shape: p, v, m >= 1 and one list per device;
 //   2. every action's stage and micro-batch are in range and the stage lives on the device
-//      whose list holds it (placement: stage s on device s mod p);
+//      whose list holds it (the schedule's placement, schedule.h);
 //   3. every (stage, micro-batch) has exactly one F, and exactly one B and one W, or exactly
 //      one BW;
 //   4. on its device, a (stage, micro-batch)'s F comes before its B (or BW), and B before W;

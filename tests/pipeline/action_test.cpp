@@ -78,3 +78,22 @@ TEST_CASE("placement: stage s lives on device s mod p") {
   CHECK(s.stages_on(1) == std::vector<int>{1, 3});
   CHECK(bp::format_placement(s) == "stage -> device: 0->d0 1->d1 2->d0 3->d1");
 }
+
+TEST_CASE("placement: a V runs chunk 0 down the devices and chunk 1 back up") {
+  bp::Schedule s;
+  s.devices = 3;
+  s.chunks = 2;
+  s.placement = bp::Placement::v_shape;
+  CHECK(s.stages_on(0) == std::vector<int>{0, 5});
+  CHECK(s.stages_on(1) == std::vector<int>{1, 4});
+  CHECK(s.stages_on(2) == std::vector<int>{2, 3});
+  CHECK(bp::format_placement(s) ==
+        "stage -> device: (v-shape) 0->d0 1->d1 2->d2 3->d2 4->d1 5->d0");
+  // Four chunks zigzag twice; one chunk is the identity under either placement.
+  for (int st = 0; st < 8; ++st)
+    CHECK(bp::stage_device(st, 2, bp::Placement::v_shape) == std::vector<int>{0, 1, 1, 0, 0, 1, 1, 0}[st]);
+  for (int st = 0; st < 4; ++st) CHECK(bp::stage_device(st, 4, bp::Placement::v_shape) == st);
+  CHECK(bp::parse_placement(bp::placement_name(bp::Placement::v_shape)) == bp::Placement::v_shape);
+  CHECK_THROWS_WITH_AS(bp::parse_placement("zigzag"),
+                       "placement 'zigzag': expected looped or v-shape", std::invalid_argument);
+}

@@ -160,7 +160,8 @@ TEST_CASE("sizes a generator cannot serve are refused with the values that work"
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(bp::make_schedule("pipedream", 4, 8),
                        "unknown schedule 'pipedream'; known: naive gpipe 1f1b interleaved-1f1b "
-                       "looped-bfs zb-h1 zb-auto",
+                       "looped-bfs zb-h1 zb-h2 zb-auto interleaved-zb zb-v v-half v-min "
+                       "dualpipe-v",
                        std::invalid_argument);
   bp::CostModel three;
   three.stages.resize(3);
@@ -176,10 +177,15 @@ TEST_CASE("sizes a generator cannot serve are refused with the values that work"
                        std::invalid_argument);
 }
 
-TEST_CASE("the registry builds every schedule it names") {
+TEST_CASE("the registry builds every schedule it names, placed as placement_of says") {
   for (const std::string& name : bp::schedule_names()) {
-    const bp::Schedule s = bp::make_schedule(name, 4, 8, 1);
+    CAPTURE(name);
+    const bp::Schedule s = bp::make_schedule(name, 4, 8, bp::default_chunks(name));
     CHECK(s.name == name);
+    CHECK(s.placement == bp::placement_of(name));
     CHECK_NOTHROW(bp::validate(s));
   }
+  CHECK_THROWS_WITH_AS(bp::make_schedule("zb-v", 4, 8, 3),
+                       "zb-v places two stages per device in a V, so it needs chunks=2 (got 3)",
+                       std::invalid_argument);
 }

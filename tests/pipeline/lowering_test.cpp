@@ -22,11 +22,10 @@ std::vector<bp::Schedule> zoo() {
   for (const std::string& name : bp::schedule_names())
     for (int p = 1; p <= 4; ++p)
       for (int m : {1, 2, 3, 4, 8}) {
-        const int v = name == "interleaved-1f1b" ? 2 : 1;
         try {
-          out.push_back(bp::make_schedule(name, p, m, v));
-        } catch (const std::invalid_argument&) {  // interleaved: m a multiple of p
-        }
+          out.push_back(bp::make_schedule(name, p, m, bp::default_chunks(name)));
+        } catch (const std::invalid_argument&) {  // interleaved: m a multiple of p;
+        }                                         // dualpipe-v: m >= 2p
       }
   return out;
 }
@@ -85,6 +84,15 @@ TEST_CASE("interleaved: stage 1 -> 2 crosses back from device 1 to device 0") {
         "1SB0 1RB1 1BW1 1SB1\n");
 }
 
+TEST_CASE("a V: the turn at device p-1 hands over in place, the way back crosses devices") {
+  // zb-v on 2 devices: stages 0 and 3 on d0, 1 and 2 on d1; 1 -> 2 is the turn. Device 0
+  // runs 3W0 while it waits for stage 1's gradient.
+  const bp::LoweredSchedule l = bp::lower(bp::zb_v(2, 1));
+  CHECK(bp::format_lists(l) ==
+        "d0: 0F0 0SF0 3RF0 3F0 3B0 3SB0 3W0 0RB0 0B0 0W0\n"
+        "d1: 1RF0 1F0 2F0 2SF0 2RB0 2B0 1B0 1SB0 2W0 1W0\n");
+}
+
 TEST_CASE("every generator: lowering adds 4 transfers per stage boundary and micro-batch") {
   for (const bp::Schedule& s : zoo()) {
     CAPTURE(s.name);
@@ -92,8 +100,10 @@ TEST_CASE("every generator: lowering adds 4 transfers per stage boundary and mic
     CAPTURE(s.microbatches);
     const bp::LoweredSchedule l = bp::lower(s);
     // One device hands over without transfers; otherwise every boundary between stages is
-    // crossed by an activation and a gradient, each a send and a receive.
-    const size_t boundaries = s.devices == 1 ? 0 : size_t(s.stages() - 1);
+    // crossed by an activation and a gradient, each a send and a receive — except where a V
+    // turns, between two stages of one device.
+    const int turns = s.placement == bp::Placement::v_shape ? s.chunks - 1 : 0;
+    const size_t boundaries = s.devices == 1 ? 0 : size_t(s.stages() - 1 - turns);
     CHECK(l.total() == s.total_actions() + 4 * boundaries * s.microbatches);
     CHECK(bp::compute_only(l).lists == s.lists);
     CHECK_NOTHROW(bp::validate(l));
@@ -105,6 +115,7 @@ TEST_CASE("every generator: lowering adds 4 transfers per stage boundary and mic
     CHECK(back.lists.chunks == s.chunks);
     CHECK(back.lists.microbatches == s.microbatches);
     CHECK(back.lists.batch_units == s.batch_units);
+    CHECK(back.lists.placement == s.placement);
     CHECK(back.lowered() == (s.devices > 1));
     const bp::ScheduleText plain = bp::parse_schedule_text(bp::format_schedule_text(s), "x");
     CHECK(bp::compute_only(plain.lists).lists == s.lists);
@@ -136,7 +147,9 @@ TEST_CASE("schedule text: errors name the source and the line") {
         "my.schedule:1: 'devices: two' is not a whole number of at least 1");
   CHECK(error("stages: 2\n") ==
         "my.schedule:1: unknown header key 'stages' (name, devices, chunks, microbatches, "
-        "batch_units)");
+        "batch_units, placement)");
+  CHECK(error("placement: zigzag\n") ==
+        "my.schedule:1: placement 'zigzag': expected looped or v-shape");
   CHECK(error("devices: 1\nmicrobatches: 1\nd0: 0F0 0BW0\nchunks: 2\n") ==
         "my.schedule:4: header line 'chunks:' after the device lines");
   CHECK(error("devices: 1\n0F0\n") ==

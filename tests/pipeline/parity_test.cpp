@@ -44,6 +44,7 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
       for (int m : ms) {
         if (m < 1) continue;
         if (name == "interleaved-1f1b" && m % p != 0) continue;  // Megatron's rule: m a multiple of p
+        if (name == "dualpipe-v" && m < 2 * p) continue;         // DualPipeV's: m >= 2p
         // zb-auto plans for uneven stage costs (later stages dearer, W cheaper than B, a
         // fused backward cheaper than its halves), so its lists mix split and fused backwards.
         CostModel uneven;
@@ -56,10 +57,11 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
         CAPTURE(p);
         CAPTURE(m);
         CAPTURE(exact);
-        // Interleaved: the cut that evens out the devices' totals (stage s on device s mod p).
-        const Partition partition =
-            balance(layer_costs(shapes, CostKind::flops), schedule.stages(), p);
-        auto model = test::placed_model(partition, p, /*first_device=*/1);
+        // Several chunks: the cut that evens out the devices' totals, placed as the schedule
+        // places its stages (looped, or a V).
+        const Partition partition = balance(layer_costs(shapes, CostKind::flops),
+                                            schedule.stages(), p, schedule.placement);
+        auto model = test::placed_model(partition, p, /*first_device=*/1, schedule.placement);
         Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
         for (int step = 0; step < kSteps; ++step)
           runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
@@ -186,7 +188,7 @@ TEST_CASE("clipping by the global gradient norm is refused for a share of the st
 
 TEST_CASE("lowered lists that would deadlock are refused before any thread starts") {
   // Device 0 waits for micro-batch 0's gradient before it sends the activation it comes from.
-  LoweredSchedule cyclic{"cyclic", 2, 1, 1, 1, {}};
+  LoweredSchedule cyclic{"cyclic", 2, 1, 1, 1, Placement::looped, {}};
   cyclic.lists = {{{0, Kind::F, 0}, {0, Kind::RecvB, 0}, {0, Kind::SendF, 0}, {0, Kind::BW, 0}},
                   {{1, Kind::RecvF, 0}, {1, Kind::F, 0}, {1, Kind::BW, 0}, {1, Kind::SendB, 0}}};
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);

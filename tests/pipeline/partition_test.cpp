@@ -75,8 +75,23 @@ TEST_CASE("balance: a hand-worked cut") {
   CHECK(p.stages[1].begin == 3);
 }
 
-// The best largest-DEVICE total (stage s on device s mod p) over every contiguous cut.
-double brute_force_devices(const std::vector<double>& costs, int k, int p) {
+// Which device runs each of k stages, written out by walking the devices: looped goes
+// 0, 1, .., p-1 again and again; a V goes 0 .. p-1, then back p-1 .. 0, and so on.
+std::vector<size_t> walk_devices(int k, int p, Placement placement) {
+  std::vector<size_t> out;
+  for (int chunk = 0; static_cast<int>(out.size()) < k; ++chunk)
+    for (int i = 0; i < p; ++i) {
+      const bool back = placement == Placement::v_shape && chunk % 2 == 1;
+      out.push_back(static_cast<size_t>(back ? p - 1 - i : i));
+    }
+  out.resize(static_cast<size_t>(k));
+  return out;
+}
+
+// The best largest-DEVICE total over every contiguous cut, with the stages placed as walked.
+double brute_force_devices(const std::vector<double>& costs, int k, int p,
+                           Placement placement = Placement::looped) {
+  const std::vector<size_t> device_of = walk_devices(k, p, placement);
   double best = std::numeric_limits<double>::infinity();
   for_each_cut(costs.size(), k, [&](const std::vector<size_t>& cuts) {
     // Summed here layer by layer, not through largest_device: computed another way.
@@ -84,7 +99,7 @@ double brute_force_devices(const std::vector<double>& costs, int k, int p) {
     size_t stage = 0;
     for (size_t i = 0; i < costs.size(); ++i) {
       while (stage < cuts.size() && i >= cuts[stage]) ++stage;
-      device[stage % static_cast<size_t>(p)] += costs[i];
+      device[device_of[stage]] += costs[i];
     }
     best = std::min(best, *std::max_element(device.begin(), device.end()));
   });
@@ -114,6 +129,12 @@ TEST_CASE("per-device balance (interleaved) finds the min-max device total (agai
         // Never worse for the devices than evening out the stages.
         CHECK(largest_device(part, costs, p) <= largest_device(balance(costs, k), costs, p));
         if (v == 1) CHECK(largest_device(part, costs, p) == largest_stage(part, costs));
+        // The V (two chunks): device d holds stages d and 2p-1-d.
+        if (v == 2) {
+          const Partition vee = balance(costs, k, p, Placement::v_shape);
+          CHECK(largest_device(vee, costs, p, Placement::v_shape) ==
+                brute_force_devices(costs, k, p, Placement::v_shape));
+        }
       }
   }
 }
@@ -165,6 +186,14 @@ TEST_CASE("place puts stage s in block s mod p") {
   const model::ModelSpec spec = test::small_spec();
   const model::ModelSpec placed = place(spec, at_cuts(spec.layers.size(), {2, 4, 6}), 2);
   const std::vector<int> want = {0, 0, 1, 1, 0, 0, 1, 1};
+  for (size_t i = 0; i < want.size(); ++i) CHECK(placed.layers[i].device == want[i]);
+}
+
+TEST_CASE("place puts a V's stages in the blocks of their devices: 0 1 1 0") {
+  const model::ModelSpec spec = test::small_spec();
+  const model::ModelSpec placed =
+      place(spec, at_cuts(spec.layers.size(), {2, 4, 6}), 2, Placement::v_shape);
+  const std::vector<int> want = {0, 0, 1, 1, 1, 1, 0, 0};
   for (size_t i = 0; i < want.size(); ++i) CHECK(placed.layers[i].device == want[i]);
 }
 

@@ -24,6 +24,7 @@
 #include "layers/sequential.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/schedule.h"
+#include "tests/pipeline/accumulation_order.h"  // accumulates_in_order
 
 namespace brigade::pipeline::test {
 
@@ -101,10 +102,11 @@ inline std::vector<Device> test_devices(int p, int first) {
 // Where the one-device reference trains: cpu:0, or cuda:0 (the same kernels as the stages).
 inline Device reference_device() { return on_cuda() ? Device::cuda(0) : Device::cpu(0); }
 
-// The model with stage s on test_devices(p, first_device)[s mod p].
+// The model with stage s on test_devices(p, first_device)[d], d its device under `placement`.
 inline std::unique_ptr<layers::Sequential> placed_model(const Partition& partition, int p,
-                                                        int first_device) {
-  return layers::Sequential::from_spec(place(small_spec(), partition, p),
+                                                        int first_device,
+                                                        Placement placement = Placement::looped) {
+  return layers::Sequential::from_spec(place(small_spec(), partition, p, placement),
                                        test_devices(p, first_device), kModelSeed);
 }
 
@@ -166,18 +168,6 @@ inline std::vector<std::vector<float>> params_of(layers::Sequential& m) {
   std::vector<std::vector<float>> out;
   for (layers::Parameter* p : m.parameters()) out.push_back(p->value.to_vector());
   return out;
-}
-
-// True when every stage's weight gradients are accumulated in micro-batch order.
-inline bool accumulates_in_order(const Schedule& s) {
-  std::vector<int> next(static_cast<size_t>(s.stages()), 0);
-  for (const auto& list : s.lists)
-    for (const Action& a : list)
-      if (a.op == Op::W || a.op == Op::BW) {
-        if (a.microbatch != next[static_cast<size_t>(a.stage)]) return false;
-        ++next[static_cast<size_t>(a.stage)];
-      }
-  return true;
 }
 
 // |a - b| <= 1e-5 (1 + |b|): relative, floored at 1 for values near zero.

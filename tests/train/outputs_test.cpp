@@ -164,7 +164,14 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       {"--schedule", "looped-bfs", "--microbatches", "3"},
       {"--schedule", "zb-h1", "--microbatches", "4", "--balance", "time"},
       {"--schedule", "zb-auto", "--microbatches", "4", "--balance", "params"},
-      {"--schedule", "1f1b", "--microbatches", "2", "--balance", "memory"}};
+      {"--schedule", "1f1b", "--microbatches", "2", "--balance", "memory"},
+      {"--schedule", "zb-h2", "--microbatches", "3"},
+      {"--schedule", "interleaved-zb", "--microbatches", "3"},
+      // The V shapes: device 0 holds the first and the last stage.
+      {"--schedule", "zb-v", "--microbatches", "4"},
+      {"--schedule", "v-half", "--microbatches", "3", "--balance", "params"},
+      {"--schedule", "v-min", "--microbatches", "4"},
+      {"--schedule", "dualpipe-v", "--microbatches", "4"}};
   for (const std::vector<std::string>& extra : runs) {
     CAPTURE(extra[1]);
     const std::vector<double> piped = first_losses("cpu:0,cpu:1", extra);

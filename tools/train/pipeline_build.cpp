@@ -1,6 +1,7 @@
 #include "tools/train/pipeline_build.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -36,7 +37,14 @@ std::vector<double> profile_times(const model::ModelSpec& spec, const Device& de
 // cycle named, before any thread starts — for this run's devices, chunks and micro-batches.
 pipeline::LoweredSchedule schedule_from_file(const std::string& path, int devices, int chunks,
                                              int m) {
-  const pipeline::LoweredSchedule s = pipeline::load_schedule(path);
+  pipeline::LoweredSchedule s;
+  try {
+    s = pipeline::load_schedule(path);
+  } catch (const std::invalid_argument& e) {  // a file that does not read
+    throw UsageError(e.what());
+  } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
+    throw UsageError(e.what());
+  }
   if (s.devices != devices || s.chunks != chunks || s.microbatches != m || s.batch_units != 1)
     throw UsageError("--schedule-file " + path + ": devices " + std::to_string(s.devices) +
                      ", chunks " + std::to_string(s.chunks) + ", microbatches " +
@@ -59,6 +67,12 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
     throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
                      " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
                      std::to_string(spec.layers.size()) + " layers");
+  // A schedule file is read first: its header says where it places the stages (looped or a
+  // V), and the cut over the devices must follow that placement.
+  std::optional<pipeline::LoweredSchedule> from_file;
+  if (!o.schedule_file.empty()) from_file = schedule_from_file(o.schedule_file, devices, o.chunks, m);
+  const pipeline::Placement placement =
+      from_file ? from_file->placement : pipeline::placement_of(o.schedule);
   // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks).
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const std::vector<double> flops = pipeline::layer_costs(shapes, pipeline::CostKind::flops);
@@ -82,7 +96,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
       costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
     if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
     // o.balance == "flops": costs are the FLOPs already
-    partition = cut_by_cost(costs, devices, o.chunks);
+    partition = cut_by_cost(costs, devices, o.chunks, placement);
   }
   // zb-auto plans its W's for the stages' costs before anything has run: each stage's forward
   // FLOPs, with each half of the backward costing about a forward (the same GEMMs, transposed).
@@ -96,28 +110,25 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   }
   pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
   try {
-    lowered = o.schedule_file.empty()
-                  ? pipeline::lower(
-                        pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned))
-                  : schedule_from_file(o.schedule_file, devices, o.chunks, m);
+    lowered = from_file ? *std::move(from_file)
+                        : pipeline::lower(
+                              pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned));
   } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  } catch (const pipeline::ScheduleError& e) {  // a file that does not validate
     throw UsageError(e.what());
   }
   const pipeline::Schedule schedule = pipeline::compute_only(lowered);
   if (!cluster) check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
-  const model::ModelSpec placed = pipeline::place(spec, partition, devices);
+  const model::ModelSpec placed = pipeline::place(spec, partition, devices, placement);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
 #if defined(BRIGADE_HAVE_MPI)
   if (cluster) s.runner = cluster->make_runner(*s.model, partition, std::move(lowered), o);
 #endif
   if (!cluster)
     s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
-  s.placement = describe_stages(partition, spec, p.devices, o.balance, costs);
+  s.placement = describe_stages(partition, spec, p.devices, o.balance, costs, placement);
   const bool timed = o.balance == "time";
   s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
-                                timed ? "measured time" : "forward FLOPs", o.command);
+                                timed ? "measured time" : "forward FLOPs", o.command, placement);
   return s;
 }
 

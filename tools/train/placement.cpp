@@ -69,9 +69,10 @@ Placement place(const Options& o, const model::ModelSpec& model) {
   return p;
 }
 
-pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks) {
+pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks,
+                                pipeline::Placement placement) {
   if (chunks == 1) return pipeline::balance(layer_costs, devices);
-  return pipeline::balance(layer_costs, devices * chunks, devices);
+  return pipeline::balance(layer_costs, devices * chunks, devices, placement);
 }
 
 namespace {
@@ -97,13 +98,17 @@ std::string percent(double part, double total) {
   return fixed(total > 0 ? 100 * part / total : 0.0, 1) + " %";
 }
 
-// Each device's share of `costs` under `partition` (stage s on device s mod devices).
+// Each device's share of `costs` under `partition`, its stages placed by `placement`.
 std::vector<double> device_sums(const pipeline::Partition& partition,
-                                const std::vector<double>& costs, size_t devices) {
+                                const std::vector<double>& costs, size_t devices,
+                                pipeline::Placement placement) {
   std::vector<double> sums(devices, 0.0);
-  for (size_t s = 0; s < partition.stages.size(); ++s)
+  for (int s = 0; s < partition.count(); ++s) {
+    const auto d = static_cast<size_t>(
+        pipeline::stage_device(s, static_cast<int>(devices), placement));
     for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
-      sums[s % devices] += costs[i];
+      sums[d] += costs[i];
+  }
   return sums;
 }
 
@@ -134,14 +139,16 @@ std::string format_cost(const std::string& balance, double cost) {
 
 std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
                             const std::vector<Device>& devices, const std::string& balance,
-                            const std::vector<double>& costs) {
+                            const std::vector<double>& costs, pipeline::Placement placement) {
   const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
   std::ostringstream os;
   for (size_t s = 0; s < partition.stages.size(); ++s) {
     const pipeline::StageRange& r = partition.stages[s];
     double cost = 0;
     for (size_t i = r.begin; i < r.end; ++i) cost += costs[i];
-    os << "\n  stage " << s << " on " << devices[s % devices.size()] << ": "
+    const int d = pipeline::stage_device(static_cast<int>(s), static_cast<int>(devices.size()),
+                                         placement);
+    os << "\n  stage " << s << " on " << devices[static_cast<size_t>(d)] << ": "
        << model.layers[r.begin].name;
     if (r.end - r.begin > 1) os << " .. " << model.layers[r.end - 1].name;
     os << " (" << r.end - r.begin << (r.end - r.begin == 1 ? " layer), " : " layers), ")
@@ -153,10 +160,11 @@ std::string describe_stages(const pipeline::Partition& partition, const model::M
 std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
                               const std::vector<Device>& devices, int chunks,
                               const std::vector<double>& work, const std::string& work_name,
-                              const std::vector<std::string>& command) {
+                              const std::vector<std::string>& command,
+                              pipeline::Placement placement) {
   const size_t d = devices.size();
   if (d < 2) return "";
-  const std::vector<double> sums = device_sums(partition, work, d);
+  const std::vector<double> sums = device_sums(partition, work, d, placement);
   const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
   if (total <= 0) return "";
   size_t lightest = 0, heaviest = 0;
@@ -174,8 +182,8 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
   for (size_t fewer = d; fewer >= 1; --fewer) {
     const size_t stages = fewer * static_cast<size_t>(chunks);
     if (stages > model.layers.size()) continue;
-    const pipeline::Partition cut = cut_by_cost(work, static_cast<int>(fewer), chunks);
-    const std::vector<double> balanced = device_sums(cut, work, fewer);
+    const pipeline::Partition cut = cut_by_cost(work, static_cast<int>(fewer), chunks, placement);
+    const std::vector<double> balanced = device_sums(cut, work, fewer, placement);
     const double least = *std::min_element(balanced.begin(), balanced.end());
     if (fewer > 1 && least < kMinDeviceShare * total) continue;
     std::vector<std::string> fix = command;

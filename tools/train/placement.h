@@ -45,10 +45,12 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 Placement place(const Options& options, const model::ModelSpec& model);
 
 // --balance params|memory|time: the model cut into devices x chunks stages by per-layer cost,
-// stage s on device s mod devices. One chunk per device: the exact per-stage balance. More
-// (interleaved schedules): the exact per-DEVICE balance, since a device runs the sum of its
-// chunks and evening out stages does not even out devices. Throws as pipeline::balance does.
-pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks);
+// the stages placed as the schedule places them (looped: stage s on device s mod devices; or a
+// V). One chunk per device: the exact per-stage balance. More: the exact per-DEVICE balance,
+// since a device runs the sum of its chunks and evening out stages does not even out devices.
+// Throws as pipeline::balance does.
+pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks,
+                                pipeline::Placement placement = pipeline::Placement::looped);
 
 // --balance's criterion: what each layer weighs, and how a sum of it reads. blocks and flops
 // weigh the forward FLOPs per sample, params the parameters, memory the activation bytes per
@@ -59,7 +61,8 @@ std::string format_cost(const std::string& balance, double cost);
 //   "  stage 1 on cpu:1: maxpool2d_3 .. dense_2 (6 layers), 222,010 parameters (79.6 %)"
 std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
                             const std::vector<Device>& devices, const std::string& balance,
-                            const std::vector<double>& costs);
+                            const std::vector<double>& costs,
+                            pipeline::Placement placement = pipeline::Placement::looped);
 
 // A device under this share of the work is all but idle, and the others wait for it.
 inline constexpr double kMinDeviceShare = 0.05;
@@ -72,7 +75,8 @@ inline constexpr double kMinDeviceShare = 0.05;
 std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
                               const std::vector<Device>& devices, int chunks,
                               const std::vector<double>& work, const std::string& work_name,
-                              const std::vector<std::string>& command);
+                              const std::vector<std::string>& command,
+                              pipeline::Placement placement = pipeline::Placement::looped);
 
 // `command` with `flag VALUE` set: an earlier `flag X` or `flag=X` replaced, else appended.
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,

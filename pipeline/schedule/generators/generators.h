@@ -11,8 +11,14 @@
 //                         (Lamy-Poirier, 2023)
 //   zb_h1.cpp             Zero Bubble H1 (Qi et al., ICLR 2024): B and W split, W fills the
 //                         cool-down bubbles, 1F1B's peak memory
-//   zb_auto.cpp           zero bubble cut to measured costs: a list scheduler puts W's where a
-//                         device would wait and keeps B and W fused where splitting buys nothing
+//   list_scheduler.h      the greedy list scheduler under a memory budget that the next ones are
+//   zb_auto.cpp           zero bubble cut to measured costs: W's where a device would wait, B
+//                         and W fused where splitting buys nothing
+//   zb_h2.cpp             Zero Bubble H2: ZB-H1 with twice the memory, no idle inside a device
+//   interleaved_zb.cpp    interleaved placement, split backward, 1F1B's memory
+//   v_shapes.cpp          two chunks in a V (schedule.h's v-shape placement): ZB-V at 1F1B's
+//                         memory, V-Half at half of it, V-Min at a third (Qi et al., 2024)
+//   dualpipe_v.cpp        DeepSeek's DualPipeV, its eight phases per device
 //   registry.cpp          the schedules by name, for the command line
 // Every generator throws std::invalid_argument, naming the schedule and the values that
 // work, for sizes it cannot serve; every schedule it returns passes validate().
@@ -37,16 +43,27 @@ Schedule zb_h1(int devices, int microbatches);
 // the fastest of its list-scheduler policies, 1f1b and zb-h1, by the simulator. No device holds
 // more than max_in_flight micro-batches from F to W (0: p).
 Schedule zb_auto(int devices, int microbatches, const CostModel& costs, int max_in_flight = 0);
+Schedule zb_h2(int devices, int microbatches);
+Schedule interleaved_zb(int devices, int microbatches, int chunks);
+Schedule zb_v(int devices, int microbatches);    // two chunks, v-shape placement
+Schedule v_half(int devices, int microbatches);  // two chunks, v-shape placement
+Schedule v_min(int devices, int microbatches);   // two chunks, v-shape placement
+Schedule dualpipe_v(int devices, int microbatches);  // two chunks, v-shape; m >= 2p
 
 // Names accepted by make_schedule: "naive", "gpipe", "1f1b", "interleaved-1f1b",
-// "looped-bfs", "zb-h1", "zb-auto".
+// "looped-bfs", "zb-h1", "zb-h2", "zb-auto", "interleaved-zb", "zb-v", "v-half", "v-min",
+// "dualpipe-v".
 const std::vector<std::string>& schedule_names();
 // The chunks per device a tool gives a schedule when none are asked for: 2 for the schedules
-// built around several (interleaved-1f1b, looped-bfs; with one they are plain 1F1B and
-// GPipe), 1 for the others.
+// built around several (interleaved-1f1b, looped-bfs and interleaved-zb, which take any v;
+// the V shapes, which take exactly 2), 1 for the others.
 int default_chunks(std::string_view name);
-// v must be 1 for the schedules that place one stage per device. `costs` matters only to
-// zb-auto (by default F = B = W = 1 on every stage).
+// Where a schedule of that name places its stages (schedule.h): v-shape for zb-v, v-half,
+// v-min and dualpipe-v, looped for the others. A tool that cuts the model before it makes the
+// schedule needs it to balance the devices (pipeline/runtime/partition.h).
+Placement placement_of(std::string_view name);
+// v must be 1 for the schedules that place one stage per device and 2 for the V shapes.
+// `costs` matters only to zb-auto (by default F = B = W = 1 on every stage).
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,
                        const CostModel& costs = {});
 

@@ -1,0 +1,230 @@
+#include "pipeline/schedule/generators/list_scheduler.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/simulator.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+class ListScheduler {
+ public:
+  ListScheduler(const ListProblem& problem, ListPolicy policy)
+      : s_(detail::empty_schedule(problem.name, problem.devices, problem.microbatches,
+                                  problem.chunks)),
+        problem_(problem), policy_(policy), dev_(static_cast<size_t>(problem.devices)),
+        stage_(static_cast<size_t>(s_.stages())) {
+    s_.placement = problem.placement;
+    for (Stage& st : stage_) {
+      st.f_end.assign(static_cast<size_t>(s_.microbatches), kNever);
+      st.b_end = st.f_end;
+    }
+    for (int d = 0; d < s_.devices; ++d) dev(d).stages = s_.stages_on(d);
+  }
+
+  Schedule run() {
+    double now = 0;
+    while (weights_done_ < s_.stages() * s_.microbatches) {
+      for (bool placed = true; placed;) {  // zero-cost actions may enable more at `now`
+        placed = false;
+        for (int d = 0; d < s_.devices; ++d)
+          if (dev(d).free_at <= now)
+            if (const std::optional<Action> a = choose(d, now)) place(d, *a, now), placed = true;
+      }
+      now = next_event(now);
+    }
+    return s_;
+  }
+
+ private:
+  struct Device {
+    std::vector<int> stages;  // ascending; stages.front() admits micro-batches
+    std::deque<std::pair<int, int>> pending_w;  // (stage, micro-batch), oldest first
+    int held = 0;  // chunk-micro-batches reserved (admission reserves every chunk)
+    double free_at = 0;
+  };
+  struct Stage {
+    int next_f = 0, next_b = 0;
+    std::vector<double> f_end, b_end;  // [micro-batch]; kNever: not placed yet
+  };
+
+  Device& dev(int d) { return dev_[static_cast<size_t>(d)]; }
+  Stage& stage(int s) { return stage_[static_cast<size_t>(s)]; }
+  double cost(const Action& a) const { return action_cost(s_, problem_.costs, a); }
+  // The input of stage st's next F (or B) arrives at this time; kNever while unknown.
+  double arrival(int st, int from, double end) {
+    if (end == kNever) return kNever;
+    return s_.device_of(from) == s_.device_of(st) ? end : end + problem_.costs.comm;
+  }
+  double f_ready(int st) {
+    const int mb = stage(st).next_f;
+    if (mb >= s_.microbatches) return kNever;
+    return st == 0 ? 0 : arrival(st, st - 1, stage(st - 1).f_end[static_cast<size_t>(mb)]);
+  }
+  double b_ready(int st) {
+    const int mb = stage(st).next_b;
+    if (mb >= stage(st).next_f) return kNever;
+    if (st + 1 == s_.stages()) return stage(st).f_end[static_cast<size_t>(mb)];
+    return arrival(st, st + 1, stage(st + 1).b_end[static_cast<size_t>(mb)]);
+  }
+  // A device's first stage admits a new micro-batch only with room for all its chunks.
+  bool admits(int d, int st) {
+    return st != dev(d).stages.front() || dev(d).held + s_.chunks <= problem_.budget;
+  }
+  bool full(int d) { return !admits(d, dev(d).stages.front()); }
+
+  std::optional<Action> choose(int d, double now) {
+    Device& v = dev(d);
+    std::optional<int> b_stage, f_stage;
+    for (int st : v.stages) {  // ascending: the last ready one is the deepest
+      if (b_ready(st) <= now) b_stage = st;
+      const bool f_ok = f_ready(st) <= now && admits(d, st);
+      if (f_ok && (!f_stage || policy_.deepest_forward)) f_stage = st;
+    }
+    if (b_stage && !(f_stage && policy_.forward_first)) return backward(d, *b_stage, now);
+    if (f_stage) return Action{*f_stage, Op::F, stage(*f_stage).next_f};
+    if (v.pending_w.empty()) return std::nullopt;
+    const Action w{v.pending_w.front().first, Op::W, v.pending_w.front().second};
+    const bool room_needed = full(d) && stage(v.stages.front()).next_f < s_.microbatches;
+    if (room_needed || !policy_.w_fits) return w;
+    double next_input = kNever;
+    for (int st : v.stages) {
+      next_input = std::min(next_input, b_ready(st));
+      if (admits(d, st)) next_input = std::min(next_input, f_ready(st));
+    }
+    if (now + cost(w) <= next_input) return w;
+    return std::nullopt;
+  }
+
+  Action backward(int d, int st, double now) {
+    const Action bw{st, Op::BW, stage(st).next_b};
+    bool fuse = false;
+    if (dev(d).pending_w.empty()) switch (policy_.fuse) {
+        case Fuse::never: break;
+        case Fuse::always: fuse = true; break;
+        case Fuse::first_stage: fuse = st == 0; break;
+        case Fuse::upstream_busy: {
+          // Splitting helps only if the device upstream could use the input gradient sooner.
+          const int up = st == 0 ? d : s_.device_of(st - 1);
+          fuse = st == 0 ||
+                 (up != d && dev(up).free_at >= now + cost(bw) + problem_.costs.comm);
+          break;
+        }
+      }
+    return fuse ? bw : Action{st, Op::B, stage(st).next_b};
+  }
+
+  void place(int d, const Action& a, double now) {
+    Device& v = dev(d);
+    Stage& st = stage(a.stage);
+    const double end = now + cost(a);
+    const auto mb = static_cast<size_t>(a.microbatch);
+    switch (a.op) {
+      case Op::F:
+        if (a.stage == v.stages.front()) v.held += s_.chunks;
+        st.f_end[mb] = end;
+        ++st.next_f;
+        break;
+      case Op::B:
+        st.b_end[mb] = end;
+        ++st.next_b;
+        v.pending_w.emplace_back(a.stage, a.microbatch);
+        break;
+      case Op::W:
+        v.pending_w.pop_front();
+        --v.held;
+        ++weights_done_;
+        break;
+      case Op::BW:
+        st.b_end[mb] = end;
+        ++st.next_b;
+        --v.held;
+        ++weights_done_;
+        break;
+    }
+    v.free_at = end;
+    s_.lists[static_cast<size_t>(d)].push_back(a);
+  }
+
+  // The earliest time after `now` at which a device frees up or an input arrives.
+  double next_event(double now) {
+    double next = kNever;
+    for (const Device& v : dev_)
+      if (v.free_at > now) next = std::min(next, v.free_at);
+    for (int st = 0; st < s_.stages(); ++st)
+      for (double t : {f_ready(st), b_ready(st)})
+        if (t > now) next = std::min(next, t);
+    if (next == kNever)  // cannot happen: the budget admits a whole micro-batch (see the header)
+      throw std::logic_error(std::string(problem_.name) + ": the list scheduler stalled at t=" +
+                             std::to_string(now));
+    return next;
+  }
+
+  Schedule s_;
+  const ListProblem& problem_;
+  ListPolicy policy_;
+  std::vector<Device> dev_;
+  std::vector<Stage> stage_;
+  int weights_done_ = 0;  // (stage, micro-batch) pairs whose W or BW is placed
+};
+
+int peak_in_flight(const Simulation& sim) {
+  int peak = 0;
+  for (const DeviceStats& d : sim.stats.devices) peak = std::max(peak, d.peak_in_flight);
+  return peak;
+}
+
+}  // namespace
+
+Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy) {
+  detail::empty_schedule(problem.name, problem.devices, problem.microbatches, problem.chunks);
+  const int stages = problem.devices * problem.chunks;
+  if (!problem.costs.stages.empty() && static_cast<int>(problem.costs.stages.size()) != stages)
+    throw std::invalid_argument(std::string(problem.name) + ": the cost model has " +
+                                std::to_string(problem.costs.stages.size()) + " stage costs for " +
+                                std::to_string(stages) + " stages");
+  if (problem.budget < problem.chunks)
+    throw std::invalid_argument(
+        std::string(problem.name) + ": a budget of " + std::to_string(problem.budget) +
+        " chunk-micro-batches per device cannot hold one micro-batch's " +
+        std::to_string(problem.chunks) + " chunks; give at least " +
+        std::to_string(problem.chunks));
+  return ListScheduler(problem, policy).run();
+}
+
+Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule> hand_made) {
+  std::vector<Schedule> candidates;
+  for (bool forward_first : {false, true})
+    for (Fuse fuse : {Fuse::never, Fuse::first_stage, Fuse::upstream_busy, Fuse::always})
+      for (bool w_fits : {false, true})
+        for (bool deepest : {false, true}) {
+          if (deepest && problem.chunks == 1) continue;  // one stage per device: no choice
+          candidates.push_back(list_schedule(problem, {forward_first, fuse, w_fits, deepest}));
+        }
+  const size_t policies = candidates.size();
+  for (Schedule& s : hand_made) candidates.push_back(std::move(s));
+
+  std::optional<size_t> best;
+  double best_makespan = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Simulation sim = simulate(candidates[i], problem.costs);
+    if (i >= policies && peak_in_flight(sim) > problem.budget) continue;
+    if (!best || sim.stats.makespan < best_makespan * (1 - 1e-12))
+      best = i, best_makespan = sim.stats.makespan;
+  }
+  Schedule s = std::move(candidates[*best]);  // the policies' runs are always candidates
+  s.name = problem.name;
+  return s;
+}
+
+}  // namespace brigade::pipeline

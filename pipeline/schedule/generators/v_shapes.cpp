@@ -1,0 +1,108 @@
+// The V-shaped schedules: two chunks per device in the v-shape placement (schedule.h), so
+// device d holds stages d and 2p-1-d. A micro-batch goes down the devices through the first
+// chunks and back up through the second ones; device 0 both starts and ends it. Qi et al.'s
+// "Pipeline Parallelism with Controllable Memory" (2024) shows that this shape lets one choose
+// the activation memory and pay for less of it in bubbles than 1F1B does:
+//
+//   zb-v    ZB-V (the zero-bubble paper's, ICLR 2024): 1F1B's peak memory, p micro-batches of
+//           a device's share (2p chunks), and next to no bubble;
+//   v-half  about half of 1F1B's memory (p/2 + 1 micro-batches), about half of its bubble;
+//   v-min   about a third of it (p/3 + 1), about 1F1B's bubble.
+//
+// Each is the list scheduler (list_scheduler.h) under that budget, in chunk-micro-batches of a
+// device: zb-v 2p, v-half p + 2, v-min ceil(2p/3) + 2. v-half and v-min also try the paper's
+// own construction, a building block repeated every micro-batch (below), and keep whichever
+// the simulator finds shorter with F = B = W. The building block: in a steady state every
+// device runs 6 actions per micro-batch (F, B and W of two chunks, a unit each), so micro-batch
+// k's actions sit at fixed offsets + 6k; the offsets (F of chunk 0, F of chunk 1, B of chunk 1,
+// B of chunk 0) make every dependency land after its producer and the lifespans add up to the
+// memory asked for, and the W's fill the free units, oldest first:
+//
+//   v-min,  device i: i,   2p - 1 - i,  2p + g + i,      4p + g - 1 - i      (g = 2 if 3 | p)
+//   v-half, device i: 2i,  3p - 2 - i,  3p + g + 2i - 1,  6p + g - 2 - i      (g = 3 if 2 | p)
+//
+// The paper then moves actions earlier into idle units where memory allows (its "reordering");
+// that pass is not here, and the list scheduler's runs are what close the gap at p = 4
+// (pipeline/README.md gives the table).
+#include <array>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/generators/list_scheduler.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+enum class Block { v_min, v_half };
+
+// The building block's four offsets for device i: F of chunk 0, F of chunk 1, B of chunk 1,
+// B of chunk 0 (in units where each action costs 1; a micro-batch adds 6).
+std::array<int, 4> block_offsets(Block block, int p, int i) {
+  if (block == Block::v_min) {
+    const int g = p % 3 == 0 ? 2 : 0;
+    return {i, 2 * p - 1 - i, 2 * p + g + i, 4 * p + g - 1 - i};
+  }
+  const int g = p % 2 == 0 ? 3 : 0;
+  return {2 * i, 3 * p - 2 - i, 3 * p + g + 2 * i - 1, 6 * p + g - 2 - i};
+}
+
+// The building block laid out for m micro-batches; W's in the free units, oldest first.
+Schedule from_building_block(const char* name, Block block, int p, int m) {
+  Schedule s = detail::empty_schedule(name, p, m, 2);
+  s.placement = Placement::v_shape;
+  for (int i = 0; i < p; ++i) {
+    const int first = i, second = 2 * p - 1 - i;  // device i's stages
+    const std::array<int, 4> at = block_offsets(block, p, i);
+    std::map<int, Action> unit;  // time unit -> the F or B placed there
+    for (int k = 0; k < m; ++k) {
+      unit[at[0] + 6 * k] = {first, Op::F, k};
+      unit[at[1] + 6 * k] = {second, Op::F, k};
+      unit[at[2] + 6 * k] = {second, Op::B, k};
+      unit[at[3] + 6 * k] = {first, Op::B, k};
+    }
+    std::vector<Action>& list = s.lists[static_cast<size_t>(i)];
+    std::deque<Action> pending_w;
+    int t = 0;
+    for (const auto& [when, a] : unit) {  // in time order; W's fill the free units before it
+      for (; t < when && !pending_w.empty(); ++t) {
+        list.push_back(pending_w.front());
+        pending_w.pop_front();
+      }
+      t = when + 1;
+      list.push_back(a);
+      if (a.op == Op::B) pending_w.push_back({a.stage, Op::W, a.microbatch});
+    }
+    list.insert(list.end(), pending_w.begin(), pending_w.end());
+  }
+  return s;
+}
+
+Schedule v_schedule(const char* name, int p, int m, int budget, std::vector<Schedule> hand_made) {
+  detail::empty_schedule(name, p, m, 2);  // checks p, m >= 1
+  return shortest_list_schedule({.name = name, .devices = p, .microbatches = m, .chunks = 2,
+                                 .placement = Placement::v_shape, .budget = budget, .costs = {}},
+                                std::move(hand_made));
+}
+
+}  // namespace
+
+Schedule zb_v(int devices, int microbatches) {
+  return v_schedule("zb-v", devices, microbatches, 2 * devices, {});
+}
+
+Schedule v_half(int devices, int microbatches) {
+  detail::empty_schedule("v-half", devices, microbatches, 2);
+  return v_schedule("v-half", devices, microbatches, devices + 2,
+                    {from_building_block("v-half", Block::v_half, devices, microbatches)});
+}
+
+Schedule v_min(int devices, int microbatches) {
+  detail::empty_schedule("v-min", devices, microbatches, 2);
+  return v_schedule("v-min", devices, microbatches, (2 * devices + 2) / 3 + 2,
+                    {from_building_block("v-min", Block::v_min, devices, microbatches)});
+}
+
+}  // namespace brigade::pipeline
