@@ -7,7 +7,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -29,9 +28,6 @@
 #include "tools/train/runners.h"
 #include "tools/train/signals.h"
 #include "tools/train/staging.h"
-#if defined(BRIGADE_HAVE_MPI)
-#include "tools/train/distributed.h"
-#endif
 
 #ifndef BRIGADE_MODELS_DIR
 #define BRIGADE_MODELS_DIR "tools/models"
@@ -113,87 +109,26 @@ Recipe recipe_of(const Options& o, int microbatches, int replicas) {
   return r;
 }
 
-// What the run asks of the MPI job (distributed.h); for a lone process (no cluster) every
-// call is what one process does alone.
-struct Job {
-  Cluster* cluster = nullptr;
-#if defined(BRIGADE_HAVE_MPI)
-  bool speaks() const { return cluster == nullptr || cluster->root(); }
-  // Before rank 0 reads the model (evaluation, checkpoint, --save): it gathers every stage.
-  void gather(layers::Sequential& model, const StepRunner& runner) const {
-    if (cluster) cluster->gather(model, runner);
-  }
-  // After rank 0 set the model (--resume, --init-from): every rank takes its values.
-  void broadcast(layers::Sequential& model, const StepRunner& runner, Position& pos) const {
-    if (cluster) cluster->broadcast(model, runner, pos);
-  }
-  // fn on rank 0 alone; its error becomes every rank's.
-  void on_root(const std::function<void()>& fn, const std::string& what) const {
-    if (cluster) cluster->on_root(fn, what);
-    else fn();
-  }
-  // An error every rank meets at the same point (a diverged loss, which they agreed on).
-  [[noreturn]] void fail_alike(const std::string& what) const {
-    if (cluster) throw AllRanksError(what, 1);
-    throw std::runtime_error(what);
-  }
-  // The step's global loss and correct count; the stop signal any rank saw.
-  int agree(pipeline::StepResult& r) const {
-    if (!cluster) return stop_signal();
-    const Cluster::Agreement a = cluster->agree(r.loss, r.correct, stop_signal());
-    r.loss = a.loss;
-    r.correct = a.correct;
-    return a.stop_signal;
-  }
-  // Per device busy time (each rank timed its own; the replicas' mean), the longest makespan.
-  void combine(std::vector<double>& busy_ms, double& makespan_ms) const {
-    if (cluster) cluster->combine(busy_ms, makespan_ms);
-  }
-  // How the busy lines name pipeline position d: distributed, by its rank (rank 0 knows only
-  // its own device; the others' may be GPUs of other hosts), or by the ranks of every
-  // replica, whose mean the line shows.
-  std::string device_name(size_t d, const Device& placed) const {
-    if (!cluster) return placed.str();
-    if (cluster->replicas() == 1) return "rank " + std::to_string(d);
-    return "ranks " + std::to_string(d) + "+" + std::to_string(cluster->pipeline_devices()) + "k";
-  }
-#else
-  bool speaks() const { return true; }
-  void gather(layers::Sequential&, const StepRunner&) const {}
-  void broadcast(layers::Sequential&, const StepRunner&, Position&) const {}
-  void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
-  [[noreturn]] void fail_alike(const std::string& what) const { throw std::runtime_error(what); }
-  int agree(pipeline::StepResult&) const { return stop_signal(); }
-  void combine(std::vector<double>&, double&) const {}
-  std::string device_name(size_t, const Device& placed) const { return placed.str(); }
-#endif
-};
-
-bool is_root(Cluster* cluster) { return Job{cluster}.speaks(); }
-
 void write_trace(const std::string& path, const pipeline::Timeline& t) {
   if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
   else pipeline::write_chrome_trace(t, path);
 }
 
 // The run; `first_step_began` turns true as the first step begins: an error before it is a refusal
-// (run_training).
-int train(const Options& options, Cluster* cluster, bool& first_step_began) {
+// (run_training). Whatever depends on mpirun is asked of `processes` (training_processes.h).
+int train(const Options& options, TrainingProcesses& processes, bool& first_step_began) {
   if (!options.trace.empty() && !options.trace.ends_with(".svg") &&
       !options.trace.ends_with(".json"))
     throw UsageError("--trace '" + options.trace + "': the name must end in .svg or .json");
-  if (options.distributed && !cluster)
+  if (options.distributed && !processes.distributed())
     throw UsageError(
         "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
         "then reconfigure with -Dmpi=enabled)");
-  if (is_root(cluster)) check_outputs(options);  // rank 0 writes every file
+  const bool reporter = processes.is_reporter();  // a lone process, or rank 0
+  if (reporter) check_outputs(options);           // the reporter writes every file
   const model::ModelSpec spec = load_model(options.model);
-  if (is_root(cluster)) check_output_space(options, spec);
-  Options o = options;
-#if defined(BRIGADE_HAVE_MPI)
-  if (cluster) o = cluster->pipeline_options(options, spec);  // P devices, one per rank
-#endif
-  const bool speaks = cluster == nullptr || is_root(cluster);  // rank 0, or a lone process
+  if (reporter) check_output_space(options, spec);
+  const Options o = processes.pipeline_options(options, spec);  // mpirun: P devices, one per rank
   const int replicas = o.data_parallel;
   const Placement placement = place(o, spec);
   const int stages = static_cast<int>(placement.devices.size()) * o.chunks;
@@ -216,18 +151,17 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  BuiltPipeline setup = build_pipeline(o, spec, placement, m, batcher.batch_rows(0), cluster);
+  BuiltPipeline setup = build_pipeline(o, spec, placement, m, batcher.batch_rows(0), processes);
   layers::Sequential& model = *setup.model;
   StepRunner& runner = *setup.runner;
   const std::vector<CheckpointedOptimizer*> optimizers = runner.optimizers();
   const Recipe recipe = recipe_of(o, m, replicas);
 
-  const Job job{cluster};
-  // Only rank 0 speaks: the others' progress goes nowhere.
-  const std::unique_ptr<FILE, int (*)(FILE*)> quiet(speaks ? nullptr : std::fopen("/dev/null", "w"),
-                                                   &std::fclose);
-  const bool live = speaks && live_terminal(o.distributed);
-  Progress progress(speaks ? stdout : quiet.get(), live, o.print_every);
+  // Only the reporter prints: the others' progress goes nowhere.
+  const std::unique_ptr<FILE, int (*)(FILE*)> quiet(
+      reporter ? nullptr : std::fopen("/dev/null", "w"), &std::fclose);
+  const bool live = reporter && live_terminal(o.distributed);
+  Progress progress(reporter ? stdout : quiet.get(), live, o.print_every);
   progress.line("brigade-train: " + o.model + " (" + std::to_string(model.parameter_count()) +
                 " parameters) on " + train.name + " (" + std::to_string(train.count) +
                 " samples), batch " + std::to_string(o.batch) + ", " + o.optimizer + " lr " +
@@ -237,7 +171,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                 (placement.threads_per_device == 1 ? "" : "s") + " per CPU device" +
                 (o.balance == "blocks" ? "" : ", cut by --balance " + o.balance) +
                 "): " + setup.placement);
-  if (!setup.warning.empty() && speaks) {
+  if (!setup.warning.empty() && reporter) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", setup.warning.c_str());
   }
@@ -245,29 +179,29 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
 
   Position pos;
   if (!o.init_from.empty() || o.resume) {
-    job.on_root(
+    processes.on_reporter(
         [&] {
           if (!o.init_from.empty()) load_if_finite(model.parameters(), o.init_from);
           if (o.resume)
             pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
         },
         o.resume ? "reading the checkpoint" : "reading --init-from");
-    job.broadcast(model, runner, pos);
+    processes.broadcast_model(model, runner, pos);
   }
   if (o.resume) {
     progress.line("resumed from " + checkpoint_path(o.checkpoint_dir) + " at step " +
                   std::to_string(pos.step) + " (epoch " + std::to_string(pos.epoch + 1) +
                   ", batch " + std::to_string(pos.batch) + ")");
   }
-  if (!o.save_initial.empty() && speaks) layers::save_parameters(model.parameters(), o.save_initial);
+  if (!o.save_initial.empty() && reporter) layers::save_parameters(model.parameters(), o.save_initial);
   MetricsWriter metrics =
-      o.metrics.empty() || !speaks ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
+      o.metrics.empty() || !reporter ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
   install_stop_handlers();
 
   const auto checkpoint = [&](const Position& at) {
     if (o.checkpoint_dir.empty()) return;
-    job.gather(model, runner);
-    job.on_root(  // a refused checkpoint (a NaN or an Inf) ends every rank alike
+    processes.gather_model(model, runner);
+    processes.on_reporter(  // a refused checkpoint (a NaN or an Inf) ends every rank alike
         [&] {
           save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
         },
@@ -279,7 +213,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   // --plot: the metrics file's whole history if there is one (a resumed run's too), else
   // what this run did.
   const auto draw = [&] {
-    if (o.plot.empty() || !speaks) return;
+    if (o.plot.empty() || !reporter) return;
     const plot::Series run = o.metrics.empty() ? drawn : plot::read_metrics(o.metrics);
     plot::write_svg({run}, "brigade-train: " + o.model + ", " + o.optimizer + " lr " +
                                format_number(o.lr) + ", batch " + std::to_string(o.batch),
@@ -291,8 +225,8 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   const auto evaluation = [&](int64_t epoch) {
     if (evaluated_at == pos.step) return;
     evaluated_at = pos.step;
-    job.gather(model, runner);
-    job.on_root(
+    processes.gather_model(model, runner);
+    processes.on_reporter(
         [&] {
           const Evaluation e = evaluate(model, test, o.batch);
           if (!std::isfinite(e.loss))
@@ -315,8 +249,7 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
   const auto limit_reached = [&](int64_t step) { return o.steps > 0 && step >= o.steps; };
   const auto started = Clock::now();
   int64_t steps_run = 0, samples_run = 0;
-  int stopping = 0;  // distributed: the signal that stops every rank, agreed after each step
-  const auto stopped = [&] { return cluster ? stopping : stop_signal(); };
+  const auto stopped = [&] { return processes.stop_requested(); };
 
   StagingArea staging(batcher, runner.staging());
   for (int64_t epoch = pos.epoch; epoch < o.epochs && !limit_reached(pos.step); ++epoch) {
@@ -333,11 +266,11 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
       const auto t0 = Clock::now();
       first_step_began = true;
       pipeline::StepResult r = run_step(runner, staging, slot, pos.step);  // finite.h
-      stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
+      processes.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
       // Read on the host already: checking it costs no synchronisation. Nothing of this step
-      // is reported, and no checkpoint is written after it.
+      // is reported, and no checkpoint is written after it. Every process sees the agreed loss.
       if (!std::isfinite(r.loss))
-        job.fail_alike(diverged(pos.step + 1, "the loss is " + format_value(r.loss)));
+        throw AllRanksError(diverged(pos.step + 1, "the loss is " + format_value(r.loss)), 1);
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       pos.step += 1;
       pos.batch = k + 1;
@@ -381,12 +314,12 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
 
   const double wall = std::chrono::duration<double>(Clock::now() - started).count();
   char line[200];
-  job.combine(busy_ms, makespan_ms);  // distributed: each rank timed its own device
+  processes.combine_busy_times(busy_ms, makespan_ms);  // mpirun: each rank timed its own
   if (makespan_ms > 0) {
     double busy_total = 0;
     for (size_t d = 0; d < busy_ms.size(); ++d) {
       std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
-                    job.device_name(d, placement.devices[d]).c_str(), busy_ms[d] / 1000,
+                    processes.device_label(d, placement.devices[d]).c_str(), busy_ms[d] / 1000,
                     100 * busy_ms[d] / makespan_ms);
       progress.line(line);
       busy_total += busy_ms[d];
@@ -395,13 +328,14 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
                   100 * (1 - busy_total / (static_cast<double>(busy_ms.size()) * makespan_ms)));
     progress.line(line);
   }
-  if (!o.trace.empty() && !last_timeline.events.empty() && speaks) {
+  if (!o.trace.empty() && !last_timeline.events.empty() && reporter) {
     write_trace(o.trace, last_timeline);
     progress.line("trace of the last step: " + o.trace);
   }
   if (!o.save.empty()) {
-    job.gather(model, runner);
-    job.on_root([&] { save_if_finite(model.parameters(), o.save, pos.step); }, "writing --save");
+    processes.gather_model(model, runner);
+    processes.on_reporter([&] { save_if_finite(model.parameters(), o.save, pos.step); },
+                          "writing --save");
     progress.line("parameters saved to " + o.save);
   }
   // The last line says how the run went: steps, time, speed, the last step's loss, the last
@@ -424,17 +358,15 @@ int train(const Options& options, Cluster* cluster, bool& first_step_began) {
 
 }  // namespace
 
-int run_training(const Options& options, Cluster* cluster) {
+int run_training(const Options& options, TrainingProcesses& processes) {
   bool started = false;
   try {
-    return train(options, cluster, started);
+    return train(options, processes, started);
   } catch (const UsageError&) {
     throw;
-#if defined(BRIGADE_HAVE_MPI)
   } catch (const AllRanksError& e) {
     if (!started) throw AllRanksError(e.what(), 2);
     throw;
-#endif
   } catch (const std::exception& e) {
     if (!started) throw InputError(e.what());
     throw;
