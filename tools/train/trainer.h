@@ -1,14 +1,15 @@
 // The training run: from the options to a trained model, a report and an exit status.
 //
-//   setup   model file -> ModelSpec (checked against the data: input 28x28x1, 10 classes);
-//           --devices -> placement (placement.h); the data sets; the model cut into stages,
-//           its schedule and step runner (pipeline_build.h); --init-from, --resume,
-//           --save-initial
-//   loop    per epoch, per batch: stage the next batch (staging.h), run the step, report it
+//   setup   model file -> ModelSpec, checked against the data: input 28x28x1, 10 classes
+//           (run_inputs.h); --devices -> placement (placement.h); the data sets; the model
+//           cut into stages, its schedule and step runner (pipeline_build.h); --init-from,
+//           --resume, --save-initial
+//   epochs  per epoch, per batch: stage the next batch (staging.h), run the step, report it
 //           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between
 //           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h);
 //           a NaN or Inf loss ends the run, and no file is written with one (finite.h)
-//   end     per-device busy time and measured bubble, --trace, --save, the last checkpoint
+//   report  the last checkpoint, per-device busy time and measured bubble, --trace, --save,
+//           --plot, the summary line
 //
 // --distributed: the same run on every rank, each training its share (distributed.h); rank 0
 // alone prints, evaluates and writes, after gathering the trained stages. The run asks

@@ -1,5 +1,5 @@
 // TrainingProcesses: the processes a run trains in, as this process sees them. The run
-// (trainer.cpp) asks it everything whose answer depends on whether this process
+// (Training, training.h) asks it everything whose answer depends on whether this process
 // trains alone or as one rank of an mpirun job, and never asks which:
 //
 //   LoneProcess  (lone_process.h) this process runs every stage, reports and writes; every
