@@ -147,7 +147,7 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
     REQUIRE_MESSAGE(single.status == 0, single.output);
     const Run run = train_mpi(c.ranks, with(base, {"--distributed", "--save", many.string()}));
     REQUIRE_MESSAGE(run.status == 0, run.output);
-    // Rank 0 alone speaks: one start line, one evaluation.
+    // Rank 0 alone reports: one start line, one evaluation.
     CHECK_MESSAGE(count(run.output, "brigade-train: ") == 1, run.output);
     CHECK(count(run.output, "test accuracy") == 1);
     CHECK(run.output.find(std::to_string(c.ranks) + " ranks x 1 replica") != std::string::npos);

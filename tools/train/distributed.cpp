@@ -15,6 +15,7 @@
 #include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
 #include "tools/train/optimizer.h"
+#include "tools/train/signals.h"
 
 namespace brigade::train {
 
@@ -26,7 +27,7 @@ bool wants_distributed(int argc, const char* const* argv) {
   return false;
 }
 
-struct Cluster::State {
+struct MpiRanks::State {
   std::unique_ptr<dist::MpiSession> session;
   std::optional<dist::Topology> topology;
   dist::Communicator control;  // this file's own: agreement, gather, broadcast
@@ -92,7 +93,7 @@ const DistributedRunner& distributed_runner(const StepRunner& runner) {
 
 }  // namespace
 
-std::unique_ptr<Cluster> Cluster::start(int* argc, char*** argv) {
+std::unique_ptr<MpiRanks> MpiRanks::start(int* argc, char*** argv) {
   // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE, MPICH's and PMIx launchers PMI_SIZE / PMIX_RANK.
   if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") && !std::getenv("PMIX_RANK"))
     throw UsageError(
@@ -104,20 +105,19 @@ std::unique_ptr<Cluster> Cluster::start(int* argc, char*** argv) {
   MPI_Comm control = MPI_COMM_NULL;
   BRIGADE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control));
   state->control = dist::Communicator(control);
-  return std::unique_ptr<Cluster>(new Cluster(std::move(state)));
+  return std::unique_ptr<MpiRanks>(new MpiRanks(std::move(state)));
 }
 
-Cluster::Cluster(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Cluster::~Cluster() = default;
+MpiRanks::MpiRanks(std::unique_ptr<State> state) : state_(std::move(state)) {}
+MpiRanks::~MpiRanks() = default;
 
-int Cluster::rank() const { return state_->session->rank(); }
-int Cluster::size() const { return state_->session->size(); }
-int Cluster::pipeline_devices() const { return state_->topology->stages; }
-int Cluster::replicas() const { return state_->topology->replicas; }
-int Cluster::replica() const { return state_->topology->replica; }
-int Cluster::position() const { return state_->topology->position; }
+int MpiRanks::rank() const { return state_->session->rank(); }
+int MpiRanks::size() const { return state_->session->size(); }
+int MpiRanks::pipeline_devices() const { return state_->topology->stages; }
+int MpiRanks::replicas() const { return state_->topology->replicas; }
+int MpiRanks::schedule_device() const { return state_->topology->position; }
 
-Options Cluster::pipeline_options(const Options& options, const model::ModelSpec& spec) {
+Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpec& spec) {
   Options o = options;
   const int d = o.data_parallel;
   if (d < 1 || size() % d != 0)
@@ -161,7 +161,7 @@ Options Cluster::pipeline_options(const Options& options, const model::ModelSpec
                      "and cut the model differently; use --balance params or memory");
   state_->topology = dist::make_topology(*state_->session, p);
   const dist::HostRanks here = dist::host_ranks();
-  // This rank's device at its position, CPU devices at the others: the runtime never touches
+  // This rank's device at its schedule device, CPU devices at the others: the runtime never touches
   // the other stages' blocks (process_share.h), so they stay in host memory.
   int gpu = -1;
   if (gpus) {
@@ -174,7 +174,7 @@ Options Cluster::pipeline_options(const Options& options, const model::ModelSpec
   o.devices.clear();
   for (int i = 0; i < p; ++i) {
     if (i > 0) o.devices += ',';
-    o.devices += (i == position() && gpu >= 0 ? Device::cuda(gpu) : Device::cpu(i)).str();
+    o.devices += (i == schedule_device() && gpu >= 0 ? Device::cuda(gpu) : Device::cpu(i)).str();
   }
   if (o.threads_per_device == 0) {
     // The cores of this host, shared by the ranks mpirun started on it.
@@ -184,15 +184,15 @@ Options Cluster::pipeline_options(const Options& options, const model::ModelSpec
   return o;
 }
 
-std::unique_ptr<StepRunner> Cluster::make_runner(layers::Sequential& model,
-                                                 pipeline::Partition partition,
-                                                 pipeline::LoweredSchedule lowered,
-                                                 const Options& options) {
+std::unique_ptr<StepRunner> MpiRanks::make_runner(layers::Sequential& model,
+                                                  pipeline::Partition partition,
+                                                  pipeline::LoweredSchedule lowered,
+                                                  const Options& options) {
   return std::make_unique<DistributedRunner>(*state_->session, *state_->topology, model,
                                              std::move(partition), std::move(lowered), options);
 }
 
-void Cluster::gather(layers::Sequential& /*model*/, const StepRunner& step_runner) {
+void MpiRanks::gather_model(layers::Sequential& /*model*/, const StepRunner& step_runner) {
   const DistributedRunner& runner = distributed_runner(step_runner);
   const MPI_Comm comm = state_->control.get();
   for (int s = 0; s < runner.partition().count(); ++s) {
@@ -218,8 +218,8 @@ void Cluster::gather(layers::Sequential& /*model*/, const StepRunner& step_runne
   }
 }
 
-void Cluster::broadcast(layers::Sequential& /*model*/, const StepRunner& step_runner,
-                        Position& position) {
+void MpiRanks::broadcast_model(layers::Sequential& /*model*/, const StepRunner& step_runner,
+                               Position& position) {
   const DistributedRunner& runner = distributed_runner(step_runner);
   const MPI_Comm comm = state_->control.get();
   const auto bcast = [&](void* data, int count, MPI_Datatype type, const std::string& what) {
@@ -235,17 +235,17 @@ void Cluster::broadcast(layers::Sequential& /*model*/, const StepRunner& step_ru
     runner.optimizer(s).set_steps(where[3]);
     for (const Tensor& t : stage_tensors(runner, s)) {
       std::vector<float> values =
-          root() ? host_values(t) : std::vector<float>(static_cast<size_t>(t.numel()));
+          rank() == 0 ? host_values(t) : std::vector<float>(static_cast<size_t>(t.numel()));
       bcast(values.data(), static_cast<int>(values.size()), MPI_FLOAT,
             "stage " + std::to_string(s));
-      if (!root()) write_values(t, values);
+      if (rank() != 0) write_values(t, values);
     }
   }
 }
 
-void Cluster::on_root(const std::function<void()>& fn, const std::string& what) {
+void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& what) {
   std::string error;
-  if (root()) try {
+  if (rank() == 0) try {
       fn();
     } catch (const std::exception& e) {
       error = e.what();
@@ -262,8 +262,9 @@ void Cluster::on_root(const std::function<void()>& fn, const std::string& what) 
   throw AllRanksError(error, 1);
 }
 
-Cluster::Agreement Cluster::agree(double local_loss, int64_t local_correct, int local_stop) {
-  double in[3] = {local_loss, static_cast<double>(local_correct), static_cast<double>(local_stop)};
+void MpiRanks::agree_on_step(pipeline::StepResult& result) {
+  double in[3] = {result.loss, static_cast<double>(result.correct),
+                  static_cast<double>(stop_signal())};
   double out[3] = {0, 0, 0};
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Iallreduce(in, out, 2, MPI_DOUBLE, MPI_SUM, state_->control.get(), &request));
@@ -272,10 +273,12 @@ Cluster::Agreement Cluster::agree(double local_loss, int64_t local_correct, int 
   BRIGADE_MPI_CHECK(
       MPI_Iallreduce(in + 2, stop, 1, MPI_DOUBLE, MPI_MAX, state_->control.get(), &request));
   state_->wait(request, "agreeing on a stop signal");
-  return {out[0], static_cast<int64_t>(out[1]), static_cast<int>(stop[0])};
+  result.loss = out[0];
+  result.correct = static_cast<int64_t>(out[1]);
+  agreed_stop_ = static_cast<int>(stop[0]);
 }
 
-void Cluster::combine(std::vector<double>& busy_ms, double& makespan_ms) {
+void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) {
   std::vector<double> busy(busy_ms.size(), 0.0);
   double makespan = 0;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -290,7 +293,12 @@ void Cluster::combine(std::vector<double>& busy_ms, double& makespan_ms) {
   makespan_ms = makespan;
 }
 
-void Cluster::abort_job(const std::string& what) {
+std::string MpiRanks::device_label(size_t d, const Device& /*placed*/) const {
+  if (replicas() == 1) return "rank " + std::to_string(d);
+  return "ranks " + std::to_string(d) + "+" + std::to_string(pipeline_devices()) + "k";
+}
+
+void MpiRanks::end_job_for_own_error(const std::string& what) {
   dist::report_failure_and_abort(*state_->session, what);
 }
 

@@ -12,13 +12,13 @@
 // With one replica, the ranks of the first and last stages hand the runtime the staged
 // micro-batches themselves; the others stage on the host and hand over a host batch.
 //
-// Rank 0 is the one that speaks and writes: progress, metrics, traces, evaluation,
-// checkpoints, --save. Before any of those, gather() brings every stage's parameters and
-// optimizer state from the rank that trains it in replica 0 to rank 0 (point to point, on a
-// communicator of this file's own), so rank 0 holds the whole trained model and writes ONE
-// checkpoint file exactly as a single-process run does; --resume and --init-from are read
-// by rank 0 and broadcast() to every rank. The replicas are bit-identical (the reducer sums
-// in the same order everywhere), so replica 0 speaks for all.
+// Rank 0 is the reporter, the one that prints and writes: progress, metrics, traces,
+// evaluation, checkpoints, --save. Before any of those, gather_model() brings every stage's
+// parameters and optimizer state from the rank that trains it in replica 0 to rank 0 (point
+// to point, on a communicator of this file's own), so rank 0 holds the whole trained model
+// and writes ONE checkpoint file exactly as a single-process run does; --resume and
+// --init-from are read by rank 0 and broadcast_model() to every rank. The replicas are
+// bit-identical (the reducer sums in the same order everywhere), so replica 0 stands for all.
 //
 // Agreement: after every step all ranks all-reduce (loss, correct, stop): the global loss
 // for rank 0's progress, and a SIGINT/SIGTERM seen by any rank stops every rank after the
@@ -29,7 +29,6 @@
 
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,78 +39,75 @@
 #include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
 #include "tools/train/runners.h"
+#include "tools/train/training_processes.h"
 
 namespace brigade::train {
-
-// An error every rank of the job raises alike, at the same point: rank 0 prints it, every
-// rank exits with `status` (2 for usage errors, 1 otherwise).
-class AllRanksError : public std::runtime_error {
- public:
-  AllRanksError(const std::string& what, int status)
-      : std::runtime_error(what), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
 
 // True when argv asks for --distributed (checked before MPI is started).
 bool wants_distributed(int argc, const char* const* argv);
 
-class Cluster {
+// This process as one rank of the mpirun job (training_processes.h says what the trainer
+// asks of it).
+class MpiRanks final : public TrainingProcesses {
  public:
   // Starts MPI. Throws UsageError when the process was not launched by mpirun.
-  static std::unique_ptr<Cluster> start(int* argc, char*** argv);
-  ~Cluster();
+  static std::unique_ptr<MpiRanks> start(int* argc, char*** argv);
+  ~MpiRanks() override;
 
-  int rank() const;
-  int size() const;
-  bool root() const { return rank() == 0; }
+  bool distributed() const override { return true; }
+  bool is_reporter() const override { return rank() == 0; }
 
   // Lays the ranks out as pipelines of P = size / --data-parallel devices and returns the
   // options of one pipeline: P devices cpu:0..cpu:P-1, except that with --devices cuda this
-  // rank's own position is its GPU (local_gpu.h: the host's GPUs one per rank); the cores of
-  // this host shared by the ranks on it. Throws AllRanksError or UsageError (on every rank
-  // alike) for an -np that is not P·D, more ranks than the model has blocks or layers,
+  // rank's own schedule device is its GPU (local_gpu.h: the host's GPUs one per rank); the
+  // cores of this host shared by the ranks on it. Throws AllRanksError or UsageError (on every
+  // rank alike) for an -np that is not P·D, more ranks than the model has blocks or layers,
   // --devices other than auto|cpu|cuda, cuda in a build without NCCL or on a host with fewer
   // GPUs than ranks, --balance time.
-  Options pipeline_options(const Options& options, const model::ModelSpec& spec);
-  int pipeline_devices() const;  // P
-  int replicas() const;          // D
-  int replica() const;
-  int position() const;          // this rank's schedule device
+  Options pipeline_options(const Options& options, const model::ModelSpec& spec) override;
 
-  // The runner of this rank's share: a Runtime over the whole schedule that runs device
-  // position() only, links to its neighbours and reducers across replicas: MpiLink and
-  // MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
+  // The runner of this rank's share: a Runtime over the whole schedule that runs
+  // schedule_device() only, links to its neighbours and reducers across replicas: MpiLink
+  // and MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
   std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
-                                          pipeline::LoweredSchedule lowered, const Options& options);
+                                          pipeline::LoweredSchedule lowered,
+                                          const Options& options) override;
 
   // Rank 0 receives every stage's parameters and optimizer state from replica 0's owners.
-  void gather(layers::Sequential& model, const StepRunner& runner);
+  void gather_model(layers::Sequential& model, const StepRunner& runner) override;
   // Every rank receives rank 0's parameters, optimizer state and `position`.
-  void broadcast(layers::Sequential& model, const StepRunner& runner, Position& position);
+  void broadcast_model(layers::Sequential& model, const StepRunner& runner,
+                       Position& position) override;
   // Rank 0 runs `fn` (which may throw); every rank then throws AllRanksError with its message.
-  void on_root(const std::function<void()>& fn, const std::string& what);
+  void on_reporter(const std::function<void()>& fn, const std::string& what) override;
 
-  // After a step: the global loss and correct count, and whether any rank saw a stop signal.
-  struct Agreement {
-    double loss = 0;
-    int64_t correct = 0;
-    int stop_signal = 0;
-  };
-  Agreement agree(double local_loss, int64_t local_correct, int local_stop);
-  // At the end: each rank's busy time per device (its own device's) summed over the ranks
-  // and averaged over the replicas; the steps' time, the longest of the ranks'.
-  void combine(std::vector<double>& busy_ms, double& makespan_ms);
+  // The ranks add up the step's loss and correct count, and agree on the largest stop signal
+  // any of them caught: stop_requested() returns it until the next step.
+  void agree_on_step(pipeline::StepResult& result) override;
+  int stop_requested() const override { return agreed_stop_; }
 
-  // Ends the job for an error this rank alone hit (faults.h); never returns.
-  [[noreturn]] void abort_job(const std::string& what);
+  // Each rank's busy time per device (its own device's) summed over the ranks and averaged
+  // over the replicas; the steps' time, the longest of the ranks'.
+  void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) override;
+  // By rank (rank 0 knows only its own device; the others' may be GPUs of other hosts), or
+  // by the ranks of every replica, whose mean the line shows: "rank 1", "ranks 1+2k".
+  std::string device_label(size_t d, const Device& placed) const override;
+
+  // Ends the job (faults.h); never returns.
+  [[noreturn]] void end_job_for_own_error(const std::string& what) override;
 
  private:
   struct State;
-  explicit Cluster(std::unique_ptr<State> state);
+  explicit MpiRanks(std::unique_ptr<State> state);
+
+  int rank() const;
+  int size() const;
+  int pipeline_devices() const;  // P
+  int replicas() const;          // D
+  int schedule_device() const;   // this rank's device of the schedule: 0 .. P-1
+
   std::unique_ptr<State> state_;
+  int agreed_stop_ = 0;  // the stop signal agreed after the last step
 };
 
 }  // namespace brigade::train

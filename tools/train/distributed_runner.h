@@ -30,7 +30,7 @@ class DistributedRunner final : public StepRunner {
   DistributedRunner(dist::MpiSession& session, dist::Topology& topology,
                     layers::Sequential& model, pipeline::Partition partition,
                     pipeline::LoweredSchedule lowered, const Options& options);
-  // This rank's shares of loss and correct: the cluster adds them up.
+  // This rank's shares of loss and correct: the ranks add them up (MpiRanks::agree_on_step).
   pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;

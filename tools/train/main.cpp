@@ -12,48 +12,55 @@
 // --distributed (under mpirun): MPI starts before anything else. An error every rank meets
 // alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with
 // its status; an error of one rank ends the whole job naming that rank (distributed.h).
+// Whether this process trains alone or as a rank is chosen once, in start_processes().
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 
+#include "tools/train/lone_process.h"
 #include "tools/train/options.h"
 #include "tools/train/trainer.h"
+#include "tools/train/training_processes.h"
 #if defined(BRIGADE_HAVE_MPI)
-#include "tools/train/distributed.h"
+#include "tools/train/distributed.h"  // MpiRanks: built where Meson finds MPI
 #endif
 
 namespace {
 
-int run(int argc, char** argv, brigade::train::Cluster* cluster) {
-  using namespace brigade::train;
+using brigade::train::TrainingProcesses;
+
+// The one place that chooses how this process trains: as a rank of the mpirun job when
+// argv asks for --distributed in a build with MPI (MPI starts here, before anything else),
+// else alone (a build without MPI then refuses --distributed in run_training, and uses
+// neither argument).
+std::unique_ptr<TrainingProcesses> start_processes([[maybe_unused]] int* argc,
+                                                   [[maybe_unused]] char*** argv) {
 #if defined(BRIGADE_HAVE_MPI)
-  const bool speaks = cluster == nullptr || cluster->root();
-#else
-  const bool speaks = true;
+  if (brigade::train::wants_distributed(*argc, *argv))
+    return brigade::train::MpiRanks::start(argc, argv);
 #endif
+  return std::make_unique<brigade::train::LoneProcess>();
+}
+
+int run(int argc, char** argv, TrainingProcesses& processes) {
+  using namespace brigade::train;
   try {
     const std::optional<Options> options = parse_options(argc, argv);
     if (!options) return 0;  // --help
-    return run_training(*options, cluster);
+    return run_training(*options, processes);
   } catch (const UsageError& e) {
-    if (speaks) std::fprintf(stderr, "brigade-train: %s\n", e.what());
+    if (processes.is_reporter()) std::fprintf(stderr, "brigade-train: %s\n", e.what());
     return 2;
   } catch (const InputError& e) {  // refused before the first step
-#if defined(BRIGADE_HAVE_MPI)
-    if (cluster) cluster->abort_job(e.what());  // this rank alone: end the whole job
-#endif
+    processes.end_job_for_own_error(e.what());
     std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return 2;
-#if defined(BRIGADE_HAVE_MPI)
   } catch (const AllRanksError& e) {
-    if (speaks) std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
+    if (processes.is_reporter()) std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return e.status();
-#endif
   } catch (const std::exception& e) {
-#if defined(BRIGADE_HAVE_MPI)
-    if (cluster) cluster->abort_job(e.what());  // this rank alone: end the whole job
-#endif
+    processes.end_job_for_own_error(e.what());
     std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return 1;
   }
@@ -63,9 +70,9 @@ int run(int argc, char** argv, brigade::train::Cluster* cluster) {
 // error that stopped it): their workers would still be calling into OpenBLAS while static
 // destructors tear the process down. A failed single-process run therefore ends at once,
 // after flushing what it printed; everything it writes is already renamed into place or
-// was never started. (Under mpirun the cluster's own shutdown ends the job.)
-int finish(int status, brigade::train::Cluster* cluster) {
-  if (status == 0 || cluster != nullptr) return status;
+// was never started. (Under mpirun the ranks' own shutdown ends the job.)
+int finish(int status, const TrainingProcesses& processes) {
+  if (status == 0 || processes.distributed()) return status;
   std::fflush(nullptr);
   std::_Exit(status);
 }
@@ -73,16 +80,12 @@ int finish(int status, brigade::train::Cluster* cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if defined(BRIGADE_HAVE_MPI)
-  std::unique_ptr<brigade::train::Cluster> cluster;
-  if (brigade::train::wants_distributed(argc, argv)) try {
-      cluster = brigade::train::Cluster::start(&argc, &argv);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "brigade-train: %s\n", e.what());
-      return 2;
-    }
-  return finish(run(argc, argv, cluster.get()), cluster.get());
-#else
-  return finish(run(argc, argv, nullptr), nullptr);  // --distributed is refused by run_training
-#endif
+  std::unique_ptr<TrainingProcesses> processes;
+  try {
+    processes = start_processes(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade-train: %s\n", e.what());
+    return 2;
+  }
+  return finish(run(argc, argv, *processes), *processes);
 }

@@ -54,13 +54,13 @@ std::string format_size(uint64_t bytes) {
   return buf;
 }
 
-namespace {
-
 std::string format_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
+
+namespace {
 
 // CLI11's NonNegativeNumber and PositiveNumber name their range up to DBL_MAX, 309 digits
 // ("Value -1 not in range 0.000000 to 179769313486...") — these say the rule in words.

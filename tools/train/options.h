@@ -87,5 +87,7 @@ uint64_t parse_size(const std::string& text);
 
 // "256.0 MiB"
 std::string format_size(uint64_t bytes);
+// "%g": "0.001", "1e-05", as a flag's value is written back in messages and titles
+std::string format_number(double v);
 
 }  // namespace brigade::train

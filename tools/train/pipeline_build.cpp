@@ -11,9 +11,6 @@
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/validate.h"
 #include "tools/train/preflight.h"
-#if defined(BRIGADE_HAVE_MPI)
-#include "tools/train/distributed.h"
-#endif
 
 namespace brigade::train {
 
@@ -58,7 +55,7 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path, int device
 }  // namespace
 
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, const Placement& p,
-                             int m, int64_t step_rows, Cluster* cluster) {
+                             int m, int64_t step_rows, TrainingProcesses& processes) {
   BuiltPipeline s;
   const int devices = static_cast<int>(p.devices.size());
   // Cut the model into devices x chunks stages: by the (merged) device blocks, or by cost.
@@ -117,14 +114,13 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
     throw UsageError(e.what());
   }
   const pipeline::Schedule schedule = pipeline::compute_only(lowered);
-  if (!cluster) check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
+  // A rank runs one device; the CPU devices standing for the others are never used, so the
+  // step's memory is checked where one process runs them all.
+  if (!processes.distributed())
+    check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
   const model::ModelSpec placed = pipeline::place(spec, partition, devices, placement);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
-#if defined(BRIGADE_HAVE_MPI)
-  if (cluster) s.runner = cluster->make_runner(*s.model, partition, std::move(lowered), o);
-#endif
-  if (!cluster)
-    s.runner = std::make_unique<PipelinedRunner>(*s.model, partition, std::move(lowered), o);
+  s.runner = processes.make_runner(*s.model, partition, std::move(lowered), o);
   s.placement = describe_stages(partition, spec, p.devices, o.balance, costs, placement);
   const bool timed = o.balance == "time";
   s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,

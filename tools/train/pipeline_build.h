@@ -2,8 +2,8 @@
 // cut into devices x --chunks stages (its device blocks, or a cut by --balance: FLOPs,
 // parameters, activation memory or measured time), the schedule (--schedule, lowered, or
 // --schedule-file's lists as written), the memory check of a step on each device
-// (preflight.h), the model built on its devices and the runner of its steps (runners.h, or
-// this rank's under --distributed), and what the run says about the cut.
+// (preflight.h), the model built on its devices and the runner of this process's share of
+// its steps (TrainingProcesses::make_runner), and what the run says about the cut.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +14,9 @@
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
 #include "tools/train/runners.h"
+#include "tools/train/training_processes.h"
 
 namespace brigade::train {
-
-class Cluster;  // distributed.h
 
 struct BuiltPipeline {
   std::unique_ptr<layers::Sequential> model;
@@ -26,10 +25,10 @@ struct BuiltPipeline {
   std::string warning;    // an unbalanced cut, and the command that balances it (empty: none)
 };
 
-// `m` micro-batches of a step of `step_rows` samples; `cluster`: the MPI job under
-// --distributed, else null. Throws UsageError for what the options ask that cannot be built.
+// `m` micro-batches of a step of `step_rows` samples; `processes`: this process alone, or a
+// rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
 BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,
                              const Placement& placement, int m, int64_t step_rows,
-                             Cluster* cluster);
+                             TrainingProcesses& processes);
 
 }  // namespace brigade::train

@@ -30,8 +30,8 @@ class StepRunner {
  public:
   virtual ~StepRunner() = default;
   // Runs the step on the staged slot (taken from `area`, released back to it) and waits for
-  // its results. In a distributed run, loss and correct are this rank's shares (the cluster
-  // adds them up) and peak_memory names this rank's devices only.
+  // its results. In a distributed run, loss and correct are this rank's shares (the ranks
+  // add them up, TrainingProcesses::agree_on_step) and peak_memory names this rank's devices only.
   virtual pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
   virtual std::vector<CheckpointedOptimizer*> optimizers() = 0;
   virtual StagingLayout staging() const = 0;  // where the staging area puts each batch

@@ -1,442 +1,237 @@
+// run_training (trainer.h) and the first two phases of a Training (training.h): setup and
+// epochs.
 #include "tools/train/trainer.h"
-
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <memory>
-#include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "layers/param_file.h"
-#include "pipeline/schedule/chrome_trace.h"
-#include "pipeline/schedule/svg.h"
-#include "tools/data/batches.h"
-#include "tools/models/find_model.h"
-#include "tools/plot/plot.h"
-#include "tools/train/checkpoint.h"
-#include "tools/train/evaluate.h"
 #include "tools/train/finite.h"
-#include "tools/train/metrics.h"
-#include "tools/train/pipeline_build.h"
-#include "tools/train/placement.h"
 #include "tools/train/preflight.h"
-#include "tools/train/progress.h"
-#include "tools/train/runners.h"
+#include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
-#include "tools/train/staging.h"
-#if defined(BRIGADE_HAVE_MPI)
-#include "tools/train/distributed.h"
-#endif
-
-#ifndef BRIGADE_MODELS_DIR
-#define BRIGADE_MODELS_DIR "tools/models"
-#endif
+#include "tools/train/training.h"
 
 namespace brigade::train {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// --model NAME|FILE: an existing file, else tools/models/NAME.model (tools/models/find_model.h).
-model::ModelSpec load_model(const std::string& name) {
-  const std::string file = models::find_model(name, BRIGADE_MODELS_DIR);
-  if (file.empty())
-    throw UsageError("--model '" + name + "': no such file, and no model of that name in " +
-                     std::string(BRIGADE_MODELS_DIR) + " (" +
-                     models::shipped_models(BRIGADE_MODELS_DIR) + ")");
-  return model::load_model_file(file);
-}
-
-// The model must read the data's images and give one logit per class.
-void check_model_fits_data(const model::ModelSpec& spec, const data::Dataset& d) {
-  const std::vector<int64_t> input = {1, d.channels, d.height, d.width};
-  if (spec.input != input)
-    throw UsageError("the model's input is " + model::format_dims(spec.input) + " but " + d.name +
-                     " has images " + model::format_dims(input) + " (write `input " +
-                     std::to_string(d.height) + "x" + std::to_string(d.width) + "x" +
-                     std::to_string(d.channels) + "`)");
-  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const std::vector<int64_t> output = {1, d.classes};
-  if (shapes.layers.back().output != output)
-    throw UsageError("the model's output is " + model::format_dims(shapes.layers.back().output) +
-                     " but " + d.name + " has " + std::to_string(d.classes) +
-                     " classes: the last layer should be `dense units=" +
-                     std::to_string(d.classes) + " activation=softmax`");
-}
-
-data::Dataset load_split(const Options& o, data::Split split) {
-  if (o.data == "synthetic" && o.synthetic_count > 0) {
-    const int64_t n = split == data::Split::train ? o.synthetic_count
-                                                  : std::max<int64_t>(1, o.synthetic_count / 6);
-    return data::make_synthetic(split, o.seed, n);
-  }
-  return data::load_dataset(o.data, o.data_dir.empty() ? data::kFashionMnistDir : o.data_dir,
-                            split, o.seed);
-}
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-// What a resumed run must share with the run that wrote the checkpoint.
-Recipe recipe_of(const Options& o, int microbatches) {
-  char lr[32], mom[32], wd[32];
-  std::snprintf(lr, sizeof lr, "%.17g", o.lr);
-  std::snprintf(mom, sizeof mom, "%.17g", o.momentum);
-  std::snprintf(wd, sizeof wd, "%.17g", o.weight_decay);
-  Recipe r = {{"seed", std::to_string(o.seed)},       {"batch", std::to_string(o.batch)},
-              {"shuffle", o.no_shuffle ? "no" : "yes"}, {"data", o.data},
-              {"synthetic_count", std::to_string(o.synthetic_count)},
-              {"optimizer", o.optimizer},             {"lr", lr},
-              {"momentum", mom},                      {"weight_decay", wd},
-              {"microbatches", std::to_string(microbatches)}};
-  if (o.clip_grad_norm > 0) {  // absent when off: checkpoints of earlier runs still resume
-    char clip[32];
-    std::snprintf(clip, sizeof clip, "%.17g", o.clip_grad_norm);
-    r["clip_grad_norm"] = clip;
-  }
-  return r;
-}
-
-// Replicas sum their gradients in another order than one process: a checkpoint says D.
-Recipe recipe_of(const Options& o, int microbatches, int replicas) {
-  Recipe r = recipe_of(o, microbatches);
-  if (replicas > 1) r["data_parallel"] = std::to_string(replicas);
-  return r;
-}
-
-// What the run asks of the MPI job (distributed.h); for a lone process (no cluster) every
-// call is what one process does alone.
-struct Job {
-  Cluster* cluster = nullptr;
-#if defined(BRIGADE_HAVE_MPI)
-  bool speaks() const { return cluster == nullptr || cluster->root(); }
-  // Before rank 0 reads the model (evaluation, checkpoint, --save): it gathers every stage.
-  void gather(layers::Sequential& model, const StepRunner& runner) const {
-    if (cluster) cluster->gather(model, runner);
-  }
-  // After rank 0 set the model (--resume, --init-from): every rank takes its values.
-  void broadcast(layers::Sequential& model, const StepRunner& runner, Position& pos) const {
-    if (cluster) cluster->broadcast(model, runner, pos);
-  }
-  // fn on rank 0 alone; its error becomes every rank's.
-  void on_root(const std::function<void()>& fn, const std::string& what) const {
-    if (cluster) cluster->on_root(fn, what);
-    else fn();
-  }
-  // An error every rank meets at the same point (a diverged loss, which they agreed on).
-  [[noreturn]] void fail_alike(const std::string& what) const {
-    if (cluster) throw AllRanksError(what, 1);
-    throw std::runtime_error(what);
-  }
-  // The step's global loss and correct count; the stop signal any rank saw.
-  int agree(pipeline::StepResult& r) const {
-    if (!cluster) return stop_signal();
-    const Cluster::Agreement a = cluster->agree(r.loss, r.correct, stop_signal());
-    r.loss = a.loss;
-    r.correct = a.correct;
-    return a.stop_signal;
-  }
-  // Per device busy time (each rank timed its own; the replicas' mean), the longest makespan.
-  void combine(std::vector<double>& busy_ms, double& makespan_ms) const {
-    if (cluster) cluster->combine(busy_ms, makespan_ms);
-  }
-  // How the busy lines name pipeline position d: distributed, by its rank (rank 0 knows only
-  // its own device; the others' may be GPUs of other hosts), or by the ranks of every
-  // replica, whose mean the line shows.
-  std::string device_name(size_t d, const Device& placed) const {
-    if (!cluster) return placed.str();
-    if (cluster->replicas() == 1) return "rank " + std::to_string(d);
-    return "ranks " + std::to_string(d) + "+" + std::to_string(cluster->pipeline_devices()) + "k";
-  }
-#else
-  bool speaks() const { return true; }
-  void gather(layers::Sequential&, const StepRunner&) const {}
-  void broadcast(layers::Sequential&, const StepRunner&, Position&) const {}
-  void on_root(const std::function<void()>& fn, const std::string&) const { fn(); }
-  [[noreturn]] void fail_alike(const std::string& what) const { throw std::runtime_error(what); }
-  int agree(pipeline::StepResult&) const { return stop_signal(); }
-  void combine(std::vector<double>&, double&) const {}
-  std::string device_name(size_t, const Device& placed) const { return placed.str(); }
-#endif
-};
-
-bool is_root(Cluster* cluster) { return Job{cluster}.speaks(); }
-
-void write_trace(const std::string& path, const pipeline::Timeline& t) {
-  if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
-  else pipeline::write_chrome_trace(t, path);
-}
-
-// The run; `first_step_began` turns true as the first step begins: an error before it is a refusal
-// (run_training).
-int train(const Options& options, Cluster* cluster, bool& first_step_began) {
+Training::Training(const Options& options, TrainingProcesses& processes, bool& first_step_began)
+    : processes_(processes), reporter_(processes.is_reporter()),
+      first_step_began_(first_step_began) {
   if (!options.trace.empty() && !options.trace.ends_with(".svg") &&
       !options.trace.ends_with(".json"))
     throw UsageError("--trace '" + options.trace + "': the name must end in .svg or .json");
-  if (options.distributed && !cluster)
+  if (options.distributed && !processes.distributed())
     throw UsageError(
         "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
         "then reconfigure with -Dmpi=enabled)");
-  if (is_root(cluster)) check_outputs(options);  // rank 0 writes every file
-  const model::ModelSpec spec = load_model(options.model);
-  if (is_root(cluster)) check_output_space(options, spec);
-  Options o = options;
-#if defined(BRIGADE_HAVE_MPI)
-  if (cluster) o = cluster->pipeline_options(options, spec);  // P devices, one per rank
-#endif
-  const bool speaks = cluster == nullptr || is_root(cluster);  // rank 0, or a lone process
-  const int replicas = o.data_parallel;
-  const Placement placement = place(o, spec);
-  const int stages = static_cast<int>(placement.devices.size()) * o.chunks;
-  const int m = o.microbatches > 0 ? o.microbatches : (stages == 1 ? 1 : 2 * stages);
-  if (o.batch / replicas < m)
-    throw UsageError("--batch " + std::to_string(o.batch) + " is smaller than the " +
+  if (reporter_) check_outputs(options);  // the reporter writes every file
+  spec_ = load_model(options.model);
+  if (reporter_) check_output_space(options, spec_);
+  o_ = processes.pipeline_options(options, spec_);  // under mpirun: P devices, one per rank
+  set_up_pipeline();
+  announce();
+  load_starting_point();
+  if (!o_.metrics.empty() && reporter_) metrics_ = MetricsWriter(o_.metrics, o_.resume);
+  install_stop_handlers();
+}
+
+// The placement, the micro-batches, the data and the pipeline, each batch checked to hold a
+// sample for every micro-batch (of every replica).
+void Training::set_up_pipeline() {
+  const int replicas = o_.data_parallel;
+  placement_ = place(o_, spec_);
+  const int stages = static_cast<int>(placement_.devices.size()) * o_.chunks;
+  const int m = o_.microbatches > 0 ? o_.microbatches : (stages == 1 ? 1 : 2 * stages);
+  if (o_.batch / replicas < m)
+    throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
                      std::to_string(m) + " micro-batches of a step" +
                      (replicas > 1 ? " times the " + std::to_string(replicas) + " replicas" : "") +
                      ": every micro-batch needs a sample");
 
-  const data::Dataset train = load_split(o, data::Split::train);
-  const data::Dataset test = load_split(o, data::Split::test);
-  check_model_fits_data(spec, train);
-  data::Batcher batcher(train, {.batch_size = o.batch, .shuffle = !o.no_shuffle, .seed = o.seed});
-  const int64_t batches = batcher.batches_per_epoch();
-  if (batcher.batch_rows(batches - 1) / replicas < m)
+  train_ = load_split(o_, data::Split::train);
+  test_ = load_split(o_, data::Split::test);
+  check_model_fits_data(spec_, train_);
+  batcher_.emplace(train_, data::BatchOptions{
+                               .batch_size = o_.batch, .shuffle = !o_.no_shuffle, .seed = o_.seed});
+  batches_ = batcher_->batches_per_epoch();
+  if (batcher_->batch_rows(batches_ - 1) / replicas < m)
     throw UsageError("the last batch of an epoch has " +
-                     std::to_string(batcher.batch_rows(batches - 1)) + " samples (" +
-                     std::to_string(train.count) + " mod " + std::to_string(o.batch) +
+                     std::to_string(batcher_->batch_rows(batches_ - 1)) + " samples (" +
+                     std::to_string(train_.count) + " mod " + std::to_string(o_.batch) +
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  BuiltPipeline setup = build_pipeline(o, spec, placement, m, batcher.batch_rows(0), cluster);
-  layers::Sequential& model = *setup.model;
-  StepRunner& runner = *setup.runner;
-  const std::vector<CheckpointedOptimizer*> optimizers = runner.optimizers();
-  const Recipe recipe = recipe_of(o, m, replicas);
-
-  const Job job{cluster};
-  // Only rank 0 speaks: the others' progress goes nowhere.
-  const std::unique_ptr<FILE, int (*)(FILE*)> quiet(speaks ? nullptr : std::fopen("/dev/null", "w"),
-                                                   &std::fclose);
-  const bool live = speaks && live_terminal(o.distributed);
-  Progress progress(speaks ? stdout : quiet.get(), live, o.print_every);
-  progress.line("brigade-train: " + o.model + " (" + std::to_string(model.parameter_count()) +
-                " parameters) on " + train.name + " (" + std::to_string(train.count) +
-                " samples), batch " + std::to_string(o.batch) + ", " + o.optimizer + " lr " +
-                format_number(o.lr));
-  for (const std::string& note : o.notes) progress.line(note);
-  progress.line("placement (" + std::to_string(placement.threads_per_device) + " thread" +
-                (placement.threads_per_device == 1 ? "" : "s") + " per CPU device" +
-                (o.balance == "blocks" ? "" : ", cut by --balance " + o.balance) +
-                "): " + setup.placement);
-  if (!setup.warning.empty() && speaks) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s\n", setup.warning.c_str());
-  }
-  progress.line(runner.describe());
-
-  Position pos;
-  if (!o.init_from.empty() || o.resume) {
-    job.on_root(
-        [&] {
-          if (!o.init_from.empty()) load_if_finite(model.parameters(), o.init_from);
-          if (o.resume)
-            pos = load_checkpoint(o.checkpoint_dir, spec, recipe, model.parameters(), optimizers);
-        },
-        o.resume ? "reading the checkpoint" : "reading --init-from");
-    job.broadcast(model, runner, pos);
-  }
-  if (o.resume) {
-    progress.line("resumed from " + checkpoint_path(o.checkpoint_dir) + " at step " +
-                  std::to_string(pos.step) + " (epoch " + std::to_string(pos.epoch + 1) +
-                  ", batch " + std::to_string(pos.batch) + ")");
-  }
-  if (!o.save_initial.empty() && speaks) layers::save_parameters(model.parameters(), o.save_initial);
-  MetricsWriter metrics =
-      o.metrics.empty() || !speaks ? MetricsWriter() : MetricsWriter(o.metrics, o.resume);
-  install_stop_handlers();
-
-  const auto checkpoint = [&](const Position& at) {
-    if (o.checkpoint_dir.empty()) return;
-    job.gather(model, runner);
-    job.on_root(  // a refused checkpoint (a NaN or an Inf) ends every rank alike
-        [&] {
-          save_checkpoint(o.checkpoint_dir, spec, recipe, at, model.parameters(), optimizers);
-        },
-        "writing the checkpoint");
-  };
-  std::optional<Evaluation> last_eval;  // rank 0's, for the summary
-  plot::Series drawn;                   // this run's steps and evaluations, for --plot
-  drawn.name = std::filesystem::path(o.model).stem().string();
-  // --plot: the metrics file's whole history if there is one (a resumed run's too), else
-  // what this run did.
-  const auto draw = [&] {
-    if (o.plot.empty() || !speaks) return;
-    const plot::Series run = o.metrics.empty() ? drawn : plot::read_metrics(o.metrics);
-    plot::write_svg({run}, "brigade-train: " + o.model + ", " + o.optimizer + " lr " +
-                               format_number(o.lr) + ", batch " + std::to_string(o.batch),
-                    o.plot);
-    progress.line("plot of the run: " + o.plot);
-  };
-  double last_loss = 0;
-  int64_t evaluated_at = -1;  // the step of the last evaluation: never twice after one step
-  const auto evaluation = [&](int64_t epoch) {
-    if (evaluated_at == pos.step) return;
-    evaluated_at = pos.step;
-    job.gather(model, runner);
-    job.on_root(
-        [&] {
-          const Evaluation e = evaluate(model, test, o.batch);
-          if (!std::isfinite(e.loss))
-            throw std::runtime_error(
-                diverged(pos.step, "the test loss after it is " + format_value(e.loss)));
-          char line[160];
-          std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
-                        static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
-          progress.line(line);
-          metrics.eval(pos.step, epoch, e.loss, e.accuracy);
-          drawn.evals.push_back({pos.step, e.loss, e.accuracy});
-          last_eval = e;
-        },
-        "evaluating");
-  };
-
-  std::vector<double> busy_ms(placement.devices.size(), 0.0);
-  double makespan_ms = 0;
-  pipeline::Timeline last_timeline;
-  const auto limit_reached = [&](int64_t step) { return o.steps > 0 && step >= o.steps; };
-  const auto started = Clock::now();
-  int64_t steps_run = 0, samples_run = 0;
-  int stopping = 0;  // distributed: the signal that stops every rank, agreed after each step
-  const auto stopped = [&] { return cluster ? stopping : stop_signal(); };
-
-  StagingArea staging(batcher, runner.staging());
-  for (int64_t epoch = pos.epoch; epoch < o.epochs && !limit_reached(pos.step); ++epoch) {
-    progress.start_epoch(epoch, o.epochs, batches, pos.batch);
-    for (int64_t k = pos.batch; k < batches; ++k) {
-      if (stopped() || limit_reached(pos.step)) break;
-      if (!staging.has_staged()) staging.stage(epoch, k);  // the first step of this run
-      StagingArea::Slot& slot = staging.take();
-      // The next batch fills on the staging stream while this step runs.
-      const bool last_in_epoch = k + 1 == batches;
-      if (!limit_reached(pos.step + 1) && !(last_in_epoch && epoch + 1 == o.epochs))
-        staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
-
-      const auto t0 = Clock::now();
-      first_step_began = true;
-      pipeline::StepResult r = run_step(runner, staging, slot, pos.step);  // finite.h
-      stopping = job.agree(r);  // one rank's Ctrl-C stops every rank after this step
-      // Read on the host already: checking it costs no synchronisation. Nothing of this step
-      // is reported, and no checkpoint is written after it.
-      if (!std::isfinite(r.loss))
-        job.fail_alike(diverged(pos.step + 1, "the loss is " + format_value(r.loss)));
-      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      pos.step += 1;
-      pos.batch = k + 1;
-      ++steps_run;
-
-      const pipeline::TimelineStats stats = pipeline::measure(r.timeline);
-      for (size_t d = 0; d < stats.devices.size() && d < busy_ms.size(); ++d)
-        busy_ms[d] += stats.devices[d].busy;
-      makespan_ms += stats.makespan;
-      last_timeline = std::move(r.timeline);
-      const double rate = static_cast<double>(slot.rows) / seconds;
-      const double acc = static_cast<double>(r.correct) / static_cast<double>(slot.rows);
-      metrics.step(pos.step, epoch, k, r.loss, acc, rate, r.peak_memory);
-      drawn.steps.push_back({pos.step, r.loss, acc});
-      progress.step(k, slot.rows, r.loss, r.correct);
-      last_loss = r.loss;
-      samples_run += slot.rows;
-      if (o.checkpoint_every > 0 && pos.step % o.checkpoint_every == 0) checkpoint(pos);
-      if (o.eval_every > 0 && pos.step % o.eval_every == 0) evaluation(epoch);
-    }
-    progress.end_epoch();
-    if (stopped()) break;
-    if (pos.batch == batches) {  // the epoch is complete
-      evaluation(epoch);
-      pos.epoch = epoch + 1;
-      pos.batch = 0;
-    }
-  }
-
-  if (const int sig = stopped()) {
-    checkpoint(pos);
-    progress.line(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                  " after step " + std::to_string(pos.step) +
-                  (o.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
-                                            : "; checkpoint in " + checkpoint_path(o.checkpoint_dir)));
-    draw();
-    return 128 + sig;
-  }
-  if (pos.batch != 0) evaluation(pos.epoch);  // stopped early by --steps: still say how good
-  checkpoint(pos);
-
-  const double wall = std::chrono::duration<double>(Clock::now() - started).count();
-  char line[200];
-  job.combine(busy_ms, makespan_ms);  // distributed: each rank timed its own device
-  if (makespan_ms > 0) {
-    double busy_total = 0;
-    for (size_t d = 0; d < busy_ms.size(); ++d) {
-      std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
-                    job.device_name(d, placement.devices[d]).c_str(), busy_ms[d] / 1000,
-                    100 * busy_ms[d] / makespan_ms);
-      progress.line(line);
-      busy_total += busy_ms[d];
-    }
-    std::snprintf(line, sizeof line, "  measured bubble: %.1f%% (idle / (devices x step time))",
-                  100 * (1 - busy_total / (static_cast<double>(busy_ms.size()) * makespan_ms)));
-    progress.line(line);
-  }
-  if (!o.trace.empty() && !last_timeline.events.empty() && speaks) {
-    write_trace(o.trace, last_timeline);
-    progress.line("trace of the last step: " + o.trace);
-  }
-  if (!o.save.empty()) {
-    job.gather(model, runner);
-    job.on_root([&] { save_if_finite(model.parameters(), o.save, pos.step); }, "writing --save");
-    progress.line("parameters saved to " + o.save);
-  }
-  // The last line says how the run went: steps, time, speed, the last step's loss, the last
-  // evaluation.
-  int n = std::snprintf(line, sizeof line, "done: %lld step%s in %s (%.1f s), %.0f samples/s",
-                        static_cast<long long>(steps_run), steps_run == 1 ? "" : "s",
-                        Progress::format_duration(wall).c_str(),
-                        wall, wall > 0 ? static_cast<double>(samples_run) / wall : 0.0);
-  if (steps_run > 0)
-    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", last loss %.4f",
-                       last_loss);
-  if (last_eval)
-    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
-                  "; test set: loss %.4f, accuracy %.2f%%", last_eval->loss,
-                  100 * last_eval->accuracy);
-  draw();
-  progress.line(line);
-  return 0;
+  pipeline_ = build_pipeline(o_, spec_, placement_, m, batcher_->batch_rows(0), processes_);
+  recipe_ = recipe_of(o_, m, replicas);
+  busy_ms_.assign(placement_.devices.size(), 0.0);
 }
 
-}  // namespace
+// The first lines: the model and data, the notes on the options, the placement (and on
+// stderr, an unbalanced cut), the schedule.
+void Training::announce() {
+  if (!reporter_) quiet_.reset(std::fopen("/dev/null", "w"));
+  const bool live = reporter_ && live_terminal(o_.distributed);
+  progress_.emplace(reporter_ ? stdout : quiet_.get(), live, o_.print_every);
+  progress_->line("brigade-train: " + o_.model + " (" + std::to_string(model().parameter_count()) +
+                  " parameters) on " + train_.name + " (" + std::to_string(train_.count) +
+                  " samples), batch " + std::to_string(o_.batch) + ", " + o_.optimizer + " lr " +
+                  format_number(o_.lr));
+  for (const std::string& note : o_.notes) progress_->line(note);
+  progress_->line("placement (" + std::to_string(placement_.threads_per_device) + " thread" +
+                  (placement_.threads_per_device == 1 ? "" : "s") + " per CPU device" +
+                  (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
+                  "): " + pipeline_.placement);
+  if (!pipeline_.warning.empty() && reporter_) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", pipeline_.warning.c_str());
+  }
+  progress_->line(runner().describe());
+}
 
-int run_training(const Options& options, Cluster* cluster) {
-  bool started = false;
+// --init-from and --resume, read by the reporter and taken by every process; --save-initial.
+void Training::load_starting_point() {
+  if (!o_.init_from.empty() || o_.resume) {
+    processes_.on_reporter(
+        [&] {
+          if (!o_.init_from.empty()) load_if_finite(model().parameters(), o_.init_from);
+          if (o_.resume)
+            pos_ = load_checkpoint(o_.checkpoint_dir, spec_, recipe_, model().parameters(),
+                                   runner().optimizers());
+        },
+        o_.resume ? "reading the checkpoint" : "reading --init-from");
+    processes_.broadcast_model(model(), runner(), pos_);
+  }
+  if (o_.resume) {
+    progress_->line("resumed from " + checkpoint_path(o_.checkpoint_dir) + " at step " +
+                    std::to_string(pos_.step) + " (epoch " + std::to_string(pos_.epoch + 1) +
+                    ", batch " + std::to_string(pos_.batch) + ")");
+  }
+  if (!o_.save_initial.empty() && reporter_)
+    layers::save_parameters(model().parameters(), o_.save_initial);
+}
+
+void Training::epochs() {
+  drawn_.name = std::filesystem::path(o_.model).stem().string();
+  started_ = Clock::now();
+  staging_.emplace(*batcher_, runner().staging());
+  for (int64_t e = pos_.epoch; e < o_.epochs && !limit_reached(pos_.step); ++e) {
+    epoch(e);
+    if (processes_.stop_requested()) break;
+    if (pos_.batch == batches_) {  // the epoch is complete
+      evaluate_now(e);
+      pos_.epoch = e + 1;
+      pos_.batch = 0;
+    }
+  }
+}
+
+// The steps of `epoch` from pos_.batch on, until its end, --steps or a stop signal.
+void Training::epoch(int64_t epoch) {
+  progress_->start_epoch(epoch, o_.epochs, batches_, pos_.batch);
+  for (int64_t k = pos_.batch; k < batches_; ++k) {
+    if (processes_.stop_requested() || limit_reached(pos_.step)) break;
+    step(epoch, k);
+  }
+  progress_->end_epoch();
+}
+
+// Batch k of `epoch`, with the next batch staged while it runs; then what it leaves behind,
+// and the checkpoint and evaluation it is due for.
+void Training::step(int64_t epoch, int64_t k) {
+  StagingArea& staging = *staging_;
+  if (!staging.has_staged()) staging.stage(epoch, k);  // the first step of this run
+  StagingArea::Slot& slot = staging.take();
+  // The next batch fills on the staging stream while this step runs.
+  const bool last_in_epoch = k + 1 == batches_;
+  if (!limit_reached(pos_.step + 1) && !(last_in_epoch && epoch + 1 == o_.epochs))
+    staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
+
+  const auto t0 = Clock::now();
+  first_step_began_ = true;
+  pipeline::StepResult r = run_step(runner(), staging, slot, pos_.step);  // finite.h
+  processes_.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
+  // Read on the host already: checking it costs no synchronisation. Nothing of this step is
+  // reported, and no checkpoint is written after it. Every process sees the agreed loss.
+  if (!std::isfinite(r.loss))
+    throw AllRanksError(diverged(pos_.step + 1, "the loss is " + format_value(r.loss)), 1);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  pos_.step += 1;
+  pos_.batch = k + 1;
+  ++steps_run_;
+  record_step(epoch, k, slot.rows, seconds, r);
+  if (o_.checkpoint_every > 0 && pos_.step % o_.checkpoint_every == 0) checkpoint();
+  if (o_.eval_every > 0 && pos_.step % o_.eval_every == 0) evaluate_now(epoch);
+}
+
+// A step's busy times and timeline (for the report), its metrics, plot point and progress.
+void Training::record_step(int64_t epoch, int64_t k, int64_t rows, double seconds,
+                           pipeline::StepResult& r) {
+  const pipeline::TimelineStats stats = pipeline::measure(r.timeline);
+  for (size_t d = 0; d < stats.devices.size() && d < busy_ms_.size(); ++d)
+    busy_ms_[d] += stats.devices[d].busy;
+  makespan_ms_ += stats.makespan;
+  last_timeline_ = std::move(r.timeline);
+  const double rate = static_cast<double>(rows) / seconds;
+  const double acc = static_cast<double>(r.correct) / static_cast<double>(rows);
+  metrics_.step(pos_.step, epoch, k, r.loss, acc, rate, r.peak_memory);
+  drawn_.steps.push_back({pos_.step, r.loss, acc});
+  progress_->step(k, rows, r.loss, r.correct);
+  last_loss_ = r.loss;
+  samples_run_ += rows;
+}
+
+// A checkpoint at pos_ (with --checkpoint-dir); a refused one (a NaN or an Inf) ends every
+// process alike.
+void Training::checkpoint() {
+  if (o_.checkpoint_dir.empty()) return;
+  processes_.gather_model(model(), runner());
+  processes_.on_reporter(
+      [&] {
+        save_checkpoint(o_.checkpoint_dir, spec_, recipe_, pos_, model().parameters(),
+                        runner().optimizers());
+      },
+      "writing the checkpoint");
+}
+
+// The test set after the step at pos_, at most once per step.
+void Training::evaluate_now(int64_t epoch) {
+  if (evaluated_at_ == pos_.step) return;
+  evaluated_at_ = pos_.step;
+  processes_.gather_model(model(), runner());
+  processes_.on_reporter(
+      [&] {
+        const Evaluation e = evaluate(model(), test_, o_.batch);
+        if (!std::isfinite(e.loss))
+          throw std::runtime_error(
+              diverged(pos_.step, "the test loss after it is " + format_value(e.loss)));
+        char line[160];
+        std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
+                      static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
+        progress_->line(line);
+        metrics_.eval(pos_.step, epoch, e.loss, e.accuracy);
+        drawn_.evals.push_back({pos_.step, e.loss, e.accuracy});
+        last_eval_ = e;
+      },
+      "evaluating");
+}
+
+int run_training(const Options& options, TrainingProcesses& processes) {
+  bool first_step_began = false;
   try {
-    return train(options, cluster, started);
+    Training run(options, processes, first_step_began);
+    run.epochs();
+    return run.report();
   } catch (const UsageError&) {
     throw;
-#if defined(BRIGADE_HAVE_MPI)
   } catch (const AllRanksError& e) {
-    if (!started) throw AllRanksError(e.what(), 2);
+    if (!first_step_began) throw AllRanksError(e.what(), 2);
     throw;
-#endif
   } catch (const std::exception& e) {
-    if (!started) throw InputError(e.what());
+    if (!first_step_began) throw InputError(e.what());
     throw;
   }
 }

@@ -1,0 +1,18 @@
+// See lone_process.h.
+#include "tools/train/lone_process.h"
+
+#include "tools/train/signals.h"
+
+namespace brigade::train {
+
+std::unique_ptr<StepRunner> LoneProcess::make_runner(layers::Sequential& model,
+                                                     pipeline::Partition partition,
+                                                     pipeline::LoweredSchedule lowered,
+                                                     const Options& options) {
+  return std::make_unique<PipelinedRunner>(model, std::move(partition), std::move(lowered),
+                                           options);
+}
+
+int LoneProcess::stop_requested() const { return stop_signal(); }
+
+}  // namespace brigade::train

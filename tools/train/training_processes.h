@@ -1,0 +1,94 @@
+// TrainingProcesses: the processes a run trains in, as this process sees them. The run
+// (Training, training.h) asks it everything whose answer depends on whether this process
+// trains alone or as one rank of an mpirun job, and never asks which:
+//
+//   LoneProcess  (lone_process.h) this process runs every stage, reports and writes; every
+//                exchange is a no-op.
+//   MpiRanks     (distributed.h, built only where Meson finds MPI) this process is one rank
+//                of `mpirun ... brigade-train --distributed`: it runs its share of the
+//                pipeline, and the ranks gather, broadcast and agree through MPI.
+//
+// main.cpp is the one place that chooses between them.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "layers/model_file.h"
+#include "layers/sequential.h"
+#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/schedule/schedule.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/options.h"
+#include "tools/train/runners.h"
+
+namespace brigade::train {
+
+// An error every process of the run raises alike, at the same point (a lone process is the
+// only one): the reporting process prints it, every process exits with `status` (2 for usage
+// errors, 1 otherwise).
+class AllRanksError : public std::runtime_error {
+ public:
+  AllRanksError(const std::string& what, int status)
+      : std::runtime_error(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+class TrainingProcesses {
+ public:
+  virtual ~TrainingProcesses() = default;
+
+  // True for one rank of an mpirun job, which runs its share of the pipeline; false for a
+  // process that runs all of it.
+  virtual bool distributed() const = 0;
+  // True for the process that prints, evaluates and writes every file: a lone process, or
+  // rank 0. The others stay silent.
+  virtual bool is_reporter() const = 0;
+
+  // The options of the pipeline this process takes part in (`options` as they are for a lone
+  // process; under mpirun one device per rank of a pipeline, distributed.h).
+  virtual Options pipeline_options(const Options& options, const model::ModelSpec& spec) = 0;
+  // The runner of this process's share of each step (runners.h).
+  virtual std::unique_ptr<StepRunner> make_runner(layers::Sequential& model,
+                                                  pipeline::Partition partition,
+                                                  pipeline::LoweredSchedule lowered,
+                                                  const Options& options) = 0;
+
+  // Before the reporter reads the model (evaluation, checkpoint, --save): it gathers every
+  // stage's parameters and optimizer state.
+  virtual void gather_model(layers::Sequential& model, const StepRunner& runner) = 0;
+  // After the reporter set the model (--resume, --init-from): every process takes its
+  // parameters, optimizer state and `position`.
+  virtual void broadcast_model(layers::Sequential& model, const StepRunner& runner,
+                               Position& position) = 0;
+  // Runs `fn` on the reporter alone; an error it throws becomes every process's.
+  virtual void on_reporter(const std::function<void()>& fn, const std::string& what) = 0;
+
+  // After each step: the step's loss and correct count over every process (each replica's
+  // last stage holds its share), and whether any process caught a stop signal.
+  virtual void agree_on_step(pipeline::StepResult& result) = 0;
+  // The signal (SIGINT or SIGTERM) that stops the run between steps, 0 for none: the one this
+  // process caught, or under mpirun the one the ranks agreed on after the last step, so that
+  // every rank stops after the same step.
+  virtual int stop_requested() const = 0;
+
+  // At the end, per pipeline device: its busy time (each rank timed its own device; the mean
+  // of the replicas) and the steps' time (the longest of the ranks').
+  virtual void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) = 0;
+  // How the busy lines name pipeline device d, placed on `placed`.
+  virtual std::string device_label(size_t d, const Device& placed) const = 0;
+
+  // An error this process alone met (not one every process met alike): a rank ends the whole
+  // job naming itself and does not return; a lone process has no one to tell.
+  virtual void end_job_for_own_error(const std::string& what) = 0;
+};
+
+}  // namespace brigade::train

@@ -1,0 +1,104 @@
+// The third phase of a Training (training.h): the end of the run, what it says and writes.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "pipeline/schedule/chrome_trace.h"
+#include "pipeline/schedule/svg.h"
+#include "tools/train/finite.h"
+#include "tools/train/training.h"
+
+namespace brigade::train {
+
+namespace {
+
+void write_trace(const std::string& path, const pipeline::Timeline& t) {
+  if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
+  else pipeline::write_chrome_trace(t, path);
+}
+
+}  // namespace
+
+int Training::report() {
+  if (const int sig = processes_.stop_requested()) return report_stop(sig);
+  if (pos_.batch != 0) evaluate_now(pos_.epoch);  // stopped early by --steps: still say how good
+  checkpoint();
+  const double wall = std::chrono::duration<double>(Clock::now() - started_).count();
+  report_busy_times();
+  if (!o_.trace.empty() && !last_timeline_.events.empty() && reporter_) {
+    write_trace(o_.trace, last_timeline_);
+    progress_->line("trace of the last step: " + o_.trace);
+  }
+  if (!o_.save.empty()) {
+    processes_.gather_model(model(), runner());
+    processes_.on_reporter([&] { save_if_finite(model().parameters(), o_.save, pos_.step); },
+                           "writing --save");
+    progress_->line("parameters saved to " + o_.save);
+  }
+  draw();
+  progress_->line(summary(wall));
+  return 0;
+}
+
+// Stopped by SIGINT or SIGTERM between steps: the checkpoint, then 128 + the signal, as a
+// shell reports a killed program.
+int Training::report_stop(int sig) {
+  checkpoint();
+  const std::string saved = o_.checkpoint_dir.empty()
+                                ? " (no --checkpoint-dir: nothing saved)"
+                                : "; checkpoint in " + checkpoint_path(o_.checkpoint_dir);
+  progress_->line(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                  " after step " + std::to_string(pos_.step) + saved);
+  draw();
+  return 128 + sig;
+}
+
+// Each pipeline device's busy time and the measured bubble, from the steps' timelines.
+void Training::report_busy_times() {
+  processes_.combine_busy_times(busy_ms_, makespan_ms_);  // under mpirun: each rank's own
+  if (makespan_ms_ <= 0) return;
+  char line[200];
+  double busy_total = 0;
+  for (size_t d = 0; d < busy_ms_.size(); ++d) {
+    std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
+                  processes_.device_label(d, placement_.devices[d]).c_str(), busy_ms_[d] / 1000,
+                  100 * busy_ms_[d] / makespan_ms_);
+    progress_->line(line);
+    busy_total += busy_ms_[d];
+  }
+  std::snprintf(line, sizeof line, "  measured bubble: %.1f%% (idle / (devices x step time))",
+                100 * (1 - busy_total / (static_cast<double>(busy_ms_.size()) * makespan_ms_)));
+  progress_->line(line);
+}
+
+// --plot: the metrics file's whole history if there is one (a resumed run's too), else what
+// this run did.
+void Training::draw() {
+  if (o_.plot.empty() || !reporter_) return;
+  const plot::Series run = o_.metrics.empty() ? drawn_ : plot::read_metrics(o_.metrics);
+  plot::write_svg({run}, "brigade-train: " + o_.model + ", " + o_.optimizer + " lr " +
+                             format_number(o_.lr) + ", batch " + std::to_string(o_.batch),
+                  o_.plot);
+  progress_->line("plot of the run: " + o_.plot);
+}
+
+// The last line says how the run went: steps, time, speed, the last step's loss, the last
+// evaluation.
+std::string Training::summary(double wall) const {
+  char line[200];
+  int n = std::snprintf(line, sizeof line, "done: %lld step%s in %s (%.1f s), %.0f samples/s",
+                        static_cast<long long>(steps_run_), steps_run_ == 1 ? "" : "s",
+                        Progress::format_duration(wall).c_str(), wall,
+                        wall > 0 ? static_cast<double>(samples_run_) / wall : 0.0);
+  if (steps_run_ > 0)
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", last loss %.4f",
+                       last_loss_);
+  if (last_eval_)
+    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                  "; test set: loss %.4f, accuracy %.2f%%", last_eval_->loss,
+                  100 * last_eval_->accuracy);
+  return line;
+}
+
+}  // namespace brigade::train
