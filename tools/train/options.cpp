@@ -140,8 +140,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
 
   app.add_option("--schedule", o.schedule,
-                 "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-auto "
-                 "(zero bubble planned for the stages' FLOPs)")
+                 "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, "
+                 "zb-h2, zb-auto (zero bubble planned for the stages' FLOPs), interleaved-zb, "
+                 "and the V shapes zb-v, v-half, v-min, dualpipe-v (pipeline/README.md)")
       ->check(CLI::IsMember(pipeline::schedule_names()));
   app.add_option("--schedule-file", o.schedule_file,
                  "a schedule file, compute-only or lowered (pipeline/schedule/schedule_text.h; "
@@ -153,7 +154,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   std::string microbatches = "auto";
   app.add_option("--microbatches", microbatches,
                  "micro-batches per step: auto (1 on one stage, else 2 x stages) or a count");
-  app.add_option("--chunks", o.chunks, "stages per device (interleaved-1f1b, looped-bfs: default 2)");
+  app.add_option("--chunks", o.chunks,
+                 "stages per device (interleaved-1f1b, looped-bfs, interleaved-zb: default 2; "
+                 "the V shapes have 2)");
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "
                  "(forward FLOPs), time (measured), params, memory (activations)")
@@ -243,7 +246,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       o.balance = "flops";
       note += ", the model cut by forward FLOPs (--balance flops)";
     }
-    o.notes.push_back(note + "; give --chunks V for another count");
+    // A V has exactly two chunks; the others take any count.
+    if (pipeline::placement_of(o.schedule) == pipeline::Placement::looped)
+      note += "; give --chunks V for another count";
+    o.notes.push_back(note);
   }
   if (o.resume && o.checkpoint_dir.empty())
     throw UsageError("--resume needs --checkpoint-dir (where the checkpoint is)");
