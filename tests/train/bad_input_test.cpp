@@ -92,6 +92,20 @@ TEST_CASE("bad input: a batch smaller than the micro-batch count") {
                 "--batch 4 is smaller than the 8 micro-batches");
 }
 
+TEST_CASE("bad input: a schedule that holds more activations than --max-activations") {
+  // 1F1B over two devices holds 2 micro-batches on device 0 (its warm-up); a V's chunks are
+  // counted as halves of a device's share.
+  const fs::path dir = temp_dir("budget");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--microbatches", "4", "--max-activations", "1"})),
+                2,
+                "--max-activations 1: schedule 1f1b holds up to 2 micro-batches' activations on "
+                "device 0 (cpu:0)");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "zb-v",
+                                      "--microbatches", "4", "--max-activations", "1"})),
+                2, "schedule zb-v holds up to 2 micro-batches' activations on device 0");
+}
+
 TEST_CASE("bad input: data directory missing, data file truncated") {
   const fs::path dir = temp_dir("data");
   const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});

@@ -171,7 +171,9 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       {"--schedule", "zb-v", "--microbatches", "4"},
       {"--schedule", "v-half", "--microbatches", "3", "--balance", "params"},
       {"--schedule", "v-min", "--microbatches", "4"},
-      {"--schedule", "dualpipe-v", "--microbatches", "4"}};
+      {"--schedule", "dualpipe-v", "--microbatches", "4"},
+      // Planned within one micro-batch per device: no two in flight anywhere.
+      {"--schedule", "zb-auto", "--microbatches", "4", "--max-activations", "1"}};
   for (const std::vector<std::string>& extra : runs) {
     CAPTURE(extra[1]);
     const std::vector<double> piped = first_losses("cpu:0,cpu:1", extra);

@@ -157,6 +157,12 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--chunks", o.chunks,
                  "stages per device (interleaved-1f1b, looped-bfs, interleaved-zb: default 2; "
                  "the V shapes have 2)");
+  app.add_option("--max-activations", o.max_activations,
+                 "at most this many micro-batches' activations on a device at once (from a "
+                 "stage's forward to its weight gradient, in micro-batches of the device's share "
+                 "of the model): zb-auto plans within it, any other schedule is refused if it "
+                 "holds more (0: no bound)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "
                  "(forward FLOPs), time (measured), params, memory (activations)")

@@ -37,6 +37,7 @@ struct Options {
   std::string schedule_file;             // its lists instead of --schedule's (pipeline/schedule/schedule_text.h)
   int microbatches = 0;                  // 0 = not given: 1 on one stage, else 2 x stages
   int chunks = 1;
+  int max_activations = 0;               // micro-batches of a device's share per device; 0: no bound
   std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory
   bool recompute = false;
   bool check_finite = false;             // the runtime checks each stage's output (finite.h)

@@ -52,6 +52,24 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path, int device
   return s;
 }
 
+// --max-activations: what a device holds at once, from a stage's F to its W (or BW), follows
+// from the order of its list alone (its compute stream runs the list in order), so the bound
+// is checked on the lists here and holds for any timing — the measured trace's too.
+void check_activation_budget(const Options& o, const pipeline::LoweredSchedule& lowered,
+                             const std::vector<Device>& devices) {
+  if (o.max_activations == 0) return;
+  const std::vector<int> peak = pipeline::peak_live(lowered);  // in chunks: (stage, micro-batch)
+  for (size_t d = 0; d < peak.size(); ++d) {
+    if (peak[d] <= o.max_activations * lowered.chunks) continue;
+    const std::string held = format_number(static_cast<double>(peak[d]) / lowered.chunks);
+    throw UsageError("--max-activations " + std::to_string(o.max_activations) + ": schedule " +
+                     lowered.name + " holds up to " + held +
+                     " micro-batches' activations on device " + std::to_string(d) + " (" +
+                     devices[d].str() + "); --schedule zb-auto plans within the bound, and "
+                     "v-half or v-min hold about a half or a third of 1f1b's");
+  }
+}
+
 }  // namespace
 
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, const Placement& p,
@@ -108,11 +126,12 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
   try {
     lowered = from_file ? *std::move(from_file)
-                        : pipeline::lower(
-                              pipeline::make_schedule(o.schedule, devices, m, o.chunks, planned));
+                        : pipeline::lower(pipeline::make_schedule(o.schedule, devices, m, o.chunks,
+                                                                  planned, o.max_activations));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  check_activation_budget(o, lowered, p.devices);
   const pipeline::Schedule schedule = pipeline::compute_only(lowered);
   // A rank runs one device; the CPU devices standing for the others are never used, so the
   // step's memory is checked where one process runs them all.

@@ -63,9 +63,11 @@ int default_chunks(std::string_view name);
 // schedule needs it to balance the devices (pipeline/runtime/partition.h).
 Placement placement_of(std::string_view name);
 // v must be 1 for the schedules that place one stage per device and 2 for the V shapes.
-// `costs` matters only to zb-auto (by default F = B = W = 1 on every stage).
+// `costs` and `max_in_flight` matter only to zb-auto, which plans for them (by default F = B =
+// W = 1 on every stage, and p micro-batches per device); the other schedules hold what they
+// hold (validate.h's peak_live says how much).
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,
-                       const CostModel& costs = {});
+                       const CostModel& costs = {}, int max_in_flight = 0);
 
 namespace detail {
 // An empty schedule of the right shape, after checking p, m, v >= 1.
