@@ -6,6 +6,39 @@
 
 namespace brigade::distributed {
 
+namespace {
+
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, void* data, size_t count, MPI_Datatype type,
+                    size_t element_bytes, std::chrono::milliseconds timeout,
+                    const std::string& what) {
+  for (size_t start = 0; start < count;) {
+    const int slice = static_cast<int>(std::min<size_t>(count - start, INT_MAX));
+    MPI_Request request = MPI_REQUEST_NULL;
+    BRIGADE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + start * element_bytes,
+                                     slice, type, MPI_SUM, comm, &request));
+    auto done = [&] {
+      int here = 0;
+      BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
+      return here != 0;
+    };
+    // A collective cannot be cancelled: a RankFailed or a timeout here ends the job anyway.
+    poll_until(faults, done, [] { return false; }, timeout, [&] { return what; });
+    start += static_cast<size_t>(slice);
+  }
+}
+
+}  // namespace
+
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, float* data, size_t count,
+                    std::chrono::milliseconds timeout, const std::string& what) {
+  all_reduce_sum(faults, comm, data, count, MPI_FLOAT, sizeof(float), timeout, what);
+}
+
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, double* data, size_t count,
+                    std::chrono::milliseconds timeout, const std::string& what) {
+  all_reduce_sum(faults, comm, data, count, MPI_DOUBLE, sizeof(double), timeout, what);
+}
+
 MpiReducer::MpiReducer(const MpiSession& session, MPI_Comm replicas,
                        std::chrono::milliseconds timeout)
     : faults_(session.faults()), comm_(replicas), timeout_(timeout) {}
@@ -35,24 +68,9 @@ void MpiReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
   // are equal bit for bit (IEEE addition is commutative), level by level; the choice of
   // algorithm depends only on the message size and the communicator's size, which every
   // replica shares. tests/distributed/reducer_test.cpp checks the bits on 2, 3 and 4 ranks.
-  // Counts above INT_MAX go in slices, the same slices everywhere.
-  for (size_t start = 0; start < total;) {
-    const int count = static_cast<int>(std::min<size_t>(total - start, INT_MAX));
-    MPI_Request request = MPI_REQUEST_NULL;
-    BRIGADE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer_.data() + start, count, MPI_FLOAT,
-                                     MPI_SUM, comm_, &request));
-    auto done = [&] {
-      int here = 0;
-      BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
-      return here != 0;
-    };
-    // A collective cannot be cancelled: a RankFailed or a timeout here ends the job anyway.
-    poll_until(faults_, done, [] { return false; }, timeout_, [&] {
-      return "MpiReducer: the all-reduce of " + std::to_string(total) +
-             " gradient values across the stage's replicas";
-    });
-    start += static_cast<size_t>(count);
-  }
+  all_reduce_sum(faults_, comm_, buffer_.data(), total, timeout_,
+                 "MpiReducer: the all-reduce of " + std::to_string(total) +
+                     " gradient values across the stage's replicas");
   at = 0;
   for (const Tensor& t : tensors) {
     std::memcpy(t.data<float>(), buffer_.data() + at, t.nbytes());

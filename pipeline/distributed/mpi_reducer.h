@@ -10,6 +10,7 @@
 // Why every replica gets the same bits: see mpi_reducer.cpp.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "pipeline/distributed/mpi_session.h"
@@ -17,6 +18,15 @@
 #include "pipeline/distributed/reducer.h"
 
 namespace brigade::distributed {
+
+// Element-wise sums, in place, over every rank of `comm` (every one of them calls alike):
+// MPI_Iallreduce with MPI_SUM, polled, so that a rank that failed ends the wait with
+// RankFailed; counts above INT_MAX go in slices, the same slices everywhere. `what` names the
+// values in a timeout's message.
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, float* data, size_t count,
+                    std::chrono::milliseconds timeout, const std::string& what);
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, double* data, size_t count,
+                    std::chrono::milliseconds timeout, const std::string& what);
 
 class MpiReducer final : public pipeline::GradientReducer {
  public:

@@ -324,25 +324,50 @@ void Runtime::update_parameters(Step& step) {
 // per parameter in the model's order (stage 0's first), one coefficient for all of them.
 // False, and nothing scaled, when a compute stream failed (a NaN check, a bad label on a CPU
 // device): the step's final synchronisation reports that failure, from where it began.
+//
+// Stages run by other processes (ProcessShare::sum_over_pipeline): this process puts 0 for
+// their parameters and one more entry, 1 if its own streams failed; the pipeline's sum then
+// holds every parameter's part and the count of failed processes. Every process takes part in
+// that sum even after a failure of its own, so none waits for it forever; a process whose
+// streams are healthy but whose pipeline failed elsewhere fails its step too, changing nothing.
 bool Runtime::clip_gradients() {
-  std::vector<double> squares;  // per parameter, in the model's order
+  bool failed_here = false;
   for (const std::optional<DeviceStreams>& s : streams_) {
     if (!s) continue;
     try {
       s->compute.synchronize();
     } catch (const std::exception&) {
-      return false;
+      failed_here = true;
     }
   }
-  for (const std::unique_ptr<Stage>& stage : stages_) {
-    const std::vector<double> mine = layers::squared_norms(stage->parameters());
-    squares.insert(squares.end(), mine.begin(), mine.end());
+  if (failed_here && !share_.sum_over_pipeline) return false;
+  std::vector<double> squares;  // per parameter, in the model's order
+  for (int s = 0; s < schedule_.stages(); ++s) {
+    const std::unique_ptr<Stage>& stage = stages_[static_cast<size_t>(s)];
+    if (stage && !failed_here) {
+      const std::vector<double> mine = layers::squared_norms(stage->parameters());
+      squares.insert(squares.end(), mine.begin(), mine.end());
+    } else {  // another process's stage, or nothing to say: 0 for each of its parameters
+      const StageRange& r = partition_.stages[static_cast<size_t>(s)];
+      squares.resize(squares.size() + model_.parameters(r.begin, r.end).size(), 0.0);
+    }
+  }
+  if (share_.sum_over_pipeline) {
+    squares.push_back(failed_here ? 1.0 : 0.0);
+    squares = share_.sum_over_pipeline(std::move(squares));
+    const double failed_processes = squares.back();
+    squares.pop_back();
+    if (failed_here) return false;
+    BRIGADE_CHECK(failed_processes == 0,
+                  "clipping by the global norm: a stage run by another process failed in this "
+                  "step (that process names it); no parameter changes");
   }
   const double coefficient = layers::clip_coefficient(squares, options_.max_grad_norm);
   for (int d = 0; d < schedule_.devices; ++d)
-    for (int s : schedule_.stages_on(d))
-      layers::scale_gradients(stages_[static_cast<size_t>(s)]->parameters(), coefficient,
-                              streams_[static_cast<size_t>(d)]->compute);
+    if (runs(d))
+      for (int s : schedule_.stages_on(d))
+        layers::scale_gradients(stages_[static_cast<size_t>(s)]->parameters(), coefficient,
+                                streams_[static_cast<size_t>(d)]->compute);
   return true;
 }
 

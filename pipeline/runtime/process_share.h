@@ -20,6 +20,12 @@
 //   reducers      [stage], optional: called with the stage's gradients (every parameter's
 //                 .grad, in layer order) on its device's compute stream after the stage's
 //                 last W, before its optimizer step — the all-reduce across replicas.
+//   sum_over_pipeline  clipping by the global norm (RuntimeOptions::max_grad_norm) when some
+//                 stages run elsewhere: element-wise sums of a vector of doubles over the
+//                 processes of this replica's pipeline (an all-reduce), returned on every one.
+//                 The runtime gives it each parameter's sum of squares, in the model's order,
+//                 0 where another process owns the parameter: every entry has one owner, so
+//                 the sums are exact, and every rank clips as one device would.
 //
 // A process needs the parameters of its own stages only on a device: the caller may build
 // the whole Sequential (the same seed everywhere, so initialisation agrees: layers/init.h
@@ -57,6 +63,7 @@ struct ProcessShare {
   int replica = 0;             // which replica of the pipeline this process is part of
   int replicas = 1;            // how many replicas share each mini-batch
   std::vector<GradientReducer*> reducers{};  // [stage] or empty; nullptr = none for that stage
+  std::function<std::vector<double>(std::vector<double>)> sum_over_pipeline{};
 };
 
 }  // namespace brigade::pipeline

@@ -141,10 +141,12 @@ void Runtime::check_share() {
                                           << " stages (give one per stage, or none)");
   BRIGADE_CHECK(share_.replicas >= 1 && share_.replica >= 0 && share_.replica < share_.replicas,
                 "runtime: replica " << share_.replica << " of " << share_.replicas);
-  BRIGADE_CHECK(options_.max_grad_norm == 0 ||
-                    (share_.devices.empty() || static_cast<int>(share_.devices.size()) == p),
-                "runtime: clipping by the global gradient norm needs every stage in this process "
-                "(it runs " << share_.devices.size() << " of " << p << " devices)");
+  BRIGADE_CHECK(options_.max_grad_norm == 0 || share_.devices.empty() ||
+                    static_cast<int>(share_.devices.size()) == p || share_.sum_over_pipeline,
+                "runtime: clipping by the global gradient norm needs every stage's part of the "
+                "norm: this process runs "
+                    << share_.devices.size() << " of " << p
+                    << " devices, and its share has no sum_over_pipeline (process_share.h)");
   BRIGADE_CHECK(options_.max_grad_norm >= 0,
                 "runtime: the largest gradient norm must be > 0 (0: no clipping), not "
                     << options_.max_grad_norm);

@@ -71,7 +71,8 @@ struct RuntimeOptions {
   bool check_finite = false;  // a task after every F checks its output (and the loss) for NaN/Inf
   // > 0: before the update, every gradient is clipped by the norm of ALL of them, over every
   // stage (layers/grad_clip.h) — the same result as on one device. The norm is summed on the
-  // host: one host synchronisation per step. Needs every stage in this process.
+  // host: one host synchronisation per step. Stages run by other processes add their parts
+  // through ProcessShare::sum_over_pipeline.
   double max_grad_norm = 0;
   // The host thread of each device waits for an action's work (compute and send streams)
   // before it issues the next. Slower; for measurements and tests of memory: a task holds

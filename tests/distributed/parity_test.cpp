@@ -1,7 +1,7 @@
 // brigade-train --distributed under mpirun against the same training in one process: the
 // parameters it saves (--save, gathered on rank 0) after a few steps of a small model on
 // synthetic data, for 2 and 3 ranks (one per stage), 2 ranks running 2 or 3 interleaved
-// stages each, and 2 stages x 2 replicas; the exact
+// stages each or a V, clipping by the global norm, and 2 stages x 2 replicas; the exact
 // resume of a distributed checkpoint; and the bad launches, each refused on rank 0 with one
 // message and a non-zero exit of every rank.
 //
@@ -134,8 +134,16 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
   };
   // 3 stages per rank: 6 link numbers between the two ranks, beyond the 4 that an earlier
   // tag layout left (pipeline/distributed/link_tags.h says why).
+  // Clipping by the global norm: each rank holds a part of the norm, and 0.05 clips every step
+  // of this recipe, so a rank that clipped by its own part would scale by another factor. With
+  // SGD, whose updates that factor scales directly (Adam's would all but cancel it). A V:
+  // rank 0 runs the first and the last stage.
+  const std::vector<std::string> clip = {"--clip-grad-norm", "0.05", "--optimizer", "sgd",
+                                         "--lr", "0.1"};
+  const std::vector<std::string> vee = {"--schedule", "zb-v", "--balance", "params"};
   for (const Case& c : {Case{"2", 2, {}}, Case{"3", 3, {}}, Case{"2x2", 2, interleaved(2)},
-                        Case{"2x3", 2, interleaved(3)}}) {
+                        Case{"2x3", 2, interleaved(3)}, Case{"3-clip", 3, clip},
+                        Case{"2x2-clip", 2, with(interleaved(2), clip)}, Case{"2-zb-v", 2, vee}}) {
     CAPTURE(c.name);
     const auto base = with(recipe(dir, 4), c.schedule);
     std::string devices;
@@ -159,17 +167,26 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
 
 TEST_CASE("2 stages x 2 replicas: within 1e-5 of one process with all the micro-batches") {
   const fs::path dir = temp_dir("replicas");
-  const fs::path one = dir / "one.safetensors", many = dir / "mpi.safetensors";
-  const Run single = train(with(recipe(dir, 8), {"--devices", "cpu:0,cpu:1", "--save", one.string()}));
-  REQUIRE_MESSAGE(single.status == 0, single.output);
-  // The model has 3 blocks; 2 ranks per pipeline merge them as --devices cpu:0,cpu:1 does.
-  const Run run = train_mpi(4, with(recipe(dir, 4), {"--distributed", "--data-parallel", "2",
-                                                     "--save", many.string()}));
-  REQUIRE_MESSAGE(run.status == 0, run.output);
-  CHECK(run.output.find("2 ranks x 2 replica") != std::string::npos);
-  // A replica's rows are cut by the runtime from the whole batch (Runtime::step(HostBatch)).
-  CHECK(run.output.find("cut from a batch on the host") != std::string::npos);
-  check_same(many, one, /*exact=*/false);
+  // Clipped too: each replica clips the replicas' summed gradients by the norm over its
+  // pipeline's two ranks, as the one process clips its whole model.
+  for (const std::vector<std::string>& clip :
+       {std::vector<std::string>{},
+        std::vector<std::string>{"--clip-grad-norm", "0.05", "--optimizer", "sgd", "--lr", "0.1"}}) {
+    CAPTURE(clip.size());
+    const fs::path one = dir / "one.safetensors", many = dir / "mpi.safetensors";
+    const Run single = train(with(recipe(dir, 8), with(clip, {"--devices", "cpu:0,cpu:1",
+                                                              "--save", one.string()})));
+    REQUIRE_MESSAGE(single.status == 0, single.output);
+    // The model has 3 blocks; 2 ranks per pipeline merge them as --devices cpu:0,cpu:1 does.
+    const Run run = train_mpi(4, with(recipe(dir, 4), with(clip, {"--distributed",
+                                                                  "--data-parallel", "2",
+                                                                  "--save", many.string()})));
+    REQUIRE_MESSAGE(run.status == 0, run.output);
+    CHECK(run.output.find("2 ranks x 2 replica") != std::string::npos);
+    // A replica's rows are cut by the runtime from the whole batch (Runtime::step(HostBatch)).
+    CHECK(run.output.find("cut from a batch on the host") != std::string::npos);
+    check_same(many, one, /*exact=*/false);
+  }
 }
 
 TEST_CASE("a distributed checkpoint resumes exactly") {

@@ -3,6 +3,9 @@
 
 #include <sstream>
 
+#include "pipeline/distributed/mpi_reducer.h"  // all_reduce_sum
+#include "pipeline/distributed/poll.h"         // default_timeout
+
 namespace brigade::train {
 
 namespace {
@@ -62,6 +65,14 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       reducers_.push_back(dist::make_reducer(session, topology.stage_replicas.get(), device));
       share.reducers.push_back(reducers_.back().get());
     }
+  // --clip-grad-norm: the norm's parts from every rank of this pipeline. Each parameter has
+  // one owner and the others add 0, so the sums are exact: every rank clips as one process.
+  share.sum_over_pipeline = [&session, &topology](std::vector<double> values) {
+    dist::all_reduce_sum(session.faults(), topology.pipeline.get(), values.data(), values.size(),
+                         dist::default_timeout(),
+                         "clipping: the squared gradient norms of the pipeline's stages");
+    return values;
+  };
   const pipeline::OptimizerFactory factory =
       [this, &options](std::vector<layers::Parameter*> p) -> std::unique_ptr<layers::Optimizer> {
     std::unique_ptr<CheckpointedOptimizer> opt = make_optimizer(options, p);
@@ -70,7 +81,10 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   };
   runtime_ = std::make_unique<pipeline::Runtime>(
       model, std::move(partition), std::move(lowered), factory,
-      pipeline::RuntimeOptions{.seed = options.seed, .recompute = options.recompute}, share);
+      pipeline::RuntimeOptions{.seed = options.seed,
+                               .recompute = options.recompute,
+                               .max_grad_norm = options.clip_grad_norm},
+      share);
   for (int s = 0; s < stages; ++s)
     if (!optimizers_[static_cast<size_t>(s)]) {
       gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));

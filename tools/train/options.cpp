@@ -272,11 +272,6 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
         "--check-finite with --distributed: not supported: a check that fails on one rank "
         "skips that rank's sends, and its neighbours wait for them (the MPI/NCCL links carry "
         "no failure); run the recipe in one process with --devices to find the stage");
-  if (o.clip_grad_norm > 0 && o.distributed)
-    throw UsageError(
-        "--clip-grad-norm with --distributed: not supported yet: the norm over all stages "
-        "needs each rank's part of it, and the ranks do not exchange it; clip in one process "
-        "with --devices");
   if (o.optimizer == "adam" && app.count("--momentum"))
     throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
   return o;
