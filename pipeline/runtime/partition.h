@@ -8,7 +8,8 @@
 //                             exactly by dynamic programming over (layers, stages);
 //   balance(costs, stages, p, placement)  the same for schedules of several chunks per
 //                             device (looped: device d runs stages d, d+p, ...; v-shape: d
-//                             and 2p-1-d, ...): minimises the largest DEVICE total, exactly.
+//                             and 2p-1-d, ...): minimises the largest DEVICE total, exactly;
+//                             with a cost row per device, for devices of different speeds.
 // Costs per layer come from the model's shapes (parameters, activation bytes, FLOPs:
 // layer_costs) or from measuring each layer's forward + backward (profile.h); the cut itself
 // never runs the model.
@@ -57,6 +58,17 @@ Partition balance(const std::vector<double>& costs, int stages);
 // Throws as balance does, and when devices < 1 or stages is not a multiple of devices.
 Partition balance(const std::vector<double>& costs, int stages, int devices,
                   Placement placement = Placement::looped);
+
+// What each layer costs on each device, costs[d][i], one row per device, one cost per layer
+// (>= 0) in each: devices of different speeds — CPU devices with different thread counts, a
+// GPU beside a CPU — weigh the same layer differently. balance() then weighs each stage on
+// the device it is placed on and minimises the largest device total, exactly (the dynamic
+// programme with one stage per device, the search otherwise); identical rows give the cut of
+// the one-row balance above.
+using DeviceCosts = std::vector<std::vector<double>>;
+Partition balance(const DeviceCosts& costs, int stages, Placement placement = Placement::looped);
+double largest_device(const Partition& partition, const DeviceCosts& costs,
+                      Placement placement = Placement::looped);
 // The largest device total of `partition` with its stages placed on `devices` by `placement`.
 double largest_device(const Partition& partition, const std::vector<double>& costs, int devices,
                       Placement placement = Placement::looped);

@@ -88,22 +88,29 @@ std::vector<size_t> walk_devices(int k, int p, Placement placement) {
   return out;
 }
 
-// The best largest-DEVICE total over every contiguous cut, with the stages placed as walked.
-double brute_force_devices(const std::vector<double>& costs, int k, int p,
-                           Placement placement = Placement::looped) {
+// The best largest-DEVICE total over every contiguous cut, with the stages placed as walked
+// and each layer weighed on its stage's device (costs[d][i]).
+double brute_force_devices(const DeviceCosts& costs, int k, Placement placement) {
+  const int p = static_cast<int>(costs.size());
   const std::vector<size_t> device_of = walk_devices(k, p, placement);
   double best = std::numeric_limits<double>::infinity();
-  for_each_cut(costs.size(), k, [&](const std::vector<size_t>& cuts) {
+  for_each_cut(costs[0].size(), k, [&](const std::vector<size_t>& cuts) {
     // Summed here layer by layer, not through largest_device: computed another way.
     std::vector<double> device(static_cast<size_t>(p), 0.0);
     size_t stage = 0;
-    for (size_t i = 0; i < costs.size(); ++i) {
+    for (size_t i = 0; i < costs[0].size(); ++i) {
       while (stage < cuts.size() && i >= cuts[stage]) ++stage;
-      device[device_of[stage]] += costs[i];
+      device[device_of[stage]] += costs[device_of[stage]][i];
     }
     best = std::min(best, *std::max_element(device.begin(), device.end()));
   });
   return best;
+}
+
+// The same with every device alike.
+double brute_force_devices(const std::vector<double>& costs, int k, int p,
+                           Placement placement = Placement::looped) {
+  return brute_force_devices(DeviceCosts(static_cast<size_t>(p), costs), k, placement);
 }
 
 TEST_CASE("per-device balance (interleaved) finds the min-max device total (against brute force)") {
@@ -137,6 +144,45 @@ TEST_CASE("per-device balance (interleaved) finds the min-max device total (agai
         }
       }
   }
+}
+
+TEST_CASE("devices of different speeds: each stage weighed on its device (against brute force)") {
+  std::mt19937 gen(23);
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t n = 2 + gen() % 9;
+    for (int p = 1; p <= 3; ++p)
+      for (int v = 1; v <= 2; ++v)
+        for (const Placement placement : {Placement::looped, Placement::v_shape}) {
+          const int k = p * v;
+          if (static_cast<size_t>(k) > n) continue;
+          // Device d is (d + 1) times slower: integer costs, exact sums.
+          DeviceCosts costs(static_cast<size_t>(p), std::vector<double>(n));
+          for (size_t i = 0; i < n; ++i) {
+            const double base = static_cast<double>(gen() % 9);
+            for (int d = 0; d < p; ++d) costs[static_cast<size_t>(d)][i] = base * (d + 1);
+          }
+          CAPTURE(n);
+          CAPTURE(p);
+          CAPTURE(v);
+          const Partition part = balance(costs, k, placement);
+          REQUIRE(part.count() == k);
+          CHECK(part.stages.back().end == n);
+          CHECK(largest_device(part, costs, placement) ==
+                brute_force_devices(costs, k, placement));
+        }
+  }
+}
+
+TEST_CASE("devices of different speeds: the fast device takes the larger share, by hand") {
+  // Six layers of cost 1 on the fast device, 2 on the slow one: the fast one takes 4 layers
+  // (4) and the slow one 2 (4), where an even cut would leave the slow one 3 layers (6).
+  const DeviceCosts costs = {{1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}};
+  const Partition p = balance(costs, 2);
+  CHECK(p.stages[0].end == 4);
+  CHECK(largest_device(p, costs) == 4);
+  CHECK(largest_device(balance(costs[0], 2), costs) == 6);
+  CHECK_THROWS_WITH(balance(DeviceCosts{{1, 1}, {1}}, 2),
+                    doctest::Contains("device 1 has costs for 1 layers, device 0 for 2"));
 }
 
 TEST_CASE("per-device balance: a hand-worked front-heavy model on 2 devices, 2 chunks each") {
