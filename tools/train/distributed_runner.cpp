@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include "tools/train/optimizer.h"
+
 namespace brigade::train {
 
 namespace {
@@ -64,7 +66,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
     }
   const pipeline::OptimizerFactory factory =
       [this, &options](std::vector<layers::Parameter*> p) -> std::unique_ptr<layers::Optimizer> {
-    std::unique_ptr<CheckpointedOptimizer> opt = make_optimizer(options, p);
+    std::unique_ptr<layers::Optimizer> opt = make_optimizer(options, p);
     optimizers_[static_cast<size_t>(stage_of(p))] = opt.get();
     return opt;
   };
