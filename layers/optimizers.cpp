@@ -30,6 +30,13 @@ void SGD::step(std::optional<Stream> stream) {
   ++steps_;
 }
 
+std::vector<NamedTensor> SGD::state() {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < buf_.size(); ++i)
+    out.push_back({"sgd.momentum." + params_[i]->name, buf_[i]});
+  return out;
+}
+
 Adam::Adam(std::vector<Parameter*> params, AdamParams h) : Optimizer(std::move(params)), h_(h) {
   try {
     check_adam_params(h_, 1);
@@ -43,11 +50,20 @@ Adam::Adam(std::vector<Parameter*> params, AdamParams h) : Optimizer(std::move(p
 }
 
 void Adam::step(std::optional<Stream> stream) {
-  ++steps_;  // Adam's step counts from 1
+  ++steps_;  // Adam's bias correction counts steps from 1
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i];
     ops::adam_step(p.value, p.grad, m_[i], v_[i], h_, steps_, stream_of(p, stream));
   }
+}
+
+std::vector<NamedTensor> Adam::state() {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.push_back({"adam.m." + params_[i]->name, m_[i]});
+    out.push_back({"adam.v." + params_[i]->name, v_[i]});
+  }
+  return out;
 }
 
 }  // namespace brigade::layers

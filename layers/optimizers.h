@@ -10,10 +10,15 @@
 // its stream at construction. step() and zero_grad() only enqueue work: a caller that
 // computed the gradients on another stream makes that stream's work visible first (an event,
 // or the pipeline's per-device ordering), or passes the stream to step(stream).
+//
+// The state is reachable by name (state()) and the step count settable (set_steps()), so a
+// checkpoint (tools/train/checkpoint.h) can save and restore an optimizer exactly: a resumed
+// run takes bit for bit the steps an uninterrupted one takes.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/stream.h"
@@ -21,6 +26,13 @@
 #include "layers/tape.h"
 
 namespace brigade::layers {
+
+// A tensor under the name a file stores it by: a parameter ("conv2d_1.weight") or a state
+// tensor of its optimizer ("adam.m.conv2d_1.weight").
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
 
 class Optimizer {
  public:
@@ -31,7 +43,18 @@ class Optimizer {
   // parameter's device), else on each parameter's own stream.
   virtual void step(std::optional<Stream> stream = std::nullopt) = 0;
   void zero_grad(std::optional<Stream> stream = std::nullopt);
+
+  // Every state tensor (the parameter's shape, on its device), named after its parameter:
+  // "sgd.momentum.<param>", "adam.m.<param>", "adam.v.<param>". Checkpoints store them under
+  // these names, so they never change: old checkpoints must still load. Empty for SGD without
+  // momentum. The tensors share storage with the optimizer's: copying into one restores it.
+  virtual std::vector<NamedTensor> state() = 0;
+  virtual std::string kind() const = 0;  // "sgd" or "adam"
+
   int64_t steps() const { return steps_; }
+  // For a restored state: the update rules read the count (SGD's first step starts its
+  // momentum from the gradient; Adam's bias correction), so it is restored with the tensors.
+  void set_steps(int64_t steps) { steps_ = steps; }
 
  protected:
   Stream stream_of(const Parameter& p, const std::optional<Stream>& stream) const {
@@ -45,10 +68,12 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter*> params, SgdParams h);
   void step(std::optional<Stream> stream = std::nullopt) override;
+  std::vector<NamedTensor> state() override;
+  std::string kind() const override { return "sgd"; }
 
  private:
   SgdParams h_;
-  std::vector<Tensor> buf_;  // momentum buffers, one per parameter
+  std::vector<Tensor> buf_;  // momentum buffers, one per parameter (none without momentum)
 };
 
 // Adam, or AdamW with h.decoupled = true.
@@ -56,10 +81,12 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Parameter*> params, AdamParams h);
   void step(std::optional<Stream> stream = std::nullopt) override;
+  std::vector<NamedTensor> state() override;
+  std::string kind() const override { return "adam"; }
 
  private:
   AdamParams h_;
-  std::vector<Tensor> m_, v_;  // first and second moments
+  std::vector<Tensor> m_, v_;  // first and second moments, one per parameter
 };
 
 }  // namespace brigade::layers

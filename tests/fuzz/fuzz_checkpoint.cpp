@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/optimizers.h"
 #include "layers/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tools/train/checkpoint.h"
@@ -34,7 +35,7 @@ struct Run {
   brigade::layers::Parameter weight{"dense_1.weight", brigade::Tensor::zeros({2, 4}, brigade::Device::cpu(0)), {}};
   brigade::layers::Parameter bias{"dense_1.bias", brigade::Tensor::zeros({2}, brigade::Device::cpu(0)), {}};
   std::vector<brigade::layers::Parameter*> params = {&weight, &bias};
-  train::CheckpointedAdam adam{params, brigade::AdamParams{}};
+  brigade::layers::Adam adam{params, brigade::AdamParams{}};
 
   Run() {
     dir = (std::filesystem::temp_directory_path() / ("brigade-fuzz-checkpoint-" + std::to_string(::getpid()))).string();
@@ -55,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     require(static_cast<bool>(out), "the input is written to the checkpoint file");
   }
-  std::vector<train::CheckpointedOptimizer*> optimizers = {&run.adam};
+  std::vector<brigade::layers::Optimizer*> optimizers = {&run.adam};
   try {
     train::load_checkpoint(run.dir, run.model, run.recipe, run.params, optimizers);
   } catch (const train::CheckpointError& e) {

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/reference/optimizers.h"
@@ -55,6 +57,38 @@ TEST_CASE("SGD (Nesterov, weight decay) and AdamW steps follow the reference rul
     CHECK_THROWS_WITH(SGD({&p}, SgdParams{0.1f, 0.0f, 0.0f, 0.0f, true}),
                       doctest::Contains("Nesterov"));
   }
+}
+
+// What a checkpoint does (tools/train/checkpoint.h): copies a run's parameter and state()
+// into a fresh optimizer and sets its step count; the next step must then be the same bits.
+template <class Opt, class Hyper>
+void check_restores(Hyper h, const std::vector<std::string>& names) {
+  const std::vector<float> p0 = {0.5f, -1.25f, 2.0f}, g = {0.1f, -0.2f, 0.3f};
+  Parameter run = param(p0, g);
+  Opt a({&run}, h);
+  a.step();
+  a.step();
+  Parameter resumed = param(run.value.to_vector(), g);
+  Opt b({&resumed}, h);
+  std::vector<NamedTensor> from = a.state(), to = b.state();
+  REQUIRE(from.size() == names.size());
+  REQUIRE(to.size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    CHECK(from[i].name == names[i]);
+    copy_async(to[i].tensor, from[i].tensor, to[i].tensor.stream());  // into b's own storage
+  }
+  b.set_steps(a.steps());
+  a.step();
+  b.step();
+  CHECK(resumed.value.to_vector() == run.value.to_vector());
+}
+
+TEST_CASE("state() names the state as checkpoints store it, and restores it exactly") {
+  check_restores<SGD>(SgdParams{.lr = 0.1, .momentum = 0.9}, {"sgd.momentum.p"});
+  check_restores<SGD>(SgdParams{.lr = 0.1}, {});  // without momentum, no state
+  check_restores<Adam>(AdamParams{.lr = 0.01}, {"adam.m.p", "adam.v.p"});
+  CHECK(SGD({}, SgdParams{}).kind() == "sgd");
+  CHECK(Adam({}, AdamParams{}).kind() == "adam");
 }
 
 // Four classes of 8x8 images: class c is unit Gaussian noise plus 0.75 on the 4x4 block of

@@ -26,6 +26,7 @@
 #include "tests/train/run_binary.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/finite.h"
+#include "tools/train/optimizer.h"
 #include "tools/train/options.h"
 
 using namespace brigade::train::test;

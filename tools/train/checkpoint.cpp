@@ -17,12 +17,12 @@ namespace {
 constexpr const char* kFormat = "brigade-train checkpoint 1";
 
 // Every tensor of a checkpoint: the parameters, then the optimizer's state.
-std::vector<NamedTensor> tensors_of(const std::vector<layers::Parameter*>& params,
-                                    const std::vector<CheckpointedOptimizer*>& optimizers) {
-  std::vector<NamedTensor> all;
+std::vector<layers::NamedTensor> tensors_of(const std::vector<layers::Parameter*>& params,
+                                            const std::vector<layers::Optimizer*>& optimizers) {
+  std::vector<layers::NamedTensor> all;
   for (layers::Parameter* p : params) all.push_back({p->name, p->value});
-  for (CheckpointedOptimizer* o : optimizers)
-    for (NamedTensor& t : o->state()) all.push_back(std::move(t));
+  for (layers::Optimizer* o : optimizers)
+    for (layers::NamedTensor& t : o->state()) all.push_back(std::move(t));
   return all;
 }
 
@@ -66,16 +66,16 @@ std::string checkpoint_path(const std::string& dir) {
 
 void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
                      const Position& position, const std::vector<layers::Parameter*>& params,
-                     const std::vector<CheckpointedOptimizer*>& optimizers) {
+                     const std::vector<layers::Optimizer*>& optimizers) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw CheckpointError("cannot create checkpoint directory '" + dir + "': " + ec.message());
 
-  const std::vector<NamedTensor> tensors = tensors_of(params, optimizers);
+  const std::vector<layers::NamedTensor> tensors = tensors_of(params, optimizers);
   std::vector<std::vector<float>> host;  // the bytes, alive until written
   host.reserve(tensors.size());
   std::vector<st::TensorToWrite> out;
-  for (const NamedTensor& t : tensors) {
+  for (const layers::NamedTensor& t : tensors) {
     host.push_back(t.tensor.to_vector());  // waits for the tensor's stream
     const std::vector<float>& v = host.back();
     out.push_back({t.name, st::Dtype::F32, t.tensor.shape().dims(),
@@ -120,7 +120,7 @@ std::string model_difference(const std::string& checkpoint_model, const std::str
 
 Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
                          const Recipe& recipe, const std::vector<layers::Parameter*>& params,
-                         const std::vector<CheckpointedOptimizer*>& optimizers) {
+                         const std::vector<layers::Optimizer*>& optimizers) {
   const std::string path = checkpoint_path(dir);
   if (!std::filesystem::exists(path))
     throw CheckpointError("--resume: no checkpoint in '" + dir + "' (expected " + path + ")");
@@ -153,9 +153,9 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
     throw CheckpointError(path + " was written by a run with other settings; resuming it would "
                           "not continue that run:" + recipe_diff);
 
-  std::vector<NamedTensor> tensors = tensors_of(params, optimizers);
+  std::vector<layers::NamedTensor> tensors = tensors_of(params, optimizers);
   std::vector<st::Expected> expected;
-  for (const NamedTensor& t : tensors)
+  for (const layers::NamedTensor& t : tensors)
     expected.push_back({t.name, st::Dtype::F32, t.tensor.shape().dims()});
   const std::vector<std::string> mismatch = st::mismatches(file, expected);
   if (!mismatch.empty()) {
@@ -168,7 +168,7 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
   // The values on the host; a NaN or an Inf (a file written before brigade-train refused
   // them) is refused too.
   std::vector<std::vector<float>> values;
-  for (const NamedTensor& t : tensors) {
+  for (const layers::NamedTensor& t : tensors) {
     const std::span<const uint8_t> bytes = file.bytes(*file.find(t.name));
     std::vector<float>& v = values.emplace_back(static_cast<size_t>(t.tensor.numel()));
     std::memcpy(v.data(), bytes.data(), bytes.size());
@@ -185,7 +185,7 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
     copy_async(t, staged, s);  // into the existing storage, which the modules hold
     s.synchronize();
   }
-  for (CheckpointedOptimizer* o : optimizers) o->set_steps(optimizer_steps);
+  for (layers::Optimizer* o : optimizers) o->set_steps(optimizer_steps);
   return position;
 }
 

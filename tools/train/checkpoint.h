@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "layers/model_file.h"
+#include "layers/optimizers.h"
 #include "layers/tape.h"
-#include "tools/train/optimizer.h"
 
 namespace brigade::train {
 
@@ -56,13 +56,13 @@ std::string checkpoint_path(const std::string& dir);  // DIR/checkpoint.safetens
 // the tensor), leaving the previous checkpoint as it was.
 void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
                      const Position& position, const std::vector<layers::Parameter*>& params,
-                     const std::vector<CheckpointedOptimizer*>& optimizers);
+                     const std::vector<layers::Optimizer*>& optimizers);
 
 // Checks the checkpoint in `dir` against this run, then copies parameters and optimizer state
 // in and returns where to continue. Throws CheckpointError before changing anything.
 Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
                          const Recipe& recipe, const std::vector<layers::Parameter*>& params,
-                         const std::vector<CheckpointedOptimizer*>& optimizers);
+                         const std::vector<layers::Optimizer*>& optimizers);
 
 // Whether `path` is a checkpoint (its metadata says so); false for anything else, a parameter
 // file of --save or a file that cannot be read.

@@ -14,7 +14,6 @@
 #include "pipeline/distributed/poll.h"
 #include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
-#include "tools/train/optimizer.h"
 #include "tools/train/signals.h"
 
 namespace brigade::train {
@@ -81,7 +80,7 @@ void write_values(const Tensor& t, const std::vector<float>& values) {
 std::vector<Tensor> stage_tensors(const DistributedRunner& runner, int s) {
   std::vector<Tensor> out;
   for (layers::Parameter* p : runner.parameters(s)) out.push_back(p->value);
-  for (const NamedTensor& t : runner.optimizer(s).state()) out.push_back(t.tensor);
+  for (const layers::NamedTensor& t : runner.optimizer(s).state()) out.push_back(t.tensor);
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "pipeline/distributed/mpi_reducer.h"  // all_reduce_sum
 #include "pipeline/distributed/poll.h"         // default_timeout
+#include "tools/train/optimizer.h"
 
 namespace brigade::train {
 
@@ -75,7 +76,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   };
   const pipeline::OptimizerFactory factory =
       [this, &options](std::vector<layers::Parameter*> p) -> std::unique_ptr<layers::Optimizer> {
-    std::unique_ptr<CheckpointedOptimizer> opt = make_optimizer(options, p);
+    std::unique_ptr<layers::Optimizer> opt = make_optimizer(options, p);
     optimizers_[static_cast<size_t>(stage_of(p))] = opt.get();
     return opt;
   };

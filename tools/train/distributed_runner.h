@@ -15,7 +15,6 @@
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/transport.h"
 #include "pipeline/runtime/runtime.h"
-#include "tools/train/optimizer.h"
 #include "tools/train/runners.h"
 
 namespace brigade::train {
@@ -32,13 +31,13 @@ class DistributedRunner final : public StepRunner {
                     pipeline::LoweredSchedule lowered, const Options& options);
   // This rank's shares of loss and correct: the ranks add them up (MpiRanks::agree_on_step).
   pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
-  std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
+  std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;
   std::string describe() const override;
 
   const pipeline::Partition& partition() const { return partition_; }
   const pipeline::Schedule& schedule() const { return schedule_; }
-  CheckpointedOptimizer& optimizer(int stage) const {
+  layers::Optimizer& optimizer(int stage) const {
     return *optimizers_[static_cast<size_t>(stage)];
   }
   std::vector<layers::Parameter*> parameters(int stage) const {
@@ -56,9 +55,9 @@ class DistributedRunner final : public StepRunner {
   pipeline::Schedule schedule_;
   int position_, replicas_;
   std::vector<std::unique_ptr<pipeline::GradientReducer>> reducers_;
-  std::vector<CheckpointedOptimizer*> optimizers_;                    // [stage]
+  std::vector<layers::Optimizer*> optimizers_;  // [stage]
   // [stage]: the state of the stages other ranks train
-  std::vector<std::unique_ptr<CheckpointedOptimizer>> gathered_;
+  std::vector<std::unique_ptr<layers::Optimizer>> gathered_;
   std::unique_ptr<pipeline::Runtime> runtime_;
   bool staged_ = false;  // run() hands the runtime the staged micro-batches, else a host batch
 };

@@ -26,8 +26,8 @@ std::string first_non_finite(std::span<const float> values, const std::string& n
   return "";
 }
 
-std::string first_non_finite(const std::vector<NamedTensor>& tensors) {
-  for (const NamedTensor& t : tensors) {
+std::string first_non_finite(const std::vector<layers::NamedTensor>& tensors) {
+  for (const layers::NamedTensor& t : tensors) {
     const std::vector<float> host = t.tensor.to_vector();  // waits for the tensor's stream
     std::string found = first_non_finite(host, t.name, t.tensor.shape().dims());
     if (!found.empty()) return found;
@@ -35,8 +35,8 @@ std::string first_non_finite(const std::vector<NamedTensor>& tensors) {
   return "";
 }
 
-std::vector<NamedTensor> named(const std::vector<layers::Parameter*>& params) {
-  std::vector<NamedTensor> out;
+std::vector<layers::NamedTensor> named(const std::vector<layers::Parameter*>& params) {
+  std::vector<layers::NamedTensor> out;
   for (const layers::Parameter* p : params) out.push_back({p->name, p->value});
   return out;
 }

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/train/optimizer.h"
+#include "layers/optimizers.h"
 #include "tools/train/runners.h"
 
 namespace brigade::train {
@@ -35,10 +35,10 @@ std::string first_non_finite(std::span<const float> values, const std::string& n
                              const std::vector<int64_t>& dims);
 
 // The same over whole tensors, in order: waits for each (a blocking copy to the host).
-std::string first_non_finite(const std::vector<NamedTensor>& tensors);
+std::string first_non_finite(const std::vector<layers::NamedTensor>& tensors);
 
 // The parameters as named tensors, for the above.
-std::vector<NamedTensor> named(const std::vector<layers::Parameter*>& params);
+std::vector<layers::NamedTensor> named(const std::vector<layers::Parameter*>& params);
 
 // --init-from: loads the parameters (layers/param_file.h), then throws naming the file and
 // the tensor when one holds a NaN or an Inf (the run then ends: nothing is trained on them).

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "tools/train/optimizer.h"
 
 namespace brigade::train {
 
@@ -9,7 +10,7 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
                                  pipeline::LoweredSchedule lowered, const Options& options) {
   const pipeline::OptimizerFactory factory = [this, &options](std::vector<layers::Parameter*> p)
       -> std::unique_ptr<layers::Optimizer> {
-    std::unique_ptr<CheckpointedOptimizer> opt = make_optimizer(options, std::move(p));
+    std::unique_ptr<layers::Optimizer> opt = make_optimizer(options, std::move(p));
     optimizers_.push_back(opt.get());
     return opt;
   };

@@ -3,8 +3,9 @@
 //   PipelinedRunner  one process: pipeline::Runtime runs the schedule's lists over the
 //                    devices — one device as several: a one-device schedule is F then BW per
 //                    micro-batch — on the micro-batches staged on them, and returns the
-//                    measured timeline. The optimizers are the trainer's (made through the
-//                    runtime's factory), so checkpoints reach their state.
+//                    measured timeline. The runtime's factory makes the optimizers
+//                    (make_optimizer) and keeps a pointer to each, so checkpoints reach
+//                    their state.
 //   DistributedRunner  (distributed_runner.h) this rank's share of the same, under mpirun.
 // Both report the step's training accuracy, and give the same update for the same batch: the
 // runtime's synchronous semantics (pipeline/runtime/runtime.h) is "one big batch on one
@@ -16,11 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "layers/optimizers.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/timeline.h"
-#include "tools/train/optimizer.h"
 #include "tools/train/options.h"
 #include "tools/train/staging.h"
 
@@ -33,7 +34,7 @@ class StepRunner {
   // its results. In a distributed run, loss and correct are this rank's shares (the ranks
   // add them up, TrainingProcesses::agree_on_step) and peak_memory names this rank's devices only.
   virtual pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
-  virtual std::vector<CheckpointedOptimizer*> optimizers() = 0;
+  virtual std::vector<layers::Optimizer*> optimizers() = 0;
   virtual StagingLayout staging() const = 0;  // where the staging area puts each batch
   virtual std::string describe() const = 0;  // one line for the start of the run
 };
@@ -44,12 +45,12 @@ class PipelinedRunner : public StepRunner {
   PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
                   pipeline::LoweredSchedule lowered, const Options& options);
   pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
-  std::vector<CheckpointedOptimizer*> optimizers() override { return optimizers_; }
+  std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;
   std::string describe() const override;
 
  private:
-  std::vector<CheckpointedOptimizer*> optimizers_;  // owned by the runtime, one per stage
+  std::vector<layers::Optimizer*> optimizers_;  // owned by the runtime, one per stage
   std::unique_ptr<pipeline::Runtime> runtime_;
 };
 
