@@ -106,6 +106,13 @@ TEST_CASE("bad input: a schedule that holds more activations than --max-activati
                 2, "schedule zb-v holds up to 2 micro-batches' activations on device 0");
 }
 
+TEST_CASE("bad input: --threads-per-device with a count per device, but not one per device") {
+  const fs::path dir = temp_dir("threads");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--threads-per-device",
+                                      "1,1,1"})),
+                2, "--threads-per-device has 3 counts for 2 devices (cpu:0,cpu:1)");
+}
+
 TEST_CASE("bad input: data directory missing, data file truncated") {
   const fs::path dir = temp_dir("data");
   const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});

@@ -170,6 +170,20 @@ TEST_CASE("placement: impossible device lists") {
     CHECK(error("cuda:0").find("cuda:0") != std::string::npos);
 }
 
+TEST_CASE("placement: a thread count per device makes devices of different speeds") {
+  Options o;
+  o.devices = "cpu:0,cpu:1,cpu:2";
+  o.threads_per_device = {2, 1, 1};
+  const Placement uneven = place(o, three_blocks());
+  CHECK(uneven.threads == std::vector<int>{2, 1, 1});
+  CHECK_FALSE(uneven.uniform());
+  CHECK(uneven.describe_threads() == "threads per CPU device: 2, 1, 1");
+  o.threads_per_device = {1};
+  const Placement alike = place(o, three_blocks());
+  CHECK(alike.uniform());
+  CHECK(alike.describe_threads() == "1 thread per CPU device");
+}
+
 TEST_CASE("parse_size: a number too long for a double is refused, not thrown past main") {
   // Found by tests/fuzz (fuzz_cli, corpus/cli/crash-device-memory-400-digits): std::stod
   // threw std::out_of_range here.

@@ -173,7 +173,12 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       {"--schedule", "v-min", "--microbatches", "4"},
       {"--schedule", "dualpipe-v", "--microbatches", "4"},
       // Planned within one micro-batch per device: no two in flight anywhere.
-      {"--schedule", "zb-auto", "--microbatches", "4", "--max-activations", "1"}};
+      {"--schedule", "zb-auto", "--microbatches", "4", "--max-activations", "1"},
+      // Devices of different speeds: profiled, cut and planned for them; the same training.
+      {"--schedule", "zb-auto", "--microbatches", "4", "--threads-per-device", "2,1",
+       "--balance", "time"},
+      {"--schedule", "1f1b", "--microbatches", "4", "--threads-per-device", "1,2",
+       "--balance", "flops"}};
   for (const std::vector<std::string>& extra : runs) {
     CAPTURE(extra[1]);
     const std::vector<double> piped = first_losses("cpu:0,cpu:1", extra);

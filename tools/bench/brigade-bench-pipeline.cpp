@@ -56,10 +56,11 @@ std::unique_ptr<layers::Optimizer> sgd(std::vector<layers::Parameter*> params) {
   return std::make_unique<layers::SGD>(std::move(params), SgdParams{.lr = 0.05, .momentum = 0.9});
 }
 
-std::vector<Device> cpu_devices(int p) {
+// cpu:1 .. cpu:p, device i with threads[i] compute threads (one each when `threads` is empty).
+std::vector<Device> cpu_devices(int p, const std::vector<int>& threads = {}) {
   std::vector<Device> d;
   for (int i = 0; i < p; ++i) {
-    configure_cpu_device(i + 1, {.threads = 1});
+    configure_cpu_device(i + 1, {.threads = threads.empty() ? 1 : threads[static_cast<size_t>(i)]});
     d.push_back(Device::cpu(i + 1));
   }
   return d;
@@ -99,20 +100,31 @@ struct Row {
 // can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
 class Bench {
  public:
+  // layer_times: a row of profiled times per device (its own), or one row for devices alike.
   Bench(const model::ModelSpec& spec, std::vector<Device> devices, HostBatch batch,
-        std::vector<double> layer_times, int steps)
+        DeviceCosts layer_times, int steps)
       : spec_(spec), devices_(std::move(devices)), batch_(std::move(batch)),
-        times_(std::move(layer_times)), steps_(steps) {}
+        times_(std::move(layer_times)), steps_(steps) {
+    if (times_.size() == 1) times_.resize(devices_.size(), times_[0]);
+  }
 
   int p() const { return static_cast<int>(devices_.size()); }
 
-  // Stages balanced by profiled time: per stage for one stage per device; for interleaved
-  // schedules (v > 1) per DEVICE total, since device d runs stages d, d + p, ...
-  Partition partition(int stages) const {
-    return stages == p() ? balance(times_, stages) : balance(times_, stages, p());
+  // Stages balanced by profiled time, each weighed on its device: per stage for one stage per
+  // device; with several (v > 1) per DEVICE total, as the placement puts them.
+  Partition partition(int stages, Placement placement = Placement::looped) const {
+    return balance(times_, stages, placement);
   }
+  // The cut, each stage's cost as profiled on its own device.
   std::string describe(int stages) const {
-    return format_partition(partition(stages), spec_, times_, p());
+    const Partition cut = partition(stages);
+    std::vector<double> on_its_device(times_[0].size());
+    for (int s = 0; s < cut.count(); ++s) {
+      const StageRange& r = cut.stages[static_cast<size_t>(s)];
+      for (size_t i = r.begin; i < r.end; ++i)
+        on_its_device[i] = times_[static_cast<size_t>(s % p())][i];
+    }
+    return format_partition(cut, spec_, on_its_device, p());
   }
 
   Schedule schedule(const std::string& name, int m, bool recompute) {
@@ -133,8 +145,9 @@ class Bench {
   // the simulator.
   Row run(const std::string& name, int m, bool recompute) {
     const Schedule s = schedule(name, m, recompute);
-    auto model = layers::Sequential::from_spec(place(spec_, partition(s.stages()), p()), devices_, 1);
-    Runtime runtime(*model, partition(s.stages()), s, sgd, {.seed = 7, .recompute = recompute});
+    const Partition cut = partition(s.stages(), s.placement);
+    auto model = layers::Sequential::from_spec(place(spec_, cut, p(), s.placement), devices_, 1);
+    Runtime runtime(*model, cut, s, sgd, {.seed = 7, .recompute = recompute});
     runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
     std::vector<Timeline>& timed = steps_of_[{name, m, recompute}];
     timed.clear();
@@ -157,10 +170,25 @@ class Bench {
   const model::ModelSpec& spec_;
   std::vector<Device> devices_;
   HostBatch batch_;
-  std::vector<double> times_;
+  DeviceCosts times_;  // [device][layer]
   int steps_;
   std::map<std::tuple<std::string, int, bool>, std::vector<Timeline>> steps_of_;
 };
+
+// Devices of different speeds: 1f1b and zb-auto on the cut for each device's profiled speed
+// against the cut made from device 0's profile alone, as if every device ran like it.
+void print_uneven(Bench& aware, Bench alike, const std::vector<int>& ms) {
+  std::printf("\ndevices of different speeds: samples/s on the cut for each device's speed, "
+              "against the cut as if all ran like the first:\n%s%s",
+              aware.describe(aware.p()).c_str(), alike.describe(alike.p()).c_str());
+  std::printf("%-9s %3s %12s %12s %7s\n", "schedule", "m", "as if alike", "their speeds", "ratio");
+  for (int m : ms)
+    for (const char* name : {"1f1b", "zb-auto"}) {
+      const double even = alike.run(name, m, false).rate, fitted = aware.run(name, m, false).rate;
+      std::printf("%-9s %3d %12.1f %12.1f %7.2f\n", name, m, even, fitted, fitted / even);
+      std::fflush(stdout);
+    }
+}
 
 std::string load_average() {
   std::ifstream in("/proc/loadavg");
@@ -299,9 +327,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
                                         "zb-auto"};
   std::string trace;
+  std::vector<int> threads;  // per device; empty: one each
   app.add_option("--model", model_path,
                  "model: NAME (tools/models/NAME.model) or a model FILE")->capture_default_str();
   app.add_option("--devices", p, "CPU devices, one compute thread each")->check(CLI::Range(1, 8));
+  app.add_option("--threads-per-device", threads,
+                 "compute threads of each device, e.g. 2,1: devices of different speeds, cut for "
+                 "their speeds and, in a last table, against the cut made as if they were alike")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   app.add_option("--batch", batch, "mini-batch size")->check(CLI::Range(1, 4096));
   app.add_option("--microbatches", ms, "micro-batch counts")->delimiter(',');
   app.add_option("--schedules", schedules, "schedules")->delimiter(',');
@@ -322,15 +356,30 @@ int main(int argc, char** argv) {
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
     std::printf("%s\nload average at the start: %s\n", command.c_str(), load_average().c_str());
+    if (!threads.empty() && static_cast<int>(threads.size()) != p)
+      throw std::invalid_argument("--threads-per-device has " + std::to_string(threads.size()) +
+                                  " counts for " + std::to_string(p) + " devices");
     const data::Dataset ds = data::make_synthetic(data::Split::train, 3, batch);
-    const std::vector<Device> devices = cpu_devices(p);
-    // Balance by measured time: profile every layer on one device, one 16-sample micro-batch.
-    auto whole = layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1),
-                                               {devices[0]}, 1);
+    const std::vector<Device> devices = cpu_devices(p, threads);
+    // Balance by measured time: profile every layer on each device (once per thread count),
+    // one 16-sample micro-batch.
     const HostBatch probe = batch_of(ds, 0, 16);
-    Bench bench(spec, devices, batch_of(ds, 0, batch),
-                profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, devices[0])),
-                steps);
+    DeviceCosts times;
+    std::map<int, size_t> profiled;  // thread count -> its row
+    for (int d = 0; d < p; ++d) {
+      const int t = threads.empty() ? 1 : threads[static_cast<size_t>(d)];
+      if (profiled.count(t)) {
+        times.push_back(times[profiled[t]]);
+        continue;
+      }
+      const Device device = devices[static_cast<size_t>(d)];
+      auto whole = layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1),
+                                                 {device}, 1);
+      times.push_back(profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, device)));
+      profiled[t] = times.size() - 1;
+    }
+    const bool uneven = profiled.size() > 1;
+    Bench bench(spec, devices, batch_of(ds, 0, batch), times, steps);
     std::printf("stages by profiled time, one per device:\n%s", bench.describe(p).c_str());
     if (std::any_of(schedules.begin(), schedules.end(),
                     [](const std::string& n) { return default_chunks(n) > 1; }))
@@ -352,6 +401,7 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           rows.push_back(r);
         }
+    if (uneven) print_uneven(bench, Bench(spec, devices, batch_of(ds, 0, batch), {times[0]}, steps), ms);
     if (p > 1) print_split_costs(bench, ms, batch);
     if (p > 1) print_split_probe(spec, devices[0], batch_of(ds, 0, batch), bench.partition(p), ms, 7);
     print_summary(rows);

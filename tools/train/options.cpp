@@ -134,7 +134,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "list like cpu:0,cpu:1,cpu:2 or cuda:0,cuda:1; fewer devices than blocks "
                  "merge neighbouring blocks, one device trains without a pipeline");
   app.add_option("--threads-per-device", o.threads_per_device,
-                 "compute threads of each CPU device (0: the cores shared evenly)")
+                 "compute threads of each CPU device, or one count per device of --devices "
+                 "(e.g. 2,1: devices of different speeds, cut and scheduled for them); 0: the "
+                 "cores shared evenly")
+      ->delimiter(',')
       ->check(at_least(0));
   app.add_option("--device-memory", device_memory,
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
@@ -231,7 +234,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
 
   for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
   o.device_memory = parse_size(device_memory);
-  check_threads_per_device(o.threads_per_device);
+  for (int threads : o.threads_per_device) check_threads_per_device(threads);
+  if (o.threads_per_device.size() > 1 && o.distributed)
+    throw UsageError("--threads-per-device with one count per device and --distributed: each "
+                     "rank runs one device; give one count");
   if (microbatches != "auto") {
     const char* end = microbatches.data() + microbatches.size();
     const auto [stop, ec] = std::from_chars(microbatches.data(), end, o.microbatches);

@@ -29,7 +29,9 @@ struct Options {
 
   // Where it runs.
   std::string devices = "auto";          // auto | cpu:0,cpu:1,... | cuda:0,...
-  int threads_per_device = 0;            // 0: the cores shared evenly among CPU devices
+  // Compute threads of the CPU devices: one count for all, or one per device in --devices
+  // order (devices of different speeds); {} or {0}: the cores shared evenly.
+  std::vector<int> threads_per_device;
   uint64_t device_memory = 0;            // bytes per CPU device; 0 = unlimited
 
   // How a step is pipelined.

@@ -1,6 +1,8 @@
 #include "tools/train/pipeline_build.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -52,6 +54,30 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path, int device
   return s;
 }
 
+// Devices of different speeds (placement.h, Placement::uniform): each layer's forward and
+// backward measured on each device (one probe per kind of device and thread count), and for
+// --balance flops (and zb-auto's plan) the FLOPs scaled by each device's measured time per
+// FLOP, so that rows compare across devices and a faster device is given more.
+pipeline::DeviceCosts speed_weighted_work(const Options& o, const model::ModelSpec& spec,
+                                          const Placement& p, int m,
+                                          const std::vector<double>& flops) {
+  std::map<std::pair<bool, int>, std::vector<double>> measured;  // (is CPU, threads) -> times
+  pipeline::DeviceCosts out;
+  const double total_flops = std::accumulate(flops.begin(), flops.end(), 0.0);
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    std::vector<double>& times = measured[{p.devices[d].is_cpu(), p.threads[d]}];
+    if (times.empty()) times = profile_times(spec, p.devices[d], o.batch / m, o.seed);
+    if (o.balance == "time" || total_flops <= 0) {
+      out.push_back(times);
+      continue;
+    }
+    const double per_flop = std::accumulate(times.begin(), times.end(), 0.0) / total_flops;
+    std::vector<double>& row = out.emplace_back();
+    for (double f : flops) row.push_back(f * per_flop);
+  }
+  return out;
+}
+
 // --max-activations: what a device holds at once, from a stage's F to its W (or BW), follows
 // from the order of its list alone (its compute stream runs the list in order), so the bound
 // is checked on the lists here and holds for any timing — the measured trace's too.
@@ -88,10 +114,23 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   if (!o.schedule_file.empty()) from_file = schedule_from_file(o.schedule_file, devices, o.chunks, m);
   const pipeline::Placement placement =
       from_file ? from_file->placement : pipeline::placement_of(o.schedule);
-  // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks).
+  // What --balance weighs each layer by (blocks: the forward FLOPs, shown beside the blocks),
+  // as a row per device: the same row for devices alike; for devices of different speeds,
+  // the time each layer takes on each (measured, or its FLOPs at the device's measured speed).
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const std::vector<double> flops = pipeline::layer_costs(shapes, pipeline::CostKind::flops);
-  std::vector<double> costs = flops;
+  const bool timed = o.balance == "time";
+  const pipeline::DeviceCosts uneven =
+      p.uniform() ? pipeline::DeviceCosts{} : speed_weighted_work(o, spec, p, m, flops);
+  const auto alike = [&](const std::vector<double>& row) {
+    return pipeline::DeviceCosts(static_cast<size_t>(devices), row);
+  };
+  // The work of each layer on each device: what zb-auto plans with and the warning weighs.
+  const pipeline::DeviceCosts work =
+      !uneven.empty() ? uneven
+      : timed         ? alike(profile_times(spec, p.devices[0], o.batch / m, o.seed))
+                      : alike(flops);
+  pipeline::DeviceCosts costs = alike(flops);  // what the cut weighs; what the stage lines say
   pipeline::Partition partition;
   if (o.balance == "blocks") {
     if (o.chunks != 1)
@@ -106,20 +145,25 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
     merged.device_count = devices;
     partition = pipeline::from_device_blocks(merged);
   } else {
-    if (o.balance == "params") costs = pipeline::layer_costs(shapes, pipeline::CostKind::params);
+    // Parameters and activation bytes are what they are on any device; time and FLOPs are
+    // weighed on the device that will run them.
+    if (o.balance == "params")
+      costs = alike(pipeline::layer_costs(shapes, pipeline::CostKind::params));
     if (o.balance == "memory")
-      costs = pipeline::layer_costs(shapes, pipeline::CostKind::activations);
-    if (o.balance == "time") costs = profile_times(spec, p.devices[0], o.batch / m, o.seed);
-    // o.balance == "flops": costs are the FLOPs already
-    partition = cut_by_cost(costs, devices, o.chunks, placement);
+      costs = alike(pipeline::layer_costs(shapes, pipeline::CostKind::activations));
+    if (timed) costs = work;
+    partition = cut_by_cost(o.balance == "flops" ? work : costs, o.chunks, placement);
   }
   // zb-auto plans its W's for the stages' costs before anything has run: each stage's forward
-  // FLOPs, with each half of the backward costing about a forward (the same GEMMs, transposed).
+  // FLOPs (at its device's speed), with each half of the backward costing about a forward (the
+  // same GEMMs, transposed).
   pipeline::CostModel planned;
   if (o.schedule == "zb-auto") {
-    for (const pipeline::StageRange& r : partition.stages) {
+    for (int st = 0; st < partition.count(); ++st) {
+      const pipeline::StageRange& r = partition.stages[static_cast<size_t>(st)];
+      const auto& row = work[static_cast<size_t>(pipeline::stage_device(st, devices, placement))];
       double c = 0;
-      for (size_t i = r.begin; i < r.end; ++i) c += flops[i];
+      for (size_t i = r.begin; i < r.end; ++i) c += row[i];
       planned.stages.push_back({.f = c, .b = c, .w = c});
     }
   }
@@ -141,9 +185,11 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
   s.runner = processes.make_runner(*s.model, partition, std::move(lowered), o);
   s.placement = describe_stages(partition, spec, p.devices, o.balance, costs, placement);
-  const bool timed = o.balance == "time";
-  s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, timed ? costs : flops,
-                                timed ? "measured time" : "forward FLOPs", o.command, placement);
+  s.warning = imbalance_warning(partition, spec, p.devices, o.chunks, work,
+                                timed            ? "measured time"
+                                : uneven.empty() ? "forward FLOPs"
+                                                 : "forward FLOPs at each device's speed",
+                                o.command, placement);
   return s;
 }
 

@@ -59,14 +59,50 @@ Placement place(const Options& o, const model::ModelSpec& model) {
   int cpu_devices = 0;
   for (const Device& dev : devices) cpu_devices += dev.is_cpu();
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  p.threads_per_device = o.threads_per_device > 0 ? o.threads_per_device
-                                                   : std::max(1, cores / std::max(1, cpu_devices));
+  const std::vector<int>& asked = o.threads_per_device;
+  if (asked.size() > 1 && asked.size() != devices.size())
+    throw UsageError("--threads-per-device has " + std::to_string(asked.size()) + " counts for " +
+                     std::to_string(devices.size()) + " devices (" + o.devices +
+                     "): give one count, or one per device");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const int count = asked.empty() ? 0 : asked.size() == 1 ? asked[0] : asked[i];
+    if (count > 0 && !devices[i].is_cpu())
+      throw UsageError("--threads-per-device gives " + devices[i].str() + " " +
+                       std::to_string(count) + " threads, but threads are a CPU device's; give 0 "
+                       "for a GPU");
+    p.threads.push_back(!devices[i].is_cpu() ? 0
+                        : count > 0          ? count
+                                             : std::max(1, cores / std::max(1, cpu_devices)));
+  }
   if (o.device_memory != 0 && cpu_devices == 0)
     throw UsageError("--device-memory limits CPU devices, and " + o.devices + " has none");
-  for (const Device& dev : devices)
-    if (dev.is_cpu())
-      configure_cpu_device(dev.index, {p.threads_per_device, o.device_memory});
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].is_cpu())
+      configure_cpu_device(devices[i].index, {p.threads[i], o.device_memory});
   return p;
+}
+
+bool Placement::uniform() const {
+  for (size_t i = 1; i < devices.size(); ++i)
+    if (devices[i].kind != devices[0].kind || threads[i] != threads[0]) return false;
+  return true;
+}
+
+std::string Placement::describe_threads() const {
+  std::vector<int> cpu;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].is_cpu()) cpu.push_back(threads[i]);
+  if (cpu.empty()) return "GPUs only";
+  if (std::all_of(cpu.begin(), cpu.end(), [&](int t) { return t == cpu[0]; }))
+    return std::to_string(cpu[0]) + (cpu[0] == 1 ? " thread" : " threads") + " per CPU device";
+  std::string out = "threads per CPU device:";
+  for (size_t i = 0; i < cpu.size(); ++i) out += (i ? ", " : " ") + std::to_string(cpu[i]);
+  return out;
+}
+
+pipeline::Partition cut_by_cost(const pipeline::DeviceCosts& costs, int chunks,
+                                pipeline::Placement placement) {
+  return pipeline::balance(costs, static_cast<int>(costs.size()) * chunks, placement);
 }
 
 pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks,
@@ -98,18 +134,22 @@ std::string percent(double part, double total) {
   return fixed(total > 0 ? 100 * part / total : 0.0, 1) + " %";
 }
 
-// Each device's share of `costs` under `partition`, its stages placed by `placement`.
+// Each device's total under `partition`, its stages placed by `placement` and weighed on it.
 std::vector<double> device_sums(const pipeline::Partition& partition,
-                                const std::vector<double>& costs, size_t devices,
+                                const pipeline::DeviceCosts& costs, size_t devices,
                                 pipeline::Placement placement) {
   std::vector<double> sums(devices, 0.0);
   for (int s = 0; s < partition.count(); ++s) {
     const auto d = static_cast<size_t>(
         pipeline::stage_device(s, static_cast<int>(devices), placement));
     for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
-      sums[d] += costs[i];
+      sums[d] += costs[d][i];
   }
   return sums;
+}
+
+pipeline::DeviceCosts alike(const std::vector<double>& costs, size_t devices) {
+  return pipeline::DeviceCosts(devices, costs);
 }
 
 std::string shares(const std::vector<double>& sums) {
@@ -139,15 +179,16 @@ std::string format_cost(const std::string& balance, double cost) {
 
 std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
                             const std::vector<Device>& devices, const std::string& balance,
-                            const std::vector<double>& costs, pipeline::Placement placement) {
-  const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
+                            const pipeline::DeviceCosts& costs, pipeline::Placement placement) {
+  const std::vector<double> sums = device_sums(partition, costs, devices.size(), placement);
+  const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
   std::ostringstream os;
   for (size_t s = 0; s < partition.stages.size(); ++s) {
     const pipeline::StageRange& r = partition.stages[s];
-    double cost = 0;
-    for (size_t i = r.begin; i < r.end; ++i) cost += costs[i];
     const int d = pipeline::stage_device(static_cast<int>(s), static_cast<int>(devices.size()),
                                          placement);
+    double cost = 0;  // weighed on its own device
+    for (size_t i = r.begin; i < r.end; ++i) cost += costs[static_cast<size_t>(d)][i];
     os << "\n  stage " << s << " on " << devices[static_cast<size_t>(d)] << ": "
        << model.layers[r.begin].name;
     if (r.end - r.begin > 1) os << " .. " << model.layers[r.end - 1].name;
@@ -157,9 +198,16 @@ std::string describe_stages(const pipeline::Partition& partition, const model::M
   return os.str();
 }
 
+std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
+                            const std::vector<Device>& devices, const std::string& balance,
+                            const std::vector<double>& costs, pipeline::Placement placement) {
+  return describe_stages(partition, model, devices, balance, alike(costs, devices.size()),
+                         placement);
+}
+
 std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
                               const std::vector<Device>& devices, int chunks,
-                              const std::vector<double>& work, const std::string& work_name,
+                              const pipeline::DeviceCosts& work, const std::string& work_name,
                               const std::vector<std::string>& command,
                               pipeline::Placement placement) {
   const size_t d = devices.size();
@@ -182,8 +230,9 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
   for (size_t fewer = d; fewer >= 1; --fewer) {
     const size_t stages = fewer * static_cast<size_t>(chunks);
     if (stages > model.layers.size()) continue;
-    const pipeline::Partition cut = cut_by_cost(work, static_cast<int>(fewer), chunks, placement);
-    const std::vector<double> balanced = device_sums(cut, work, fewer, placement);
+    const pipeline::DeviceCosts first(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(fewer));
+    const pipeline::Partition cut = cut_by_cost(first, chunks, placement);
+    const std::vector<double> balanced = device_sums(cut, first, fewer, placement);
     const double least = *std::min_element(balanced.begin(), balanced.end());
     if (fewer > 1 && least < kMinDeviceShare * total) continue;
     std::vector<std::string> fix = command;
@@ -203,6 +252,15 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
     return out + "\n  " + joined(fix);
   }
   return out;
+}
+
+std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
+                              const std::vector<Device>& devices, int chunks,
+                              const std::vector<double>& work, const std::string& work_name,
+                              const std::vector<std::string>& command,
+                              pipeline::Placement placement) {
+  return imbalance_warning(partition, model, devices, chunks, alike(work, devices.size()),
+                           work_name, command, placement);
 }
 
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,

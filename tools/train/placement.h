@@ -33,7 +33,13 @@ struct Placement {
   std::vector<Device> devices;        // --devices resolved, one per pipeline device
   std::vector<Device> block_devices;  // block K of the model -> its device
   std::vector<Stage> stages;          // one per device, in model order
-  int threads_per_device = 1;         // of each CPU device
+  std::vector<int> threads;           // [device]: a CPU device's compute threads; 0 for a GPU
+
+  // Whether the devices run alike: all CPU devices with one thread count, or all GPUs. Devices
+  // of different speeds are profiled, and the model is cut and scheduled for their speeds.
+  bool uniform() const;
+  // "1 thread per CPU device", "threads per CPU device: 2, 1".
+  std::string describe_threads() const;
 };
 
 // The devices of `list` ("auto" or a comma-separated list). Throws UsageError or
@@ -51,6 +57,10 @@ Placement place(const Options& options, const model::ModelSpec& model);
 // Throws as pipeline::balance does.
 pipeline::Partition cut_by_cost(const std::vector<double>& layer_costs, int devices, int chunks,
                                 pipeline::Placement placement = pipeline::Placement::looped);
+// The same for devices of different speeds: one row of layer costs per device (its own
+// measured times, or FLOPs scaled by its measured speed), each stage weighed on its device.
+pipeline::Partition cut_by_cost(const pipeline::DeviceCosts& costs, int chunks,
+                                pipeline::Placement placement = pipeline::Placement::looped);
 
 // --balance's criterion: what each layer weighs, and how a sum of it reads. blocks and flops
 // weigh the forward FLOPs per sample, params the parameters, memory the activation bytes per
@@ -62,6 +72,11 @@ std::string format_cost(const std::string& balance, double cost);
 std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
                             const std::vector<Device>& devices, const std::string& balance,
                             const std::vector<double>& costs,
+                            pipeline::Placement placement = pipeline::Placement::looped);
+// Each stage's cost on its own device (devices of different speeds).
+std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
+                            const std::vector<Device>& devices, const std::string& balance,
+                            const pipeline::DeviceCosts& costs,
                             pipeline::Placement placement = pipeline::Placement::looped);
 
 // A device under this share of the work is all but idle, and the others wait for it.
@@ -75,6 +90,12 @@ inline constexpr double kMinDeviceShare = 0.05;
 std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
                               const std::vector<Device>& devices, int chunks,
                               const std::vector<double>& work, const std::string& work_name,
+                              const std::vector<std::string>& command,
+                              pipeline::Placement placement = pipeline::Placement::looped);
+// The same with the work of each layer on each device (devices of different speeds).
+std::string imbalance_warning(const pipeline::Partition& partition, const model::ModelSpec& model,
+                              const std::vector<Device>& devices, int chunks,
+                              const pipeline::DeviceCosts& work, const std::string& work_name,
                               const std::vector<std::string>& command,
                               pipeline::Placement placement = pipeline::Placement::looped);
 

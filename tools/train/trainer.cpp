@@ -81,8 +81,7 @@ void Training::announce() {
                   " samples), batch " + std::to_string(o_.batch) + ", " + o_.optimizer + " lr " +
                   format_number(o_.lr));
   for (const std::string& note : o_.notes) progress_->line(note);
-  progress_->line("placement (" + std::to_string(placement_.threads_per_device) + " thread" +
-                  (placement_.threads_per_device == 1 ? "" : "s") + " per CPU device" +
+  progress_->line("placement (" + placement_.describe_threads() +
                   (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
                   "): " + pipeline_.placement);
   if (!pipeline_.warning.empty() && reporter_) {
