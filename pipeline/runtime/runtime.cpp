@@ -107,8 +107,10 @@ void Runtime::enable_peer_access_between_neighbours() {
   }
   std::string direct, staged;
   for (const auto& [a, b] : pairs) {
-    const bool both = enable_peer_access(Device::cuda(a), Device::cuda(b)) &
-                      enable_peer_access(Device::cuda(b), Device::cuda(a));
+    // Both directions are asked for, whatever the first one answers.
+    const bool a_to_b = enable_peer_access(Device::cuda(a), Device::cuda(b));
+    const bool b_to_a = enable_peer_access(Device::cuda(b), Device::cuda(a));
+    const bool both = a_to_b && b_to_a;
     std::string& list = both ? direct : staged;
     list += (list.empty() ? "" : ", ") + Device::cuda(a).str() + "<->" + Device::cuda(b).str();
   }
