@@ -21,6 +21,7 @@
 #include <climits>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/stream.h"
@@ -30,30 +31,42 @@
 namespace brigade::cuda::vendor {
 namespace {
 
+// Every size of a convolution shape: what its descriptors are made from, and so the key of
+// the caches below.
+using ShapeKey = std::array<int64_t, 12>;
+ShapeKey shape_key(const Conv2dShape& s) {
+  return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P, s.Q};
+}
+
+// cuDNN takes int sizes; the constructor below has checked that they fit.
+int as_int(int64_t v) { return static_cast<int>(v); }
+
+// A float NCHW tensor descriptor of n × c × h × w.
+void set_nchw(cudnnTensorDescriptor_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
+  BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(n),
+                                                 as_int(c), as_int(h), as_int(w)));
+}
+
 // The descriptors of one convolution shape, destroyed with the object.
 class ConvDescriptors {
  public:
   explicit ConvDescriptors(const Conv2dShape& s) {
-    const std::array<int64_t, 12> sizes{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P, s.Q};
-    for (int64_t v : sizes)  // before anything is created: a throw here leaks nothing
+    for (int64_t v : shape_key(s))  // before anything is created: a throw here leaks nothing
       BRIGADE_CHECK(v >= 0 && v <= INT_MAX, "conv2d (cuDNN): a size of the shape exceeds int: " << v);
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
     BRIGADE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     BRIGADE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    auto i = [](int64_t v) { return static_cast<int>(v); };
-    BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(s.N),
-                                                   i(s.C), i(s.H), i(s.W)));
-    BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(s.N),
-                                                   i(s.K), i(s.P), i(s.Q)));
-    BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                                   i(s.K), 1, 1));
-    BRIGADE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(s.K),
-                                                   i(s.C), i(s.R), i(s.S)));
-    BRIGADE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, i(s.pad_h), i(s.pad_w), i(s.stride),
-                                                        i(s.stride), 1, 1, CUDNN_CROSS_CORRELATION,
-                                                        CUDNN_DATA_FLOAT));
+    set_nchw(x, s.N, s.C, s.H, s.W);  // (N, C, H, W)
+    set_nchw(y, s.N, s.K, s.P, s.Q);  // (N, K, P, Q)
+    set_nchw(bias, 1, s.K, 1, 1);     // (1, K, 1, 1)
+    BRIGADE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,  // KCRS
+                                                   as_int(s.K), as_int(s.C), as_int(s.R),
+                                                   as_int(s.S)));
+    BRIGADE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride), as_int(s.stride), 1, 1,
+        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
     BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
     // NaN stays NaN through the ReLU, as in the hand-written kernels and on the CPU.
@@ -96,9 +109,7 @@ class ConvDescriptors {
 
 // The descriptors of s, checked, from the per-process cache.
 const ConvDescriptors& descriptors(const Conv2dShape& s) {
-  return descriptors_for<ConvDescriptors>(
-      s, std::array<int64_t, 12>{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w,
-                                 s.P, s.Q});
+  return descriptors_for<ConvDescriptors>(s, shape_key(s));
 }
 
 struct ConvAlgorithms {
@@ -123,10 +134,10 @@ decltype(Perf::algo) pick(const Perf* perfs, int count, const char* pass, const 
 
 const ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
                                      cudnnHandle_t handle, int device) {
-  using Key = std::array<int64_t, 12>;
+  using Key = std::pair<int, ShapeKey>;  // (device, shape)
   static std::mutex mutex;
   static auto* cache = new std::map<Key, ConvAlgorithms>();  // never freed, like the handles
-  const Key key{device, s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P};
+  const Key key{device, shape_key(s)};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
 
@@ -170,6 +181,20 @@ const ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDe
   return a;
 }
 
+// What a pass with an algorithm needs, in this order: the shape's descriptors, the device's
+// cuDNN handle bound to the stream (held for the pass), and the chosen algorithms.
+struct ConvPass {
+  ConvPass(const char* op, const Conv2dShape& s, const Stream& stream, const void* workspace,
+           size_t workspace_bytes)
+      : d(descriptors(s)),
+        dnn(stream),
+        a(prepare(op, s, d, dnn, stream, workspace, workspace_bytes)) {}
+
+  const ConvDescriptors& d;
+  const CudnnLease dnn;
+  const ConvAlgorithms& a;
+};
+
 constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in host memory
 
 }  // namespace
@@ -183,38 +208,33 @@ size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream) {
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
                     const Stream& stream, bool relu) {
-  const ConvDescriptors& d = descriptors(s);
-  const CudnnLease dnn(stream);
-  const ConvAlgorithms& a = prepare("conv2d_forward", s, d, dnn, stream, workspace, workspace_bytes);
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(dnn.handle(), &kOne, d.x, x, d.w, w, d.conv,
-                                              a.forward, workspace, workspace_bytes, &kZero, d.y, y));
-  if (b) BRIGADE_CUDNN_CHECK(cudnnAddTensor(dnn.handle(), &kOne, d.bias, b, &kOne, d.y, y));
-  if (relu)
-    BRIGADE_CUDNN_CHECK(
-        cudnnActivationForward(dnn.handle(), d.relu, &kOne, d.y, y, &kZero, d.y, y));
+  const ConvPass pass("conv2d_forward", s, stream, workspace, workspace_bytes);
+  const ConvDescriptors& d = pass.d;
+  const cudnnHandle_t dnn = pass.dnn.handle();
+  BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv, pass.a.forward,
+                                              workspace, workspace_bytes, &kZero, d.y, y));
+  if (b) BRIGADE_CUDNN_CHECK(cudnnAddTensor(dnn, &kOne, d.bias, b, &kOne, d.y, y));
+  if (relu) BRIGADE_CUDNN_CHECK(cudnnActivationForward(dnn, d.relu, &kOne, d.y, y, &kZero, d.y, y));
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvDescriptors& d = descriptors(s);
-  const CudnnLease dnn(stream);
-  const ConvAlgorithms& a =
-      prepare("conv2d_backward_data", s, d, dnn, stream, workspace, workspace_bytes);
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardData(dnn.handle(), &kOne, d.w, w, d.y, dy, d.conv,
-                                                   a.backward_data, workspace, workspace_bytes,
+  const ConvPass pass("conv2d_backward_data", s, stream, workspace, workspace_bytes);
+  const ConvDescriptors& d = pass.d;
+  // beta = 0: dx is overwritten.
+  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardData(pass.dnn.handle(), &kOne, d.w, w, d.y, dy, d.conv,
+                                                   pass.a.backward_data, workspace, workspace_bytes,
                                                    &kZero, d.x, dx));
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                             void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvDescriptors& d = descriptors(s);
-  const CudnnLease dnn(stream);
-  const ConvAlgorithms& a =
-      prepare("conv2d_backward_filter", s, d, dnn, stream, workspace, workspace_bytes);
+  const ConvPass pass("conv2d_backward_filter", s, stream, workspace, workspace_bytes);
+  const ConvDescriptors& d = pass.d;
   // beta = 1: dw += the batch's gradient (micro-batches accumulate in place).
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn.handle(), &kOne, d.x, x, d.y, dy, d.conv,
-                                                     a.backward_filter, workspace, workspace_bytes,
-                                                     &kOne, d.w, dw));
+  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(pass.dnn.handle(), &kOne, d.x, x, d.y, dy,
+                                                     d.conv, pass.a.backward_filter, workspace,
+                                                     workspace_bytes, &kOne, d.w, dw));
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {

@@ -1,38 +1,28 @@
 #include "pipeline/distributed/mpi_link.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <mutex>
 
 namespace brigade::distributed {
 
-using pipeline::ChannelClosed;
 using pipeline::Message;
-
-namespace {
-constexpr int header_words = 6;  // rank, dims[4], dtype
-using Header = std::array<int64_t, header_words>;
-}  // namespace
 
 // One queued or posted send. Its header and tensor stay here until both sends complete.
 struct MpiLink::Outgoing {
   int microbatch = 0;
   Message message;
-  Header header{};
+  Header header{};  // rank, dims[4], dtype
   std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool posted = false;
 };
 
 MpiLink::MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
                  int link, int microbatches, Device device, MpiLinkOptions options)
-    : name_(std::move(name)),
-      faults_(session.faults()),
-      comm_(comm),
-      peer_(peer),
-      tags_(name_, comm, peer, link, microbatches),
-      device_(device),
-      options_(options),
-      stream_(Stream::create(device)) {
+    : ProcessLink(std::move(name), session, comm, peer, link, microbatches, device, options) {
   BRIGADE_CHECK(device.is_cpu(), name_ << ": an MpiLink carries CPU tensors; " << device
                                        << " is a GPU (use an NcclLink)");
   thread_ = std::thread([this] { communicate(); });
@@ -47,17 +37,8 @@ MpiLink::~MpiLink() {
   thread_.join();
 }
 
-std::string MpiLink::from_peer(int microbatch) const {
-  return name_ + ": micro-batch " + std::to_string(microbatch) + " from rank " +
-         std::to_string(peer_);
-}
-
 void MpiLink::send(int microbatch, Message message) {
-  tags_.check_microbatch(name_, microbatch, "send");
-  BRIGADE_CHECK(message.ready.recorded(),
-                name_ << ": micro-batch " << microbatch
-                      << " sent with an event that was never recorded; record it after the "
-                         "work that writes the tensor, then send");
+  check_send(microbatch, message);
   const Tensor& t = message.tensor;
   BRIGADE_CHECK(t.defined(), name_ << ": micro-batch " << microbatch << " sent without a tensor");
   BRIGADE_CHECK(t.device().is_cpu(), name_ << ": micro-batch " << microbatch << " is on "
@@ -67,8 +48,7 @@ void MpiLink::send(int microbatch, Message message) {
                                             << t.numel() << " elements, over MPI's int count");
   Outgoing out;
   out.microbatch = microbatch;
-  out.header[0] = t.shape().rank();
-  for (int i = 0; i < t.shape().rank(); ++i) out.header[1 + static_cast<size_t>(i)] = t.shape()[i];
+  write_shape(t.shape(), &out.header[0]);
   out.header[5] = static_cast<int64_t>(t.dtype());
   out.message = std::move(message);
   {
@@ -97,8 +77,7 @@ void MpiLink::advance_sends() {
         continue;
       }
       const Tensor& t = out.message.tensor;
-      BRIGADE_MPI_CHECK(MPI_Isend(out.header.data(), header_words, MPI_INT64_T, peer_,
-                                  tags_.message(out.microbatch, 0), comm_, &out.requests[0]));
+      post_header(out.header, tags_.message(out.microbatch, 0), &out.requests[0]);
       BRIGADE_MPI_CHECK(MPI_Isend(t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT, peer_,
                                   tags_.message(out.microbatch, 1), comm_, &out.requests[1]));
       out.posted = true;
@@ -143,37 +122,13 @@ void MpiLink::communicate() {
 
 Message MpiLink::receive(int microbatch) {
   tags_.check_microbatch(name_, microbatch, "receive");
-  auto closed = [&] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return closed_;
-  };
-  auto closed_error = [&] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return ChannelClosed(name_ + ": closed while waiting for micro-batch " +
-                         std::to_string(microbatch) + " (" + why_ + ")");
-  };
   auto what = [&] { return from_peer(microbatch); };
-
-  MPI_Message handle = MPI_MESSAGE_NULL;
-  MPI_Status status;
-  auto header_here = [&] {
-    int here = 0;
-    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, tags_.message(microbatch, 0), comm_, &here, &handle, &status));
-    return here != 0;
-  };
-  if (!poll_until(faults_, header_here, closed, options_.timeout, what)) throw closed_error();
-  Header header{};
-  int count = 0;
-  BRIGADE_MPI_CHECK(MPI_Get_count(&status, MPI_INT64_T, &count));
-  BRIGADE_CHECK(count == header_words, what() << ": a header of " << count << " words, expected "
-                                              << header_words << "; is rank " << peer_
-                                              << " running the same program?");
-  BRIGADE_MPI_CHECK(MPI_Mrecv(header.data(), header_words, MPI_INT64_T, &handle, MPI_STATUS_IGNORE));
+  const Header header = receive_header(tags_.message(microbatch, 0), microbatch);
   BRIGADE_CHECK(header[0] >= 0 && header[0] <= Shape::max_rank &&
                     header[5] == static_cast<int64_t>(DType::float32),
                 what() << ": a header that is not a float32 tensor of rank 0 to 4 (rank "
                        << header[0] << ", dtype " << header[5] << ")");
-  const Shape shape(std::vector<int64_t>(header.begin() + 1, header.begin() + 1 + header[0]));
+  const Shape shape = read_shape(&header[0]);
 
   // The payload lands in host memory of device_ straight from MPI; the stream only carries
   // the event, recorded once the bytes are in.
@@ -195,14 +150,14 @@ Message MpiLink::receive(int microbatch) {
   };
   bool arrived = false;
   try {
-    arrived = poll_until(faults_, payload_here, closed, options_.timeout, what);
+    arrived = poll_until(faults_, payload_here, [&] { return closed(); }, options_.timeout, what);
   } catch (...) {
     give_up();
     throw;
   }
   if (!arrived) {
     give_up();
-    throw closed_error();
+    throw closed_error(microbatch);
   }
   Message message{tensor, Event()};
   message.ready.record(stream_);
@@ -212,9 +167,7 @@ Message MpiLink::receive(int microbatch) {
 void MpiLink::close(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_) return;
-    closed_ = true;
-    why_ = why;
+    if (!close_locked(why)) return;
     // Sends not posted yet are dropped; posted ones complete (MPI holds their buffers).
     outgoing_.remove_if([](const Outgoing& out) { return !out.posted; });
   }
@@ -223,8 +176,7 @@ void MpiLink::close(const std::string& why) {
 
 void MpiLink::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
-  closed_ = false;
-  why_.clear();
+  reopen_locked();
   outgoing_.remove_if([](const Outgoing& out) { return !out.posted; });
 }
 

@@ -1,7 +1,6 @@
 // MpiLink: a Link (pipeline/runtime/link.h) to a stage in another process, over MPI point-to-point.
-// CPU tensors (float32). One object is ONE END of a link: the sending rank makes one with
-// the receiver as `peer` and only sends; the receiving rank makes one with the sender as
-// `peer` and only receives. Both ends give the same `link` number.
+// CPU tensors (float32). One object is ONE END of a link (process_link.h: what every link to
+// another process shares); this file is how its bytes move.
 //
 // On the wire, per micro-batch mb, two messages on `comm` from the sender to the receiver,
 // tagged by link_tags.h from the link number and the step's micro-batch count m:
@@ -27,66 +26,41 @@
 // for a later step to take.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "pipeline/distributed/link_tags.h"
-#include "pipeline/distributed/mpi_session.h"
-#include "pipeline/distributed/poll.h"
-#include "pipeline/runtime/link.h"
+#include "pipeline/distributed/process_link.h"
 
 namespace brigade::distributed {
 
-struct MpiLinkOptions {
-  std::chrono::milliseconds timeout = default_timeout();  // of every wait (poll.h)
-};
-
-class MpiLink final : public pipeline::Link {
+class MpiLink final : public ProcessLink {
  public:
-  // `link` numbers this link among the links on `comm`, the same at both ends, from 0 to
-  // LinkTags::max_link(microbatches): e.g. 2·s for "activations s->s+1" and 2·s+1 for
-  // "gradients s+1->s". `microbatches`: the schedule's m, the same at both ends; the link
-  // carries micro-batches 0 .. m-1.
+  // The arguments are ProcessLink's (process_link.h); `device` must be a CPU.
   MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer, int link,
           int microbatches, Device device, MpiLinkOptions options = {});
   ~MpiLink() override;  // waits (bounded) for the sends in flight
   MpiLink(const MpiLink&) = delete;
   MpiLink& operator=(const MpiLink&) = delete;
 
-  const std::string& name() const override { return name_; }
   void send(int microbatch, pipeline::Message message) override;
   pipeline::Message receive(int microbatch) override;
-  void close(const std::string& why) override;
+  void close(const std::string& why) override;  // also drops the sends not posted yet
   void reset() override;
-
 
  private:
   struct Outgoing;
   void communicate();    // the communication thread
   void advance_sends();  // with mutex_ held: post the ready sends, retire completed ones
-  std::string from_peer(int microbatch) const;  // "activations 0->1: micro-batch 3 from rank 0"
 
-  std::string name_;
-  FaultLine& faults_;
-  MPI_Comm comm_;
-  int peer_;
-  LinkTags tags_;
-  Device device_;
-  MpiLinkOptions options_;
-  Stream stream_;  // on device_: the received tensors' stream, where their events are recorded
-
-  std::mutex mutex_;
+  // Guarded by mutex_ (ProcessLink's).
   std::condition_variable wake_;  // a send queued, or stopping
   std::list<Outgoing> outgoing_;  // queued or in flight, in send order (a list: MPI holds
                                   // pointers into its headers)
   std::vector<Tensor> abandoned_;  // receives given up (closed, failed) that MPI may still fill
-  bool closed_ = false, stopping_ = false;
-  std::string why_;
+  bool stopping_ = false;
   std::thread thread_;
 };
 

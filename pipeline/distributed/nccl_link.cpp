@@ -2,36 +2,21 @@
 
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <climits>
-
 namespace brigade::distributed {
 
-using pipeline::ChannelClosed;
 using pipeline::Message;
 
 // A header in flight: micro-batch, rank, dims[4]. Kept until MPI has sent it.
-struct NcclLink::Header {
-  std::array<int64_t, 6> words{};
+struct NcclLink::SentHeader {
+  Header words{};
   MPI_Request request = MPI_REQUEST_NULL;
 };
-
-namespace {
-constexpr int header_words = 6;
-}
 
 NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
                    int link, int microbatches, Device gpu, bool sending,
                    MpiLinkOptions options)
-    : name_(std::move(name)),
-      faults_(session.faults()),
-      comm_(comm),
-      peer_(peer),
-      tags_(name_, comm, peer, link, microbatches),
-      gpu_(gpu),
-      sending_(sending),
-      options_(options),
-      stream_(Stream::create(gpu)) {
+    : ProcessLink(std::move(name), session, comm, peer, link, microbatches, gpu, options),
+      sending_(sending) {
   BRIGADE_CHECK(gpu.is_cuda(), name_ << ": an NcclLink carries CUDA tensors; " << gpu
                                      << " is not a GPU (use an MpiLink)");
   int me = 0;
@@ -92,17 +77,6 @@ NcclLink::~NcclLink() {
   if (closed() || faults_.heard() || !arrived_.empty()) nccl_->abort_pending();
 }
 
-bool NcclLink::closed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return closed_;
-}
-
-ChannelClosed NcclLink::closed_error(int microbatch) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return ChannelClosed(name_ + ": closed while waiting for micro-batch " +
-                       std::to_string(microbatch) + " (" + why_ + ")");
-}
-
 void NcclLink::retire_headers() {
   for (auto it = headers_.begin(); it != headers_.end();) {
     int done = 0;
@@ -113,21 +87,15 @@ void NcclLink::retire_headers() {
 
 void NcclLink::send(int microbatch, Message message) {
   BRIGADE_CHECK(sending_, name_ << ": this end was made to receive (sending = false)");
-  tags_.check_microbatch(name_, microbatch, "send");
-  BRIGADE_CHECK(message.ready.recorded(),
-                name_ << ": micro-batch " << microbatch
-                      << " sent with an event that was never recorded; record it after the "
-                         "work that writes the tensor, then send");
+  check_send(microbatch, message);
   const Tensor& t = message.tensor;
-  BRIGADE_CHECK(t.defined() && t.device() == gpu_,
+  BRIGADE_CHECK(t.defined() && t.device() == device_,
                 name_ << ": micro-batch " << microbatch << " is "
                       << (t.defined() ? "on " + t.device().str() : std::string("undefined"))
-                      << "; this NcclLink carries tensors of " << gpu_);
-  auto header = std::make_unique<Header>();
+                      << "; this NcclLink carries tensors of " << device_);
+  auto header = std::make_unique<SentHeader>();
   header->words[0] = microbatch;
-  header->words[1] = t.shape().rank();
-  for (int i = 0; i < t.shape().rank(); ++i) header->words[2 + static_cast<size_t>(i)] = t.shape()[i];
-  // (Shape::max_rank = 4: a rank-4 shape fills words 2..5.)
+  write_shape(t.shape(), &header->words[1]);  // (max_rank = 4: a rank-4 shape fills words 1..5)
 
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return;
@@ -135,38 +103,24 @@ void NcclLink::send(int microbatch, Message message) {
   // declared in use by that stream, so the allocator keeps it until the send is done.
   stream_.wait(message.ready);
   t.record_stream(stream_);
-  BRIGADE_CUDA_CHECK(cudaSetDevice(gpu_.index));
+  BRIGADE_CUDA_CHECK(cudaSetDevice(device_.index));
   BRIGADE_NCCL_RANK_CHECK(ncclSend(t.data<float>(), static_cast<size_t>(t.numel()), ncclFloat,
                                    nccl_peer_, nccl_->get(), stream_.cuda_handle()));
   // The header, after the ncclSend is enqueued: headers arrive in ncclSend order.
-  BRIGADE_MPI_CHECK(MPI_Isend(header->words.data(), header_words, MPI_INT64_T, peer_,
-                              tags_.control(0), comm_, &header->request));
+  post_header(header->words, tags_.control(0), &header->request);
   headers_.push_back(std::move(header));
   retire_headers();
 }
 
 void NcclLink::take_next_header(int waiting_for) {
-  MPI_Message handle = MPI_MESSAGE_NULL;
-  MPI_Status status;
-  auto here = [&] {
-    int flag = 0;
-    BRIGADE_MPI_CHECK(MPI_Improbe(peer_, tags_.control(0), comm_, &flag, &handle, &status));
-    return flag != 0;
-  };
-  if (!poll_until(faults_, here, [&] { return closed(); }, options_.timeout, [&] {
-        return name_ + ": micro-batch " + std::to_string(waiting_for) + " from rank " +
-               std::to_string(peer_);
-      }))
-    throw closed_error(waiting_for);
-  std::array<int64_t, header_words> words{};
-  BRIGADE_MPI_CHECK(MPI_Mrecv(words.data(), header_words, MPI_INT64_T, &handle, MPI_STATUS_IGNORE));
+  const Header words = receive_header(tags_.control(0), waiting_for);
   const int64_t mb = words[0], rank = words[1];
   BRIGADE_CHECK(mb >= 0 && mb < tags_.microbatches() && rank >= 0 && rank <= Shape::max_rank,
                 name_ << ": a header from rank " << peer_ << " that is not one (micro-batch " << mb
                       << ", rank " << rank << "); is it running the same program?");
-  const Shape shape(std::vector<int64_t>(words.begin() + 2, words.begin() + 2 + rank));
+  const Shape shape = read_shape(&words[1]);
   Tensor tensor = Tensor::empty(shape, stream_);
-  BRIGADE_CUDA_CHECK(cudaSetDevice(gpu_.index));
+  BRIGADE_CUDA_CHECK(cudaSetDevice(device_.index));
   BRIGADE_NCCL_RANK_CHECK(ncclRecv(tensor.data<float>(), static_cast<size_t>(shape.numel()),
                                    ncclFloat, nccl_peer_, nccl_->get(), stream_.cuda_handle()));
   Message message{tensor, Event()};
@@ -189,19 +143,6 @@ Message NcclLink::receive(int microbatch) {
     }
     take_next_header(microbatch);
   }
-}
-
-void NcclLink::close(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) return;
-  closed_ = true;
-  why_ = why;
-}
-
-void NcclLink::reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  closed_ = false;
-  why_.clear();
 }
 
 }  // namespace brigade::distributed
