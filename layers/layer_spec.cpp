@@ -165,6 +165,19 @@ void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
 
   LayerShape s;
   s.input = x;
+  // A layer of weights `w` (`weights` elements, unset on overflow) and a bias of `units`: its
+  // parameters, bounded before anything is allocated, and their names.
+  auto weights_and_bias = [&](const std::vector<int64_t>& w, std::optional<int64_t> weights,
+                              int64_t units) {
+    std::optional<int64_t> count = weights ? checked::add(*weights, units) : std::nullopt;
+    const auto bytes = f32_bytes(count);
+    if (!bytes || *bytes > kMaxLayerParamBytes)
+      fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
+           " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
+           " limit for one layer's parameters");
+    s.params = *count;
+    s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {units}}};
+  };
   switch (l.kind) {
     case LayerKind::conv2d: {
       need_image();
@@ -180,14 +193,7 @@ void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
       std::optional<int64_t> weights = checked::mul(l.filters, c);
       if (weights) weights = checked::mul(*weights, l.kernel_h);
       if (weights) weights = checked::mul(*weights, l.kernel_w);
-      std::optional<int64_t> count = weights ? checked::add(*weights, l.filters) : std::nullopt;
-      const auto bytes = f32_bytes(count);
-      if (!bytes || *bytes > kMaxLayerParamBytes)
-        fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
-             " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
-             " limit for one layer's parameters");
-      s.params = *count;
-      s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.filters}}};
+      weights_and_bias(w, weights, l.filters);
       s.output = {1, l.filters, oh, ow};
       break;
     }
@@ -210,15 +216,7 @@ void append_layer_shape(ModelShapes& model, const std::vector<int64_t>& input,
     case LayerKind::dense: {
       need_flat();
       const std::vector<int64_t> w = {l.units, x[1]};  // (out, in)
-      std::optional<int64_t> weights = checked::mul(l.units, x[1]);
-      std::optional<int64_t> count = weights ? checked::add(*weights, l.units) : std::nullopt;
-      const auto bytes = f32_bytes(count);
-      if (!bytes || *bytes > kMaxLayerParamBytes)
-        fail("weights " + format_dims(w) + " and bias would need " + need(bytes) +
-             " of float32, more than the " + checked::format_bytes(kMaxLayerParamBytes) +
-             " limit for one layer's parameters");
-      s.params = *count;
-      s.param_specs = {{l.name + ".weight", w}, {l.name + ".bias", {l.units}}};
+      weights_and_bias(w, checked::mul(l.units, x[1]), l.units);
       s.output = {1, l.units};
       break;
     }
