@@ -161,7 +161,7 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
   state_->topology = dist::make_topology(*state_->session, p);
   const dist::HostRanks here = dist::host_ranks();
   // This rank's device at its schedule device, CPU devices at the others: the runtime never touches
-  // the other stages' blocks (process_share.h), so they stay in host memory.
+  // the other stages' blocks (process_role.h), so they stay in host memory.
   int gpu = -1;
   if (gpus) {
     const dist::GpuChoice choice = dist::choose_gpu(here, cuda_device_count());
