@@ -75,9 +75,9 @@ class MpiRanks final : public TrainingProcesses {
 
   // Rank 0 receives every stage's parameters and optimizer state from replica 0's owners.
   void gather_model(layers::Sequential& model, const StepRunner& runner) override;
-  // Every rank receives rank 0's parameters, optimizer state and `position`.
+  // Every rank receives rank 0's parameters, optimizer state and `resume_point`.
   void broadcast_model(layers::Sequential& model, const StepRunner& runner,
-                       Position& position) override;
+                       ResumePoint& resume_point) override;
   // Rank 0 runs `fn` (which may throw); every rank then throws AllRanksError with its message.
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
 

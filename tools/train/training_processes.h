@@ -66,9 +66,9 @@ class TrainingProcesses {
   // stage's parameters and optimizer state.
   virtual void gather_model(layers::Sequential& model, const StepRunner& runner) = 0;
   // After the reporter set the model (--resume, --init-from): every process takes its
-  // parameters, optimizer state and `position`.
+  // parameters, optimizer state and `resume_point`.
   virtual void broadcast_model(layers::Sequential& model, const StepRunner& runner,
-                               Position& position) = 0;
+                               ResumePoint& resume_point) = 0;
   // Runs `fn` on the reporter alone; an error it throws becomes every process's.
   virtual void on_reporter(const std::function<void()>& fn, const std::string& what) = 0;
 
