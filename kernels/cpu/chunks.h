@@ -2,12 +2,12 @@
 // its result does not depend on the thread count.
 //
 // A kernel cuts its work into chunks from the shape alone, never from pool.size(), and
-// for_each_chunk runs fn(slot, c) once for every chunk c, each on some thread of the device,
-// the next chunk going to whichever thread comes free. `slot` (< chunk_slots(pool, chunks))
-// names that thread's scratch (im2col's col buffer); what is summed across chunks goes into
-// one partial per chunk, added in chunk order afterwards (add_in_chunk_order). So the same
-// inputs give the same bits on 1, 2 or 3 threads, and a thread the machine slows down takes
-// fewer chunks instead of holding the others up.
+// for_each_chunk runs fn(worker, c) once for every chunk c, each on some thread of the device,
+// the next chunk going to whichever thread comes free. `worker` (< chunk_workers(pool, chunks))
+// numbers that thread, and so picks its scratch (im2col's col buffer); what is summed across
+// chunks goes into one partial per chunk, added in chunk order afterwards (add_in_chunk_order).
+// So the same inputs give the same bits on 1, 2 or 3 threads, and a thread the machine slows
+// down takes fewer chunks instead of holding the others up.
 //
 // Shapes, not only sums: OpenBLAS picks its kernel by the (M, N, K) of each call (a direct
 // kernel for small products, a K-blocked one for large), and with the kernel the order of
@@ -35,18 +35,19 @@ inline int64_t chunk_count(int64_t n, int64_t grain) {
   return std::clamp<int64_t>((n + grain - 1) / grain, 1, kChunks);
 }
 
-// Threads that take part in for_each_chunk, hence the scratch slots a caller provides.
-inline int64_t chunk_slots(const ThreadPool& pool, int64_t chunks) {
+// Threads that take part in for_each_chunk (its workers), hence how many workers' scratch a
+// caller provides.
+inline int64_t chunk_workers(const ThreadPool& pool, int64_t chunks) {
   return std::clamp<int64_t>(chunks, 1, pool.size());
 }
 
-// fn(slot, c) for c in [0, chunks), chunks going to whichever thread is free.
+// fn(worker, c) for c in [0, chunks), chunks going to whichever thread (worker) is free.
 template <class Fn>
 void for_each_chunk(ThreadPool& pool, int64_t chunks, Fn&& fn) {
   std::atomic<int64_t> next{0};
-  pool.parallel_for(chunk_slots(pool, chunks), [&](int64_t slot0, int64_t slot1) {
-    for (int64_t slot = slot0; slot < slot1; ++slot)
-      for (int64_t c = next++; c < chunks; c = next++) fn(slot, c);
+  pool.parallel_for(chunk_workers(pool, chunks), [&](int64_t worker0, int64_t worker1) {
+    for (int64_t worker = worker0; worker < worker1; ++worker)
+      for (int64_t c = next++; c < chunks; c = next++) fn(worker, c);
   });
 }
 

@@ -27,13 +27,13 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
                                                 << " values and " << batch.labels.size()
                                                 << " labels");
   // This replica's rows [first_sample, first_sample + n) of the mini-batch (all of it alone).
-  BRIGADE_CHECK(global_n >= share_.replicas,
+  BRIGADE_CHECK(global_n >= role_.replicas,
                 "runtime: a mini-batch of " << global_n << " samples cannot be shared by "
-                                            << share_.replicas << " replicas");
-  const std::vector<int64_t> shares = microbatch_rows(global_n, share_.replicas);
+                                            << role_.replicas << " replicas");
+  const std::vector<int64_t> shares = microbatch_rows(global_n, role_.replicas);
   int64_t first_sample = 0;
-  for (int r = 0; r < share_.replica; ++r) first_sample += shares[static_cast<size_t>(r)];
-  const int64_t n = shares[static_cast<size_t>(share_.replica)];
+  for (int r = 0; r < role_.replica; ++r) first_sample += shares[static_cast<size_t>(r)];
+  const int64_t n = shares[static_cast<size_t>(role_.replica)];
   const std::vector<int64_t> rows = microbatch_rows(n, m);
   // Stage the micro-batches on the first and last stages' devices, where they are run here:
   // blocking host copies, so the staged batch needs no events.
@@ -83,10 +83,10 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int first_device = schedule_.device_of(0);
   const int last_device = schedule_.device_of(schedule_.stages() - 1);
-  BRIGADE_CHECK(share_.replicas == 1 && (runs(first_device) || runs(last_device)),
+  BRIGADE_CHECK(role_.replicas == 1 && (runs(first_device) || runs(last_device)),
                 "runtime: a staged batch is the whole mini-batch of a process that runs the "
                 "first or the last stage; replica "
-                    << share_.replica << " of " << share_.replicas
+                    << role_.replica << " of " << role_.replicas
                     << " takes its rows from step(HostBatch)");
   BRIGADE_CHECK(static_cast<int>(batch.inputs.size()) == m &&
                     static_cast<int>(batch.labels.size()) == m,

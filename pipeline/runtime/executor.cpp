@@ -325,7 +325,7 @@ void Runtime::update_parameters(Step& step) {
 // False, and nothing scaled, when a compute stream failed (a NaN check, a bad label on a CPU
 // device): the step's final synchronisation reports that failure, from where it began.
 //
-// Stages run by other processes (ProcessShare::sum_over_pipeline): this process puts 0 for
+// Stages run by other processes (ProcessRole::sum_over_pipeline): this process puts 0 for
 // their parameters and one more entry, 1 if its own streams failed; the pipeline's sum then
 // holds every parameter's part and the count of failed processes. Every process takes part in
 // that sum even after a failure of its own, so none waits for it forever; a process whose
@@ -340,7 +340,7 @@ bool Runtime::clip_gradients() {
       failed_here = true;
     }
   }
-  if (failed_here && !share_.sum_over_pipeline) return false;
+  if (failed_here && !role_.sum_over_pipeline) return false;
   std::vector<double> squares;  // per parameter, in the model's order
   for (int s = 0; s < schedule_.stages(); ++s) {
     const std::unique_ptr<Stage>& stage = stages_[static_cast<size_t>(s)];
@@ -352,9 +352,9 @@ bool Runtime::clip_gradients() {
       squares.resize(squares.size() + model_.parameters(r.begin, r.end).size(), 0.0);
     }
   }
-  if (share_.sum_over_pipeline) {
+  if (role_.sum_over_pipeline) {
     squares.push_back(failed_here ? 1.0 : 0.0);
-    squares = share_.sum_over_pipeline(std::move(squares));
+    squares = role_.sum_over_pipeline(std::move(squares));
     const double failed_processes = squares.back();
     squares.pop_back();
     if (failed_here) return false;

@@ -3,8 +3,8 @@
 // runtime's data-parallel tests use in place of MPI_Allreduce.
 //
 //   LocalReducer group(2);                    // two replicas of one stage
-//   share0.reducers[s] = &group.member(0);    // replica 0's runtime
-//   share1.reducers[s] = &group.member(1);    // replica 1's runtime
+//   role0.reducers[s] = &group.member(0);     // replica 0's runtime
+//   role1.reducers[s] = &group.member(1);     // replica 1's runtime
 //
 // member(r).sum(tensors, stream) is a barrier: it waits for `stream` (the gradients are
 // written), hands its tensors' values in, and blocks until every replica has done the same.

@@ -21,19 +21,19 @@ LoweredSchedule validated_and_lowered(const Schedule& s) {
 
 Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
                  const OptimizerFactory& make_optimizer, RuntimeOptions options,
-                 ProcessShare share)
+                 ProcessRole role)
     : Runtime(model, std::move(partition), validated_and_lowered(schedule), make_optimizer,
-              options, std::move(share)) {}
+              options, std::move(role)) {}
 
 Runtime::Runtime(layers::Sequential& model, Partition partition, LoweredSchedule lowered,
                  const OptimizerFactory& make_optimizer, RuntimeOptions options,
-                 ProcessShare share)
+                 ProcessRole role)
     : model_(model),
       partition_(std::move(partition)),
       schedule_(compute_only(lowered)),
       lowered_(std::move(lowered)),
       options_(options),
-      share_(std::move(share)) {
+      role_(std::move(role)) {
   validate(schedule_);
   validate(lowered_);  // every transfer matched; no device can wait on itself
   const int stages = schedule_.stages();
@@ -44,7 +44,7 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, LoweredSchedule
   BRIGADE_CHECK(partition_.stages.back().end == model_.size(),
                 "runtime: the partition covers " << partition_.stages.back().end
                                                  << " layers but the model has " << model_.size());
-  check_share();
+  check_role();
   check_placement();
   make_stages(make_optimizer);
   make_links();
@@ -87,7 +87,7 @@ void Runtime::make_stages(const OptimizerFactory& make_optimizer) {
       continue;
     }
     GradientReducer* reducer =
-        share_.reducers.empty() ? nullptr : share_.reducers[static_cast<size_t>(s)];
+        role_.reducers.empty() ? nullptr : role_.reducers[static_cast<size_t>(s)];
     stages_.push_back(std::make_unique<Stage>(s, stages, model_, r,
                                               make_optimizer(model_.parameters(r.begin, r.end)),
                                               reducer));
@@ -121,41 +121,41 @@ void Runtime::enable_peer_access_between_neighbours() {
                     staged + " (copies staged through host memory)";
 }
 
-// The share (process_share.h) against the schedule; fills local_.
-void Runtime::check_share() {
+// The role (process_role.h) against the schedule; fills local_.
+void Runtime::check_role() {
   const int p = schedule_.devices, stages = schedule_.stages();
-  local_.assign(static_cast<size_t>(p), share_.devices.empty() ? 1 : 0);
-  for (int d : share_.devices) {
+  local_.assign(static_cast<size_t>(p), role_.devices.empty() ? 1 : 0);
+  for (int d : role_.devices) {
     BRIGADE_CHECK(d >= 0 && d < p, "runtime: this process is to run device "
                                        << d << " of a schedule of " << p << " devices ("
                                        << schedule_.name << ")");
     BRIGADE_CHECK(!local_[static_cast<size_t>(d)],
-                  "runtime: the share names device " << d << " twice");
+                  "runtime: the role names device " << d << " twice");
     local_[static_cast<size_t>(d)] = 1;
   }
-  BRIGADE_CHECK(static_cast<int>(share_.devices.size()) == p || share_.devices.empty() ||
-                    share_.links,
-                "runtime: this process runs " << share_.devices.size() << " of " << p
-                                              << " devices but the share has no link factory "
+  BRIGADE_CHECK(static_cast<int>(role_.devices.size()) == p || role_.devices.empty() ||
+                    role_.links,
+                "runtime: this process runs " << role_.devices.size() << " of " << p
+                                              << " devices but the role has no link factory "
                                                  "for the links to the others");
-  BRIGADE_CHECK(share_.reducers.empty() || static_cast<int>(share_.reducers.size()) == stages,
-                "runtime: the share has " << share_.reducers.size() << " reducers for " << stages
+  BRIGADE_CHECK(role_.reducers.empty() || static_cast<int>(role_.reducers.size()) == stages,
+                "runtime: the role has " << role_.reducers.size() << " reducers for " << stages
                                           << " stages (give one per stage, or none)");
-  BRIGADE_CHECK(share_.replicas >= 1 && share_.replica >= 0 && share_.replica < share_.replicas,
-                "runtime: replica " << share_.replica << " of " << share_.replicas);
-  BRIGADE_CHECK(options_.max_grad_norm == 0 || share_.devices.empty() ||
-                    static_cast<int>(share_.devices.size()) == p || share_.sum_over_pipeline,
+  BRIGADE_CHECK(role_.replicas >= 1 && role_.replica >= 0 && role_.replica < role_.replicas,
+                "runtime: replica " << role_.replica << " of " << role_.replicas);
+  BRIGADE_CHECK(options_.max_grad_norm == 0 || role_.devices.empty() ||
+                    static_cast<int>(role_.devices.size()) == p || role_.sum_over_pipeline,
                 "runtime: clipping by the global gradient norm needs every stage's part of the "
                 "norm: this process runs "
-                    << share_.devices.size() << " of " << p
-                    << " devices, and its share has no sum_over_pipeline (process_share.h)");
+                    << role_.devices.size() << " of " << p
+                    << " devices, and its role has no sum_over_pipeline (process_role.h)");
   BRIGADE_CHECK(options_.max_grad_norm >= 0,
                 "runtime: the largest gradient norm must be > 0 (0: no clipping), not "
                     << options_.max_grad_norm);
 }
 
 // One link per direction between neighbouring stages: an in-process Channel where both ends
-// are here, the share's link where one is, none where neither is.
+// are here, the role's link where one is, none where neither is.
 void Runtime::make_links() {
   for (int s = 0; s + 1 < schedule_.stages(); ++s) {
     const int from = schedule_.device_of(s), to = schedule_.device_of(s + 1);
@@ -165,9 +165,9 @@ void Runtime::make_links() {
                                std::to_string(a) + "->" + std::to_string(b);
       if (!runs(da) && !runs(db)) return nullptr;
       if (runs(da) && runs(db)) return std::make_shared<Channel>(name);
-      std::shared_ptr<Link> link = share_.links(
+      std::shared_ptr<Link> link = role_.links(
           {kind, name, a, b, da, db, runs(da), devices_[static_cast<size_t>(runs(da) ? da : db)]});
-      BRIGADE_CHECK(link != nullptr, "runtime: the share's link factory made no link for " << name);
+      BRIGADE_CHECK(link != nullptr, "runtime: the role's link factory made no link for " << name);
       return link;
     };
     activations_.push_back(make(LinkEnd::Kind::activations, s, s + 1, from, to));

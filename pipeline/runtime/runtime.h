@@ -34,7 +34,7 @@
 // nothing enqueues a host task on a CUDA stream. The step's timeline is measured by markers
 // on the streams (step_trace.h).
 //
-// One process's share (process_share.h): a Runtime may run only some of the schedule's
+// One process's role (process_role.h): a Runtime may run only some of the schedule's
 // devices — one rank of `mpirun` — with Links to the other processes' stages, and be one of
 // several data-parallel replicas. It then makes streams, stages and threads for its own
 // devices only and never touches the other stages' layers.
@@ -57,7 +57,7 @@
 #include "pipeline/runtime/device_streams.h"
 #include "pipeline/runtime/link.h"
 #include "pipeline/runtime/partition.h"
-#include "pipeline/runtime/process_share.h"
+#include "pipeline/runtime/process_role.h"
 #include "pipeline/runtime/stage.h"
 #include "pipeline/schedule/lowering.h"
 #include "pipeline/schedule/schedule.h"
@@ -72,7 +72,7 @@ struct RuntimeOptions {
   // > 0: before the update, every gradient is clipped by the norm of ALL of them, over every
   // stage (layers/grad_clip.h) — the same result as on one device. The norm is summed on the
   // host: one host synchronisation per step. Stages run by other processes add their parts
-  // through ProcessShare::sum_over_pipeline.
+  // through ProcessRole::sum_over_pipeline.
   double max_grad_norm = 0;
   // The host thread of each device waits for an action's work (compute and send streams)
   // before it issues the next. Slower; for measurements and tests of memory: a task holds
@@ -133,17 +133,17 @@ class Runtime {
   // (place() + Sequential::from_spec). Validates the schedule, lowers it, checks that it has
   // partition.count() stages. Several schedule devices may name one physical device (a single
   // GPU running a whole pipeline): their hand-overs are then copies within that device, and
-  // they report its one allocator peak. Makes one optimizer per stage it runs. `share`: the
-  // devices this process runs, its links to the others, its replica (process_share.h);
+  // they report its one allocator peak. Makes one optimizer per stage it runs. `role`: the
+  // devices this process runs, its links to the others, its replica (process_role.h);
   // checked, and refused with what is wrong.
   Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
           const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
-          ProcessShare share = {});
+          ProcessRole role = {});
   // The same for lists already lowered (a schedule file's, say): validated as lowered lists —
   // matched transfers, and a proof that no device can wait on itself — and run as they are.
   Runtime(layers::Sequential& model, Partition partition, LoweredSchedule lowered,
           const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
-          ProcessShare share = {});
+          ProcessRole role = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -151,7 +151,7 @@ class Runtime {
   // One training step: every micro-batch forward and backward as the schedule says, then
   // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
   // PipelineError (see above) or brigade::Error for a batch that cannot be cut. A replica of
-  // several (ProcessShare::replicas) is given the WHOLE mini-batch and trains on its rows.
+  // several (ProcessRole::replicas) is given the WHOLE mini-batch and trains on its rows.
   // Where this process does not run the last stage, loss and correct are 0.
   StepResult step(const HostBatch& batch, uint32_t step);
   // The same on a batch the caller staged: the first and last stages' compute streams wait
@@ -175,7 +175,7 @@ class Runtime {
 
   // runtime.cpp: putting the pipeline together.
   void check_placement();
-  void check_share();
+  void check_role();
   void make_stages(const OptimizerFactory& make_optimizer);
   void make_links();
   void enable_peer_access_between_neighbours();
@@ -201,14 +201,14 @@ class Runtime {
   Schedule schedule_;        // compute-only
   LoweredSchedule lowered_;  // with its transfers: the lists the executor runs
   RuntimeOptions options_;
-  ProcessShare share_;
+  ProcessRole role_;
   std::vector<Device> devices_;                         // [device]
   std::vector<char> local_;                             // [device]: run by this process
   std::string peer_access_;                             // see peer_access()
   std::vector<std::optional<DeviceStreams>> streams_;   // [device], for the devices run here
   std::vector<std::unique_ptr<Stage>> stages_;          // [stage], null where run elsewhere
   // [s]: stage s -> s+1, and s+1 -> s. In-process Channels between devices run here, the
-  // share's links where one end is elsewhere, null where neither end is here.
+  // role's links where one end is elsewhere, null where neither end is here.
   std::vector<std::shared_ptr<Link>> activations_;
   std::vector<std::shared_ptr<Link>> gradients_;
 };

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "pipeline/schedule/phase_table.h"
+#include "pipeline/schedule/need_table.h"
 
 namespace brigade::pipeline {
 
@@ -18,7 +18,7 @@ DryRun dry_run(const Schedule& s) {
   run.tick.resize(s.devices);
   for (int d = 0; d < s.devices; ++d) run.tick[d].assign(s.lists[d].size(), -1);
 
-  PhaseTable<int> done_at(s.stages(), s.microbatches, -1);  // tick a phase finished, -1: not yet
+  NeedTable<int> done_at(s.stages(), s.microbatches, -1);  // tick a phase finished, -1: not yet
   std::vector<size_t> next(s.devices, 0);                    // head of each device's list
   size_t remaining = s.total_actions();
 

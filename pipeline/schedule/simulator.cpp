@@ -4,7 +4,7 @@
 #include <array>
 #include <stdexcept>
 
-#include "pipeline/schedule/phase_table.h"
+#include "pipeline/schedule/need_table.h"
 #include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
@@ -62,7 +62,7 @@ Simulation simulate(const Schedule& s, const CostModel& costs) {
   t.devices = s.devices;
   t.chunks = s.chunks;
 
-  PhaseTable<double> done_at(s.stages(), s.microbatches, -1);  // -1: not finished yet
+  NeedTable<double> done_at(s.stages(), s.microbatches, -1);  // -1: not finished yet
   std::vector<double> free_at(s.devices, 0);
   std::vector<size_t> next(s.devices, 0);
   size_t remaining = s.total_actions();
@@ -125,10 +125,10 @@ Simulation simulate(const LoweredSchedule& s, const CostModel& costs) {
 
   // Tensors are named as needs are: the activation stage s makes is (s, Forward, m), the
   // input gradient it makes (s, InputGrad, m).
-  PhaseTable<double> done_at(s.stages(), s.microbatches, -1);  // compute phases
-  PhaseTable<double> sent_start(s.stages(), s.microbatches, -1), sent_end = sent_start;
-  PhaseTable<double> arrived(s.stages(), s.microbatches, -1);  // by the receiving stage
-  PhaseTable<size_t> send_event(s.stages(), s.microbatches, 0);
+  NeedTable<double> done_at(s.stages(), s.microbatches, -1);  // compute phases
+  NeedTable<double> sent_start(s.stages(), s.microbatches, -1), sent_end = sent_start;
+  NeedTable<double> arrived(s.stages(), s.microbatches, -1);  // by the receiving stage
+  NeedTable<size_t> send_event(s.stages(), s.microbatches, 0);
   std::vector<std::array<double, 3>> lane_free(s.devices, {0, 0, 0});
   std::vector<size_t> next(s.devices, 0);
   size_t remaining = s.total();

@@ -169,17 +169,17 @@ TEST_CASE("clipping by the global gradient norm: every cut gives one device's pa
   }
 }
 
-TEST_CASE("clipping by the global gradient norm is refused for a share of the stages") {
+TEST_CASE("clipping by the global gradient norm is refused for a role with some of the stages") {
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
   const Partition partition = balance(layer_costs(shapes, CostKind::flops), 2);
   auto model = test::placed_model(partition, 2, 1);
-  ProcessShare share;
-  share.devices = {0};
-  share.links = [](const LinkEnd&) -> std::shared_ptr<Link> { return nullptr; };
+  ProcessRole role;
+  role.devices = {0};
+  role.links = [](const LinkEnd&) -> std::shared_ptr<Link> { return nullptr; };
   std::string message;
   try {
     Runtime runtime(*model, partition, make_schedule("1f1b", 2, 2), test::sgd,
-                    {.max_grad_norm = 1.0}, share);
+                    {.max_grad_norm = 1.0}, role);
   } catch (const Error& e) {
     message = e.what();
   }

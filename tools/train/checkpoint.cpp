@@ -65,7 +65,8 @@ std::string checkpoint_path(const std::string& dir) {
 }
 
 void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
-                     const Position& position, const std::vector<layers::Parameter*>& params,
+                     const ResumePoint& resume_point,
+                     const std::vector<layers::Parameter*>& params,
                      const std::vector<layers::Optimizer*>& optimizers) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -86,7 +87,7 @@ void save_checkpoint(const std::string& dir, const model::ModelSpec& model, cons
         first_non_finite(host[i], tensors[i].name, tensors[i].tensor.shape().dims());
     if (!bad.empty())
       throw CheckpointError(
-          diverged(position.step, "refusing to write the checkpoint, " + bad) +
+          diverged(resume_point.step, "refusing to write the checkpoint, " + bad) +
           (std::filesystem::exists(checkpoint_path(dir))
                ? "; the previous checkpoint stays in " + checkpoint_path(dir)
                : "; no checkpoint written"));
@@ -94,9 +95,9 @@ void save_checkpoint(const std::string& dir, const model::ModelSpec& model, cons
   std::map<std::string, std::string> meta = {
       {"brigade", kFormat},
       {"model", model::print_model(model)},
-      {"step", std::to_string(position.step)},
-      {"epoch", std::to_string(position.epoch)},
-      {"batch", std::to_string(position.batch)},
+      {"step", std::to_string(resume_point.step)},
+      {"epoch", std::to_string(resume_point.epoch)},
+      {"batch", std::to_string(resume_point.batch)},
       {"optimizer_steps", std::to_string(optimizers.at(0)->steps())}};
   for (const auto& [k, v] : recipe) meta["recipe." + k] = v;
   try {
@@ -118,9 +119,9 @@ std::string model_difference(const std::string& checkpoint_model, const std::str
   return "";
 }
 
-Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
-                         const Recipe& recipe, const std::vector<layers::Parameter*>& params,
-                         const std::vector<layers::Optimizer*>& optimizers) {
+ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& model,
+                            const Recipe& recipe, const std::vector<layers::Parameter*>& params,
+                            const std::vector<layers::Optimizer*>& optimizers) {
   const std::string path = checkpoint_path(dir);
   if (!std::filesystem::exists(path))
     throw CheckpointError("--resume: no checkpoint in '" + dir + "' (expected " + path + ")");
@@ -163,7 +164,8 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
     for (const std::string& s : mismatch) m += "\n  " + s;
     throw CheckpointError(m);
   }
-  const Position position{number(file, "step"), number(file, "epoch"), number(file, "batch")};
+  const ResumePoint resume_point{number(file, "step"), number(file, "epoch"),
+                                 number(file, "batch")};
   const int64_t optimizer_steps = number(file, "optimizer_steps");
   // The values on the host; a NaN or an Inf (a file written before brigade-train refused
   // them) is refused too.
@@ -186,7 +188,7 @@ Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
     s.synchronize();
   }
   for (layers::Optimizer* o : optimizers) o->set_steps(optimizer_steps);
-  return position;
+  return resume_point;
 }
 
 }  // namespace brigade::train

@@ -37,12 +37,13 @@ class CheckpointError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Where the next step starts: global step number, epoch, and batch within the epoch.
-struct Position {
+// Where the next step starts — what a checkpoint records and --resume continues from: global
+// step number, epoch, and batch within the epoch.
+struct ResumePoint {
   int64_t step = 0;
   int64_t epoch = 0;
   int64_t batch = 0;
-  bool operator==(const Position&) const = default;
+  bool operator==(const ResumePoint&) const = default;
 };
 
 // The settings a checkpoint must agree on to be resumed exactly, name -> value as text.
@@ -55,14 +56,15 @@ std::string checkpoint_path(const std::string& dir);  // DIR/checkpoint.safetens
 // Creates `dir` if needed. Throws CheckpointError naming the file (and, for a NaN or an Inf,
 // the tensor), leaving the previous checkpoint as it was.
 void save_checkpoint(const std::string& dir, const model::ModelSpec& model, const Recipe& recipe,
-                     const Position& position, const std::vector<layers::Parameter*>& params,
+                     const ResumePoint& resume_point,
+                     const std::vector<layers::Parameter*>& params,
                      const std::vector<layers::Optimizer*>& optimizers);
 
 // Checks the checkpoint in `dir` against this run, then copies parameters and optimizer state
 // in and returns where to continue. Throws CheckpointError before changing anything.
-Position load_checkpoint(const std::string& dir, const model::ModelSpec& model,
-                         const Recipe& recipe, const std::vector<layers::Parameter*>& params,
-                         const std::vector<layers::Optimizer*>& optimizers);
+ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& model,
+                            const Recipe& recipe, const std::vector<layers::Parameter*>& params,
+                            const std::vector<layers::Optimizer*>& optimizers);
 
 // Whether `path` is a checkpoint (its metadata says so); false for anything else, a parameter
 // file of --save or a file that cannot be read.

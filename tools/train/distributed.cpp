@@ -161,7 +161,7 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
   state_->topology = dist::make_topology(*state_->session, p);
   const dist::HostRanks here = dist::host_ranks();
   // This rank's device at its schedule device, CPU devices at the others: the runtime never touches
-  // the other stages' blocks (process_share.h), so they stay in host memory.
+  // the other stages' blocks (process_role.h), so they stay in host memory.
   int gpu = -1;
   if (gpus) {
     const dist::GpuChoice choice = dist::choose_gpu(here, cuda_device_count());
@@ -218,7 +218,7 @@ void MpiRanks::gather_model(layers::Sequential& /*model*/, const StepRunner& ste
 }
 
 void MpiRanks::broadcast_model(layers::Sequential& /*model*/, const StepRunner& step_runner,
-                               Position& position) {
+                               ResumePoint& resume_point) {
   const DistributedRunner& runner = distributed_runner(step_runner);
   const MPI_Comm comm = state_->control.get();
   const auto bcast = [&](void* data, int count, MPI_Datatype type, const std::string& what) {
@@ -226,10 +226,10 @@ void MpiRanks::broadcast_model(layers::Sequential& /*model*/, const StepRunner& 
     BRIGADE_MPI_CHECK(MPI_Ibcast(data, count, type, 0, comm, &request));
     state_->wait(request, "broadcasting " + what + " from rank 0");
   };
-  int64_t where[4] = {position.step, position.epoch, position.batch,
+  int64_t where[4] = {resume_point.step, resume_point.epoch, resume_point.batch,
                       runner.optimizer(0).steps()};
-  bcast(where, 4, MPI_INT64_T, "the position");
-  position = {where[0], where[1], where[2]};
+  bcast(where, 4, MPI_INT64_T, "the resume point");
+  resume_point = {where[0], where[1], where[2]};
   for (int s = 0; s < runner.partition().count(); ++s) {
     runner.optimizer(s).set_steps(where[3]);
     for (const Tensor& t : stage_tensors(runner, s)) {

@@ -4,8 +4,8 @@
 // r's pipeline is ranks r·P .. r·P+P-1, and rank r·P+d runs schedule device d.
 //
 // Every rank runs the same trainer on the same data (the batch order is a pure function of
-// the seed) and builds the whole model from the same seed; its Runtime runs only its share
-// (pipeline/runtime/process_share.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
+// the seed) and builds the whole model from the same seed; its Runtime plays only its role
+// (pipeline/runtime/process_role.h): replica r takes rows [r·n/D, (r+1)·n/D) of each mini-batch
 // (the first n mod D replicas one more), its links go to the neighbouring ranks (MPI on
 // CPU devices, NCCL with --devices cuda), and with D > 1 each of its stages all-reduces its
 // gradients (MPI_Allreduce / ncclAllReduce) before the step.
@@ -66,7 +66,7 @@ class MpiRanks final : public TrainingProcesses {
   // GPUs than ranks, --balance time.
   Options pipeline_options(const Options& options, const model::ModelSpec& spec) override;
 
-  // The runner of this rank's share: a Runtime over the whole schedule that runs
+  // The runner of this rank's role: a Runtime over the whole schedule that runs
   // schedule_device() only, links to its neighbours and reducers across replicas: MpiLink
   // and MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
   std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
@@ -75,9 +75,9 @@ class MpiRanks final : public TrainingProcesses {
 
   // Rank 0 receives every stage's parameters and optimizer state from replica 0's owners.
   void gather_model(layers::Sequential& model, const StepRunner& runner) override;
-  // Every rank receives rank 0's parameters, optimizer state and `position`.
+  // Every rank receives rank 0's parameters, optimizer state and `resume_point`.
   void broadcast_model(layers::Sequential& model, const StepRunner& runner,
-                       Position& position) override;
+                       ResumePoint& resume_point) override;
   // Rank 0 runs `fn` (which may throw); every rank then throws AllRanksError with its message.
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
 

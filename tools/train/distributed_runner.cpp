@@ -36,12 +36,12 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   const int stages = partition.count();
   optimizers_.assign(static_cast<size_t>(stages), nullptr);
   gathered_.resize(static_cast<size_t>(stages));
-  pipeline::ProcessShare share;
-  share.devices = {topology.position};
-  share.replica = topology.replica;
-  share.replicas = topology.replicas;
+  pipeline::ProcessRole role;
+  role.devices = {topology.position};
+  role.replica = topology.replica;
+  role.replicas = topology.replicas;
   const int p = topology.stages, m = schedule_.microbatches;
-  share.links = [&session, &topology, p, m](const pipeline::LinkEnd& end) {
+  role.links = [&session, &topology, p, m](const pipeline::LinkEnd& end) {
     // A link number must tell apart the links between the same two ranks only (MPI matches
     // on source and tag): the boundary after stage s joins ranks s mod P and (s+1) mod P,
     // and the boundaries between the same ranks are s mod P + kP, so 2(s / P) for the
@@ -58,17 +58,17 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   if (topology.replicas > 1)
     for (int s = 0; s < stages; ++s) {
       if (schedule_.device_of(s) != topology.position) {
-        share.reducers.push_back(nullptr);
+        role.reducers.push_back(nullptr);
         continue;
       }
       // Where the stage's parameters live: MPI_Allreduce on a CPU, ncclAllReduce on a GPU.
       const Device device = model.layer(partition.stages[static_cast<size_t>(s)].begin).device();
       reducers_.push_back(dist::make_reducer(session, topology.stage_replicas.get(), device));
-      share.reducers.push_back(reducers_.back().get());
+      role.reducers.push_back(reducers_.back().get());
     }
   // --clip-grad-norm: the norm's parts from every rank of this pipeline. Each parameter has
   // one owner and the others add 0, so the sums are exact: every rank clips as one process.
-  share.sum_over_pipeline = [&session, &topology](std::vector<double> values) {
+  role.sum_over_pipeline = [&session, &topology](std::vector<double> values) {
     dist::all_reduce_sum(session.faults(), topology.pipeline.get(), values.data(), values.size(),
                          dist::default_timeout(),
                          "clipping: the squared gradient norms of the pipeline's stages");
@@ -85,7 +85,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .max_grad_norm = options.clip_grad_norm},
-      share);
+      role);
   for (int s = 0; s < stages; ++s)
     if (!optimizers_[static_cast<size_t>(s)]) {
       gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));

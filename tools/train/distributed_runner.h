@@ -1,7 +1,7 @@
 // DistributedRunner: the StepRunner of one rank of `brigade-train --distributed` (internal to
 // tools/train; distributed.cpp makes it and reads it back for gathers and broadcasts).
 //
-// It runs pipeline::Runtime over this rank's share of the schedule (process_share.h), with
+// It runs pipeline::Runtime in this rank's role in the schedule (process_role.h), with
 // links and gradient reducers from pipeline/distributed/transport.h (MPI between CPU devices,
 // NCCL between GPUs), and holds an optimizer for every stage: the runtime's own for the
 // stages this rank trains, and `gathered_` ones for the others, which hold the state gathered
@@ -21,7 +21,7 @@ namespace brigade::train {
 
 namespace dist = brigade::distributed;
 
-// The runner of one rank: pipeline::Runtime over its share, plus an optimizer for every
+// The runner of one rank: pipeline::Runtime in its role, plus an optimizer for every
 // stage: the runtime's (made by its factory) for the stages this rank trains, and for the
 // others `gathered_` ones, which hold the state gathered on rank 0 or read from a checkpoint.
 class DistributedRunner final : public StepRunner {

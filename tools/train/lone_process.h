@@ -21,7 +21,7 @@ class LoneProcess final : public TrainingProcesses {
                                           const Options& options) override;
 
   void gather_model(layers::Sequential&, const StepRunner&) override {}
-  void broadcast_model(layers::Sequential&, const StepRunner&, Position&) override {}
+  void broadcast_model(layers::Sequential&, const StepRunner&, ResumePoint&) override {}
   void on_reporter(const std::function<void()>& fn, const std::string&) override { fn(); }
 
   void agree_on_step(pipeline::StepResult&) override {}

@@ -2,7 +2,7 @@
 // cut into devices x --chunks stages (its device blocks, or a cut by --balance: FLOPs,
 // parameters, activation memory or measured time), the schedule (--schedule, lowered, or
 // --schedule-file's lists as written), the memory check of a step on each device
-// (preflight.h), the model built on its devices and the runner of this process's share of
+// (preflight.h), the model built on its devices and the runner of this process's role in
 // its steps (TrainingProcesses::make_runner), and what the run says about the cut.
 #pragma once
 

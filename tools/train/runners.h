@@ -6,7 +6,7 @@
 //                    measured timeline. The runtime's factory makes the optimizers
 //                    (make_optimizer) and keeps a pointer to each, so checkpoints reach
 //                    their state.
-//   DistributedRunner  (distributed_runner.h) this rank's share of the same, under mpirun.
+//   DistributedRunner  (distributed_runner.h) this rank's role in the same, under mpirun.
 // Both report the step's training accuracy, and give the same update for the same batch: the
 // runtime's synchronous semantics (pipeline/runtime/runtime.h) is "one big batch on one
 // device".

@@ -98,16 +98,17 @@ void Training::load_starting_point() {
         [&] {
           if (!o_.init_from.empty()) load_if_finite(model().parameters(), o_.init_from);
           if (o_.resume)
-            pos_ = load_checkpoint(o_.checkpoint_dir, spec_, recipe_, model().parameters(),
-                                   runner().optimizers());
+            resume_point_ = load_checkpoint(o_.checkpoint_dir, spec_, recipe_,
+                                            model().parameters(), runner().optimizers());
         },
         o_.resume ? "reading the checkpoint" : "reading --init-from");
-    processes_.broadcast_model(model(), runner(), pos_);
+    processes_.broadcast_model(model(), runner(), resume_point_);
   }
   if (o_.resume) {
     progress_->line("resumed from " + checkpoint_path(o_.checkpoint_dir) + " at step " +
-                    std::to_string(pos_.step) + " (epoch " + std::to_string(pos_.epoch + 1) +
-                    ", batch " + std::to_string(pos_.batch) + ")");
+                    std::to_string(resume_point_.step) + " (epoch " +
+                    std::to_string(resume_point_.epoch + 1) + ", batch " +
+                    std::to_string(resume_point_.batch) + ")");
   }
   if (!o_.save_initial.empty() && reporter_)
     layers::save_parameters(model().parameters(), o_.save_initial);
@@ -117,22 +118,22 @@ void Training::epochs() {
   drawn_.name = std::filesystem::path(o_.model).stem().string();
   started_ = Clock::now();
   staging_.emplace(*batcher_, runner().staging());
-  for (int64_t e = pos_.epoch; e < o_.epochs && !limit_reached(pos_.step); ++e) {
+  for (int64_t e = resume_point_.epoch; e < o_.epochs && !limit_reached(resume_point_.step); ++e) {
     epoch(e);
     if (processes_.stop_requested()) break;
-    if (pos_.batch == batches_) {  // the epoch is complete
+    if (resume_point_.batch == batches_) {  // the epoch is complete
       evaluate_now(e);
-      pos_.epoch = e + 1;
-      pos_.batch = 0;
+      resume_point_.epoch = e + 1;
+      resume_point_.batch = 0;
     }
   }
 }
 
-// The steps of `epoch` from pos_.batch on, until its end, --steps or a stop signal.
+// The steps of `epoch` from resume_point_.batch on, until its end, --steps or a stop signal.
 void Training::epoch(int64_t epoch) {
-  progress_->start_epoch(epoch, o_.epochs, batches_, pos_.batch);
-  for (int64_t k = pos_.batch; k < batches_; ++k) {
-    if (processes_.stop_requested() || limit_reached(pos_.step)) break;
+  progress_->start_epoch(epoch, o_.epochs, batches_, resume_point_.batch);
+  for (int64_t k = resume_point_.batch; k < batches_; ++k) {
+    if (processes_.stop_requested() || limit_reached(resume_point_.step)) break;
     step(epoch, k);
   }
   progress_->end_epoch();
@@ -146,24 +147,25 @@ void Training::step(int64_t epoch, int64_t k) {
   StagingArea::Slot& slot = staging.take();
   // The next batch fills on the staging stream while this step runs.
   const bool last_in_epoch = k + 1 == batches_;
-  if (!limit_reached(pos_.step + 1) && !(last_in_epoch && epoch + 1 == o_.epochs))
+  if (!limit_reached(resume_point_.step + 1) && !(last_in_epoch && epoch + 1 == o_.epochs))
     staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
 
   const auto t0 = Clock::now();
   first_step_began_ = true;
-  pipeline::StepResult r = run_step(runner(), staging, slot, pos_.step);  // finite.h
+  pipeline::StepResult r = run_step(runner(), staging, slot, resume_point_.step);  // finite.h
   processes_.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
   // Read on the host already: checking it costs no synchronisation. Nothing of this step is
   // reported, and no checkpoint is written after it. Every process sees the agreed loss.
   if (!std::isfinite(r.loss))
-    throw AllRanksError(diverged(pos_.step + 1, "the loss is " + format_value(r.loss)), 1);
+    throw AllRanksError(
+        diverged(resume_point_.step + 1, "the loss is " + format_value(r.loss)), 1);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  pos_.step += 1;
-  pos_.batch = k + 1;
+  resume_point_.step += 1;
+  resume_point_.batch = k + 1;
   ++steps_run_;
   record_step(epoch, k, slot.rows, seconds, r);
-  if (o_.checkpoint_every > 0 && pos_.step % o_.checkpoint_every == 0) checkpoint();
-  if (o_.eval_every > 0 && pos_.step % o_.eval_every == 0) evaluate_now(epoch);
+  if (o_.checkpoint_every > 0 && resume_point_.step % o_.checkpoint_every == 0) checkpoint();
+  if (o_.eval_every > 0 && resume_point_.step % o_.eval_every == 0) evaluate_now(epoch);
 }
 
 // A step's busy times and timeline (for the report), its metrics, plot point and progress.
@@ -176,43 +178,43 @@ void Training::record_step(int64_t epoch, int64_t k, int64_t rows, double second
   last_timeline_ = std::move(r.timeline);
   const double rate = static_cast<double>(rows) / seconds;
   const double acc = static_cast<double>(r.correct) / static_cast<double>(rows);
-  metrics_.step(pos_.step, epoch, k, r.loss, acc, rate, r.peak_memory);
-  drawn_.steps.push_back({pos_.step, r.loss, acc});
+  metrics_.step(resume_point_.step, epoch, k, r.loss, acc, rate, r.peak_memory);
+  drawn_.steps.push_back({resume_point_.step, r.loss, acc});
   progress_->step(k, rows, r.loss, r.correct);
   last_loss_ = r.loss;
   samples_run_ += rows;
 }
 
-// A checkpoint at pos_ (with --checkpoint-dir); a refused one (a NaN or an Inf) ends every
-// process alike.
+// A checkpoint at resume_point_ (with --checkpoint-dir); a refused one (a NaN or an Inf) ends
+// every process alike.
 void Training::checkpoint() {
   if (o_.checkpoint_dir.empty()) return;
   processes_.gather_model(model(), runner());
   processes_.on_reporter(
       [&] {
-        save_checkpoint(o_.checkpoint_dir, spec_, recipe_, pos_, model().parameters(),
+        save_checkpoint(o_.checkpoint_dir, spec_, recipe_, resume_point_, model().parameters(),
                         runner().optimizers());
       },
       "writing the checkpoint");
 }
 
-// The test set after the step at pos_, at most once per step.
+// The test set after the step at resume_point_, at most once per step.
 void Training::evaluate_now(int64_t epoch) {
-  if (evaluated_at_ == pos_.step) return;
-  evaluated_at_ = pos_.step;
+  if (evaluated_at_ == resume_point_.step) return;
+  evaluated_at_ = resume_point_.step;
   processes_.gather_model(model(), runner());
   processes_.on_reporter(
       [&] {
         const Evaluation e = evaluate(model(), test_, o_.batch);
         if (!std::isfinite(e.loss))
           throw std::runtime_error(
-              diverged(pos_.step, "the test loss after it is " + format_value(e.loss)));
+              diverged(resume_point_.step, "the test loss after it is " + format_value(e.loss)));
         char line[160];
         std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
                       static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
         progress_->line(line);
-        metrics_.eval(pos_.step, epoch, e.loss, e.accuracy);
-        drawn_.evals.push_back({pos_.step, e.loss, e.accuracy});
+        metrics_.eval(resume_point_.step, epoch, e.loss, e.accuracy);
+        drawn_.evals.push_back({resume_point_.step, e.loss, e.accuracy});
         last_eval_ = e;
       },
       "evaluating");

@@ -11,7 +11,7 @@
 //   report  the last checkpoint, per-device busy time and measured bubble, --trace, --save,
 //           --plot, the summary line
 //
-// --distributed: the same run on every rank, each training its share (distributed.h); rank 0
+// --distributed: the same run on every rank, each training in its role (distributed.h); rank 0
 // alone prints, evaluates and writes, after gathering the trained stages. The run asks
 // `TrainingProcesses` (training_processes.h) whatever depends on that.
 #pragma once

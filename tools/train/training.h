@@ -44,7 +44,7 @@ class Training {
   // starts (--init-from, --resume). `first_step_began` turns true as the first step begins.
   Training(const Options& options, TrainingProcesses& processes, bool& first_step_began);
 
-  // The epochs from the run's starting position until --epochs, --steps or a stop signal.
+  // The epochs from where the run starts (resume_point_) until --epochs, --steps or a stop signal.
   void epochs();
   // The end: the last evaluation and checkpoint, the busy times, --trace, --save, --plot and
   // the summary line; or after a stop signal, the checkpoint and why it stopped. Returns the
@@ -90,7 +90,7 @@ class Training {
   // Only the reporter prints: the others' progress goes to /dev/null.
   std::unique_ptr<FILE, int (*)(FILE*)> quiet_{nullptr, &std::fclose};
   std::optional<Progress> progress_;
-  Position pos_;  // where the next step starts
+  ResumePoint resume_point_;  // where the next step starts
   MetricsWriter metrics_;
 
   // What the run has done, for the report.

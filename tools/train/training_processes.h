@@ -5,7 +5,7 @@
 //   LoneProcess  (lone_process.h) this process runs every stage, reports and writes; every
 //                exchange is a no-op.
 //   MpiRanks     (distributed.h, built only where Meson finds MPI) this process is one rank
-//                of `mpirun ... brigade-train --distributed`: it runs its share of the
+//                of `mpirun ... brigade-train --distributed`: it plays its role in the
 //                pipeline, and the ranks gather, broadcast and agree through MPI.
 //
 // main.cpp is the one place that chooses between them.
@@ -46,7 +46,7 @@ class TrainingProcesses {
  public:
   virtual ~TrainingProcesses() = default;
 
-  // True for one rank of an mpirun job, which runs its share of the pipeline; false for a
+  // True for one rank of an mpirun job, which plays its role in the pipeline; false for a
   // process that runs all of it.
   virtual bool distributed() const = 0;
   // True for the process that prints, evaluates and writes every file: a lone process, or
@@ -56,7 +56,7 @@ class TrainingProcesses {
   // The options of the pipeline this process takes part in (`options` as they are for a lone
   // process; under mpirun one device per rank of a pipeline, distributed.h).
   virtual Options pipeline_options(const Options& options, const model::ModelSpec& spec) = 0;
-  // The runner of this process's share of each step (runners.h).
+  // The runner of this process's role in each step (runners.h).
   virtual std::unique_ptr<StepRunner> make_runner(layers::Sequential& model,
                                                   pipeline::Partition partition,
                                                   pipeline::LoweredSchedule lowered,
@@ -66,9 +66,9 @@ class TrainingProcesses {
   // stage's parameters and optimizer state.
   virtual void gather_model(layers::Sequential& model, const StepRunner& runner) = 0;
   // After the reporter set the model (--resume, --init-from): every process takes its
-  // parameters, optimizer state and `position`.
+  // parameters, optimizer state and `resume_point`.
   virtual void broadcast_model(layers::Sequential& model, const StepRunner& runner,
-                               Position& position) = 0;
+                               ResumePoint& resume_point) = 0;
   // Runs `fn` on the reporter alone; an error it throws becomes every process's.
   virtual void on_reporter(const std::function<void()>& fn, const std::string& what) = 0;
 

@@ -22,7 +22,8 @@ void write_trace(const std::string& path, const pipeline::Timeline& t) {
 
 int Training::report() {
   if (const int sig = processes_.stop_requested()) return report_stop(sig);
-  if (pos_.batch != 0) evaluate_now(pos_.epoch);  // stopped early by --steps: still say how good
+  // Stopped early by --steps: still say how good.
+  if (resume_point_.batch != 0) evaluate_now(resume_point_.epoch);
   checkpoint();
   const double wall = std::chrono::duration<double>(Clock::now() - started_).count();
   report_busy_times();
@@ -32,8 +33,9 @@ int Training::report() {
   }
   if (!o_.save.empty()) {
     processes_.gather_model(model(), runner());
-    processes_.on_reporter([&] { save_if_finite(model().parameters(), o_.save, pos_.step); },
-                           "writing --save");
+    processes_.on_reporter(
+        [&] { save_if_finite(model().parameters(), o_.save, resume_point_.step); },
+        "writing --save");
     progress_->line("parameters saved to " + o_.save);
   }
   draw();
@@ -49,7 +51,7 @@ int Training::report_stop(int sig) {
                                 ? " (no --checkpoint-dir: nothing saved)"
                                 : "; checkpoint in " + checkpoint_path(o_.checkpoint_dir);
   progress_->line(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                  " after step " + std::to_string(pos_.step) + saved);
+                  " after step " + std::to_string(resume_point_.step) + saved);
   draw();
   return 128 + sig;
 }

@@ -60,23 +60,23 @@ int64_t padded_cols(const Conv2dShape& s) { return s.Q + s.S - 1; }
 // keep its N dimension wide where P·Q is small (the question's conv4 has P·Q = 9). Forward and
 // backward-data hand the groups to whichever thread is free; backward-filter cuts the batch
 // into up to 8 fixed chunks, each summed group by group into its own (K, CRS) partial, and
-// adds the partials in chunk order. Each thread has a slot of scratch (col and ybuf).
+// adds the partials in chunk order. Each worker (chunks.h) has its own scratch (col and ybuf).
 struct Plan {
   int64_t nb;        // samples per SGEMM
   int64_t groups;    // ceil(N / nb)
   int64_t chunks;    // backward-filter's chunks of samples
-  int64_t slots;     // thread slots: at most one per sample
-  int64_t col;       // floats of one slot's col buffer: (CRS, nb·PQ), or a padded sample
-  int64_t ybuf;      // floats of one slot's (K, nb·PQ) gather/scatter buffer
+  int64_t workers;   // threads taking part (chunks.h): at most one per sample
+  int64_t col;       // floats of one worker's col buffer: (CRS, nb·PQ), or a padded sample
+  int64_t ybuf;      // floats of one worker's (K, nb·PQ) gather/scatter buffer
   int64_t partial;   // floats of one chunk's (K, CRS) filter-gradient partial sum
-  int64_t slot() const { return col + ybuf; }
-  int64_t total() const { return slots * slot() + chunks * partial; }
+  int64_t worker_floats() const { return col + ybuf; }  // one worker's scratch
+  int64_t total() const { return workers * worker_floats() + chunks * partial; }
 };
 
 // SGEMM's N: wide enough to run near full speed. On the question's conv3/conv4, 192..384 measured
 // alike (within noise) and 768 slower (the col buffer outgrows L2).
 constexpr int64_t kTargetColumns = 256;
-constexpr int64_t kMaxColFloats = 1 << 20;    // 4 MiB of col per slot at most
+constexpr int64_t kMaxColFloats = 1 << 20;    // 4 MiB of col per worker at most
 
 Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   const int64_t PQ = s.P * s.Q, CRS = s.C * s.R * s.S;
@@ -92,7 +92,7 @@ Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   // chunks of 16 samples of conv4 ran 5-10 % slower than 4 of 32).
   p.chunks = std::clamp<int64_t>(s.N * PQ / kTargetColumns, 1,
                                  std::max<int64_t>(1, std::min(kChunks, s.N)));
-  p.slots = chunk_slots(pool, s.N);
+  p.workers = chunk_workers(pool, s.N);
   p.col = CRS * p.nb * PQ;
   if (s.C == 1 && s.stride == 1) p.col = std::max(p.col, padded_rows(s) * padded_cols(s));
   p.ybuf = p.nb > 1 ? s.K * p.nb * PQ : 0;
@@ -100,13 +100,13 @@ Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   return p;
 }
 
-// Runs body(slot, n0, nbk) for the groups [g·nb, (g+1)·nb) of the batch, handed out one at a
-// time to whichever thread is free, slot being that thread's scratch. For work whose result
-// per sample does not depend on who computes it (forward, backward-data).
+// Runs body(worker, n0, nbk) for the groups [g·nb, (g+1)·nb) of the batch, handed out one at
+// a time to whichever thread is free, `worker` numbering that thread (and its scratch). For
+// work whose result per sample does not depend on who computes it (forward, backward-data).
 template <class Body>
 void for_each_group(const Conv2dShape& s, const Plan& plan, ThreadPool& pool, Body&& body) {
-  for_each_chunk(pool, plan.groups, [&](int64_t slot, int64_t g) {
-    body(slot, g * plan.nb, std::min(plan.nb, s.N - g * plan.nb));
+  for_each_chunk(pool, plan.groups, [&](int64_t worker, int64_t g) {
+    body(worker, g * plan.nb, std::min(plan.nb, s.N - g * plan.nb));
   });
 }
 
@@ -171,15 +171,15 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   const Isa isa = kernel_isa();
   Scratch scratch(workspace, plan.total());
   if (is_direct(s, isa)) {  // one sample at a time, to whichever thread is free
-    for_each_chunk(pool, s.N, [&](int64_t t, int64_t n) {
+    for_each_chunk(pool, s.N, [&](int64_t worker, int64_t n) {
       int64_t ld;
-      const float* xs = padded_sample(x, scratch.get() + t * plan.slot(), n, s, ld);
+      const float* xs = padded_sample(x, scratch.get() + worker * plan.worker_floats(), n, s, ld);
       avx512::conv1ch_forward(xs, ld, w, b, y + n * s.K * PQ, s, relu);
     });
     return;
   }
-  for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
-    float* col = scratch.get() + t * plan.slot();
+  for_each_group(s, plan, pool, [&](int64_t worker, int64_t n0, int64_t nbk) {
+    float* col = scratch.get() + worker * plan.worker_floats();
     float* ybuf = col + plan.col;
     const int64_t cols = nbk * PQ;
     const float* lowered = lower_group(x, col, n0, nbk, s, isa);
@@ -229,8 +229,8 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
     const float* y = relu_x + n * CHW;
     for (int64_t i = 0; i < CHW; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
   };
-  for_each_group(s, plan, pool, [&](int64_t t, int64_t n0, int64_t nbk) {
-    float* col = scratch.get() + t * plan.slot();
+  for_each_group(s, plan, pool, [&](int64_t worker, int64_t n0, int64_t nbk) {
+    float* col = scratch.get() + worker * plan.worker_floats();
     const int64_t cols = nbk * PQ;
     const float* dyc = gather_dy(dy, col + plan.col, n0, nbk, s);
     if (is_pointwise(s) && nbk == 1) {  // dx[n0] (C, HW) = wᵀ · dy[n0]: no lowering at all
@@ -256,11 +256,12 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   const Plan plan = make_plan(s, pool);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   Scratch scratch(workspace, plan.total());
-  float* partials = scratch.get() + plan.slots * plan.slot();  // chunk c's at c·partial
+  // After every worker's scratch, chunk c's partial at c·partial.
+  float* partials = scratch.get() + plan.workers * plan.worker_floats();
   const Isa isa = kernel_isa();
-  for_each_chunk(pool, plan.chunks, [&](int64_t t, int64_t ch) {
+  for_each_chunk(pool, plan.chunks, [&](int64_t worker, int64_t ch) {
     // chunk ch: samples [first, end), nb at a time, into its own partial (K, CRS)
-    float* col = scratch.get() + t * plan.slot();
+    float* col = scratch.get() + worker * plan.worker_floats();
     float* partial = partials + ch * plan.partial;
     const int64_t first = chunk_begin(s.N, plan.chunks, ch);
     const int64_t end = chunk_begin(s.N, plan.chunks, ch + 1);

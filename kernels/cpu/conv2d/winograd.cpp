@@ -35,17 +35,17 @@ struct Geometry {
   int64_t tiles;    // th · tw
   int64_t nb;       // samples per group
   int64_t T;        // tiles per group: nb · tiles, the SGEMMs' N (and leading dimension)
-  int64_t slots;    // thread slots
+  int64_t workers;  // threads taking part (chunks.h)
   int64_t chunks;   // backward-filter's chunks (0 for the forward)
   int64_t u;        // floats of U (the forward's, shared)
-  int64_t v, m;     // floats of one slot's V and M
+  int64_t v, m;     // floats of one worker's V and M
   int64_t du;       // floats of one chunk's dU
-  int64_t slot() const { return v + m; }
-  int64_t total() const { return u + slots * slot() + chunks * du; }
+  int64_t worker_floats() const { return v + m; }  // one worker's V and M
+  int64_t total() const { return u + workers * worker_floats() + chunks * du; }
 };
 
 // The forward's geometry, or backward-filter's. Group sizes do not depend on the thread
-// count (the SGEMMs' shapes, hence their sums, must not); only the number of slots does.
+// count (the SGEMMs' shapes, hence their sums, must not); only the number of workers does.
 Geometry geometry(const Conv2dShape& s, const ThreadPool& pool, bool for_filter = false) {
   Geometry g{};
   g.th = (s.P + 1) / 2;
@@ -55,7 +55,7 @@ Geometry geometry(const Conv2dShape& s, const ThreadPool& pool, bool for_filter 
   if (!for_filter) g.nb = std::min(g.nb, std::max<int64_t>(1, s.N / kChunks));
   g.T = g.nb * g.tiles;
   g.chunks = for_filter ? std::min(kChunks, s.N) : 0;
-  g.slots = chunk_slots(pool, for_filter ? g.chunks : (s.N + g.nb - 1) / g.nb);
+  g.workers = chunk_workers(pool, for_filter ? g.chunks : (s.N + g.nb - 1) / g.nb);
   g.u = for_filter ? 0 : kXi * s.K * s.C;
   g.v = kXi * s.C * g.T;
   g.m = kXi * s.K * g.T;
@@ -63,18 +63,18 @@ Geometry geometry(const Conv2dShape& s, const ThreadPool& pool, bool for_filter 
   return g;
 }
 
-// One slot's buffers inside the workspace.
-struct Slot {
+// One worker's buffers inside the workspace.
+struct WorkerBuffers {
   float *V, *M;
 };
-Slot slot_of(float* workspace, const Geometry& g, int64_t t) {
-  float* base = workspace + g.u + t * g.slot();
+WorkerBuffers buffers_of(float* workspace, const Geometry& g, int64_t worker) {
+  float* base = workspace + g.u + worker * g.worker_floats();
   return {base, base + g.v};
 }
 
-// Chunk ch's dU inside the workspace, after the slots.
+// Chunk ch's dU inside the workspace, after the workers' buffers.
 float* chunk_sum(float* workspace, const Geometry& g, int64_t ch) {
-  return workspace + g.u + g.slots * g.slot() + ch * g.du;
+  return workspace + g.u + g.workers * g.worker_floats() + ch * g.du;
 }
 
 // U[ξ][k][c] = (G g Gᵀ)[ξ] for every filter g (3x3); turned 180° with K and C swapped when
@@ -134,7 +134,7 @@ void untransform_filter_gradient(const float* dU, float* dw, int64_t K, int64_t 
 }
 
 // V (16, C, T) of samples [n0, n0 + nbk) of x (N, C, H, W), s a forward shape.
-void transform_inputs(const float* x, const Slot& buf, int64_t n0, int64_t nbk,
+void transform_inputs(const float* x, const WorkerBuffers& buf, int64_t n0, int64_t nbk,
                       const Conv2dShape& s, const Geometry& g, bool avx512) {
   const int64_t HW = s.H * s.W;
   for (int64_t c = 0; c < s.C; ++c)
@@ -152,7 +152,7 @@ void transform_inputs(const float* x, const Slot& buf, int64_t n0, int64_t nbk,
 }
 
 // y[n0 ..] (N, K, P, Q) from M: Aᵀ M A + bias, then the ReLU or relu_x's mask.
-void transform_outputs(const Slot& buf, float* y, const float* bias, bool relu,
+void transform_outputs(const WorkerBuffers& buf, float* y, const float* bias, bool relu,
                        const float* relu_x, int64_t n0, int64_t nbk, const Conv2dShape& s,
                        const Geometry& g, bool avx512) {
   const int64_t PQ = s.P * s.Q;
@@ -167,7 +167,7 @@ void transform_outputs(const Slot& buf, float* y, const float* bias, bool relu,
 }
 
 // M (16, K, T) = A dY Aᵀ for the tiles of dy's samples [n0, n0 + nbk), dy (N, K, P, Q).
-void transform_gradients(const float* dy, const Slot& buf, int64_t n0, int64_t nbk,
+void transform_gradients(const float* dy, const WorkerBuffers& buf, int64_t n0, int64_t nbk,
                          const Conv2dShape& s, const Geometry& g, bool avx512) {
   const int64_t PQ = s.P * s.Q;
   for (int64_t k = 0; k < s.K; ++k)
@@ -187,8 +187,8 @@ void run_forward(const float* x, const float* bias, float* y, const Conv2dShape&
   const int64_t groups = (s.N + g.nb - 1) / g.nb;
   // Groups go to whichever thread is free; nothing is summed across groups, so who computes
   // one does not change its bits.
-  for_each_chunk(pool, groups, [&](int64_t t, int64_t grp) {
-    const Slot buf = slot_of(workspace, g, t);
+  for_each_chunk(pool, groups, [&](int64_t worker, int64_t grp) {
+    const WorkerBuffers buf = buffers_of(workspace, g, worker);
     const int64_t n0 = grp * g.nb, nbk = std::min(g.nb, s.N - n0);
     transform_inputs(x, buf, n0, nbk, s, g, avx512);
     for (int64_t xi = 0; xi < kXi; ++xi)  // M[ξ] (K, T) = U[ξ] (K, C) · V[ξ] (C, T)
@@ -248,9 +248,9 @@ void backward_filter(const float* x, const float* dy, float* dw, const Conv2dSha
                      ThreadPool& pool, float* workspace) {
   const Geometry g = geometry(s, pool, /*for_filter=*/true);
   const bool avx512 = kernel_isa() == Isa::avx512;
-  for_each_chunk(pool, g.chunks, [&](int64_t t, int64_t ch) {
+  for_each_chunk(pool, g.chunks, [&](int64_t worker, int64_t ch) {
     // chunk ch: samples [ch·N/chunks, (ch+1)·N/chunks), group by group, into its dU
-    const Slot buf = slot_of(workspace, g, t);
+    const WorkerBuffers buf = buffers_of(workspace, g, worker);
     float* dU = chunk_sum(workspace, g, ch);
     std::fill(dU, dU + g.du, 0.0f);
     const int64_t end = chunk_begin(s.N, g.chunks, ch + 1);

@@ -1,4 +1,5 @@
-// PhaseTable<T>: one value per (stage, phase, micro-batch) — "has 2B1 happened, and when".
+// NeedTable<T>: one value per Need (action.h), i.e. per (stage, phase, micro-batch), indexed
+// by the Need itself — "has 2B1 happened, and when".
 // The dry run stores done/not-done, the simulator the time each phase finished.
 #pragma once
 
@@ -9,9 +10,9 @@
 namespace brigade::pipeline {
 
 template <class T>
-class PhaseTable {
+class NeedTable {
  public:
-  PhaseTable(int stages, int microbatches, T init)
+  NeedTable(int stages, int microbatches, T init)
       : microbatches_(microbatches), values_(size_t(stages) * kPhases * microbatches, init) {}
   T& operator[](const Need& n) { return values_[index(n)]; }
   const T& operator[](const Need& n) const { return values_[index(n)]; }

@@ -1,4 +1,4 @@
-// One process's share of a schedule (pipeline/runtime/process_share.h), without MPI: several Runtime
+// One process's role in a schedule (pipeline/runtime/process_role.h), without MPI: several Runtime
 // objects over the same schedule, each running some of its devices, in threads of this test,
 // linked by in-process Channels they share — what MPI links do between the ranks of
 // `mpirun -np P` — and, for data parallelism, replicas whose gradients a LocalReducer sums.
@@ -56,16 +56,16 @@ struct Rank {
 };
 
 Rank make_rank(const Partition& partition, const Schedule& schedule, int d, Device local,
-               ProcessShare share) {
+               ProcessRole role) {
   std::vector<Device> blocks(static_cast<size_t>(schedule.devices), Device::cpu(0));
   blocks[static_cast<size_t>(d)] = local;
   Rank r;
   r.model = layers::Sequential::from_spec(place(test::small_spec(), partition, schedule.devices),
                                           blocks, test::kModelSeed);
   r.initial = test::params_of(*r.model);
-  share.devices = {d};
+  role.devices = {d};
   r.runtime = std::make_unique<Runtime>(*r.model, partition, schedule, test::sgd,
-                                        RuntimeOptions{.seed = test::kDropoutSeed}, share);
+                                        RuntimeOptions{.seed = test::kDropoutSeed}, role);
   return r;
 }
 
@@ -193,13 +193,13 @@ TEST_CASE("2 stages x 2 replicas: each replica takes half the batch, a reducer s
   std::vector<Rank> ranks;  // rank r*P + d: replica r, device d
   for (int r = 0; r < kReplicas; ++r)
     for (int d = 0; d < kStages; ++d) {
-      ProcessShare ps{.links = links[static_cast<size_t>(r)].factory(),
-                      .replica = r,
-                      .replicas = kReplicas};
+      ProcessRole role{.links = links[static_cast<size_t>(r)].factory(),
+                       .replica = r,
+                       .replicas = kReplicas};
       for (int s = 0; s < kStages; ++s)
-        ps.reducers.push_back(&reducers[static_cast<size_t>(s)]->member(r));
+        role.reducers.push_back(&reducers[static_cast<size_t>(s)]->member(r));
       ranks.push_back(make_rank(partition, schedule, d,
-                                devices[static_cast<size_t>(r * kStages + d)], ps));
+                                devices[static_cast<size_t>(r * kStages + d)], role));
     }
   // Every rank is given the whole mini-batch; replica r trains on rows [6r, 6r + 6).
   train_together(ranks, std::vector<std::vector<HostBatch>>(ranks.size(), data));
@@ -218,13 +218,13 @@ TEST_CASE("2 stages x 2 replicas: each replica takes half the batch, a reducer s
   }
 }
 
-TEST_CASE("a share that cannot run is refused with what is wrong") {
+TEST_CASE("a role that cannot be played is refused with what is wrong") {
   const Schedule schedule = make_schedule("1f1b", 2, 2);
   const Partition partition = cut_for(schedule);
   auto model = test::placed_model(partition, 2, /*first_device=*/31);
-  const auto refused = [&](ProcessShare share) {
+  const auto refused = [&](ProcessRole role) {
     return testing::error_text<Error>([&] {
-      Runtime(*model, partition, schedule, test::sgd, {}, std::move(share));
+      Runtime(*model, partition, schedule, test::sgd, {}, std::move(role));
     });
   };
   CHECK(refused({.devices = {2}}).find("device 2 of a schedule of 2 devices") != std::string::npos);

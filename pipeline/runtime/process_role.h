@@ -1,8 +1,10 @@
-// ProcessShare: which part of a pipelined, data-parallel training step THIS process runs.
+// ProcessRole: the part THIS process plays in a pipelined, data-parallel training step — the
+// schedule devices it runs, its links to the other processes, its replica, and the all-reduces
+// it takes part in (each stage's gradients across replicas, the norm for clipping).
 //
 // A production pipeline runs one process per stage (mpirun -np P), and D replicas of that
 // pipeline for throughput (P·D processes). Every process builds a Runtime over the SAME
-// schedule and partition and runs only its share of it:
+// schedule and partition and plays only its role in it:
 //
 //   devices       the schedule devices whose action lists it runs (rank p of a replica runs
 //                 schedule device p: stages p, p+P, ... of an interleaved schedule). Empty:
@@ -57,7 +59,7 @@ struct LinkEnd {
 
 using LinkFactory = std::function<std::shared_ptr<Link>(const LinkEnd&)>;
 
-struct ProcessShare {
+struct ProcessRole {
   std::vector<int> devices{};  // schedule devices run here; empty = all
   LinkFactory links{};         // required when some device is not run here
   int replica = 0;             // which replica of the pipeline this process is part of
