@@ -15,15 +15,8 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "kernels/cuda/conv2d.h"
-#include "kernels/cuda/dense.h"
-#include "kernels/cuda/dropout.h"
-#include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/maxpool2d.h"
-#include "kernels/cuda/optimizers.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/path.h"
-#include "kernels/cuda/relu.h"
-#include "kernels/cuda/softmax.h"
 #include "kernels/cuda/vendor.h"
 
 namespace brigade::ops::cuda_ops {
