@@ -8,7 +8,7 @@
 //   2. allocates its outputs on `stream` (stream-ordered, from the device's allocator);
 //   3. enqueues the work on `stream` and returns at once, dispatching on the device:
 //        cpu:N   a task on the CPU stream calling brigade::cpu::* with stream.thread_pool();
-//        cuda:N  brigade::cuda::* launchers on the stream (ops_cuda.cpp, CUDA builds):
+//        cuda:N  brigade::cuda::* launchers on the stream (kernels/ops/<op>.cpp, CUDA builds):
 //                Conv2D, MaxPooling2D and Dense through cuDNN/cuBLAS or the hand-written
 //                kernels as kernels/cuda/path.h's setting says, every other op hand-written.
 //      An op without a kernel for the device throws "<op>: no kernel for <device>": there is

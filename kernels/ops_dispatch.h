@@ -1,7 +1,10 @@
-// How an op of kernels/ops.h reaches its device: the operand checks and the dispatch shared
-// by ops.cpp and ops_train.cpp. Internal to kernels/.
+// What every op of kernels/ops.h shares on its way to a device: the operand checks, the CPU
+// task helper, the CUDA operand helper, and the error for a device without a kernel. Each
+// op's own file, kernels/ops/<op>.cpp, has its checks, its CPU branch and its CUDA branch.
+// Internal to kernels/.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -13,10 +16,6 @@
 #include "engine/tensor.h"
 #include "engine/thread_pool.h"
 
-#if defined(BRIGADE_HAVE_CUDA)
-#include "kernels/ops_cuda.h"
-#endif
-
 namespace brigade::ops::detail {
 
 // "relu_forward: no kernel for cuda:0": a device that cannot run the op is an error, never
@@ -24,6 +23,8 @@ namespace brigade::ops::detail {
 [[noreturn]] inline void no_kernel(const char* op, const Device& device) {
   throw Error(std::string(op) + ": no kernel for " + device.str());
 }
+
+// ---- Operand checks ------------------------------------------------------------------------
 
 // Every operand is defined, float32 and on the stream's device.
 inline void check_operands(const char* op, const Stream& stream,
@@ -43,27 +44,58 @@ inline void check_same_shape(const char* op, const char* a_name, const Tensor& a
                                            << " must have the same shape");
 }
 
+// A bias of Conv2D or Dense: (units).
+inline void check_bias(const char* op, const Tensor& b, int64_t units) {
+  BRIGADE_CHECK(b.shape() == Shape({units}),
+                op << ": bias " << b.shape() << " does not match " << units << " outputs");
+}
+
+// (N, classes) logits or probabilities, and (N) labels when given: softmax and the loss.
+inline void check_rows(const char* op, const Tensor& x, const Tensor* labels) {
+  BRIGADE_CHECK(x.shape().rank() == 2 && x.shape()[1] >= 1,
+                op << ": expects (N, classes), got " << x.shape());
+  if (labels)
+    BRIGADE_CHECK(labels->shape() == Shape({x.shape()[0]}),
+                  op << ": labels " << labels->shape() << " do not match logits " << x.shape());
+}
+
+// ---- Memory --------------------------------------------------------------------------------
+
 // The int32 view of a tensor that holds int32 bits (see ops.h, "Integer tensors").
 inline int32_t* int32_data(const Tensor& t) { return static_cast<int32_t*>(t.storage()->data()); }
 
-// Enqueues fn(pool) on the CPU stream, keeping `keep` alive until it has run and declaring
-// the stream as a user of every operand it does not own (an undefined tensor in `keep`, an
-// optional operand left out, is skipped).
+// A scratch tensor of at least `bytes` bytes on the stream (never empty: the allocator's
+// smallest bin), so the allocator caches it between calls and frees it only after the work
+// that uses it has run.
+inline Tensor workspace(uint64_t bytes, const Stream& stream) {
+  const int64_t floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+  return Tensor::empty(Shape({floats > 0 ? floats : 1}), stream);
+}
+
+// Declares `stream` a user of t when another stream owns it, so that the caching allocator
+// does not hand t's memory to its owner's next allocation while `stream` may still read it
+// (allocator.h). An undefined tensor (an optional operand left out) is skipped.
+inline void record_use(const Tensor& t, const Stream& stream) {
+  if (t.defined() && !(t.stream() == stream)) t.record_stream(stream);
+}
+
+// ---- The two branches ----------------------------------------------------------------------
+
+// CPU: enqueues fn(pool) on the CPU stream, keeping `keep` alive until it has run and
+// declaring the stream a user of every operand it does not own.
 template <class Fn>
 void on_cpu(const Stream& stream, std::initializer_list<Tensor> keep, Fn fn) {
   std::vector<Tensor> alive(keep);
-  for (const Tensor& t : alive)
-    if (t.defined() && !(t.stream() == stream)) t.record_stream(stream);
+  for (const Tensor& t : alive) record_use(t, stream);
   ThreadPool& pool = stream.thread_pool();  // retired pools live on: the reference stays valid
   stream.enqueue([alive = std::move(alive), fn = std::move(fn), &pool]() { fn(pool); });
 }
 
-}  // namespace brigade::ops::detail
+// CUDA: a kernel holds no tensors, so before launching, the op declares the stream a user
+// of every operand it does not own; the caching allocator then keeps their memory until the
+// stream has passed the launch.
+inline void on_cuda(const Stream& stream, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands) record_use(*t, stream);
+}
 
-// The CUDA branch of an op: `BRIGADE_OPS_CUDA(relu_forward, (x, y, stream))` calls
-// cuda_ops::relu_forward(x, y, stream) in CUDA builds; a CPU-only build has no CUDA kernels.
-#if defined(BRIGADE_HAVE_CUDA)
-#define BRIGADE_OPS_CUDA(name, args) ::brigade::ops::cuda_ops::name args
-#else
-#define BRIGADE_OPS_CUDA(name, args) ::brigade::ops::detail::no_kernel(#name, stream.device())
-#endif
+}  // namespace brigade::ops::detail

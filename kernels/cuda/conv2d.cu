@@ -24,8 +24,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/conv2d.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
 

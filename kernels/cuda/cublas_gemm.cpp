@@ -14,7 +14,7 @@
 
 #include "engine/error.h"
 #include "engine/stream.h"
-#include "kernels/cuda/dense.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/vendor.h"
 #include "kernels/cuda/vendor_handles.h"
 

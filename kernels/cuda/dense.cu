@@ -13,8 +13,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/dense.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {

@@ -2,37 +2,21 @@
 // contracts of kernels/reference/dense.h: dx overwritten, dw and db ACCUMULATED (+=).
 // The products go through gemm_tiled (gemm.h). Two compilations: brigade::cuda (nvcc) and
 // brigade::emu (the emulator); launches are asynchronous.
-#pragma once
+// Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
+// (include that header, not this file).
 
-#include <cstdint>
-
-namespace brigade {
-class Stream;
-}
-
-#define BRIGADE_CUDA_DENSE_LAUNCHERS                                                         \
-  /* x: (N, in)  w: (out, in)  b: (out) or nullptr  y: (N, out); relu fuses y = max(y, 0) */ \
-  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,    \
-                     int64_t in, int64_t out, const Stream& stream, bool relu = false);      \
-  /* dy: (N, out)  w: (out, in)  dx: (N, in), overwritten: dx = dy · W */                    \
-  void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, int64_t in, \
-                           int64_t out, const Stream& stream);                               \
-  /* x: (N, in)  dy: (N, out)  dw: (out, in), accumulated: dw += dyᵀ · x */                   \
-  void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N,          \
-                             int64_t in, int64_t out, const Stream& stream);                 \
-  /* dy: (N, out)  db: (out), accumulated: db += column sums of dy */                        \
-  void dense_backward_bias(const float* dy, float* db, int64_t N, int64_t out,               \
-                           const Stream& stream);                                            \
-  /* y: (rows, cols). y[i][j] += b[j], then y = max(y, 0) if relu (b may be nullptr). */     \
-  void add_bias_rows(float* y, const float* b, int64_t rows, int64_t cols, bool relu,        \
-                     const Stream& stream);
-
-namespace brigade::emu {
-BRIGADE_CUDA_DENSE_LAUNCHERS
-}  // namespace brigade::emu
-#if defined(BRIGADE_HAVE_CUDA)
-namespace brigade::cuda {
-BRIGADE_CUDA_DENSE_LAUNCHERS
-}  // namespace brigade::cuda
-#endif
-#undef BRIGADE_CUDA_DENSE_LAUNCHERS
+// x: (N, in)  w: (out, in)  b: (out) or nullptr  y: (N, out); relu fuses y = max(y, 0)
+void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
+                   int64_t in, int64_t out, const Stream& stream, bool relu = false);
+// dy: (N, out)  w: (out, in)  dx: (N, in), overwritten: dx = dy · W
+void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, int64_t in,
+                         int64_t out, const Stream& stream);
+// x: (N, in)  dy: (N, out)  dw: (out, in), accumulated: dw += dyᵀ · x
+void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N,
+                           int64_t in, int64_t out, const Stream& stream);
+// dy: (N, out)  db: (out), accumulated: db += column sums of dy
+void dense_backward_bias(const float* dy, float* db, int64_t N, int64_t out,
+                         const Stream& stream);
+// y: (rows, cols). y[i][j] += b[j], then y = max(y, 0) if relu (b may be nullptr).
+void add_bias_rows(float* y, const float* b, int64_t rows, int64_t cols, bool relu,
+                   const Stream& stream);

@@ -14,7 +14,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {

@@ -3,33 +3,15 @@
 // step, layer, i, e), the same bits on the CPU and the GPU. Kept elements are scaled by
 // 1 / (1 - rate). Results are bit-identical to brigade::ref::dropout_forward<float>.
 // Two compilations: brigade::cuda (nvcc) and brigade::emu (the emulator).
-#pragma once
+// Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
+// (include that header, not this file).
 
-#include <cstdint>
-
-#include "kernels/dropout_mask.h"
-
-namespace brigade {
-class Stream;
-}
-
-#define BRIGADE_CUDA_DROPOUT_LAUNCHERS                                                      \
-  /* x, y: (batch, per_sample); row b is mini-batch sample sample_offset + b; y may alias */ \
-  /* x. Throws unless 0 <= rate < 1. */                                                     \
-  void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample,         \
-                       int64_t sample_offset, float rate, const DropoutKey& key,            \
-                       const Stream& stream);                                               \
-  /* dy, dx: (batch, per_sample); the forward's mask, recomputed. */                        \
-  void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,      \
-                        int64_t sample_offset, float rate, const DropoutKey& key,           \
-                        const Stream& stream);
-
-namespace brigade::emu {
-BRIGADE_CUDA_DROPOUT_LAUNCHERS
-}  // namespace brigade::emu
-#if defined(BRIGADE_HAVE_CUDA)
-namespace brigade::cuda {
-BRIGADE_CUDA_DROPOUT_LAUNCHERS
-}  // namespace brigade::cuda
-#endif
-#undef BRIGADE_CUDA_DROPOUT_LAUNCHERS
+// x, y: (batch, per_sample); row b is mini-batch sample sample_offset + b; y may alias
+// x. Throws unless 0 <= rate < 1.
+void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample,
+                     int64_t sample_offset, float rate, const DropoutKey& key,
+                     const Stream& stream);
+// dy, dx: (batch, per_sample); the forward's mask, recomputed.
+void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,
+                      int64_t sample_offset, float rate, const DropoutKey& key,
+                      const Stream& stream);

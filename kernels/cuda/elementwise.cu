@@ -4,7 +4,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {

@@ -7,25 +7,9 @@
 //
 // Two compilations of one source (kernels/emu/README.md): brigade::cuda (nvcc, CUDA streams)
 // and brigade::emu (the emulator, CPU streams). Pointers are memory of the stream's device.
-#pragma once
+// Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
+// (include that header, not this file).
 
-#include <cstdint>
-
-namespace brigade {
-class Stream;
-}
-
-#define BRIGADE_CUDA_GEMM_LAUNCHERS                                                        \
-  void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, \
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta,    \
-                  float* C, int64_t ldc, const Stream& stream);
-
-namespace brigade::emu {
-BRIGADE_CUDA_GEMM_LAUNCHERS
-}  // namespace brigade::emu
-#if defined(BRIGADE_HAVE_CUDA)
-namespace brigade::cuda {
-BRIGADE_CUDA_GEMM_LAUNCHERS
-}  // namespace brigade::cuda
-#endif
-#undef BRIGADE_CUDA_GEMM_LAUNCHERS
+void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                float* C, int64_t ldc, const Stream& stream);

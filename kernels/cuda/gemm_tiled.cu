@@ -24,7 +24,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 

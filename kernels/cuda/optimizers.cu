@@ -18,7 +18,7 @@
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/optimizers.h"
+#include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 

@@ -2,30 +2,12 @@
 // kernels/reference/optimizers.h, same hyper-parameter structs, checked the same way (the
 // launchers throw std::invalid_argument before launching). Two compilations: brigade::cuda
 // (nvcc) and brigade::emu (the emulator); launches are asynchronous.
-#pragma once
+// Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
+// (include that header, not this file).
 
-#include <cstdint>
-
-#include "kernels/optimizer_params.h"
-
-namespace brigade {
-class Stream;
-}
-
-#define BRIGADE_CUDA_OPTIMIZER_LAUNCHERS                                                      \
-  /* p, g, buf: (n); first_step: PyTorch initialises the momentum buffer to the first g. */   \
-  void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams& h,        \
-                  bool first_step, const Stream& stream);                                     \
-  /* p, g, m, v: (n); step counts from 1. */                                                  \
-  void adam_update(float* p, const float* g, float* m, float* v, int64_t n,                   \
-                   const AdamParams& h, int64_t step, const Stream& stream);
-
-namespace brigade::emu {
-BRIGADE_CUDA_OPTIMIZER_LAUNCHERS
-}  // namespace brigade::emu
-#if defined(BRIGADE_HAVE_CUDA)
-namespace brigade::cuda {
-BRIGADE_CUDA_OPTIMIZER_LAUNCHERS
-}  // namespace brigade::cuda
-#endif
-#undef BRIGADE_CUDA_OPTIMIZER_LAUNCHERS
+// p, g, buf: (n); first_step: PyTorch initialises the momentum buffer to the first g.
+void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams& h,
+                bool first_step, const Stream& stream);
+// p, g, m, v: (n); step counts from 1.
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
+                 const AdamParams& h, int64_t step, const Stream& stream);

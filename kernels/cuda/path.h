@@ -3,7 +3,7 @@
 // Conv2D forward / backward-data / backward-filter and max pooling). Ops with one
 // implementation (ReLU, dropout, softmax, optimizers, ...) always run the hand-written kernel.
 //
-// One setting per process, read by the op dispatcher (kernels/ops_cuda.cpp) at every call;
+// One setting per process, read by the op dispatcher (kernels/ops/*.cpp) at every call;
 // set it before training starts (changing it between two ops of one step is allowed, and
 // takes effect at the next op). Default: BRIGADE_CUDA_PATH from the environment
 // ("handwritten" or "vendor") if set, else vendor — the fast one. On emulated GPUs

@@ -6,34 +6,16 @@
 //
 // Pointers are device memory of the stream's device (host memory for a CPU stream). All
 // launchers are asynchronous: the result is ready once the stream has run the work.
-#pragma once
+// Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
+// (include that header, not this file).
 
-#include <cstdint>
-
-namespace brigade {
-class Stream;
-}
-
-#define BRIGADE_PROOF_KERNEL_LAUNCHERS                                                     \
-  /* Floats of scratch reduce_sum_shared needs for n inputs (the block sums). */          \
-  int64_t reduce_sum_shared_workspace(int64_t n);                                          \
-  /* out[0] = sum of x (n), by shared-memory tree reductions, pass after pass. */          \
-  void reduce_sum_shared(const float* x, int64_t n, float* workspace, float* out,          \
-                         const Stream& stream);                                            \
-  /* out[0] = sum of x (n), by warp shuffles and one atomicAdd per block. */               \
-  void reduce_sum_warp(const float* x, int64_t n, float* out, const Stream& stream);       \
-  /* C (M, N) = A (M, K) · B (K, N), row-major, by 16×16 shared-memory tiles. */           \
-  void matmul_tiled(const float* a, const float* b, float* c, int64_t m, int64_t n,        \
-                    int64_t k, const Stream& stream);
-
-namespace brigade::emu {
-BRIGADE_PROOF_KERNEL_LAUNCHERS
-}  // namespace brigade::emu
-
-#if defined(BRIGADE_HAVE_CUDA)
-namespace brigade::cuda {
-BRIGADE_PROOF_KERNEL_LAUNCHERS
-}  // namespace brigade::cuda
-#endif
-
-#undef BRIGADE_PROOF_KERNEL_LAUNCHERS
+// Floats of scratch reduce_sum_shared needs for n inputs (the block sums).
+int64_t reduce_sum_shared_workspace(int64_t n);
+// out[0] = sum of x (n), by shared-memory tree reductions, pass after pass.
+void reduce_sum_shared(const float* x, int64_t n, float* workspace, float* out,
+                       const Stream& stream);
+// out[0] = sum of x (n), by warp shuffles and one atomicAdd per block.
+void reduce_sum_warp(const float* x, int64_t n, float* out, const Stream& stream);
+// C (M, N) = A (M, K) · B (K, N), row-major, by 16×16 shared-memory tiles.
+void matmul_tiled(const float* a, const float* b, float* c, int64_t m, int64_t n,
+                  int64_t k, const Stream& stream);

@@ -17,7 +17,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
-#include "kernels/cuda/proof.h"
+#include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 

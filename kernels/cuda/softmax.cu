@@ -19,7 +19,7 @@
 #include "engine/error.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
-#include "kernels/cuda/softmax.h"
+#include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 

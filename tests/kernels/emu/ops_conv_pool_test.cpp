@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/conv2d.h"
-#include "kernels/cuda/maxpool2d.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/maxpool2d.h"
 #include "tests/kernels/emu/ops_check.h"

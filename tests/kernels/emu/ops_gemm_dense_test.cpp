@@ -7,8 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/dense.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/reference/dense.h"
 #include "tests/kernels/emu/ops_check.h"
 #include "tests/support/deadline.h"

@@ -9,13 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cuda/conv2d.h"
-#include "kernels/cuda/dense.h"
-#include "kernels/cuda/dropout.h"
-#include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/optimizers.h"
-#include "kernels/cuda/relu.h"
-#include "kernels/cuda/softmax.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/reference/dropout.h"
 #include "kernels/reference/elementwise.h"
 #include "kernels/reference/optimizers.h"

@@ -20,7 +20,7 @@
 #include "engine/error.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "kernels/cuda/proof.h"
+#include "kernels/cuda/launchers.h"
 #include "tests/support/deadline.h"
 
 using brigade::Device;

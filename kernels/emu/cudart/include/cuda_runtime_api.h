@@ -1,7 +1,7 @@
 // The CUDA runtime API as Brigade calls it, for emulated GPUs (-Dcuda=emulated).
 //
 // In an emulated build this header stands where the toolkit's <cuda_runtime_api.h> stands in a
-// native one: engine/*_cuda.cpp, kernels/ops_cuda.cpp, the runtime and the trainer include it
+// native one: engine/*_cuda.cpp, kernels/ops/*.cpp, the runtime and the trainer include it
 // and compile unchanged. Names, numeric values and signatures are NVIDIA's (CUDA 12/13), for
 // the subset Brigade uses; kernels/emu/cudart/*.cpp implement it over N emulated GPUs with
 // CUDA's documented rules enforced (kernels/emu/cudart/README.md has the table). A call that

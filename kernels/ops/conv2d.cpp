@@ -1,0 +1,158 @@
+// Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
+// device's threads, kernels/cpu/conv2d/) beside the CUDA branch (cuDNN or the hand-written
+// im2col + gemm_tiled, as kernels/cuda/path.h's setting says at each call).
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/conv2d/conv2d.h"
+#include "kernels/ops.h"
+#include "kernels/ops_dispatch.h"
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include "kernels/cuda/launchers.h"
+#include "kernels/cuda/path.h"
+#include "kernels/cuda/vendor.h"
+#endif
+
+namespace brigade::ops {
+
+Conv2dShape conv2d_shape(const char* op, const Shape& x, const Shape& w, const Conv2dArgs& a) {
+  BRIGADE_CHECK(x.rank() == 4 && w.rank() == 4 && x[1] == w[1],
+                op << ": input " << x << " (N, C, H, W) does not match weights " << w
+                   << " (K, C, R, S)");
+  try {
+    return make_conv2d_shape(x[0], x[1], x[2], x[3], w[0], w[2], w[3], a.stride, a.padding);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string(op) + ": " + e.what());
+  }
+}
+
+namespace {
+// The CPU conv workspace (cpu/conv2d/conv2d.h) as a tensor of the stream.
+Tensor cpu_workspace(const Conv2dShape& s, const Stream& stream) {
+  const int64_t floats = cpu::conv2d_workspace_floats(s, stream.thread_pool());
+  return detail::workspace(floats * sizeof(float), stream);
+}
+
+#if defined(BRIGADE_HAVE_CUDA)
+bool vendor() { return cuda_path() == CudaPath::vendor; }
+
+// The CUDA conv workspace of the selected path; its size in bytes goes to *bytes (cuDNN
+// wants it).
+Tensor cuda_workspace(const Conv2dShape& s, const Stream& stream, size_t* bytes) {
+  *bytes = vendor() ? cuda::vendor::conv2d_workspace_bytes(s, stream)
+                    : static_cast<size_t>(cuda::conv2d_workspace_floats(s)) * sizeof(float);
+  return detail::workspace(*bytes, stream);
+}
+#endif
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
+                      bool relu, const Stream& stream) {
+  detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
+  const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
+  detail::check_bias("conv2d_forward", b, s.K);
+  Tensor y = Tensor::empty(Shape({s.N, s.K, s.P, s.Q}), stream);  // (N, K, P, Q)
+  if (stream.device().is_cpu()) {
+    Tensor ws = cpu_workspace(s, stream);
+    detail::on_cpu(stream, {x, w, b, y, ws}, [=](ThreadPool& pool) {
+      cpu::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s,
+                          pool, ws.data<float>(), relu);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &w, &b, &y});
+    size_t bytes = 0;
+    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    if (vendor())
+      cuda::vendor::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(),
+                                   y.data<float>(), s, ws.data<float>(), bytes, stream, relu);
+    else
+      cuda::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s,
+                           ws.data<float>(), stream, relu);
+#else
+    detail::no_kernel("conv2d_forward", stream.device());
+#endif
+  }
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
+  detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
+  const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
+  BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
+                "conv2d_backward_data: dy " << dy.shape() << " is not the output shape "
+                                            << Shape({s.N, s.K, s.P, s.Q}) << " of input "
+                                            << x_shape << " and weights " << w.shape());
+  if (relu_x.defined()) {
+    detail::check_operands("conv2d_backward_data", stream, {{"relu_x", &relu_x}});
+    BRIGADE_CHECK(relu_x.shape() == x_shape, "conv2d_backward_data: relu_x "
+                                                 << relu_x.shape() << " is not the input shape "
+                                                 << x_shape);
+  }
+  Tensor dx = Tensor::empty(x_shape, stream);  // (N, C, H, W)
+  if (stream.device().is_cpu()) {
+    Tensor ws = cpu_workspace(s, stream);
+    detail::on_cpu(stream, {dy, w, dx, ws, relu_x}, [=](ThreadPool& pool) {
+      cpu::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s, pool,
+                                ws.data<float>(),
+                                relu_x.defined() ? relu_x.data<float>() : nullptr);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&dy, &w, &dx});
+    size_t bytes = 0;
+    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    if (vendor())
+      cuda::vendor::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s,
+                                         ws.data<float>(), bytes, stream);
+    else
+      cuda::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s,
+                                 ws.data<float>(), stream);
+    if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
+#else
+    detail::no_kernel("conv2d_backward_data", stream.device());
+#endif
+  }
+  return dx;
+}
+
+void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
+  detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
+                                                    {"db", &db}});
+  const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
+  detail::check_bias("conv2d_backward_params", db, s.K);
+  BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
+                "conv2d_backward_params: dy " << dy.shape() << " is not the output shape "
+                                              << Shape({s.N, s.K, s.P, s.Q}) << " of input "
+                                              << x.shape() << " and weights " << dw.shape());
+  if (stream.device().is_cpu()) {
+    Tensor ws = cpu_workspace(s, stream);
+    detail::on_cpu(stream, {x, dy, dw, db, ws}, [=](ThreadPool& pool) {
+      cpu::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s, pool,
+                                  ws.data<float>());
+      cpu::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    size_t bytes = 0;
+    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    if (vendor()) {
+      cuda::vendor::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                           s, ws.data<float>(), bytes, stream);
+      cuda::vendor::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
+    } else {
+      cuda::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s,
+                                   ws.data<float>(), stream);
+      cuda::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
+    }
+#else
+    detail::no_kernel("conv2d_backward_params", stream.device());
+#endif
+  }
+}
+
+}  // namespace brigade::ops

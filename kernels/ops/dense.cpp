@@ -1,0 +1,116 @@
+// Dense of kernels/ops.h: the checks, then the CPU branch (OpenBLAS SGEMM on the device's
+// threads, kernels/cpu/dense.h) beside the CUDA branch (cuBLAS or the hand-written
+// gemm_tiled, as kernels/cuda/path.h's setting says at each call).
+#include "kernels/cpu/dense.h"
+#include "kernels/ops.h"
+#include "kernels/ops_dispatch.h"
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include "kernels/cuda/launchers.h"
+#include "kernels/cuda/path.h"
+#include "kernels/cuda/vendor.h"
+#endif
+
+namespace brigade::ops {
+
+namespace {
+void check_dense(const char* op, const Shape& x, const Shape& w) {
+  BRIGADE_CHECK(x.rank() == 2 && w.rank() == 2 && x[1] == w[1],
+                op << ": x " << x << " (N, in) does not match w " << w << " (out, in)");
+}
+
+#if defined(BRIGADE_HAVE_CUDA)
+bool vendor() { return cuda_path() == CudaPath::vendor; }
+#endif
+}  // namespace
+
+Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
+                     const Stream& stream) {
+  detail::check_operands("dense_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
+  check_dense("dense_forward", x.shape(), w.shape());
+  detail::check_bias("dense_forward", b, w.shape()[0]);
+  const int64_t N = x.shape()[0], in = w.shape()[1], out = w.shape()[0];
+  Tensor y = Tensor::empty(Shape({N, out}), stream);  // (N, out)
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, w, b, y}, [=](ThreadPool& pool) {
+      cpu::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
+                         in, out, pool, relu);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &w, &b, &y});
+    if (vendor())
+      cuda::vendor::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(),
+                                  y.data<float>(), N, in, out, stream, relu);
+    else
+      cuda::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
+                          in, out, stream, relu);
+#else
+    detail::no_kernel("dense_forward", stream.device());
+#endif
+  }
+  return y;
+}
+
+Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
+  detail::check_operands("dense_backward_data", stream, {{"dy", &dy}, {"w", &w}});
+  BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
+                "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
+                                           << w.shape() << " (out, in)");
+  const int64_t N = dy.shape()[0], in = w.shape()[1], out = w.shape()[0];
+  Tensor dx = Tensor::empty(Shape({N, in}), stream);  // (N, in)
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {dy, w, dx}, [=](ThreadPool& pool) {
+      cpu::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
+                               pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&dy, &w, &dx});
+    if (vendor())
+      cuda::vendor::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N,
+                                        in, out, stream);
+    else
+      cuda::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
+                                stream);
+#else
+    detail::no_kernel("dense_backward_data", stream.device());
+#endif
+  }
+  return dx;
+}
+
+void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                           const Stream& stream) {
+  detail::check_operands("dense_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
+                                                   {"db", &db}});
+  check_dense("dense_backward_params", x.shape(), dw.shape());
+  detail::check_bias("dense_backward_params", db, dw.shape()[0]);
+  const int64_t N = x.shape()[0], in = dw.shape()[1], out = dw.shape()[0];
+  BRIGADE_CHECK(dy.shape() == Shape({N, out}), "dense_backward_params: dy "
+                                                   << dy.shape() << " is not (" << N << ", "
+                                                   << out << ") for x " << x.shape());
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, dy, dw, db}, [=](ThreadPool& pool) {
+      cpu::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in, out,
+                                 pool);
+      cpu::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    if (vendor())
+      cuda::vendor::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N,
+                                          in, out, stream);
+    else
+      cuda::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in,
+                                  out, stream);
+    // No GEMM in the bias gradient: one hand-written kernel on either path.
+    cuda::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, stream);
+#else
+    detail::no_kernel("dense_backward_params", stream.device());
+#endif
+  }
+}
+
+}  // namespace brigade::ops

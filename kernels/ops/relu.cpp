@@ -1,0 +1,50 @@
+// ReLU of kernels/ops.h: the checks, then the CPU branch (kernels/cpu/relu.h) beside the
+// CUDA branch (kernels/cuda/relu.cu). The backward reads the forward's OUTPUT.
+#include "kernels/cpu/relu.h"
+#include "kernels/ops.h"
+#include "kernels/ops_dispatch.h"
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include "kernels/cuda/launchers.h"
+#endif
+
+namespace brigade::ops {
+
+Tensor relu_forward(const Tensor& x, const Stream& stream) {
+  detail::check_operands("relu_forward", stream, {{"x", &x}});
+  Tensor y = Tensor::empty(x.shape(), stream);
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
+      cpu::relu_forward(x.data<float>(), y.data<float>(), x.numel(), pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &y});
+    cuda::relu_forward(x.data<float>(), y.data<float>(), x.numel(), stream);
+#else
+    detail::no_kernel("relu_forward", stream.device());
+#endif
+  }
+  return y;
+}
+
+Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream) {
+  detail::check_operands("relu_backward", stream, {{"y", &y}, {"dy", &dy}});
+  detail::check_same_shape("relu_backward", "y", y, "dy", dy);
+  Tensor dx = Tensor::empty(y.shape(), stream);
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {y, dy, dx}, [=](ThreadPool& pool) {
+      cpu::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel(), pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&y, &dy, &dx});
+    cuda::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel(), stream);
+#else
+    detail::no_kernel("relu_backward", stream.device());
+#endif
+  }
+  return dx;
+}
+
+}  // namespace brigade::ops
