@@ -80,8 +80,8 @@ Schedule from_building_block(const char* name, Block block, int p, int m) {
   return s;
 }
 
+// p and m are checked by the first schedule made: the building block, or list_schedule's.
 Schedule v_schedule(const char* name, int p, int m, int budget, std::vector<Schedule> hand_made) {
-  detail::empty_schedule(name, p, m, 2);  // checks p, m >= 1
   return shortest_list_schedule({.name = name, .devices = p, .microbatches = m, .chunks = 2,
                                  .placement = Placement::v_shape, .budget = budget, .costs = {}},
                                 std::move(hand_made));
@@ -94,13 +94,11 @@ Schedule zb_v(int devices, int microbatches) {
 }
 
 Schedule v_half(int devices, int microbatches) {
-  detail::empty_schedule("v-half", devices, microbatches, 2);
   return v_schedule("v-half", devices, microbatches, devices + 2,
                     {from_building_block("v-half", Block::v_half, devices, microbatches)});
 }
 
 Schedule v_min(int devices, int microbatches) {
-  detail::empty_schedule("v-min", devices, microbatches, 2);
   return v_schedule("v-min", devices, microbatches, (2 * devices + 2) / 3 + 2,
                     {from_building_block("v-min", Block::v_min, devices, microbatches)});
 }
