@@ -1,8 +1,11 @@
 // What brigade-train says about its cut (tools/train/placement.h): each stage's cost in the
 // criterion the cut was made by, a warning with the command that balances a cut where a
-// device has under 5 % of the work, and interleaved-1f1b's default of 2 chunks, said.
+// device has under 5 % of the work, and interleaved-1f1b's default of 2 chunks, said; for
+// devices of different speeds, the warning when they share cores, and the benchmark's table.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,8 @@
 #include "tools/train/placement.h"
 
 using namespace brigade::train;
+using brigade::train::test::Run;
+using brigade::train::test::run_command;
 namespace fs = std::filesystem;
 
 namespace {
@@ -110,4 +115,53 @@ TEST_CASE("placement: the README's two-device command warns, and the command it 
   CHECK(balanced.status == 0);
   CHECK(balanced.output.find("warning") == std::string::npos);
   CHECK(balanced.output.find("(57.0 %)") != std::string::npos);
+}
+
+TEST_CASE("placement: CPU devices of different speeds with more threads than cores are warned about") {
+  Placement p;
+  p.devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
+  p.threads = {2, 1};
+  // 3 compute threads on 2 hardware threads: the devices share cores.
+  const std::string w = shared_cores_warning(p, 2);
+  CHECK(w.find("3 compute threads (threads per CPU device: 2, 1)") != std::string::npos);
+  CHECK(w.find("this machine's 2 hardware threads") != std::string::npos);
+  // On 3 or more, each device has cores of its own.
+  CHECK(shared_cores_warning(p, 3).empty());
+  // Devices alike are cut evenly whatever the cores: nothing to warn about.
+  p.threads = {2, 2};
+  CHECK(shared_cores_warning(p, 2).empty());
+  // A GPU beside a CPU device: the GPU's 0 threads take no core.
+  p.devices = {brigade::Device::cuda(0), brigade::Device::cpu(1)};
+  p.threads = {0, 2};
+  CHECK(shared_cores_warning(p, 2).empty());
+  CHECK(!shared_cores_warning(p, 1).empty());
+}
+
+TEST_CASE("placement: brigade-bench-pipeline compares the cut for the devices' speeds with the even one") {
+  const char* bench = std::getenv("BRIGADE_BENCH_PIPELINE");
+  REQUIRE_MESSAGE(bench != nullptr, "BRIGADE_BENCH_PIPELINE is not set: run through meson test");
+  const Run r = run_command(std::string(bench) +
+                            " --model tiny_cnn --devices 2 --threads-per-device 2,1 --batch 32"
+                            " --microbatches 4 --steps 1 --schedules 1f1b");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const size_t table = r.output.find("predicted from the profiles: alike, speeds, ratio\n");
+  REQUIRE(table != std::string::npos);
+  // Two rows, 1f1b and zb-auto at m = 4: measured and predicted rates, each ratio theirs.
+  std::istringstream rows(r.output.substr(r.output.find('\n', table) + 1));
+  for (const char* name : {"1f1b", "zb-auto"}) {
+    std::string schedule;
+    int m = 0;
+    double alike = 0, speeds = 0, ratio = 0, predicted_alike = 0, predicted_speeds = 0,
+           predicted_ratio = 0;
+    rows >> schedule >> m >> alike >> speeds >> ratio >> predicted_alike >> predicted_speeds >>
+        predicted_ratio;
+    REQUIRE(rows);
+    CHECK(schedule == name);
+    CHECK(m == 4);
+    CHECK(alike > 0);
+    CHECK(predicted_alike > 0);
+    CHECK(ratio == doctest::Approx(speeds / alike).epsilon(0.01));
+    CHECK(predicted_ratio == doctest::Approx(predicted_speeds / predicted_alike).epsilon(0.01));
+  }
 }

@@ -8,6 +8,10 @@
 // zb-auto is planned from measured costs: the per-stage medians over the timed steps of 1f1b
 // (fused backward) and zb-h1 (split) at the same m and recomputation setting.
 //
+// With --threads-per-device (devices of different speeds), a last table: the cut made for
+// each device's profile against the cut made as if all were alike, measured, and predicted by
+// the simulator from the profiles.
+//
 //   brigade-bench-pipeline --devices 2 --batch 128 --microbatches 4,8,16
 //   brigade-bench-pipeline --train 40      # the question's network over 3 devices, loss falls
 #include <CLI/CLI.hpp>
@@ -100,11 +104,12 @@ struct Row {
 // can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
 class Bench {
  public:
-  // layer_times: a row of profiled times per device (its own), or one row for devices alike.
+  // layer_times: a row of profiled times per device (its own), or one row for devices alike,
+  // each on a micro-batch of profiled_rows samples.
   Bench(const model::ModelSpec& spec, std::vector<Device> devices, HostBatch batch,
-        DeviceCosts layer_times, int steps)
+        DeviceCosts layer_times, int64_t profiled_rows, int steps)
       : spec_(spec), devices_(std::move(devices)), batch_(std::move(batch)),
-        times_(std::move(layer_times)), steps_(steps) {
+        times_(std::move(layer_times)), profiled_rows_(profiled_rows), steps_(steps) {
     if (times_.size() == 1) times_.resize(devices_.size(), times_[0]);
   }
 
@@ -125,6 +130,25 @@ class Bench {
         on_its_device[i] = times_[static_cast<size_t>(s % p())][i];
     }
     return format_partition(cut, spec_, on_its_device, p());
+  }
+
+  // What the simulator predicts for `name` on `cut` (one stage per device) from the profiles
+  // alone, in samples/s: each stage costs its layers' profiled times on its own device, scaled
+  // from the profile's rows to a micro-batch's, split F:B:W as 1:1:1 (the backward is two
+  // GEMMs per forward one). The rate of devices whose speeds do not change when the others
+  // work: devices that share no cores.
+  double predicted_rate(const std::string& name, int m, const Partition& cut) const {
+    const double rows = static_cast<double>(batch_.labels.size()) / m;
+    CostModel costs;
+    for (int s = 0; s < cut.count(); ++s) {
+      const StageRange& r = cut.stages[static_cast<size_t>(s)];
+      double c = 0;
+      for (size_t i = r.begin; i < r.end; ++i) c += times_[static_cast<size_t>(s % p())][i];
+      c *= rows / static_cast<double>(profiled_rows_) / 3;
+      costs.stages.push_back({.f = c, .b = c, .w = c});
+    }
+    const Schedule s = name == "zb-auto" ? zb_auto(p(), m, costs) : make_schedule(name, p(), m, 1);
+    return static_cast<double>(batch_.labels.size()) / (simulate(s, costs).stats.makespan / 1000.0);
   }
 
   Schedule schedule(const std::string& name, int m, bool recompute) {
@@ -171,21 +195,32 @@ class Bench {
   std::vector<Device> devices_;
   HostBatch batch_;
   DeviceCosts times_;  // [device][layer]
+  int64_t profiled_rows_;
   int steps_;
   std::map<std::tuple<std::string, int, bool>, std::vector<Timeline>> steps_of_;
 };
 
 // Devices of different speeds: 1f1b and zb-auto on the cut for each device's profiled speed
-// against the cut made from device 0's profile alone, as if every device ran like it.
+// against the cut made from device 0's profile alone, as if every device ran like it; measured,
+// and predicted by the simulator from the profiles (what devices that share no cores would
+// gain: CPU devices on one machine's cores slow each other down, which the profile, taken one
+// device at a time, does not see).
 void print_uneven(Bench& aware, Bench alike, const std::vector<int>& ms) {
   std::printf("\ndevices of different speeds: samples/s on the cut for each device's speed, "
               "against the cut as if all ran like the first:\n%s%s",
               aware.describe(aware.p()).c_str(), alike.describe(alike.p()).c_str());
-  std::printf("%-9s %3s %12s %12s %7s\n", "schedule", "m", "as if alike", "their speeds", "ratio");
+  std::printf("%-9s %3s %12s %12s %7s   %s\n", "schedule", "m", "as if alike", "their speeds",
+              "ratio", "predicted from the profiles: alike, speeds, ratio");
+  const Partition even = alike.partition(alike.p()), fitted = aware.partition(aware.p());
   for (int m : ms)
     for (const char* name : {"1f1b", "zb-auto"}) {
-      const double even = alike.run(name, m, false).rate, fitted = aware.run(name, m, false).rate;
-      std::printf("%-9s %3d %12.1f %12.1f %7.2f\n", name, m, even, fitted, fitted / even);
+      const double measured_even = alike.run(name, m, false).rate;
+      const double measured_fitted = aware.run(name, m, false).rate;
+      const double predicted_even = aware.predicted_rate(name, m, even);
+      const double predicted_fitted = aware.predicted_rate(name, m, fitted);
+      std::printf("%-9s %3d %12.1f %12.1f %7.2f   %9.1f %9.1f %7.2f\n", name, m, measured_even,
+                  measured_fitted, measured_fitted / measured_even, predicted_even,
+                  predicted_fitted, predicted_fitted / predicted_even);
       std::fflush(stdout);
     }
 }
@@ -362,8 +397,10 @@ int main(int argc, char** argv) {
     const data::Dataset ds = data::make_synthetic(data::Split::train, 3, batch);
     const std::vector<Device> devices = cpu_devices(p, threads);
     // Balance by measured time: profile every layer on each device (once per thread count),
-    // one 16-sample micro-batch.
-    const HostBatch probe = batch_of(ds, 0, 16);
+    // one micro-batch of the first --microbatches count (how well a device's threads share a
+    // layer depends on its rows).
+    const int64_t probe_rows = std::max<int64_t>(1, batch / ms.front());
+    const HostBatch probe = batch_of(ds, 0, probe_rows);
     DeviceCosts times;
     std::map<int, size_t> profiled;  // thread count -> its row
     for (int d = 0; d < p; ++d) {
@@ -379,7 +416,7 @@ int main(int argc, char** argv) {
       profiled[t] = times.size() - 1;
     }
     const bool uneven = profiled.size() > 1;
-    Bench bench(spec, devices, batch_of(ds, 0, batch), times, steps);
+    Bench bench(spec, devices, batch_of(ds, 0, batch), times, probe_rows, steps);
     std::printf("stages by profiled time, one per device:\n%s", bench.describe(p).c_str());
     if (std::any_of(schedules.begin(), schedules.end(),
                     [](const std::string& n) { return default_chunks(n) > 1; }))
@@ -401,7 +438,8 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           rows.push_back(r);
         }
-    if (uneven) print_uneven(bench, Bench(spec, devices, batch_of(ds, 0, batch), {times[0]}, steps), ms);
+    if (uneven) print_uneven(bench, Bench(spec, devices, batch_of(ds, 0, batch), {times[0]}, probe_rows, steps),
+                             ms);
     if (p > 1) print_split_costs(bench, ms, batch);
     if (p > 1) print_split_probe(spec, devices[0], batch_of(ds, 0, batch), bench.partition(p), ms, 7);
     print_summary(rows);

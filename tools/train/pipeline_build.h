@@ -22,7 +22,8 @@ struct BuiltPipeline {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
   std::string placement;  // the stages, their devices and their share of the work
-  std::string warning;    // an unbalanced cut, and the command that balances it (empty: none)
+  std::string warning;    // an unbalanced cut and the command that balances it, devices sharing
+                          // cores: lines for stderr (empty: none)
 };
 
 // `m` micro-batches of a step of `step_rows` samples; `processes`: this process alone, or a

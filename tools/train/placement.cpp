@@ -100,6 +100,18 @@ std::string Placement::describe_threads() const {
   return out;
 }
 
+std::string shared_cores_warning(const Placement& p, int hardware_threads) {
+  if (p.uniform()) return {};
+  const int threads = std::accumulate(p.threads.begin(), p.threads.end(), 0);  // GPUs: 0
+  if (threads <= hardware_threads) return {};
+  return "warning: the CPU devices' " + std::to_string(threads) + " compute threads (" +
+         p.describe_threads() + ") are more than this machine's " +
+         std::to_string(hardware_threads) +
+         " hardware threads: the devices take turns on the same cores, so each one's speed, "
+         "profiled while the others rest, is not what it runs at beside them, and the cut made "
+         "for their speeds may be slower than an even one";
+}
+
 pipeline::Partition cut_by_cost(const pipeline::DeviceCosts& costs, int chunks,
                                 pipeline::Placement placement) {
   return pipeline::balance(costs, static_cast<int>(costs.size()) * chunks, placement);

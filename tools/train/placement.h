@@ -99,6 +99,12 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
                               const std::vector<std::string>& command,
                               pipeline::Placement placement = pipeline::Placement::looped);
 
+// For CPU devices of different speeds, the warning when their compute threads together are
+// more than the machine's `hardware_threads`: they then take turns on the same cores, each
+// slowing the others, and the cut made for their speeds (each profiled while the others
+// rest) can be slower than an even one (docs/benchmarks.md measures it). Empty otherwise.
+std::string shared_cores_warning(const Placement& placement, int hardware_threads);
+
 // `command` with `flag VALUE` set: an earlier `flag X` or `flag=X` replaced, else appended.
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
                                      const std::string& value);
