@@ -163,7 +163,7 @@ TEST_CASE("the list scheduler: the tightest budget never stalls, and a smaller o
       bp::list_schedule({.name = "zb-v", .devices = 4, .microbatches = 8, .chunks = 2,
                          .placement = bp::Placement::v_shape, .budget = 1, .costs = {}},
                         {}),
-      "zb-v: a budget of 1 chunk-micro-batches per device cannot hold one micro-batch's 2 "
+      "zb-v: a budget of 1 chunk-micro-batches on device 0 cannot hold one micro-batch's 2 "
       "chunks; give at least 2",
       std::invalid_argument);
 }

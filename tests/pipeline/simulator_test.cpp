@@ -234,6 +234,30 @@ TEST_CASE("zb-auto under a tighter memory limit keeps to it") {
     }
 }
 
+TEST_CASE("zb-auto with a memory limit per device keeps each device to its own") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int p = 2 + trial % 3;
+    std::vector<int> limits;
+    for (int d = 0; d < p; ++d) limits.push_back(1 + static_cast<int>(rng() % 4));
+    CAPTURE(trial);
+    CAPTURE(p);
+    CAPTURE(limits[0]);
+    CAPTURE(limits[1]);
+    const bp::CostModel costs = random_costs(rng, p);
+    const bp::Schedule s = bp::zb_auto(p, 9, costs, limits);
+    CAPTURE(bp::format_lists(s));
+    REQUIRE_NOTHROW(bp::validate(s));
+    const bp::Simulation sim = bp::simulate(s, costs);
+    for (int d = 0; d < p; ++d) CHECK(sim.stats.devices[d].peak_in_flight <= limits[d]);
+  }
+  CHECK_THROWS_WITH_AS(bp::zb_auto(2, 4, bp::CostModel{}, std::vector<int>{2}),
+                       "zb-auto: 1 in-flight bounds for 2 devices", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::zb_auto(2, 4, bp::CostModel{}, std::vector<int>{2, 0}),
+                       "zb-auto: max in-flight micro-batches must be at least 1, got 0 on device 1",
+                       std::invalid_argument);
+}
+
 TEST_CASE("a schedule that cannot progress is reported, not looped on") {
   const bp::Schedule s =
       bp::parse_schedule("d0: 0F0 0BW0 0F1 0BW1\nd1: 1F0 1F1 1BW0 1BW1\n", 1, 2, "stuck");

@@ -100,7 +100,21 @@ TEST_CASE("bad input: a schedule that holds more activations than --max-activati
                                       "--microbatches", "4", "--max-activations", "1"})),
                 2,
                 "--max-activations 1: schedule 1f1b holds up to 2 micro-batches' activations on "
-                "device 0 (cpu:0)");
+                "device 0 (cpu:0, bound 1)");
+  // One bound per device: 1F1B holds 2 on device 0 and 1 on device 1 (p = 2).
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--microbatches", "4", "--max-activations", "1,2"})),
+                2,
+                "--max-activations 1,2: schedule 1f1b holds up to 2 micro-batches' activations "
+                "on device 0 (cpu:0, bound 1)");
+  const Run fits = run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                         "--microbatches", "4", "--max-activations", "2,1"}));
+  CAPTURE(fits.output);
+  CHECK(fits.status == 0);
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--max-activations", "2,1,1"})),
+                2, "--max-activations has 3 counts for 2 devices (cpu:0,cpu:1): give one count, "
+                   "or one per device");
   check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "zb-v",
                                       "--microbatches", "4", "--max-activations", "1"})),
                 2, "schedule zb-v holds up to 2 micro-batches' activations on device 0");

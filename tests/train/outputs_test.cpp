@@ -112,6 +112,11 @@ TEST_CASE("outputs: a device too small for the model fails with its name, and do
     const size_t at = refused.output.find(says);
     REQUIRE(at != std::string::npos);
     CHECK(refused.output.find("cpu:0 would hold") != std::string::npos);
+    // The staging area's two slots of a step's images (2 x 32 x 784 floats) sit on cpu:0, and
+    // of its labels (2 x 32 int32) on the last device: 200,704 B, and 256 B more on one device.
+    CHECK(refused.output.find(devices == "cpu:0" ? "196.2 KiB of staged batches"
+                                                 : "196.0 KiB of staged batches") !=
+          std::string::npos);
     // Just above the estimate, the step runs out of memory at run time: named, exit 1, no
     // hang. Not on every try: the estimate is the least a step can hold, and a step holds
     // more the further its host thread runs ahead of the device's streams (a task keeps its
@@ -123,7 +128,8 @@ TEST_CASE("outputs: a device too small for the model fails with its name, and do
     std::string unit;
     estimate >> value >> unit;  // "1.7 MiB"
     REQUIRE((unit == "KiB" || unit == "MiB"));
-    const double bytes = value * (unit == "KiB" ? 1024.0 : 1048576.0);
+    // The printed estimate is rounded to a tenth of its unit: the most it can stand for.
+    const double bytes = (value + 0.05) * (unit == "KiB" ? 1024.0 : 1048576.0);
     const std::string capacity = std::to_string(static_cast<int64_t>(bytes * 1.02));
     int out_of_memory = 0;
     for (int attempt = 0; attempt < 5 && out_of_memory == 0; ++attempt) {
@@ -174,6 +180,8 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       {"--schedule", "dualpipe-v", "--microbatches", "4"},
       // Planned within one micro-batch per device: no two in flight anywhere.
       {"--schedule", "zb-auto", "--microbatches", "4", "--max-activations", "1"},
+      // A bound per device: one micro-batch on cpu:0, two on cpu:1.
+      {"--schedule", "zb-auto", "--microbatches", "4", "--max-activations", "1,2"},
       // Devices of different speeds: profiled, cut and planned for them; the same training.
       {"--schedule", "zb-auto", "--microbatches", "4", "--threads-per-device", "2,1",
        "--balance", "time"},

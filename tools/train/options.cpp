@@ -163,8 +163,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--max-activations", o.max_activations,
                  "at most this many micro-batches' activations on a device at once (from a "
                  "stage's forward to its weight gradient, in micro-batches of the device's share "
-                 "of the model): zb-auto plans within it, any other schedule is refused if it "
+                 "of the model), or one count per device of --devices (e.g. 2,1: a device with "
+                 "less memory): zb-auto plans within it, any other schedule is refused if it "
                  "holds more (0: no bound)")
+      ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "

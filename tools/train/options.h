@@ -39,7 +39,8 @@ struct Options {
   std::string schedule_file;             // its lists instead of --schedule's (pipeline/schedule/schedule_text.h)
   int microbatches = 0;                  // 0 = not given: 1 on one stage, else 2 x stages
   int chunks = 1;
-  int max_activations = 0;               // micro-batches of a device's share per device; 0: no bound
+  std::vector<int> max_activations;      // micro-batches of a device's share: one bound for every
+                                         // device or one per device; empty or 0: no bound
   std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory
   bool recompute = false;
   bool check_finite = false;             // the runtime checks each stage's output (finite.h)

@@ -78,21 +78,38 @@ pipeline::DeviceCosts speed_weighted_work(const Options& o, const model::ModelSp
   return out;
 }
 
+// --max-activations, one bound per device (0: none): one count for every device, or one per
+// device of --devices.
+std::vector<int> activation_bounds(const Options& o, const std::vector<Device>& devices) {
+  const std::vector<int>& asked = o.max_activations;
+  if (asked.size() > 1 && asked.size() != devices.size())
+    throw UsageError("--max-activations has " + std::to_string(asked.size()) + " counts for " +
+                     std::to_string(devices.size()) + " devices (" + o.devices +
+                     "): give one count, or one per device");
+  if (asked.size() > 1) return asked;
+  return std::vector<int>(devices.size(), asked.empty() ? 0 : asked[0]);
+}
+
 // --max-activations: what a device holds at once, from a stage's F to its W (or BW), follows
 // from the order of its list alone (its compute stream runs the list in order), so the bound
 // is checked on the lists here and holds for any timing — the measured trace's too.
-void check_activation_budget(const Options& o, const pipeline::LoweredSchedule& lowered,
+void check_activation_budget(const Options& o, const std::vector<int>& bounds,
+                             const pipeline::LoweredSchedule& lowered,
                              const std::vector<Device>& devices) {
-  if (o.max_activations == 0) return;
   const std::vector<int> peak = pipeline::peak_live(lowered);  // in chunks: (stage, micro-batch)
   for (size_t d = 0; d < peak.size(); ++d) {
-    if (peak[d] <= o.max_activations * lowered.chunks) continue;
+    if (bounds[d] == 0 || peak[d] <= bounds[d] * lowered.chunks) continue;
+    std::string asked;
+    for (int b : o.max_activations) {
+      if (!asked.empty()) asked += ',';
+      asked += std::to_string(b);
+    }
     const std::string held = format_number(static_cast<double>(peak[d]) / lowered.chunks);
-    throw UsageError("--max-activations " + std::to_string(o.max_activations) + ": schedule " +
-                     lowered.name + " holds up to " + held +
-                     " micro-batches' activations on device " + std::to_string(d) + " (" +
-                     devices[d].str() + "); --schedule zb-auto plans within the bound, and "
-                     "v-half or v-min hold about a half or a third of 1f1b's");
+    throw UsageError("--max-activations " + asked + ": schedule " + lowered.name +
+                     " holds up to " + held + " micro-batches' activations on device " +
+                     std::to_string(d) + " (" + devices[d].str() + ", bound " +
+                     std::to_string(bounds[d]) + "); --schedule zb-auto plans within the bound, "
+                     "and v-half or v-min hold about a half or a third of 1f1b's");
   }
 }
 
@@ -167,20 +184,26 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
       planned.stages.push_back({.f = c, .b = c, .w = c});
     }
   }
+  // A rank runs one device; the CPU devices standing for the others are never used, so the
+  // step's memory is weighed where one process runs them all.
+  std::optional<StepMemory> memory;
+  if (!processes.distributed())
+    memory = step_memory(o, spec, p.devices, partition, placement, m, step_rows);
+  // zb-auto keeps each device within its --max-activations (without one: p micro-batches).
+  const std::vector<int> bounds = activation_bounds(o, p.devices);
+  std::vector<int> planned_bounds;
+  for (int b : bounds) planned_bounds.push_back(b > 0 ? b : devices);
   pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers
   try {
     lowered = from_file ? *std::move(from_file)
                         : pipeline::lower(pipeline::make_schedule(o.schedule, devices, m, o.chunks,
-                                                                  planned, o.max_activations));
+                                                                  planned, planned_bounds));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  check_activation_budget(o, lowered, p.devices);
+  check_activation_budget(o, bounds, lowered, p.devices);
   const pipeline::Schedule schedule = pipeline::compute_only(lowered);
-  // A rank runs one device; the CPU devices standing for the others are never used, so the
-  // step's memory is checked where one process runs them all.
-  if (!processes.distributed())
-    check_step_memory(o, spec, p.devices, partition, schedule, m, step_rows);
+  if (memory) check_step_memory(o, *memory, p.devices, schedule, step_rows);
   const model::ModelSpec placed = pipeline::place(spec, partition, devices, placement);
   s.model = layers::Sequential::from_spec(placed, p.devices, o.seed);
   s.runner = processes.make_runner(*s.model, partition, std::move(lowered), o);

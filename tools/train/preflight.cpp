@@ -177,12 +177,15 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
   // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory).
   for (const DeviceLoad& l : loads) {
     const uint64_t capacity = Allocator::of(l.device).stats().capacity;
-    const uint64_t need = l.activation_bytes + l.parameter_bytes;
+    const uint64_t need = l.activation_bytes + l.parameter_bytes + l.staged_bytes;
     if (capacity != 0 && need > capacity)
       throw UsageError(batch + ": " + l.device.str() + " would hold about " +
                        format_size(need) + " (" + format_size(l.activation_bytes) +
                        " of activations, " + format_size(l.parameter_bytes) +
-                       " of parameters, gradients and optimizer state) but has " +
+                       " of parameters, gradients and optimizer state" +
+                       (l.staged_bytes ? ", " + format_size(l.staged_bytes) + " of staged batches"
+                                       : std::string()) +
+                       ") but has " +
                        format_size(capacity) + " (" +
                        (l.device.is_cpu() ? "--device-memory" : "its memory") +
                        "): use a smaller --batch, more --microbatches or more devices");
@@ -191,7 +194,8 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
   // system's, the data's and the evaluation's: past it, the kernel's OOM killer ends the run).
   uint64_t activations = 0, parameters = 0;
   for (const DeviceLoad& l : loads)
-    if (l.device.is_cpu()) activations += l.activation_bytes, parameters += l.parameter_bytes;
+    if (l.device.is_cpu())
+      activations += l.activation_bytes + l.staged_bytes, parameters += l.parameter_bytes;
   const uint64_t memory = machine_memory_bytes(), limit = memory / 4 * 3;
   if (activations + parameters > limit)
     throw UsageError(batch + ": one step would hold about " +
@@ -205,9 +209,9 @@ int optimizer_states(const Options& o) {
   return o.optimizer == "adam" ? 2 : o.momentum != 0 ? 1 : 0;
 }
 
-void check_step_memory(const Options& o, const model::ModelSpec& spec, const std::vector<Device>& devices,
-                       const pipeline::Partition& partition, const pipeline::Schedule& schedule,
-                       int m, int64_t step_rows) {
+StepMemory step_memory(const Options& o, const model::ModelSpec& spec,
+                       const std::vector<Device>& devices, const pipeline::Partition& partition,
+                       pipeline::Placement placement, int m, int64_t step_rows) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const int states = optimizer_states(o);
   // The analytic bytes per sample, scaled by what a probe step measures for the whole model
@@ -221,24 +225,40 @@ void check_step_memory(const Options& o, const model::ModelSpec& spec, const std
                : std::max(1.0, static_cast<double>(measured_bytes_per_sample(spec, o.seed)) /
                                    static_cast<double>(std::max<uint64_t>(
                                        1, activation_bytes_per_sample(shapes, 0, n))));
-  const auto per_sample = [&](size_t begin, size_t end) {
-    return static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, begin, end)));
-  };
-  std::vector<DeviceLoad> loads;
   const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
-  std::vector<double> stage_bytes;
-  for (const pipeline::StageRange& r : partition.stages)
-    stage_bytes.push_back(static_cast<double>(per_sample(r.begin, r.end) * rows));
-  const pipeline::TimelineStats stats =
-      pipeline::measure(pipeline::simulate(schedule, {}).timeline, stage_bytes);
-  for (size_t d = 0; d < devices.size(); ++d) loads.push_back({devices[d], 0, 0});
-  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
-    loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
+  StepMemory out;
+  out.parameter_bytes.assign(devices.size(), 0);
+  // Two slots of a whole step's images (float32) on the first stage's device, of its labels
+  // (int32) on the last's.
+  out.staged_bytes.assign(devices.size(), 0);
+  uint64_t image = 1;
+  for (size_t i = 1; i < spec.input.size(); ++i) image *= static_cast<uint64_t>(spec.input[i]);
+  const int p = static_cast<int>(devices.size());
+  const auto step = static_cast<uint64_t>(step_rows);
+  out.staged_bytes[static_cast<size_t>(pipeline::stage_device(0, p, placement))] += 2 * 4 * step * image;
+  out.staged_bytes[static_cast<size_t>(pipeline::stage_device(partition.count() - 1, p, placement))] +=
+      2 * 4 * step;
   for (int st = 0; st < partition.count(); ++st) {
     const pipeline::StageRange& r = partition.stages[static_cast<size_t>(st)];
-    loads[static_cast<size_t>(schedule.device_of(st))].parameter_bytes +=
-        parameter_bytes(shapes, r.begin, r.end, states);
+    const uint64_t per_sample =
+        static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, r.begin, r.end)));
+    out.stage_activation_bytes.push_back(static_cast<double>(per_sample * rows));
+    const int d = pipeline::stage_device(st, static_cast<int>(devices.size()), placement);
+    out.parameter_bytes[static_cast<size_t>(d)] += parameter_bytes(shapes, r.begin, r.end, states);
   }
+  return out;
+}
+
+void check_step_memory(const Options& o, const StepMemory& memory,
+                       const std::vector<Device>& devices, const pipeline::Schedule& schedule,
+                       int64_t step_rows) {
+  const pipeline::TimelineStats stats =
+      pipeline::measure(pipeline::simulate(schedule, {}).timeline, memory.stage_activation_bytes);
+  std::vector<DeviceLoad> loads;
+  for (size_t d = 0; d < devices.size(); ++d)
+    loads.push_back({devices[d], 0, memory.parameter_bytes[d], memory.staged_bytes[d]});
+  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
+    loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
   check_step_fits(loads, step_rows, o.batch);
 }
 

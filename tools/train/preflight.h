@@ -40,14 +40,27 @@ void check_outputs(const Options& options);
 // before the rename) and for --save, on their file systems now. Throws UsageError.
 void check_output_space(const Options& options, const model::ModelSpec& spec);
 
-// One step's memory, before anything is allocated (check_step_fits): on each device, its
-// micro-batches in flight at the schedule's worst instant (the simulator's dry run of the
-// schedule, each stage weighing its activations of one micro-batch), and its stages'
-// parameters. The per-sample bytes are scaled by measured_bytes_per_sample where a CPU
-// device trains. Throws UsageError.
-void check_step_memory(const Options& options, const model::ModelSpec& spec,
+// What one step keeps, before anything is allocated: one micro-batch's activations on each
+// stage (the analytic bytes per sample scaled by measured_bytes_per_sample where a CPU device
+// trains, times the micro-batch's rows), and each device's parameters with their gradients and
+// optimizer state. A stage's device is the placement's (pipeline::stage_device).
+struct StepMemory {
+  std::vector<double> stage_activation_bytes;  // [stage]: one micro-batch
+  std::vector<uint64_t> parameter_bytes;       // [device]
+  std::vector<uint64_t> staged_bytes;          // [device]: the staging area's (staging.h) two
+                                               // mini-batches: images on the first stage's
+                                               // device, labels on the last's
+};
+StepMemory step_memory(const Options& options, const model::ModelSpec& spec,
                        const std::vector<Device>& devices, const pipeline::Partition& partition,
-                       const pipeline::Schedule& schedule, int microbatches, int64_t step_rows);
+                       pipeline::Placement placement, int microbatches, int64_t step_rows);
+
+// Refuses a step that cannot fit (check_step_fits): on each device, its micro-batches in
+// flight at the schedule's worst instant (the simulator's dry run of the schedule, each stage
+// weighing its activations of one micro-batch) beside its parameters. Throws UsageError.
+void check_step_memory(const Options& options, const StepMemory& memory,
+                       const std::vector<Device>& devices, const pipeline::Schedule& schedule,
+                       int64_t step_rows);
 
 // Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
 int optimizer_states(const Options& options);
@@ -94,6 +107,7 @@ struct DeviceLoad {
   Device device;
   uint64_t activation_bytes = 0;  // the activations it keeps (its micro-batches in flight)
   uint64_t parameter_bytes = 0;   // its parameters, their gradients, the optimizer state
+  uint64_t staged_bytes = 0;      // the staging area's two mini-batches (images or labels)
 };
 
 // Refuses a step that cannot fit, before anything is allocated: each device against its

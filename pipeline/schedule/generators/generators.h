@@ -43,6 +43,9 @@ Schedule zb_h1(int devices, int microbatches);
 // the fastest of its list-scheduler policies, 1f1b and zb-h1, by the simulator. No device holds
 // more than max_in_flight micro-batches from F to W (0: p).
 Schedule zb_auto(int devices, int microbatches, const CostModel& costs, int max_in_flight = 0);
+// The same with a bound per device: [device] micro-batches, each at least 1.
+Schedule zb_auto(int devices, int microbatches, const CostModel& costs,
+                 const std::vector<int>& max_in_flight);
 Schedule zb_h2(int devices, int microbatches);
 Schedule interleaved_zb(int devices, int microbatches, int chunks);
 Schedule zb_v(int devices, int microbatches);    // two chunks, v-shape placement
@@ -63,11 +66,11 @@ int default_chunks(std::string_view name);
 // schedule needs it to balance the devices (pipeline/runtime/partition.h).
 Placement placement_of(std::string_view name);
 // v must be 1 for the schedules that place one stage per device and 2 for the V shapes.
-// `costs` and `max_in_flight` matter only to zb-auto, which plans for them (by default F = B =
-// W = 1 on every stage, and p micro-batches per device); the other schedules hold what they
-// hold (validate.h's peak_live says how much).
+// `costs` and `max_in_flight` ([device]) matter only to zb-auto, which plans for them (by
+// default F = B = W = 1 on every stage, and p micro-batches per device); the other schedules
+// hold what they hold (validate.h's peak_live says how much).
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,
-                       const CostModel& costs = {}, int max_in_flight = 0);
+                       const CostModel& costs = {}, const std::vector<int>& max_in_flight = {});
 
 namespace detail {
 // An empty schedule of the right shape, after checking p, m, v >= 1.

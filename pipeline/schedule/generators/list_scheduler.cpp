@@ -79,7 +79,7 @@ class ListScheduler {
   }
   // A device's first stage admits a new micro-batch only with room for all its chunks.
   bool admits(int d, int st) {
-    return st != dev(d).stages.front() || dev(d).held + s_.chunks <= problem_.budget;
+    return st != dev(d).stages.front() || dev(d).held + s_.chunks <= problem_.budget_of(d);
   }
   bool full(int d) { return !admits(d, dev(d).stages.front()); }
 
@@ -178,10 +178,11 @@ class ListScheduler {
   int weights_done_ = 0;  // (stage, micro-batch) pairs whose W or BW is placed
 };
 
-int peak_in_flight(const Simulation& sim) {
-  int peak = 0;
-  for (const DeviceStats& d : sim.stats.devices) peak = std::max(peak, d.peak_in_flight);
-  return peak;
+// Whether no device of the simulated schedule holds more than its budget.
+bool within_budgets(const Simulation& sim, const ListProblem& problem) {
+  for (size_t d = 0; d < sim.stats.devices.size(); ++d)
+    if (sim.stats.devices[d].peak_in_flight > problem.budget_of(static_cast<int>(d))) return false;
+  return true;
 }
 
 }  // namespace
@@ -193,12 +194,19 @@ Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy) {
     throw std::invalid_argument(std::string(problem.name) + ": the cost model has " +
                                 std::to_string(problem.costs.stages.size()) + " stage costs for " +
                                 std::to_string(stages) + " stages");
-  if (problem.budget < problem.chunks)
-    throw std::invalid_argument(
-        std::string(problem.name) + ": a budget of " + std::to_string(problem.budget) +
-        " chunk-micro-batches per device cannot hold one micro-batch's " +
-        std::to_string(problem.chunks) + " chunks; give at least " +
-        std::to_string(problem.chunks));
+  if (!problem.device_budgets.empty() &&
+      static_cast<int>(problem.device_budgets.size()) != problem.devices)
+    throw std::invalid_argument(std::string(problem.name) + ": " +
+                                std::to_string(problem.device_budgets.size()) +
+                                " device budgets for " + std::to_string(problem.devices) +
+                                " devices");
+  for (int d = 0; d < problem.devices; ++d)
+    if (problem.budget_of(d) < problem.chunks)
+      throw std::invalid_argument(
+          std::string(problem.name) + ": a budget of " + std::to_string(problem.budget_of(d)) +
+          " chunk-micro-batches on device " + std::to_string(d) +
+          " cannot hold one micro-batch's " + std::to_string(problem.chunks) +
+          " chunks; give at least " + std::to_string(problem.chunks));
   return ListScheduler(problem, policy).run();
 }
 
@@ -218,7 +226,7 @@ Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule
   double best_makespan = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Simulation sim = simulate(candidates[i], problem.costs);
-    if (i >= policies && peak_in_flight(sim) > problem.budget) continue;
+    if (i >= policies && !within_budgets(sim, problem)) continue;
     if (!best || sim.stats.makespan < best_makespan * (1 - 1e-12))
       best = i, best_makespan = sim.stats.makespan;
   }

@@ -49,10 +49,17 @@ struct ListProblem {
   Placement placement = Placement::looped;
   int budget = 1;  // chunk-micro-batches a device may hold; at least `chunks`
   CostModel costs;  // per stage (devices · chunks of them) or uniform
+  // [device]: each device's own budget in place of `budget` (devices of different memory);
+  // empty: every device has `budget`.
+  std::vector<int> device_budgets = {};
+
+  int budget_of(int device) const {
+    return device_budgets.empty() ? budget : device_budgets.at(static_cast<size_t>(device));
+  }
 };
 
-// One run under one policy. Throws std::invalid_argument for a budget under `chunks` or a cost
-// model of the wrong size.
+// One run under one policy. Throws std::invalid_argument for a budget under `chunks`, device
+// budgets not one per device, or a cost model of the wrong size.
 Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy);
 
 // Every policy (chunks > 1 adds deepest_forward's two choices), plus `hand_made` (schedules of

@@ -46,7 +46,7 @@ int default_chunks(std::string_view name) {
 }
 
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks,
-                       const CostModel& costs, int max_in_flight) {
+                       const CostModel& costs, const std::vector<int>& max_in_flight) {
   auto one_chunk = [&]() {
     if (chunks != 1)
       throw std::invalid_argument(std::string(name) + " places one stage per device, so it needs "
@@ -66,7 +66,10 @@ Schedule make_schedule(std::string_view name, int devices, int microbatches, int
   if (name == "looped-bfs") return looped_bfs(devices, microbatches, chunks);
   if (name == "zb-h1") return one_chunk(), zb_h1(devices, microbatches);
   if (name == "zb-h2") return one_chunk(), zb_h2(devices, microbatches);
-  if (name == "zb-auto") return one_chunk(), zb_auto(devices, microbatches, costs, max_in_flight);
+  if (name == "zb-auto")
+    return one_chunk(), max_in_flight.empty()
+                            ? zb_auto(devices, microbatches, costs)
+                            : zb_auto(devices, microbatches, costs, max_in_flight);
   if (name == "interleaved-zb") return interleaved_zb(devices, microbatches, chunks);
   if (name == "zb-v") return two_chunks(), zb_v(devices, microbatches);
   if (name == "v-half") return two_chunks(), v_half(devices, microbatches);
