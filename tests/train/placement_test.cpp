@@ -117,7 +117,7 @@ TEST_CASE("placement: the README's two-device command warns, and the command it 
   CHECK(balanced.output.find("(57.0 %)") != std::string::npos);
 }
 
-TEST_CASE("placement: CPU devices of different speeds with more threads than cores are warned about") {
+TEST_CASE("placement: CPU devices of different speeds, more threads than cores: a warning") {
   Placement p;
   p.devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
   p.threads = {2, 1};
@@ -137,7 +137,7 @@ TEST_CASE("placement: CPU devices of different speeds with more threads than cor
   CHECK(!shared_cores_warning(p, 1).empty());
 }
 
-TEST_CASE("placement: brigade-bench-pipeline compares the cut for the devices' speeds with the even one") {
+TEST_CASE("placement: brigade-bench-pipeline compares the cut for the speeds with the even one") {
   const char* bench = std::getenv("BRIGADE_BENCH_PIPELINE");
   REQUIRE_MESSAGE(bench != nullptr, "BRIGADE_BENCH_PIPELINE is not set: run through meson test");
   const Run r = run_command(std::string(bench) +

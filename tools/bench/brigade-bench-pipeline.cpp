@@ -438,8 +438,9 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           rows.push_back(r);
         }
-    if (uneven) print_uneven(bench, Bench(spec, devices, batch_of(ds, 0, batch), {times[0]}, probe_rows, steps),
-                             ms);
+    if (uneven)
+      print_uneven(bench,
+                   Bench(spec, devices, batch_of(ds, 0, batch), {times[0]}, probe_rows, steps), ms);
     if (p > 1) print_split_costs(bench, ms, batch);
     if (p > 1) print_split_probe(spec, devices[0], batch_of(ds, 0, batch), bench.partition(p), ms, 7);
     print_summary(rows);

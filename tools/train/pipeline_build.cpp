@@ -214,7 +214,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
                                                  : "forward FLOPs at each device's speed",
                                 o.command, placement);
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.
-  const std::string shared = processes.distributed() ? "" : shared_cores_warning(p, hardware_threads());
+  const std::string shared =
+      processes.distributed() ? "" : shared_cores_warning(p, hardware_threads());
   if (!shared.empty()) s.warning += (s.warning.empty() ? "" : "\n") + shared;
   return s;
 }

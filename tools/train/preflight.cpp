@@ -235,16 +235,17 @@ StepMemory step_memory(const Options& o, const model::ModelSpec& spec,
   for (size_t i = 1; i < spec.input.size(); ++i) image *= static_cast<uint64_t>(spec.input[i]);
   const int p = static_cast<int>(devices.size());
   const auto step = static_cast<uint64_t>(step_rows);
-  out.staged_bytes[static_cast<size_t>(pipeline::stage_device(0, p, placement))] += 2 * 4 * step * image;
-  out.staged_bytes[static_cast<size_t>(pipeline::stage_device(partition.count() - 1, p, placement))] +=
-      2 * 4 * step;
+  const auto device_of = [&](int stage) {
+    return static_cast<size_t>(pipeline::stage_device(stage, p, placement));
+  };
+  out.staged_bytes[device_of(0)] += 2 * 4 * step * image;
+  out.staged_bytes[device_of(partition.count() - 1)] += 2 * 4 * step;
   for (int st = 0; st < partition.count(); ++st) {
     const pipeline::StageRange& r = partition.stages[static_cast<size_t>(st)];
-    const uint64_t per_sample =
-        static_cast<uint64_t>(scale * static_cast<double>(activation_bytes_per_sample(shapes, r.begin, r.end)));
+    const auto per_sample = static_cast<uint64_t>(
+        scale * static_cast<double>(activation_bytes_per_sample(shapes, r.begin, r.end)));
     out.stage_activation_bytes.push_back(static_cast<double>(per_sample * rows));
-    const int d = pipeline::stage_device(st, static_cast<int>(devices.size()), placement);
-    out.parameter_bytes[static_cast<size_t>(d)] += parameter_bytes(shapes, r.begin, r.end, states);
+    out.parameter_bytes[device_of(st)] += parameter_bytes(shapes, r.begin, r.end, states);
   }
   return out;
 }

@@ -8,10 +8,10 @@
 // It is the list scheduler (list_scheduler.h) with the costs it is given, one stage per device
 // and a budget of `max_in_flight` micro-batches per device (default p, the peak of ZB-H1 and of
 // 1F1B's first device), or a budget of its own for each device (devices of different memory:
-// brigade-train derives them from each device's capacity). Like the paper, which runs its heuristic under several settings and
-// keeps the best, it tries the scheduler's 16 policies plus 1f1b and zb-h1 themselves (where
-// they fit the budget), simulates each with the costs and keeps the shortest makespan. So for
-// its costs zb-auto is never slower than 1f1b or zb-h1, and within its budget.
+// brigade-train --max-activations 2,1). Like the paper, which runs its heuristic under several
+// settings and keeps the best, it tries the scheduler's 16 policies plus 1f1b and zb-h1
+// themselves (where they fit the budget), simulates each with the costs and keeps the shortest
+// makespan. So for its costs zb-auto is never slower than 1f1b or zb-h1, and within its budget.
 //
 //   p = 2, m = 3; stage 0: F = B = W = 1, BW = 1.5; stage 1: half of that. Device 0, the
 //   bottleneck, keeps its backwards fused and fills its pipeline first; device 1 splits, so
