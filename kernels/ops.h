@@ -134,6 +134,10 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, flo
                                  const Stream& stream);
 // The loss on the host (blocks until it is computed); throws for a bad label on any device.
 float loss_value(const LossResult& r);
+// A CUDA loss's `status` copied into host memory (a cpu tensor of its bytes): throws
+// brigade::Error naming the row and the label when a label was outside [0, classes). For a
+// check that must not block the device's thread (pipeline/runtime/finite_check.h).
+void check_loss_status(const Tensor& host_status, int64_t classes);
 // logits: (N, classes)  labels: (N). How many rows' first largest logit is the label.
 // Blocks until counted (evaluation only, never inside a pipelined step).
 int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/softmax.h"
+#include "kernels/cuda/cross_entropy_result.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
 
@@ -83,6 +84,21 @@ float loss_value(const LossResult& r) {
   }
 #endif
   return r.loss.to_vector()[0];  // on a CPU stream, rethrows a failed task (a bad label)
+}
+
+void check_loss_status(const Tensor& host_status, int64_t classes) {
+  BRIGADE_CHECK(host_status.device().is_cpu() &&
+                    host_status.numel() * static_cast<int64_t>(sizeof(float)) >=
+                        static_cast<int64_t>(sizeof(CrossEntropyResult)),
+                "check_loss_status: expected a loss status copied to host memory, got "
+                    << host_status.shape().str() << " on " << host_status.device().str());
+  CrossEntropyResult result{};
+  std::memcpy(&result, host_status.data<float>(), sizeof(result));
+  try {
+    check_cross_entropy_result(result, classes);
+  } catch (const std::out_of_range& e) {
+    throw Error(e.what());
+  }
 }
 
 int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream) {

@@ -213,6 +213,7 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
     const ops::LossResult loss =
         ops::softmax_cross_entropy(y, step.inputs.labels[static_cast<size_t>(mb)],
                                    static_cast<float>(step.inputs.batch_size), mine.compute);
+    check_labels(mine, a, loss);  // a CUDA kernel cannot throw for a bad label: the cause first
     if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
     work.loss = loss.loss;
     work.dy = loss.dlogits;

@@ -12,9 +12,22 @@ void throw_if_not_finite(const float* p, int64_t n, const Shape& shape, const st
                          const Action& a) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
-      throw NonFinite("non-finite value " + std::to_string(p[i]) + " at element " +
-                          std::to_string(i) + " of " + what + " " + shape.str(),
-                      a);
+      throw FailedCheck("non-finite value " + std::to_string(p[i]) + " at element " +
+                            std::to_string(i) + " of " + what + " " + shape.str(),
+                        a);
+}
+
+// On the device's check stream: waits for what streams.compute has enqueued so far, copies `t`
+// into host memory (cpu:0) and runs `check` on that copy.
+template <typename Check>
+void check_on_host(const DeviceStreams& streams, const Tensor& t, Check check) {
+  const Stream& stream = *streams.check;
+  Event written;
+  written.record(streams.compute);
+  stream.wait(written);
+  const Tensor host = Tensor::empty(t.shape(), stream);  // on cpu:0
+  copy_async(host, t, stream);
+  stream.enqueue([host, check] { check(host); });
 }
 }  // namespace
 
@@ -25,14 +38,20 @@ void check_finite(const DeviceStreams& streams, const Action& a, const Tensor& t
         [t, what, a] { throw_if_not_finite(t.data<float>(), t.numel(), t.shape(), what, a); });
     return;
   }
-  const Stream& check = *streams.check;
-  Event written;
-  written.record(streams.compute);
-  check.wait(written);
-  const Tensor host = Tensor::empty(t.shape(), check);  // on cpu:0
-  copy_async(host, t, check);
-  check.enqueue([host, what, a] {
+  check_on_host(streams, t, [what, a](const Tensor& host) {
     throw_if_not_finite(host.data<float>(), host.numel(), host.shape(), what, a);
+  });
+}
+
+void check_labels(const DeviceStreams& streams, const Action& a, const ops::LossResult& loss) {
+  if (!loss.status.defined()) return;  // a CPU loss: its task throws for a bad label
+  const int64_t classes = loss.dlogits.shape()[1];
+  check_on_host(streams, loss.status, [a, classes](const Tensor& host) {
+    try {
+      ops::check_loss_status(host, classes);
+    } catch (const Error& e) {
+      throw FailedCheck(std::string("the loss: ") + e.what(), a);
+    }
   });
 }
 
@@ -47,8 +66,8 @@ CheckVerdict check_verdict(const std::vector<const DeviceStreams*>& devices) {
       std::optional<Action> action;
       try {
         std::rethrow_exception(cause);
-      } catch (const NonFinite& nan) {
-        action = nan.action;
+      } catch (const FailedCheck& failed) {
+        action = failed.action;
       } catch (...) {  // not a NaN (a failed copy): reported as it is, after any NaN found
       }
       const bool earlier =

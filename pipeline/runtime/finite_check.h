@@ -1,5 +1,10 @@
-// The NaN check of RuntimeOptions::check_finite: after every forward, a task checks the
-// stage's output (and the loss) for NaN or Inf, with no host synchronisation either way.
+// The checks a step makes of its results without a host synchronisation, and whose verdict it
+// awaits before any parameter changes:
+//   - RuntimeOptions::check_finite: after every forward, the stage's output (and the loss)
+//     for NaN or Inf;
+//   - always, on a CUDA device: the loss's labels. A CPU loss task throws for a label outside
+//     the classes; a CUDA kernel cannot, so it records the bad row in its status (and writes
+//     NaN), which is checked here — without it a bad label would train on NaN.
 //
 //   CPU device: a task on the compute stream. Its failure is the stream's sticky error and
 //        travels along the event waits, so every later task downstream is skipped.
@@ -15,21 +20,26 @@
 
 #include "engine/error.h"
 #include "engine/tensor.h"
+#include "kernels/ops.h"
 #include "pipeline/runtime/device_streams.h"
 #include "pipeline/schedule/action.h"
 
 namespace brigade::pipeline {
 
-// A check failed: carries the action whose output was not finite.
-class NonFinite : public Error {
+// A check failed: carries the action whose output was not finite, or whose loss read a bad
+// label.
+class FailedCheck : public Error {
  public:
-  NonFinite(const std::string& message, Action action) : Error(message), action(action) {}
+  FailedCheck(const std::string& message, Action action) : Error(message), action(action) {}
   Action action;
 };
 
 // Checks `t`, written by `a` on streams.compute ("the output of stage 2", "the loss").
 void check_finite(const DeviceStreams& streams, const Action& a, const Tensor& t,
                   const std::string& what);
+// Checks the labels of `loss`, computed by `a` on streams.compute: a CUDA loss's status (see
+// above); nothing for a CPU loss, whose task throws for itself.
+void check_labels(const DeviceStreams& streams, const Action& a, const ops::LossResult& loss);
 
 struct CheckVerdict {
   std::exception_ptr error;  // null: every check passed
@@ -38,7 +48,7 @@ struct CheckVerdict {
 };
 // Waits for every CUDA device's check stream ([device], empty where none). A non-finite value
 // spreads only downstream within its micro-batch, so the failing check of the smallest stage
-// is where it first appeared; that one is reported.
+// is where it first appeared; that one is reported (a bad label is the last stage's).
 CheckVerdict check_verdict(const std::vector<const DeviceStreams*>& devices);
 
 }  // namespace brigade::pipeline

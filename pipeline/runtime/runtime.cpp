@@ -198,8 +198,9 @@ void Runtime::recover() {
     if (!local_[i]) continue;  // another process runs it
     streams_.back() =
         DeviceStreams{Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt};
-    // Host memory and a host thread for the NaN check of a GPU's outputs: cpu:0's allocator.
-    if (d.is_cuda() && options_.check_finite) streams_.back()->check = Stream::create(Device::cpu(0));
+    // Host memory and a host thread for the checks of a GPU's results (finite_check.h): the
+    // labels of its loss always, its outputs' NaN checks with check_finite; cpu:0's allocator.
+    if (d.is_cuda()) streams_.back()->check = Stream::create(Device::cpu(0));
   }
 }
 

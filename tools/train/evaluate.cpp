@@ -29,7 +29,7 @@ Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_
     const Tensor logits = model.forward(images, ctx);  // (rows, classes)
     const Tensor labels = ops::labels_tensor(y, out);
     // normaliser 1: the sum over the rows; divided by the count at the end
-    loss_sum += ops::softmax_cross_entropy(logits, labels, 1.0f, out).loss.to_vector()[0];
+    loss_sum += ops::loss_value(ops::softmax_cross_entropy(logits, labels, 1.0f, out));
     correct += ops::accuracy_count(logits, labels, out);
   }
   const double n = static_cast<double>(test.count);
