@@ -81,6 +81,44 @@ TEST_CASE("bad input: more stages than layers") {
                 2, "only 2 layers");
 }
 
+TEST_CASE("bad input: more chunks than layers, named before the micro-batches they would need") {
+  // 2 devices x 64 chunks are 128 stages of a 5-layer model: it was once reported as "--batch
+  // 32 is smaller than the 256 micro-batches", and 2^30 chunks over 4 devices overflowed an
+  // int to 0 stages and failed inside the partitioner.
+  const fs::path dir = temp_dir("chunks");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule",
+                                      "interleaved-1f1b", "--chunks", "64", "--balance", "flops"})),
+                2, "128 stages (2 devices x 64 chunks) but the model has only 5 layers");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1,cpu:2,cpu:3", "--schedule",
+                                      "interleaved-1f1b", "--chunks", "1073741824", "--balance",
+                                      "flops"})),
+                2, "4294967296 stages (4 devices x 1073741824 chunks) but the model has only 5");
+}
+
+TEST_CASE("bad input: a checkpoint directory that holds a checkpoint, without --resume") {
+  // A second run of the same command without --resume would have replaced the first run's
+  // checkpoint at its first save.
+  const fs::path dir = temp_dir("ckpt-exists");
+  const std::vector<std::string> run = quick(dir, {"--checkpoint-dir", (dir / "ckpt").string()});
+  const Run first = run_train(run);
+  CAPTURE(first.output);
+  REQUIRE(first.status == 0);
+  const fs::path saved = dir / "ckpt" / "checkpoint.safetensors";
+  REQUIRE(fs::exists(saved));
+  const auto written = fs::last_write_time(saved);
+  const uintmax_t size = fs::file_size(saved);
+  check_refused(run_train(run), 2,
+                "--checkpoint-dir '" + (dir / "ckpt").string() + "' already holds a checkpoint (" +
+                    saved.string() + "): add --resume to continue that run");
+  CHECK(fs::last_write_time(saved) == written);
+  CHECK(fs::file_size(saved) == size);
+  std::vector<std::string> resumed = run;
+  resumed.insert(resumed.end(), {"--resume", "--steps", "4"});
+  const Run again = run_train(resumed);
+  CAPTURE(again.output);
+  CHECK(again.status == 0);
+}
+
 TEST_CASE("bad input: cuda:0 without a GPU") {
   if (brigade::cuda_device_count() > 0) return;  // it exists here
   check_refused(run_train({"--devices", "cuda:0"}), 2, "cuda:0");

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -84,16 +85,21 @@ std::string non_finite_tensor(const st::File& file) {
   return "";
 }
 
+// `file`, tensors and metadata, written to `to`.
+void write_back(const st::File& file, const fs::path& to) {
+  std::vector<st::TensorToWrite> out;
+  for (const st::TensorInfo& i : file.tensors)
+    out.push_back({i.name, i.dtype, i.shape, file.bytes(i)});
+  st::write_file(to.string(), out, file.metadata);
+}
+
 // A copy of safetensors file `from` at `to` with element `k` of tensor `name` set to `v`.
 void poison(const fs::path& from, const fs::path& to, const std::string& name, size_t k, float v) {
   st::File file = st::read_file(from.string());
   const st::TensorInfo* t = file.find(name);
   REQUIRE_MESSAGE(t != nullptr, "no tensor " << name << " in " << from);
   std::memcpy(file.data.data() + t->begin + k * sizeof(float), &v, sizeof v);
-  std::vector<st::TensorToWrite> out;
-  for (const st::TensorInfo& i : file.tensors)
-    out.push_back({i.name, i.dtype, i.shape, file.bytes(i)});
-  st::write_file(to.string(), out, file.metadata);
+  write_back(file, to);
 }
 
 }  // namespace
@@ -147,14 +153,21 @@ TEST_CASE("divergence: a checkpoint that would hold an Inf is refused, the previ
     const Run good = run_train(recipe(dir, devices, "0.01", {"--steps", "1", "--checkpoint-dir",
                                                             ckpt.string()}));
     REQUIRE(good.status == 0);
+    // A run may write only into a directory it resumes from, and resumes only its own recipe:
+    // the checkpoint's recipe is made lr 1e39's (as recipe_of writes it), the parameters kept.
+    st::File recipe_changed = st::read_file(file.string());
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%.17g", 1e39);
+    recipe_changed.metadata.at("recipe.lr") = lr;
+    write_back(recipe_changed, file);
     const std::string before = slurp(file);
     REQUIRE(non_finite_tensor(st::read_file(file.string())) == "");
-    // lr 1e39: step 1's loss is finite, the weights after it are not.
+    // lr 1e39: step 2's loss is finite (step 1's weights), the weights after it are not.
     const Run r = run_train(recipe(dir, devices, "1e39", {"--checkpoint-dir", ckpt.string(),
-                                                          "--checkpoint-every", "1"}));
+                                                          "--resume", "--checkpoint-every", "1"}));
     CAPTURE(r.output);
     CHECK(r.status == 1);
-    CHECK(r.output.find("step 1: refusing to write the checkpoint, ") != std::string::npos);
+    CHECK(r.output.find("step 2: refusing to write the checkpoint, ") != std::string::npos);
     CHECK(r.output.find("the previous checkpoint stays in " + file.string()) != std::string::npos);
     CHECK(count(r.output, "training diverged") == 1);
     CHECK(slurp(file) == before);

@@ -94,6 +94,19 @@ TEST_CASE("options: each mistake gets its message") {
   CHECK(usage_error({"--momentum", "0.9"}).find("sgd") != std::string::npos);
 }
 
+TEST_CASE("options: a flag the rest of the command makes meaningless is refused, not ignored") {
+  // Each was once taken and ignored: no checkpoint written, Fashion-MNIST read in full, the
+  // synthetic set made (and, with --synthetic-count, a recipe a later --resume refused).
+  CHECK(usage_error({"--checkpoint-every", "100"}) ==
+        "--checkpoint-every needs --checkpoint-dir (where checkpoints go)");
+  CHECK(usage_error({"--synthetic-count", "1000"}) ==
+        "--synthetic-count is the size of --data synthetic; this run reads fashion-mnist");
+  CHECK(usage_error({"--data", "synthetic", "--data-dir", "/tmp"}) ==
+        "--data-dir is where Fashion-MNIST is read from; --data synthetic reads no files");
+  CHECK(parse({"--data", "synthetic", "--synthetic-count", "1000"})->synthetic_count == 1000);
+  CHECK(parse({"--checkpoint-dir", "ckpt", "--checkpoint-every", "100"})->checkpoint_every == 100);
+}
+
 namespace {
 brigade::model::ModelSpec three_blocks() {
   return brigade::model::parse_model(

@@ -267,6 +267,15 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   }
   if (o.resume && o.checkpoint_dir.empty())
     throw UsageError("--resume needs --checkpoint-dir (where the checkpoint is)");
+  // A flag that the rest of the command makes meaningless is refused, not ignored.
+  if (app.count("--checkpoint-every") && o.checkpoint_dir.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint-dir (where checkpoints go)");
+  if (app.count("--synthetic-count") && o.data != "synthetic")
+    throw UsageError("--synthetic-count is the size of --data synthetic; this run reads " +
+                     o.data);
+  if (app.count("--data-dir") && o.data == "synthetic")
+    throw UsageError("--data-dir is where Fashion-MNIST is read from; --data synthetic reads "
+                     "no files");
   if (o.resume && !o.init_from.empty())
     throw UsageError("--resume and --init-from both set the parameters: give one of them");
   if (o.data_parallel < 1)

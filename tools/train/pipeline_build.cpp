@@ -115,16 +115,21 @@ void check_activation_budget(const Options& o, const std::vector<int>& bounds,
 
 }  // namespace
 
+int stage_count(const Options& o, const model::ModelSpec& spec, int devices) {
+  const int64_t stages = static_cast<int64_t>(devices) * o.chunks;  // --chunks may be huge
+  if (stages > static_cast<int64_t>(spec.layers.size()))
+    throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
+                     " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
+                     std::to_string(spec.layers.size()) + " layers");
+  return static_cast<int>(stages);
+}
+
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, const Placement& p,
                              int m, int64_t step_rows, TrainingProcesses& processes) {
   BuiltPipeline s;
   const int devices = static_cast<int>(p.devices.size());
   // Cut the model into devices x chunks stages: by the (merged) device blocks, or by cost.
-  const int stages = devices * o.chunks;
-  if (static_cast<size_t>(stages) > spec.layers.size())
-    throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
-                     " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
-                     std::to_string(spec.layers.size()) + " layers");
+  stage_count(o, spec, devices);
   // A schedule file is read first: its header says where it places the stages (looped or a
   // V), and the cut over the devices must follow that placement.
   std::optional<pipeline::LoweredSchedule> from_file;

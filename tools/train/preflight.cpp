@@ -59,7 +59,7 @@ void check_output_file(const std::string& flag, const std::string& path) {
                      " does not allow it)");
 }
 
-void check_checkpoint_dir(const std::string& dir) {
+void check_checkpoint_dir(const std::string& dir, bool resume) {
   if (dir.empty()) throw UsageError("--checkpoint-dir: an empty directory name");
   std::error_code ec;
   if (fs::exists(dir, ec)) {
@@ -67,6 +67,10 @@ void check_checkpoint_dir(const std::string& dir) {
       throw UsageError(quoted("--checkpoint-dir", dir) +
                        " is a file, not a directory (checkpoints go into DIR/checkpoint.safetensors)");
     if (!writable(dir)) throw UsageError(quoted("--checkpoint-dir", dir) + " is not writable");
+    if (!resume && fs::exists(checkpoint_path(dir), ec))
+      throw UsageError(quoted("--checkpoint-dir", dir) + " already holds a checkpoint (" +
+                       checkpoint_path(dir) + "): add --resume to continue that run, or give "
+                       "another directory; a new run would replace it");
     return;
   }
   const fs::path base = existing_ancestor(dir);
@@ -273,7 +277,7 @@ void check_outputs(const Options& o) {
       throw UsageError("--plot '" + o.plot + "': the name must end in .svg");
     check_output_file("--plot", o.plot);
   }
-  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
+  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir, o.resume);
   if (!o.init_from.empty() && is_checkpoint_file(o.init_from)) {
     const std::string dir = std::filesystem::path(o.init_from).parent_path().string();
     throw UsageError("--init-from " + o.init_from +

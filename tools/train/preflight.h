@@ -69,7 +69,9 @@ int optimizer_states(const Options& options);
 void check_output_file(const std::string& flag, const std::string& path);
 
 // --checkpoint-dir. Throws UsageError.
-void check_checkpoint_dir(const std::string& dir);
+// Without --resume (`resume` false), a directory that already holds a checkpoint is refused:
+// the new run's first checkpoint would replace it.
+void check_checkpoint_dir(const std::string& dir, bool resume);
 
 // Bytes an unprivileged writer may still write on the file system that holds `path`, or the
 // directory it would be created in (its nearest existing ancestor).

@@ -44,7 +44,7 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
 void Training::set_up_pipeline() {
   const int replicas = o_.data_parallel;
   placement_ = place(o_, spec_);
-  const int stages = static_cast<int>(placement_.devices.size()) * o_.chunks;
+  const int stages = stage_count(o_, spec_, static_cast<int>(placement_.devices.size()));
   const int m = o_.microbatches > 0 ? o_.microbatches : (stages == 1 ? 1 : 2 * stages);
   if (o_.batch / replicas < m)
     throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
