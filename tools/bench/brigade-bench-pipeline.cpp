@@ -1,9 +1,9 @@
 // brigade-bench-pipeline: samples/s of every schedule against `naive` on virtual CPU devices,
 // with and without recomputation, next to the simulator's prediction from the measured
-// per-action costs (pipeline/schedule/trace.h). Not a test: it measures, and prints a table, then the
-// per-stage costs of a split and a fused backward (in the pipeline, and on one device with the
-// two measured in alternation), what the simulator makes of them, and the figures the
-// README's account of the targets needs.
+// per-action costs (pipeline/schedule/trace.h; the runs are pipeline_bench.h's). Not a test:
+// it measures, and prints a table, then the per-stage costs of a split and a fused backward
+// (in the pipeline, and on one device with the two measured in alternation), what the
+// simulator makes of them, and the figures the README's account of the targets needs.
 //
 // zb-auto is planned from measured costs: the per-stage medians over the timed steps of 1f1b
 // (fused backward) and zb-h1 (split) at the same m and recomputation setting.
@@ -22,53 +22,18 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <tuple>
 
 #include "kernels/ops.h"
-#include "layers/model_file.h"
-#include "pipeline/schedule/generators/generators.h"
-#include "pipeline/runtime/partition.h"
-#include "pipeline/runtime/profile.h"
-#include "pipeline/runtime/runtime.h"
-#include "pipeline/schedule/svg.h"
 #include "pipeline/schedule/chrome_trace.h"
-#include "pipeline/schedule/cost_model.h"
-#include "pipeline/schedule/simulator.h"
-#include "pipeline/schedule/trace.h"
-#include "tools/data/dataset.h"
+#include "pipeline/schedule/svg.h"
+#include "tools/bench/pipeline_bench.h"
 #include "tools/models/find_model.h"
 
 using namespace brigade;
+using namespace brigade::bench;
 using namespace brigade::pipeline;
 
 namespace {
-
-// Samples [first, first + n) of the data set (wrapping), as floats in [0, 1].
-HostBatch batch_of(const data::Dataset& ds, int64_t first, int64_t n) {
-  HostBatch b;
-  b.shape = Shape({n, ds.channels, ds.height, ds.width});
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = (first + i) % ds.count;
-    for (int64_t j = 0; j < ds.sample_size(); ++j)
-      b.x.push_back(ds.pixels[static_cast<size_t>(k * ds.sample_size() + j)] / 255.0f);
-    b.labels.push_back(ds.labels[static_cast<size_t>(k)]);
-  }
-  return b;
-}
-
-std::unique_ptr<layers::Optimizer> sgd(std::vector<layers::Parameter*> params) {
-  return std::make_unique<layers::SGD>(std::move(params), SgdParams{.lr = 0.05, .momentum = 0.9});
-}
-
-// cpu:1 .. cpu:p, device i with threads[i] compute threads (one each when `threads` is empty).
-std::vector<Device> cpu_devices(int p, const std::vector<int>& threads = {}) {
-  std::vector<Device> d;
-  for (int i = 0; i < p; ++i) {
-    configure_cpu_device(i + 1, {.threads = threads.empty() ? 1 : threads[static_cast<size_t>(i)]});
-    d.push_back(Device::cpu(i + 1));
-  }
-  return d;
-}
 
 // The question's placement, `steps` steps of 1F1B on synthetic data: prints the loss.
 int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
@@ -91,114 +56,6 @@ int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
   }
   return 0;
 }
-
-// One measured row of the table.
-struct Row {
-  std::string name;
-  int m = 0;
-  bool recompute = false;
-  double rate = 0, sim_rate = 0, bubble = 0, sim_bubble = 0;
-};
-
-// Runs schedules on the CPU devices and remembers each one's measured steps, so that zb-auto
-// can be planned from the costs 1f1b (fused backward) and zb-h1 (split) measured.
-class Bench {
- public:
-  // layer_times: a row of profiled times per device (its own), or one row for devices alike,
-  // each on a micro-batch of profiled_rows samples.
-  Bench(const model::ModelSpec& spec, std::vector<Device> devices, HostBatch batch,
-        DeviceCosts layer_times, int64_t profiled_rows, int steps)
-      : spec_(spec), devices_(std::move(devices)), batch_(std::move(batch)),
-        times_(std::move(layer_times)), profiled_rows_(profiled_rows), steps_(steps) {
-    if (times_.size() == 1) times_.resize(devices_.size(), times_[0]);
-  }
-
-  int p() const { return static_cast<int>(devices_.size()); }
-
-  // Stages balanced by profiled time, each weighed on its device: per stage for one stage per
-  // device; with several (v > 1) per DEVICE total, as the placement puts them.
-  Partition partition(int stages, Placement placement = Placement::looped) const {
-    return balance(times_, stages, placement);
-  }
-  // The cut, each stage's cost as profiled on its own device.
-  std::string describe(int stages) const {
-    const Partition cut = partition(stages);
-    std::vector<double> on_its_device(times_[0].size());
-    for (int s = 0; s < cut.count(); ++s) {
-      const StageRange& r = cut.stages[static_cast<size_t>(s)];
-      for (size_t i = r.begin; i < r.end; ++i)
-        on_its_device[i] = times_[static_cast<size_t>(s % p())][i];
-    }
-    return format_partition(cut, spec_, on_its_device, p());
-  }
-
-  // What the simulator predicts for `name` on `cut` (one stage per device) from the profiles
-  // alone, in samples/s: each stage costs its layers' profiled times on its own device, scaled
-  // from the profile's rows to a micro-batch's, split F:B:W as 1:1:1 (the backward is two
-  // GEMMs per forward one). The rate of devices whose speeds do not change when the others
-  // work: devices that share no cores.
-  double predicted_rate(const std::string& name, int m, const Partition& cut) const {
-    const double rows = static_cast<double>(batch_.labels.size()) / m;
-    CostModel costs;
-    for (int s = 0; s < cut.count(); ++s) {
-      const StageRange& r = cut.stages[static_cast<size_t>(s)];
-      double c = 0;
-      for (size_t i = r.begin; i < r.end; ++i) c += times_[static_cast<size_t>(s % p())][i];
-      c *= rows / static_cast<double>(profiled_rows_) / 3;
-      costs.stages.push_back({.f = c, .b = c, .w = c});
-    }
-    const Schedule s = name == "zb-auto" ? zb_auto(p(), m, costs) : make_schedule(name, p(), m, 1);
-    return static_cast<double>(batch_.labels.size()) / (simulate(s, costs).stats.makespan / 1000.0);
-  }
-
-  Schedule schedule(const std::string& name, int m, bool recompute) {
-    if (name != "zb-auto") return make_schedule(name, p(), m, default_chunks(name));
-    return zb_auto(p(), m, measured_costs(m, recompute));
-  }
-
-  // Per-stage medians over the timed steps of 1f1b and zb-h1 at (m, recompute), run now if
-  // the table has not run them.
-  CostModel measured_costs(int m, bool recompute) {
-    std::vector<const Timeline*> all;
-    for (const char* name : {"1f1b", "zb-h1"})
-      for (const Timeline& t : steps(name, m, recompute)) all.push_back(&t);
-    return median_stage_costs(all, p());
-  }
-
-  // `steps_` timed steps after one warm-up: the rate in samples/s, and the last step against
-  // the simulator.
-  Row run(const std::string& name, int m, bool recompute) {
-    const Schedule s = schedule(name, m, recompute);
-    const Partition cut = partition(s.stages(), s.placement);
-    auto model = layers::Sequential::from_spec(place(spec_, cut, p(), s.placement), devices_, 1);
-    Runtime runtime(*model, cut, s, sgd, {.seed = 7, .recompute = recompute});
-    runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
-    std::vector<Timeline>& timed = steps_of_[{name, m, recompute}];
-    timed.clear();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 1; k <= steps_; ++k)
-      timed.push_back(runtime.step(batch_, static_cast<uint32_t>(k)).timeline);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const TraceComparison c = compare_with_simulation(s, timed.back());
-    const double n = static_cast<double>(batch_.labels.size());
-    return {name, m, recompute, n * steps_ / sec, n / (c.simulated.stats.makespan / 1000.0),
-            c.measured.bubble_fraction, c.simulated.stats.bubble_fraction};
-  }
-
- private:
-  const std::vector<Timeline>& steps(const std::string& name, int m, bool recompute) {
-    if (!steps_of_.count({name, m, recompute})) run(name, m, recompute);
-    return steps_of_.at({name, m, recompute});
-  }
-
-  const model::ModelSpec& spec_;
-  std::vector<Device> devices_;
-  HostBatch batch_;
-  DeviceCosts times_;  // [device][layer]
-  int64_t profiled_rows_;
-  int steps_;
-  std::map<std::tuple<std::string, int, bool>, std::vector<Timeline>> steps_of_;
-};
 
 // Devices of different speeds: 1f1b and zb-auto on the cut for each device's profiled speed
 // against the cut made from device 0's profile alone, as if every device ran like it; measured,
@@ -400,22 +257,9 @@ int main(int argc, char** argv) {
     // one micro-batch of the first --microbatches count (how well a device's threads share a
     // layer depends on its rows).
     const int64_t probe_rows = std::max<int64_t>(1, batch / ms.front());
-    const HostBatch probe = batch_of(ds, 0, probe_rows);
-    DeviceCosts times;
-    std::map<int, size_t> profiled;  // thread count -> its row
-    for (int d = 0; d < p; ++d) {
-      const int t = threads.empty() ? 1 : threads[static_cast<size_t>(d)];
-      if (profiled.count(t)) {
-        times.push_back(times[profiled[t]]);
-        continue;
-      }
-      const Device device = devices[static_cast<size_t>(d)];
-      auto whole = layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1),
-                                                 {device}, 1);
-      times.push_back(profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, device)));
-      profiled[t] = times.size() - 1;
-    }
-    const bool uneven = profiled.size() > 1;
+    const DeviceCosts times = profile_devices(spec, devices, threads, batch_of(ds, 0, probe_rows));
+    const bool uneven = std::any_of(threads.begin(), threads.end(),
+                                    [&](int t) { return t != threads[0]; });
     Bench bench(spec, devices, batch_of(ds, 0, batch), times, probe_rows, steps);
     std::printf("stages by profiled time, one per device:\n%s", bench.describe(p).c_str());
     if (std::any_of(schedules.begin(), schedules.end(),
