@@ -117,7 +117,8 @@ Partition balance(const std::vector<double>& costs, int stages) {
   return stage_balance(prefix, costs.size(), static_cast<size_t>(stages), [](size_t) { return 0; });
 }
 
-double largest_device(const Partition& partition, const DeviceCosts& costs, Placement placement) {
+std::vector<double> device_totals(const Partition& partition, const DeviceCosts& costs,
+                                  Placement placement) {
   BRIGADE_CHECK(!costs.empty(), "partition: costs for no device");
   const int devices = static_cast<int>(costs.size());
   std::vector<double> total(costs.size(), 0.0);
@@ -126,6 +127,11 @@ double largest_device(const Partition& partition, const DeviceCosts& costs, Plac
     const auto d = static_cast<size_t>(stage_device(s, devices, placement));
     for (size_t i = r.begin; i < r.end; ++i) total[d] += costs[d].at(i);
   }
+  return total;
+}
+
+double largest_device(const Partition& partition, const DeviceCosts& costs, Placement placement) {
+  const std::vector<double> total = device_totals(partition, costs, placement);
   return *std::max_element(total.begin(), total.end());
 }
 

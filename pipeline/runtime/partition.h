@@ -69,6 +69,10 @@ using DeviceCosts = std::vector<std::vector<double>>;
 Partition balance(const DeviceCosts& costs, int stages, Placement placement = Placement::looped);
 double largest_device(const Partition& partition, const DeviceCosts& costs,
                       Placement placement = Placement::looped);
+// Each device's total under `partition`, its stages placed by `placement` and each weighed on
+// its own device: [device], one per row of `costs`.
+std::vector<double> device_totals(const Partition& partition, const DeviceCosts& costs,
+                                  Placement placement = Placement::looped);
 // The largest device total of `partition` with its stages placed on `devices` by `placement`.
 double largest_device(const Partition& partition, const std::vector<double>& costs, int devices,
                       Placement placement = Placement::looped);

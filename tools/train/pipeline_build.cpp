@@ -78,18 +78,6 @@ pipeline::DeviceCosts speed_weighted_work(const Options& o, const model::ModelSp
   return out;
 }
 
-// --max-activations, one bound per device (0: none): one count for every device, or one per
-// device of --devices.
-std::vector<int> activation_bounds(const Options& o, const std::vector<Device>& devices) {
-  const std::vector<int>& asked = o.max_activations;
-  if (asked.size() > 1 && asked.size() != devices.size())
-    throw UsageError("--max-activations has " + std::to_string(asked.size()) + " counts for " +
-                     std::to_string(devices.size()) + " devices (" + o.devices +
-                     "): give one count, or one per device");
-  if (asked.size() > 1) return asked;
-  return std::vector<int>(devices.size(), asked.empty() ? 0 : asked[0]);
-}
-
 // --max-activations: what a device holds at once, from a stage's F to its W (or BW), follows
 // from the order of its list alone (its compute stream runs the list in order), so the bound
 // is checked on the lists here and holds for any timing — the measured trace's too.
@@ -195,7 +183,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec, con
   if (!processes.distributed())
     memory = step_memory(o, spec, p.devices, partition, placement, m, step_rows);
   // zb-auto keeps each device within its --max-activations (without one: p micro-batches).
-  const std::vector<int> bounds = activation_bounds(o, p.devices);
+  const std::vector<int> bounds =
+      per_device(o.max_activations, "--max-activations", o, p.devices.size());
   std::vector<int> planned_bounds;
   for (int b : bounds) planned_bounds.push_back(b > 0 ? b : devices);
   pipeline::LoweredSchedule lowered;  // what the runtime runs: the lists with their transfers

@@ -59,13 +59,10 @@ Placement place(const Options& o, const model::ModelSpec& model) {
   int cpu_devices = 0;
   for (const Device& dev : devices) cpu_devices += dev.is_cpu();
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::vector<int>& asked = o.threads_per_device;
-  if (asked.size() > 1 && asked.size() != devices.size())
-    throw UsageError("--threads-per-device has " + std::to_string(asked.size()) + " counts for " +
-                     std::to_string(devices.size()) + " devices (" + o.devices +
-                     "): give one count, or one per device");
+  const std::vector<int> asked =
+      per_device(o.threads_per_device, "--threads-per-device", o, devices.size());
   for (size_t i = 0; i < devices.size(); ++i) {
-    const int count = asked.empty() ? 0 : asked.size() == 1 ? asked[0] : asked[i];
+    const int count = asked[i];
     if (count > 0 && !devices[i].is_cpu())
       throw UsageError("--threads-per-device gives " + devices[i].str() + " " +
                        std::to_string(count) + " threads, but threads are a CPU device's; give 0 "
@@ -80,6 +77,16 @@ Placement place(const Options& o, const model::ModelSpec& model) {
     if (devices[i].is_cpu())
       configure_cpu_device(devices[i].index, {p.threads[i], o.device_memory});
   return p;
+}
+
+std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,
+                            const Options& o, size_t devices) {
+  if (counts.size() > 1 && counts.size() != devices)
+    throw UsageError(flag + " has " + std::to_string(counts.size()) + " counts for " +
+                     std::to_string(devices) + " devices (" + o.devices +
+                     "): give one count, or one per device");
+  if (counts.size() > 1) return counts;
+  return std::vector<int>(devices, counts.empty() ? 0 : counts[0]);
 }
 
 bool Placement::uniform() const {
@@ -146,20 +153,6 @@ std::string percent(double part, double total) {
   return fixed(total > 0 ? 100 * part / total : 0.0, 1) + " %";
 }
 
-// Each device's total under `partition`, its stages placed by `placement` and weighed on it.
-std::vector<double> device_sums(const pipeline::Partition& partition,
-                                const pipeline::DeviceCosts& costs, size_t devices,
-                                pipeline::Placement placement) {
-  std::vector<double> sums(devices, 0.0);
-  for (int s = 0; s < partition.count(); ++s) {
-    const auto d = static_cast<size_t>(
-        pipeline::stage_device(s, static_cast<int>(devices), placement));
-    for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
-      sums[d] += costs[d][i];
-  }
-  return sums;
-}
-
 pipeline::DeviceCosts alike(const std::vector<double>& costs, size_t devices) {
   return pipeline::DeviceCosts(devices, costs);
 }
@@ -192,7 +185,7 @@ std::string format_cost(const std::string& balance, double cost) {
 std::string describe_stages(const pipeline::Partition& partition, const model::ModelSpec& model,
                             const std::vector<Device>& devices, const std::string& balance,
                             const pipeline::DeviceCosts& costs, pipeline::Placement placement) {
-  const std::vector<double> sums = device_sums(partition, costs, devices.size(), placement);
+  const std::vector<double> sums = pipeline::device_totals(partition, costs, placement);
   const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
   std::ostringstream os;
   for (size_t s = 0; s < partition.stages.size(); ++s) {
@@ -224,7 +217,7 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
                               pipeline::Placement placement) {
   const size_t d = devices.size();
   if (d < 2) return "";
-  const std::vector<double> sums = device_sums(partition, work, d, placement);
+  const std::vector<double> sums = pipeline::device_totals(partition, work, placement);
   const double total = std::accumulate(sums.begin(), sums.end(), 0.0);
   if (total <= 0) return "";
   size_t lightest = 0, heaviest = 0;
@@ -244,7 +237,7 @@ std::string imbalance_warning(const pipeline::Partition& partition, const model:
     if (stages > model.layers.size()) continue;
     const pipeline::DeviceCosts first(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(fewer));
     const pipeline::Partition cut = cut_by_cost(first, chunks, placement);
-    const std::vector<double> balanced = device_sums(cut, first, fewer, placement);
+    const std::vector<double> balanced = pipeline::device_totals(cut, first, placement);
     const double least = *std::min_element(balanced.begin(), balanced.end());
     if (fewer > 1 && least < kMinDeviceShare * total) continue;
     std::vector<std::string> fix = command;

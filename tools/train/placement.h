@@ -46,6 +46,11 @@ struct Placement {
 // brigade::Error (an unavailable CUDA device).
 std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 
+// A flag that takes one count for every device or one per device of --devices (e.g. 2,1):
+// each device's count, 0 where none was given. Throws UsageError for another number of counts.
+std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,
+                            const Options& options, size_t devices);
+
 // Resolves the devices, maps blocks to them and configures every CPU device (threads and
 // --device-memory). Throws UsageError for impossible combinations.
 Placement place(const Options& options, const model::ModelSpec& model);
