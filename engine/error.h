@@ -7,7 +7,8 @@
 //   BRIGADE_CUBLAS_CHECK / _CUDNN_ / _NCCL_    library's error string, and file:line.
 // The library macros exist only where the library does (BRIGADE_HAVE_CUDA; <nccl.h>), and
 // they call the library's own error-string function, so the file that uses one includes
-// that library's header anyway (it is calling the library).
+// that library's header itself (it is calling the library). This header includes none: it
+// is part of brigade_base, the floor beneath both the engine and the emulated CUDA runtime.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,6 @@ namespace detail {
   } while (0)
 
 #if defined(BRIGADE_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-
 #define BRIGADE_CUDA_CHECK(call)                                                           \
   do {                                                                                     \
     const cudaError_t brigade_status_ = (call);                                            \

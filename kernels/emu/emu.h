@@ -1,7 +1,8 @@
 // The CUDA language, emulated for a host compiler.
 //
 // Included (through kernels/emu/kernel.h) by a kernels/cuda/*.cu file when it is compiled as
-// C++: the file's kernels then run on the CPU through the emulator's runtime (runtime.h).
+// C++: the file's kernels then run on the CPU through the emulator's runtime (runtime.h), on
+// a CPU stream (cpu_launch.h).
 // Everything a kernel names unqualified lives in brigade::emu, where the .cu's code is
 // (`namespace brigade::BRIGADE_KERNEL_NAMESPACE`, which is brigade::emu here), built-in
 // variables included; only the qualifiers are macros, as they are keywords in CUDA. (The
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/emu/cpu_launch.h"
 #include "kernels/emu/intrinsics.h"
 #include "kernels/emu/runtime.h"
 

@@ -1,9 +1,8 @@
-// A grid: checking a launch, spreading its blocks over threads, and stream order.
+// A grid: checking a launch, and spreading its blocks over threads.
 #include <cstdint>
 #include <sstream>
 
 #include "engine/error.h"
-#include "engine/stream.h"
 #include "engine/thread_pool.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/runtime.h"
@@ -59,18 +58,6 @@ void run_grid(const LaunchConfig& config, const ThreadBody& body, ThreadPool* po
     pool->parallel_for(blocks, run_blocks);
   else
     run_blocks(0, blocks);
-}
-
-void enqueue_grid(const Stream& stream, LaunchConfig config, ThreadBody body) {
-  BRIGADE_CHECK(stream.device().is_cpu(),
-                "kernel " << config.kernel << ": an emulated launch needs a CPU stream, got "
-                          << stream.str()
-                          << " (a CUDA stream runs the nvcc-compiled kernel, brigade::cuda::...)");
-  check_launch(config);  // reported at the launch, as cudaGetLastError() does after <<<>>>
-  ThreadPool* pool = &stream.thread_pool();
-  stream.enqueue([config = std::move(config), body = std::move(body), pool] {
-    run_grid(config, body, pool);
-  });
 }
 
 }  // namespace brigade::emu

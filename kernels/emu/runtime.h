@@ -3,7 +3,9 @@
 //
 // Kernel sources never include this directly: they include kernels/emu/kernel.h, which
 // brings in emu.h (the CUDA vocabulary written on top of this file) under a host compiler.
-// Tests and the launch macro use run_grid / enqueue_grid.
+// Tests and the launch macros use run_grid; the launch on a CPU stream is cpu_launch.h, the
+// launch on an emulated GPU's stream cudart/launch.h. This file, fiber.h and block.h are the
+// emulator's core (brigade_emu_core): beneath the engine, on brigade_base alone.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +14,6 @@
 #include <string>
 
 namespace brigade {
-class Stream;
 class ThreadPool;
 }  // namespace brigade
 
@@ -64,11 +65,6 @@ void check_launch(const LaunchConfig& config);
 // another on the calling thread. Throws brigade::Error naming the kernel, block and thread
 // when a kernel throws, a barrier or shuffle is divergent, or the launch is invalid.
 void run_grid(const LaunchConfig& config, const ThreadBody& body, ThreadPool* pool = nullptr);
-
-// Checks the launch now, then enqueues run_grid on a CPU stream (over its device's compute
-// threads), so the grid runs in stream order. A CUDA stream is an error: an emulated kernel
-// cannot run on a GPU, and a native one must be used there.
-void enqueue_grid(const Stream& stream, LaunchConfig config, ThreadBody body);
 
 namespace detail {
 

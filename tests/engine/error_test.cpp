@@ -33,6 +33,8 @@ TEST_CASE("a failed library call names the library, code, string, call and place
 }
 
 #if defined(BRIGADE_HAVE_CUDA)
+#include <cuda_runtime_api.h>  // the library the check calls
+
 TEST_CASE("BRIGADE_CUDA_CHECK reports the failing call's text and this file") {
   // An invalid device index fails with or without a GPU (without one: no driver).
   const std::string text = message_of([] { BRIGADE_CUDA_CHECK(cudaSetDevice(-1)); });
