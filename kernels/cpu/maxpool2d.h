@@ -1,6 +1,7 @@
 // MaxPooling2D, the fast CPU path: (n, c) planes split over the device's threads.
 // Bit-identical to kernels/reference/maxpool2d.h, ties included (the first maximum in
-// row-major window order wins); argmax holds h·W + w inside the (H, W) plane.
+// row-major window order wins) and NaNs (a window holding one outputs its first NaN, which
+// takes the gradient); argmax holds h·W + w inside the (H, W) plane.
 #pragma once
 
 #include <cstdint>

@@ -31,16 +31,21 @@ BRIGADE_AVX512 void maxpool2x2_forward_plane(const float* xp, float* yp, int32_t
       const __m512 b = _mm512_permutex2var_ps(lo0, odd_lanes(), hi0);
       const __m512 c = _mm512_permutex2var_ps(lo1, even_lanes(), hi1);
       const __m512 d = _mm512_permutex2var_ps(lo1, odd_lanes(), hi1);
-      // Strictly greater (ordered: false for NaN), so the first maximum stays.
+      // A cell replaces the maximum so far where it is larger or the window's first NaN
+      // (maxpool2d.h's NaN rule): "not <=" (unordered: true for a NaN), in the lanes whose
+      // maximum is still a number. So the first maximum, or the first NaN, stays.
+      auto replaces = [](__m512 v, __m512 m) __attribute__((target("avx512f"))) {
+        return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(m, m, _CMP_ORD_Q), v, m, _CMP_NLE_UQ);
+      };
       __m512 m = a;
       __m512i offset = _mm512_setzero_si512();  // of the winner from the window's corner
-      __mmask16 k = _mm512_cmp_ps_mask(b, m, _CMP_GT_OQ);
+      __mmask16 k = replaces(b, m);
       m = _mm512_mask_mov_ps(m, k, b);
       offset = _mm512_mask_mov_epi32(offset, k, _mm512_set1_epi32(1));
-      k = _mm512_cmp_ps_mask(c, m, _CMP_GT_OQ);
+      k = replaces(c, m);
       m = _mm512_mask_mov_ps(m, k, c);
       offset = _mm512_mask_mov_epi32(offset, k, _mm512_set1_epi32(W));
-      k = _mm512_cmp_ps_mask(d, m, _CMP_GT_OQ);
+      k = replaces(d, m);
       m = _mm512_mask_mov_ps(m, k, d);
       offset = _mm512_mask_mov_epi32(offset, k, _mm512_set1_epi32(W + 1));
       // The corner of window q + lane is cell 2p·W + 2(q + lane).

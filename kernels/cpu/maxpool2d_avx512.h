@@ -1,6 +1,7 @@
 // The AVX-512 max-pool for 2x2 windows at stride 2 without padding (every pool of the
 // question's network), one plane at a time; called only when kernel_isa() is avx512.
-// Bit-identical to kernels/reference/maxpool2d.h, like the portable loops of maxpool2d.cpp.
+// Bit-identical to kernels/reference/maxpool2d.h (ties and NaNs included), like the portable
+// loops of maxpool2d.cpp.
 #pragma once
 
 #include <cstdint>

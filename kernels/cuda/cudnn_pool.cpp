@@ -5,6 +5,14 @@
 // with ties, which cell gets the gradient is cuDNN's choice, not necessarily the first one
 // (the hand-written kernel's documented rule), so the two paths may route a tied window's
 // gradient to different cells. Padding cells never win (cuDNN treats them as -inf).
+//
+// NaN: CUDNN_PROPAGATE_NAN, for the reference's rule (kernels/reference/maxpool2d.h, as in
+// PyTorch): a window holding a NaN outputs NaN, so the stage's finite check sees it, and
+// backward sends that window's gradient to its first NaN in row-major order (an all-NaN
+// window: its first cell, which TensorFlow's cuDNN tests also record). With
+// CUDNN_NOT_PROPAGATE_NAN cuDNN passes over NaNs: a window's NaN would vanish into its largest
+// number, and an all-NaN window's gradient would be dropped. tests/kernels/cuda/vendor_test.cpp
+// checks windows with one, two and only NaNs, forward and backward, against the reference.
 #include <cudnn.h>
 
 #include <array>
@@ -33,7 +41,7 @@ class PoolDescriptors {
     BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(s.N),
                                                    i(s.C), i(s.P), i(s.Q)));
     BRIGADE_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool, CUDNN_POOLING_MAX_DETERMINISTIC,
-                                                    CUDNN_NOT_PROPAGATE_NAN, i(s.R), i(s.S),
+                                                    CUDNN_PROPAGATE_NAN, i(s.R), i(s.S),
                                                     i(s.pad_h), i(s.pad_w), i(s.stride),
                                                     i(s.stride)));
   }

@@ -2,7 +2,9 @@
 //
 // Forward, thread per OUTPUT element (plane = n·C + c, p, q): scan the R×S window in
 // row-major order, keep the first largest value (a later equal one does not replace it) and
-// its position h·W + w in the plane. Padding cells are skipped, so they never win.
+// its position h·W + w in the plane. Padding cells are skipped, so they never win. A NaN
+// ranks above every number, so a window holding one outputs its first NaN and the gradient
+// goes there (the reference's NaN rule, as in PyTorch).
 //
 // Backward, thread per INPUT element (plane, h, w): the gradient of x[h][w] is the sum of
 // dy over the windows whose argmax is (h, w). Rather than scatter dy through argmax (which
@@ -22,6 +24,12 @@
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
+// Whether v takes the place of m, the window's maximum so far: v is larger, or v is the
+// window's first NaN (`v > m` is false whenever either is NaN; `v != v` only for a NaN).
+__device__ __forceinline__ bool replaces_max(float v, float m) {
+  return v > m || (v != v && m == m);
+}
+
 __global__ void maxpool2d_forward_kernel(const float* x /* (N, C, H, W) */,
                                          float* y /* (N, C, P, Q) */,
                                          int32_t* argmax /* (N, C, P, Q) */, Pool2dShape s) {
@@ -35,7 +43,7 @@ __global__ void maxpool2d_forward_kernel(const float* x /* (N, C, H, W) */,
       for (int64_t t = 0; t < s.S; ++t) {
         const int64_t v = q * s.stride - s.pad_w + t;
         if (v < 0 || v >= s.W) continue;
-        if (best < 0 || xp[h * s.W + v] > xp[best]) best = h * s.W + v;  // strict: first wins
+        if (best < 0 || replaces_max(xp[h * s.W + v], xp[best])) best = h * s.W + v;
       }
     }
     y[o] = xp[best];  // best >= 0: every window holds at least one input cell (checked)

@@ -1,6 +1,7 @@
 // MaxPooling2D with argmax (maxpool2d.cu): the contract of kernels/reference/maxpool2d.h —
 // argmax holds h·W + w inside the (H, W) plane; ties go to the FIRST maximum in row-major
-// window order; cells in the padding never win. Bit-identical to the reference in float.
+// window order; a window holding a NaN outputs its first NaN (NaN propagates, as in PyTorch);
+// cells in the padding never win. Bit-identical to the reference in float.
 // Two compilations: brigade::cuda (nvcc) and brigade::emu (the emulator).
 // Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
 // (include that header, not this file).

@@ -5,13 +5,25 @@
 // from, as the int32 index h * W + w inside the input's (H, W) plane.
 // Ties: the FIRST maximum in row-major window order wins (a later equal value does not
 // replace it), so backward sends the whole gradient to that one cell.
+// NaN: a window holding a NaN outputs NaN, as in PyTorch, so the stage's finite check sees
+// it. NaN ranks above every number (+inf included) and the tie rule holds among NaNs: argmax
+// is the window's FIRST NaN, and backward sends the whole gradient there. Every kernel of
+// kernels/cpu and kernels/cuda follows these rules (cuDNN: see kernels/cuda/cudnn_pool.cpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/shapes.h"
 
 namespace brigade::ref {
+
+// Whether v takes the place of m, the window's maximum so far: v is larger, or v is the
+// window's first NaN (`v > m` is false whenever either is NaN, hence the explicit test).
+template <class T>
+bool replaces_max(T v, T m) {
+  return v > m || (std::isnan(v) && !std::isnan(m));
+}
 
 // x: (N, C, H, W)  y: (N, C, P, Q)  argmax: (N, C, P, Q) int32 plane indices
 template <class T>
@@ -27,7 +39,7 @@ void maxpool2d_forward(const T* x, T* y, int32_t* argmax, const Pool2dShape& s) 
           for (int64_t t = 0; t < s.S; ++t) {
             const int64_t v = q * s.stride - s.pad_w + t;
             if (v < 0 || v >= s.W) continue;
-            if (best < 0 || xp[h * s.W + v] > xp[best]) best = h * s.W + v;
+            if (best < 0 || replaces_max(xp[h * s.W + v], xp[best])) best = h * s.W + v;
           }
         }
         const int64_t o = (plane * s.P + p) * s.Q + q;

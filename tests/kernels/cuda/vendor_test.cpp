@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -179,6 +180,56 @@ TEST_CASE("MaxPool2D: cuDNN and the argmax kernel (native) agree with the refere
     cuda::vendor::maxpool2d_backward(dx_in.get(), y_dnn.get(), ddy.get(), dx_dnn.get(), s, stream);
     CHECK(all_close("y cuDNN", y_dnn.to_host().data(), y_want, 0.0));
     CHECK(all_close("dx cuDNN", dx_dnn.to_host().data(), dx_want, 0.0));
+  }
+}
+
+namespace {
+
+// got == want where want is a number; got is a NaN (any payload: cuDNN may write its own)
+// where want is one. Prints the first five differences.
+bool same_numbers_and_nans(const char* what, const std::vector<float>& got,
+                           const std::vector<float>& want) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::isnan(want[i]) ? !std::isnan(got[i]) : !(got[i] == want[i])) {
+      if (bad++ < 5)
+        std::printf("  %s[%zu]: got %.9g, want %.9g\n", what, i, double{got[i]}, double{want[i]});
+    }
+  return bad == 0;
+}
+
+}  // namespace
+
+TEST_CASE("MaxPool2D: a NaN propagates on both paths (native) and its first NaN takes the gradient") {
+  const Stream stream = Stream::create(Device::cuda(0));
+  const Pool2dShape s = make_pool2d_shape(2, 8, 12, 12, 2, 2, 2, Padding::valid);
+  // Distinct values, then NaNs: cells 3 and 5 of every 7 (windows with none, one, or two, at
+  // every position), and the whole of plane 3 (all-NaN windows: the first cell wins).
+  std::vector<float> x(s.x_size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % x.size()) / 1000.0f;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (i % 7 == 3 || i % 7 == 5 || i / (s.H * s.W) == 3) x[i] = NAN;
+  const std::vector<float> dy = to_float(random_vector(s.y_size(), 8));
+  std::vector<float> y_ref(s.y_size()), dx_ref(s.x_size());
+  std::vector<int32_t> arg_ref(s.y_size());
+  ref::maxpool2d_forward(x.data(), y_ref.data(), arg_ref.data(), s);
+  ref::maxpool2d_backward(dy.data(), arg_ref.data(), dx_ref.data(), s);
+
+  DeviceArray<float> dx_in(x, stream), ddy(dy, stream);
+  for (CudaPath path : paths()) {
+    INFO(cuda_path_name(path));
+    DeviceArray<float> y(nans(s.y_size()), stream), dx(nans(s.x_size()), stream);
+    if (path == CudaPath::handwritten) {
+      DeviceArray<int32_t> arg(std::vector<int32_t>(s.y_size(), -1), stream);
+      cuda::maxpool2d_forward(dx_in.get(), y.get(), arg.get(), s, stream);
+      cuda::maxpool2d_backward(ddy.get(), arg.get(), dx.get(), s, stream);
+      CHECK(arg.to_host() == arg_ref);
+    } else {
+      cuda::vendor::maxpool2d_forward(dx_in.get(), y.get(), s, stream);
+      cuda::vendor::maxpool2d_backward(dx_in.get(), y.get(), ddy.get(), dx.get(), s, stream);
+    }
+    CHECK(same_numbers_and_nans("y", y.to_host(), y_ref));
+    CHECK(same_numbers_and_nans("dx", dx.to_host(), dx_ref));  // dy holds no NaN: dx none
   }
 }
 

@@ -4,9 +4,11 @@
 // extents that are not multiples of the 16×16 GEMM tile.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cuda/launchers.h"
@@ -129,7 +131,7 @@ TEST_CASE("conv2d launchers reject a missing workspace and a malformed shape") {
                     doctest::Contains("conv2d_backward_bias: invalid shape: input (1, 1, 5, 5)"));
 }
 
-TEST_CASE("maxpool2d forward (values, argmax, ties) and backward are bit-identical to the reference") {
+TEST_CASE("maxpool2d forward (values, argmax, ties, NaNs) and backward are bit-identical to the reference") {
   testing::Deadline deadline("emulated maxpool2d");
   const Stream stream = emu_stream();
   struct PoolCase {
@@ -144,11 +146,18 @@ TEST_CASE("maxpool2d forward (values, argmax, ties) and backward are bit-identic
     const Pool2dShape s = make_pool2d_shape(c.N, c.C, c.H, c.W, c.R, c.S, c.stride, c.padding);
     INFO("pool input (" << s.N << ", " << s.C << ", " << s.H << ", " << s.W << "), " << s.R
                         << "x" << s.S << " stride " << s.stride << ", output " << s.P << "x" << s.Q);
-    for (bool ties : {false, true}) {
-      // ties: values from {-1, 0, 1}, so most windows hold several equal maxima.
+    for (std::string_view values : {"distinct", "ties", "NaNs"}) {
+      INFO(values << " values");
+      // ties: values from {-1, 0, 1}, so most windows hold several equal maxima. NaNs: a
+      // quarter of the cells and more are NaNs, each with its own payload, so windows hold
+      // none, one or several (the first wins: maxpool2d.h's NaN rule).
       std::vector<float> x = to_float(random_vector(s.x_size(), 30, -1.0, 1.0));
-      if (ties)
+      if (values != "distinct")
         for (float& v : x) v = v < -0.33f ? -1.0f : (v < 0.33f ? 0.0f : 1.0f);
+      if (values == "NaNs")
+        for (size_t i = 0; i < x.size(); ++i)
+          if (i % 4 == 1 || i % 7 == 3)
+            x[i] = std::bit_cast<float>(0x7FC00000u | static_cast<uint32_t>(i));
       const std::vector<float> dy = to_float(random_vector(s.y_size(), 31));
       std::vector<float> y_ref(s.y_size()), dx_ref(s.x_size());
       std::vector<int32_t> arg_ref(s.y_size());
