@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <new>
+#include <set>
 #include <sstream>
 
 #include "engine/error.h"
@@ -26,12 +27,28 @@ constexpr std::align_val_t cpu_alignment{64};  // a cache line; enough for any S
 bool all_done(const std::vector<Event>& events) {
   return std::all_of(events.begin(), events.end(), [](const Event& e) { return e.query(); });
 }
+
+// True the first time an allocator (of `device`, pinned or not) keeps a freed block out of its
+// cache: release() says so once, not once per block.
+bool first_not_reused(const Device& device, bool pinned) {
+  static auto* mutex = new std::mutex;                         // never freed: blocks may be
+  static auto* said = new std::set<std::pair<Device, bool>>;  // freed in static destruction
+  std::lock_guard<std::mutex> lock(*mutex);
+  return said->insert({device, pinned}).second;
+}
 }  // namespace
 
 void Block::record_stream(const Stream& user) {
   if (user == stream_) return;  // the owner needs no event: its work is in order
-  std::lock_guard<std::mutex> lock(users_mutex_);
-  if (std::find(users_.begin(), users_.end(), user) == users_.end()) users_.push_back(user);
+  {
+    std::lock_guard<std::mutex> lock(users_mutex_);
+    std::erase_if(users_, [](const Stream::Weak& w) { return w.expired(); });  // done, gone
+    for (const Stream::Weak& w : users_)
+      if (w.lock() == user.impl()) return;
+    users_.push_back(user.weak());
+  }
+  // A first use by another stream: after the owner's work of the memory's previous life.
+  if (owner_before_.recorded() && !owner_before_.query()) user.wait(owner_before_);
 }
 
 uint64_t Allocator::round_size(uint64_t bytes) {
@@ -76,9 +93,10 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
                                                     << ", a stream of another device");
   const uint64_t size = round_size(bytes);
   void* data = nullptr;
+  Event owner_before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    data = take_from_cache_locked(size, stream);
+    data = take_from_cache_locked(size, stream, &owner_before);
     if (!data) {
       const uint64_t cap = capacity();
       auto fits = [&] { return cap == 0 || reserved_ + size <= cap; };
@@ -103,13 +121,14 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
     in_use_ += size;
     peak_in_use_ = std::max(peak_in_use_, in_use_);
   }
-  return std::shared_ptr<Block>(new Block(data, size, stream),
+  return std::shared_ptr<Block>(new Block(data, size, stream, std::move(owner_before)),
                                 [this](Block* block) { release(block); });
 }
 
-// First choice: a block this stream freed itself (only other users must be done). Second:
-// a block of another stream whose every event has completed.
-void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream) {
+// First choice: a block this stream freed itself (only other users must be done; its own
+// event, if pending, goes with the block: see record_stream). Second: a block of another
+// stream whose every event has completed.
+void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream, Event* owner_before) {
   auto bin = cache_.find(size);
   if (bin == cache_.end()) return nullptr;
   auto& blocks = bin->second;
@@ -119,7 +138,10 @@ void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream) {
     return data;
   };
   for (auto it = blocks.begin(); it != blocks.end(); ++it)
-    if (it->owner_stream_id == stream.id() && all_done(it->users_done)) return take(it);
+    if (it->owner_stream_id == stream.id() && all_done(it->users_done)) {
+      if (!it->owner_done.query()) *owner_before = it->owner_done;
+      return take(it);
+    }
   for (auto it = blocks.begin(); it != blocks.end(); ++it)
     if (it->owner_done.query() && all_done(it->users_done)) return take(it);
   return nullptr;
@@ -135,16 +157,22 @@ void Allocator::release(Block* block) {
   try {
     // Recorded outside the allocator's lock: recording enqueues on streams.
     cached.owner_done.record(block->stream_);
-    for (const Stream& user : block->users_) {
-      Event done;
-      done.record(user);
-      cached.users_done.push_back(done);
-    }
+    for (const Stream::Weak& weak : block->users_)
+      if (const std::optional<Stream> user = Stream::from_weak(weak)) {  // else its work is done
+        Event done;
+        done.record(*user);
+        cached.users_done.push_back(done);
+      }
   } catch (const std::exception& e) {
     // A deleter must not throw (a CUDA device in a failed state can make recording fail).
     // Without the events we cannot know when the memory is safe: keep it out of the cache.
-    std::fprintf(stderr, "brigade: %s: a freed block of %s is not reused: %s\n",
-                 device_.str().c_str(), format_bytes(size).c_str(), e.what());
+    // Said once per device: a GPU with a sticky error fails every record after it, and a
+    // failed step frees hundreds of blocks (the step's own error is what the user must read).
+    if (first_not_reused(device_, pinned_))
+      std::fprintf(stderr,
+                   "brigade: %s: freed blocks are no longer reused (the first, of %s: %s); "
+                   "later ones are not reported\n",
+                   device_.str().c_str(), format_bytes(size).c_str(), e.what());
     cacheable = false;
   }
   {

@@ -9,12 +9,19 @@
 //
 // Stream safety (the bug of pytorch#23729). A block is allocated on a stream, its owner.
 // Work on other streams that touches it must be declared with block->record_stream(s).
+// The block does not keep those streams alive: a long-lived block (a parameter) is used by
+// the streams of one pipeline step after another, and a stream that is gone has run its work.
 // When the block is freed (its last shared_ptr goes), the allocator records an event on
 // the owner and on every declared user. The block is then handed out again
 //   - to its owner stream as soon as the users' events have completed: the owner's own
-//     later work runs after its earlier work, so it needs no event;
+//     later work runs after its earlier work, so it needs no event. The new block keeps the
+//     owner's event while it is pending: a stream other than the owner that is declared a
+//     user (record_stream, before its work on the block is enqueued: a GPU staging buffer
+//     written by a host stream, a receive buffer written by the sender's copy) first waits
+//     for it, so it never writes over memory the owner's earlier work still reads;
 //   - to any other stream only once all of those events, the owner's included, have.
-// Freeing therefore never waits; the waiting is in the reuse test.
+// Freeing therefore never waits; the waiting is in the reuse test and in the first
+// record_stream of another stream.
 //
 // Counters: in use (bytes of live blocks), reserved (in use + cached), peak in use. A CPU
 // device may have a capacity (configure_cpu_device); a CUDA device's is its memory.
@@ -52,19 +59,23 @@ class Block {
   Device device() const { return stream_.device(); }
   const Stream& stream() const { return stream_; }  // the owner stream
 
-  // Declares that work on `user` uses this block: see the top of this file.
+  // Declares that work on `user` uses this block: see the top of this file. Call it before
+  // enqueuing that work: a user's first declaration may make it wait for the owner's work of
+  // the memory's previous life.
   void record_stream(const Stream& user);
 
  private:
   friend class Allocator;
-  Block(void* data, uint64_t size, Stream stream)
-      : data_(data), size_(size), stream_(std::move(stream)) {}
+  Block(void* data, uint64_t size, Stream stream, Event owner_before)
+      : data_(data), size_(size), stream_(std::move(stream)),
+        owner_before_(std::move(owner_before)) {}
 
   void* data_;
   uint64_t size_;
   Stream stream_;
+  Event owner_before_;  // the owner's work of the previous life, when handed out before it ran
   std::mutex users_mutex_;
-  std::vector<Stream> users_;  // other streams declared by record_stream
+  std::vector<Stream::Weak> users_;  // other streams declared by record_stream
 };
 
 class Allocator {
@@ -106,7 +117,8 @@ class Allocator {
   };
 
   void release(Block* block);  // the shared_ptr deleter
-  void* take_from_cache_locked(uint64_t size, const Stream& stream);
+  // A cached block for `stream` (null if none): its memory, and the owner's event it skipped.
+  void* take_from_cache_locked(uint64_t size, const Stream& stream, Event* owner_before);
   void free_ready_locked();    // returns ready cached blocks to the system
   uint64_t capacity() const;
   void* raw_allocate(uint64_t size);

@@ -22,6 +22,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/device.h"
@@ -85,6 +86,16 @@ class Stream {
 
   friend bool operator==(const Stream& a, const Stream& b) { return a.impl_ == b.impl_; }
   const std::shared_ptr<detail::StreamImpl>& impl() const { return impl_; }
+
+  // A handle that does not keep the stream alive, and the stream back from it while it lives.
+  // A stream is destroyed only after its work has run (a CPU stream's worker drains its
+  // queue; a CUDA stream is synchronised first), so a holder that finds it gone knows that.
+  using Weak = std::weak_ptr<detail::StreamImpl>;
+  Weak weak() const { return impl_; }
+  static std::optional<Stream> from_weak(const Weak& weak) {
+    if (std::shared_ptr<detail::StreamImpl> impl = weak.lock()) return Stream(std::move(impl));
+    return std::nullopt;
+  }
 
  private:
   explicit Stream(std::shared_ptr<detail::StreamImpl> impl) : impl_(std::move(impl)) {}

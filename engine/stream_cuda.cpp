@@ -120,6 +120,10 @@ class CudaStream final : public StreamImpl {
   }
   ~CudaStream() override {
     unregister_stream(this);
+    // Gone means done (Stream::Weak): the allocator no longer waits for a destroyed stream's
+    // work on its blocks. A failure here is the stream's own, reported to whoever
+    // synchronised it; a faulted GPU would only repeat it for every stream.
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
     report_if_failed(cudaStreamDestroy(stream_), "cudaStreamDestroy");
   }
 

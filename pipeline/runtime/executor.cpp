@@ -5,7 +5,9 @@
 //   run_step        set up the Step, start the device threads, join them; then the NaN checks'
 //                   verdict, the update (only after a step without failure), the one host
 //                   synchronisation, and the result
-//   run_device      the loop: zero the stages' gradients, then each instruction in list order
+//   run_device      the loop: the device's first calls (the staged batch's events, the
+//                   trace's origin), zero the stages' gradients, then each instruction in
+//                   list order
 //   execute         one instruction: a compute action (forward, backward) or a transfer
 //                   (send, receive)
 //
@@ -39,6 +41,7 @@ struct StepFailure {
 
 struct Runtime::Step {
   StepInputs inputs;
+  Event inputs_ready, labels_ready;  // the staged batch's (StagedBatch)
   StepWork work;  // [stage][micro-batch]
   StepTrace trace;
   StepFailure failure;
@@ -57,21 +60,16 @@ Action action_of(const Instruction& i) {
 StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
                              int64_t first_sample, int64_t global_n, uint32_t step_number) {
   const int m = schedule_.microbatches;
-  const int first_device = schedule_.device_of(0);
   const int last_device = schedule_.device_of(schedule_.stages() - 1);
-  if (runs(first_device) && batch.inputs_ready.recorded())
-    streams_[static_cast<size_t>(first_device)]->compute.wait(batch.inputs_ready);
-  if (runs(last_device) && batch.labels_ready.recorded())
-    streams_[static_cast<size_t>(last_device)]->compute.wait(batch.labels_ready);
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d]) Allocator::of(devices_[d]).reset_peak();
 
-  std::vector<const Stream*> compute;  // [device], null where another process runs it
-  for (const std::optional<DeviceStreams>& s : streams_) compute.push_back(s ? &s->compute : nullptr);
   Step step{.inputs = {.step = step_number, .seed = options_.seed, .batch_size = global_n,
                        .inputs = batch.inputs, .labels = batch.labels, .first_sample = {}},
+            .inputs_ready = batch.inputs_ready,
+            .labels_ready = batch.labels_ready,
             .work = StepWork(static_cast<size_t>(schedule_.stages())),
-            .trace = StepTrace(devices_, compute),
+            .trace = StepTrace(devices_),
             .failure = {}};
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
@@ -150,6 +148,14 @@ void Runtime::run_device(int d, Step& step) {
   std::optional<Instruction> current;
   try {
     const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
+    // The step's first calls on this device are made here, where their failure is this
+    // device's (a GPU that faulted since the last step is named with the step): the staged
+    // batch's events, then the trace's origin.
+    if (d == schedule_.device_of(0) && step.inputs_ready.recorded())
+      mine.compute.wait(step.inputs_ready);
+    if (d == schedule_.device_of(schedule_.stages() - 1) && step.labels_ready.recorded())
+      mine.compute.wait(step.labels_ready);
+    step.trace.start(d, mine.compute);
     for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->zero_grad(mine.compute);
     for (const Instruction& i : lowered_.lists[static_cast<size_t>(d)]) {
       current = i;
@@ -408,8 +414,20 @@ void Runtime::throw_failure(Step& step) {
   os << ": " << what_of(f.error);
   const int device = f.device;
   step.work.clear();  // what the failed step held goes before its streams do
-  recover();
+  os << recover_after_failure();
   throw PipelineError(os.str(), device, action ? action->stage : -1, action);
+}
+
+// A GPU whose kernel faulted keeps the error (CUDA's sticky errors): no stream can be made on
+// it again, and the CUDA error of that attempt must not replace the step's diagnosis.
+std::string Runtime::recover_after_failure() {
+  try {
+    recover();
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("; then no fresh streams could be made for the next step (") + e.what() +
+           ")";
+  }
 }
 
 }  // namespace brigade::pipeline

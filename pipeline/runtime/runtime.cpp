@@ -185,23 +185,26 @@ Runtime::~Runtime() {
   }
 }
 
-// Fresh streams (a failed stream stays failed) and reopened links.
+// Fresh streams (a failed stream stays failed) and reopened links. All the streams or none:
+// where one cannot be made (a GPU with a sticky error makes none), the old ones stay, so a
+// later step fails on them with its own diagnosis instead of finding a device without streams.
 void Runtime::recover() {
   for (auto& c : activations_)
     if (c) c->reset();
   for (auto& c : gradients_)
     if (c) c->reset();
-  streams_.clear();
+  std::vector<std::optional<DeviceStreams>> fresh;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device& d = devices_[i];
-    streams_.emplace_back();
+    fresh.emplace_back();
     if (!local_[i]) continue;  // another process runs it
-    streams_.back() =
+    fresh.back() =
         DeviceStreams{Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt};
     // Host memory and a host thread for the checks of a GPU's results (finite_check.h): the
     // labels of its loss always, its outputs' NaN checks with check_finite; cpu:0's allocator.
-    if (d.is_cuda()) streams_.back()->check = Stream::create(Device::cpu(0));
+    if (d.is_cuda()) fresh.back()->check = Stream::create(Device::cpu(0));
   }
+  streams_ = std::move(fresh);
 }
 
 }  // namespace brigade::pipeline

@@ -180,6 +180,9 @@ class Runtime {
   void make_links();
   void enable_peer_access_between_neighbours();
   void recover();  // fresh streams (a failed stream stays failed), links reopened
+  // After a failed step: recover(); where that fails too, the words to put after the step's
+  // own diagnosis (which must stay what the user reads), else "".
+  std::string recover_after_failure();
 
   // executor.cpp: the step, on micro-batches of `rows` (staged only on the devices run here)
   // whose first sample is `first_sample` of a mini-batch of `global_n`.

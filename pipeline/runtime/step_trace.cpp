@@ -11,17 +11,19 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-StepTrace::StepTrace(const std::vector<Device>& devices, const std::vector<const Stream*>& compute)
+StepTrace::StepTrace(const std::vector<Device>& devices)
     : t0_(std::chrono::steady_clock::now()),
       devices_(devices),
       origin_ms_(devices.size(), 0.0),
       markers_(devices.size()) {
   for (size_t d = 0; d < devices.size(); ++d) origins_.push_back(Event::timed());  // not copies
-  for (size_t d = 0; d < devices.size(); ++d)
-    if (compute[d] && devices[d].is_cuda()) {
-      origins_[d].record(*compute[d]);
-      origin_ms_[d] = ms_since(t0_);
-    }
+}
+
+void StepTrace::start(int d, const Stream& compute) {
+  const size_t i = static_cast<size_t>(d);
+  if (!devices_[i].is_cuda()) return;
+  origins_[i].record(compute);
+  origin_ms_[i] = ms_since(t0_);
 }
 
 void StepTrace::mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start) {

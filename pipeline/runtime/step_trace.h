@@ -31,9 +31,11 @@ enum class TraceLane { compute = 0, send = 1, recv = 2 };
 
 class StepTrace {
  public:
-  // devices[d]: schedule device d's device; compute[d]: its compute stream, null where another
-  // process runs it. Call on idle streams, right before the step's first action.
-  StepTrace(const std::vector<Device>& devices, const std::vector<const Stream*>& compute);
+  // devices[d]: schedule device d's device. Made before the step's device threads start.
+  explicit StepTrace(const std::vector<Device>& devices);
+  // Device d's origin, on its idle compute stream: called by device d's thread before its
+  // first action (a CUDA call that fails there is that device's failure).
+  void start(int d, const Stream& compute);
 
   // The start or the end of `a` on device d's `s` (its compute, send or receive stream). On
   // the send lane, `a` is the action whose result is sent (0F3 for 0SF3, 1B3 for 1SB3); on

@@ -7,9 +7,11 @@
 #include "engine/allocator.h"
 #include "tests/support/deadline.h"
 #include "tests/support/gate.h"
+#include "tests/support/stream_probe.h"
 
 using brigade::Allocator;
 using brigade::Device;
+using brigade::Event;
 using brigade::Stream;
 using brigade::testing::Deadline;
 using brigade::testing::Gate;
@@ -99,6 +101,38 @@ TEST_CASE("a block freed with owner work pending goes to its owner at once, to o
   CHECK(mine->data() == memory);
   gate.open();
   owner.synchronize();
+}
+
+// The owner takes a block back before its earlier work on it has run (the case above); then
+// another stream is declared to write it (a GPU staging buffer filled by a host stream, a
+// receive buffer filled by the sender's copy). That write must wait for the owner's earlier
+// work, which still reads the old contents.
+TEST_CASE("a block the owner took back early is written by another stream only after the owner's work") {
+  Deadline deadline("owner's early reuse, another writer");
+  const Device dev = Device::cpu(25);
+  Allocator& alloc = Allocator::of(dev);
+  Stream owner = Stream::create(dev), writer = Stream::create(dev);
+  Gate gate;
+  auto block = alloc.allocate(4096, owner);
+  float* memory = static_cast<float*>(block->data());
+  memory[0] = 1;  // nothing is enqueued yet: the host may write it
+  float read = 0;
+  owner.enqueue(gate.blocker());
+  owner.enqueue([memory, &read] { read = memory[0]; });  // the owner's earlier work reads it
+  block.reset();
+  auto again = alloc.allocate(4096, owner);
+  REQUIRE(again->data() == memory);  // the owner's FIFO orders its own reuse
+  again->record_stream(writer);      // declared before the writer's work, as copy_async does
+  writer.enqueue([memory] { memory[0] = 2; });
+  Event written;
+  written.record(writer);
+  const bool wrote_before_the_owner_read = brigade::testing::finishes_or_blocks(writer, written);
+  gate.open();
+  owner.synchronize();
+  writer.synchronize();
+  CHECK_FALSE(wrote_before_the_owner_read);
+  CHECK(read == 1);
+  CHECK(memory[0] == 2);
 }
 
 TEST_CASE("going over a device's capacity throws an error naming device, request and usage") {

@@ -14,6 +14,7 @@
 #include "engine/tensor.h"
 #include "tests/support/deadline.h"
 #include "tests/support/gate.h"
+#include "tests/support/stream_probe.h"
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include <cuda_emulation.h>
@@ -190,6 +191,34 @@ TEST_CASE("polling pending CUDA work leaves no error for the next checked call" 
   hold.release();
   e.synchronize();
   CHECK(e.query());
+}
+
+// A GPU block its owner stream takes back while its earlier work is still pending (the
+// allocator's owner rule), then filled by a host stream, as the trainer's staging buffers are
+// (allocator.h): the host stream's copy must wait for the owner's read of the old contents.
+TEST_CASE("a GPU block the owner took back early is filled by a host stream only after the "
+          "owner's earlier work" * doctest::skip(no_gpu)) {
+  Deadline deadline("GPU staging buffer reuse");
+  Stream owner = Stream::create(Device::cuda(0)), host = Stream::create(Device::cpu(0));
+  const std::vector<float> old_values(1024, 1.0f), new_values(1024, 2.0f);
+  Tensor x = Tensor::from_vector(old_values, {1024}, owner);
+  owner.synchronize();
+  void* memory = x.storage()->data();
+  const Tensor seen = Tensor::empty_pinned({1024}, host);  // page-locked: the copy is async
+  brigade::emu::gpu::StreamHold hold(owner.cuda_handle());
+  copy_async(seen, x, owner);  // the owner's earlier work: a read of x, held back
+  x = Tensor();
+  const Tensor staging = Tensor::empty({1024}, owner);
+  REQUIRE(staging.storage()->data() == memory);  // taken back at once by its owner
+  copy_async(staging, Tensor::from_vector(new_values, {1024}, host), host);
+  Event filled;
+  filled.record(host);
+  const bool filled_before_the_read = brigade::testing::finishes_or_blocks(host, filled);
+  hold.release();
+  owner.synchronize();
+  host.synchronize();
+  CHECK_FALSE(filled_before_the_read);
+  CHECK(seen.to_vector() == old_values);
 }
 #endif
 

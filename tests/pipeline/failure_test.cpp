@@ -5,6 +5,7 @@
 // runtime then runs the next step normally (it stays usable).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -169,6 +170,29 @@ TEST_CASE("a bad input shape fails the first stage, a bad label the last") {
     CHECK(*e.action() == Action{2, Op::F, 0});
   }
   CHECK(std::isfinite(t.runtime.step(batch(), 0).loss));
+}
+
+// The streams a process holds, counted by the engine's list of live streams (one line each).
+size_t live_streams() {
+  const std::string text = describe_streams();
+  if (text == "(no live streams)\n") return 0;
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST_CASE("a failed step leaves as many live streams as it found") {
+  testing::Deadline deadline("streams after failed steps");
+  ThreeStages t(50);
+  CHECK(std::isfinite(t.runtime.step(batch(), 0).loss));
+  const size_t before = live_streams();
+  HostBatch bad_label = batch();
+  bad_label.labels[0] = 7;  // 3 classes: the last stage fails
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK_THROWS_AS(t.runtime.step(bad_label, 0), PipelineError);
+    CHECK(live_streams() == before);
+  }
+  CHECK(std::isfinite(t.runtime.step(batch(), 0).loss));
+  CHECK(live_streams() == before);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "kernels/cuda/path.h"
 #include "pipeline/schedule/chrome_trace.h"
@@ -70,8 +71,11 @@ TEST_CASE("a step's timeline has every action once, in its device's list order")
           (e.action.op == Op::F) == (recv.action.op == Op::F) && e.action.op != Op::W)
         CHECK(e.start >= recv.end);
   }
-  CHECK(r.peak_memory.size() == 3);
-  for (const Device& device : runtime.devices()) CHECK(r.peak_memory.at(device.str()) > 0);
+  // One peak per device (by name): 3 on CPU devices or 3 GPUs, fewer where stages share a GPU.
+  const std::vector<Device> placed = test::test_devices(3, 50);  // placed_model's above
+  const std::set<Device> distinct(placed.begin(), placed.end());
+  CHECK(r.peak_memory.size() == distinct.size());
+  for (const Device& device : distinct) CHECK(r.peak_memory.at(device.str()) > 0);
 
   // The simulator replays the measured durations: per device the same busy time.
   const TraceComparison c = compare_with_simulation(schedule, t);

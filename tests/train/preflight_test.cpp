@@ -134,3 +134,30 @@ TEST_CASE("preflight: a batch that cannot fit a device or this machine is refuse
   CHECK(whole.status == 0);
   CHECK(whole.output.find("test accuracy") != std::string::npos);
 }
+
+// Pipeline devices that are one device (stages sharing a GPU) share its memory: their loads are
+// summed before the comparison, never each compared with the whole device.
+TEST_CASE("preflight: the loads of pipeline devices that are one device are summed") {
+  using brigade::train::DeviceLoad;
+  constexpr int kIndex = 57;  // a CPU device no other case uses, of 1 MiB
+  brigade::configure_cpu_device(kIndex, {.threads = 1, .capacity_bytes = 1 << 20});
+  const brigade::Device device = brigade::Device::cpu(kIndex);
+  const DeviceLoad stage{device, 400 << 10, 200 << 10, 0};  // 600 KiB: fits alone
+  CHECK_NOTHROW(brigade::train::check_step_fits({stage}, 32, 32));
+  // Two stages there: 1200 KiB of a 1024 KiB device, refused naming the device once.
+  std::string message;
+  try {
+    brigade::train::check_step_fits({stage, stage}, 32, 32);
+  } catch (const brigade::train::UsageError& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK(message.find("--batch 32: cpu:57 would hold about") != std::string::npos);
+  CHECK(message.find("(--device-memory)") != std::string::npos);
+  // Another device beside it is its own: 600 KiB on each of two devices fit.
+  brigade::configure_cpu_device(kIndex + 1, {.threads = 1, .capacity_bytes = 1 << 20});
+  const DeviceLoad other{brigade::Device::cpu(kIndex + 1), 400 << 10, 200 << 10, 0};
+  CHECK_NOTHROW(brigade::train::check_step_fits({stage, other}, 32, 32));
+  brigade::configure_cpu_device(kIndex, {});
+  brigade::configure_cpu_device(kIndex + 1, {});
+}

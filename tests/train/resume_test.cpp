@@ -96,22 +96,30 @@ TEST_CASE("one device and a pipeline over two give the same losses") {
 }
 
 // On GPUs — real ones, or emulated ones in an -Dcuda=emulated build (BRIGADE_EMULATED_GPUS) —
-// the trainer's whole path: staging to cuda:0, a pipeline over two GPUs, the checkpoint read
+// the trainer's whole path: staging to cuda:0, a pipeline over the GPUs, the checkpoint read
 // back from them. The run resumes exactly, and trains as the same run on CPU devices does.
-TEST_CASE("resume: a pipeline over 2 GPUs resumes exactly and trains like CPU devices") {
-  if (brigade::cuda_device_count() < 2) {
-    MESSAGE("fewer than 2 GPUs: skipped");
+// Two GPUs or more: a stage on each of two. One GPU: both stages on it (two chunks).
+TEST_CASE("resume: a pipeline over GPUs resumes exactly and trains like CPU devices") {
+  const int gpus = brigade::cuda_device_count();
+  if (gpus == 0) {
+    MESSAGE("no GPU: skipped");
     return;
   }
-  const std::vector<std::string> pipeline = {"--schedule", "1f1b", "--microbatches", "4"};
-  check_exact_resume("cuda:0,cuda:1", pipeline);
+  const bool one = gpus == 1;
+  const std::string gpu_devices = one ? "cuda:0" : "cuda:0,cuda:1",
+                    cpu_devices = one ? "cpu:0" : "cpu:0,cpu:1";
+  std::vector<std::string> pipeline = {"--microbatches", "4", "--schedule",
+                                       one ? "interleaved-1f1b" : "1f1b"};
+  if (one) pipeline.insert(pipeline.end(), {"--chunks", "2", "--balance", "params"});
+  check_exact_resume(gpu_devices, pipeline);
   const fs::path dir = temp_dir("gpu-vs-cpu");
-  std::vector<std::string> gpu = recipe(dir, "cuda:0,cuda:1", pipeline),
-                           cpu = recipe(dir, "cpu:0,cpu:1", pipeline);
+  std::vector<std::string> gpu = recipe(dir, gpu_devices, pipeline),
+                           cpu = recipe(dir, cpu_devices, pipeline);
   gpu.insert(gpu.end(), {"--steps", "6", "--metrics", (dir / "gpu.jsonl").string()});
   cpu.insert(cpu.end(), {"--steps", "6", "--metrics", (dir / "cpu.jsonl").string()});
-  ok(gpu);
+  const Run on_gpu = ok(gpu);
   ok(cpu);
+  if (one) CHECK(on_gpu.output.find("stage 1 on cuda:0") != std::string::npos);  // both there
   const std::vector<double> a = step_losses(dir / "gpu.jsonl"), b = step_losses(dir / "cpu.jsonl");
   REQUIRE(a.size() == 6);
   REQUIRE(b.size() == 6);

@@ -178,8 +178,22 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
                             (batch_flag > step_rows
                                  ? " (" + std::to_string(step_rows) + " samples: the whole set)"
                                  : std::string());
-  // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory).
+  // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory),
+  // with the loads of every pipeline device it runs summed: stages that share a GPU share its
+  // memory.
+  std::vector<DeviceLoad> per_device;
   for (const DeviceLoad& l : loads) {
+    auto same = std::find_if(per_device.begin(), per_device.end(),
+                             [&](const DeviceLoad& p) { return p.device == l.device; });
+    if (same == per_device.end()) {
+      per_device.push_back(l);
+      continue;
+    }
+    same->activation_bytes += l.activation_bytes;
+    same->parameter_bytes += l.parameter_bytes;
+    same->staged_bytes += l.staged_bytes;
+  }
+  for (const DeviceLoad& l : per_device) {
     const uint64_t capacity = Allocator::of(l.device).stats().capacity;
     const uint64_t need = l.activation_bytes + l.parameter_bytes + l.staged_bytes;
     if (capacity != 0 && need > capacity)

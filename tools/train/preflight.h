@@ -113,7 +113,8 @@ struct DeviceLoad {
 };
 
 // Refuses a step that cannot fit, before anything is allocated: each device against its
-// capacity (--device-memory, a GPU's memory), and the CPU devices together against this
+// capacity (--device-memory, a GPU's memory), the loads of every entry naming that device
+// summed (stages that share a GPU share its memory), and the CPU devices together against this
 // machine's memory. `step_rows`: the samples of one step (for the message).
 void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, int64_t batch_flag);
 
