@@ -11,7 +11,9 @@
 //                 cheap and allocates nothing), keeping those that are deterministic — a
 //                 training run is then reproducible — and FP32. The first execution of a pass
 //                 tries them best-ranked first until one runs (cuDNN may refuse one only
-//                 then); the one that ran is kept per (device, shape) and said on stderr once.
+//                 then); the one that ran is kept per (device, shape). One line on stderr
+//                 per shape names the best-ranked algorithms, and one more each pass that
+//                 had to fall back.
 //                 The workspace is sized for each pass's best-ranked algorithm.
 //
 // This uses cuDNN's legacy API (cudnn_cnn.h), which cuDNN 9 keeps but marks deprecated in
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -150,6 +153,14 @@ Candidates<decltype(Perf::algo)> usable(const Perf* perfs, int count, const char
   return c;
 }
 
+// "cuDNN conv2d input (N, C, H, W), K filters RxS, stride s on cuda:d": how the log names a shape.
+std::string describe(const Conv2dShape& s, int device) {
+  std::ostringstream os;
+  os << "cuDNN conv2d input (" << s.N << ", " << s.C << ", " << s.H << ", " << s.W << "), " << s.K
+     << " filters " << s.R << "x" << s.S << ", stride " << s.stride << " on cuda:" << device;
+  return os.str();
+}
+
 using Key = std::pair<int, ShapeKey>;  // (device, shape)
 std::mutex algorithms_mutex;  // guards the cache below and every Candidates::chosen in it
 
@@ -190,6 +201,10 @@ ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
   });
   a.workspace_bytes = std::max({a.forward.list[0].second, a.backward_data.list[0].second,
                                 a.backward_filter.list[0].second});
+  std::fprintf(stderr, "%s: forward algorithm %d, backward-data %d, backward-filter %d (%zu bytes of workspace)\n",
+               describe(s, device).c_str(), static_cast<int>(a.forward.list[0].first),
+               static_cast<int>(a.backward_data.list[0].first),
+               static_cast<int>(a.backward_filter.list[0].first), a.workspace_bytes);
   return cache->emplace(key, std::move(a)).first->second;
 }
 
@@ -198,7 +213,7 @@ ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
 // until one runs. cuDNN may refuse an algorithm only at execution (CUDNN_STATUS_NOT_SUPPORTED
 // and its refinements, 3000-3999: an engine this GPU, driver or shape cannot run); that is a
 // reason to try the next one, any other failure is an error. The choice is kept per (device,
-// shape) and said once, on stderr.
+// shape); a fallback is said once, on stderr.
 template <class Algo, class Run>
 void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t workspace_bytes,
               const Conv2dShape& s, int device, Run run) {
@@ -217,18 +232,13 @@ void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
     if (needs > workspace_bytes) continue;
     const cudnnStatus_t status = run(algo);
     if (status == CUDNN_STATUS_SUCCESS) {
-      if (refused.tellp() != 0) refused << ")";
       std::lock_guard<std::mutex> lock(algorithms_mutex);
       if (c.chosen < 0) {
         c.chosen = static_cast<int>(i);
-        std::fprintf(stderr,
-                     "cuDNN conv2d input (%lld, %lld, %lld, %lld), %lld filters %lldx%lld, "
-                     "stride %lld on cuda:%d: %s algorithm %d%s\n",
-                     static_cast<long long>(s.N), static_cast<long long>(s.C),
-                     static_cast<long long>(s.H), static_cast<long long>(s.W),
-                     static_cast<long long>(s.K), static_cast<long long>(s.R),
-                     static_cast<long long>(s.S), static_cast<long long>(s.stride), device, pass,
-                     static_cast<int>(algo), refused.str().c_str());
+        if (i > 0)  // not the best-ranked, which algorithms_for has said: say why
+          std::fprintf(stderr, "%s: %s algorithm %d runs instead%s%s\n", describe(s, device).c_str(),
+                       pass, static_cast<int>(algo), refused.str().c_str(),
+                       refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
       }
       return;
     }
