@@ -125,6 +125,11 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
   if (bytes > 0 && workspace == nullptr)
     return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetWorkspace: a null workspace of " +
                                                  std::to_string(bytes) + " bytes");
+  // "the workspace pointer has to be aligned to at least 256 bytes, otherwise
+  // CUBLAS_STATUS_INVALID_VALUE error is returned" (cublasSetWorkspace)
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                "cublasSetWorkspace: the workspace is not aligned to 256 bytes");
   handle->workspace = workspace;
   handle->workspace_bytes = bytes;
   return CUBLAS_STATUS_SUCCESS;

@@ -158,6 +158,16 @@ TEST_CASE("a call runs on the handle's stream; a handle whose stream was never s
   CHECK(cudaFree(c) == cudaSuccess);
 }
 
+TEST_CASE("a cuBLAS workspace is 256-byte aligned") {
+  cublasHandle_t blas = blas_on(0, non_blocking(0));
+  void* ws = nullptr;
+  REQUIRE(cudaMalloc(&ws, 1024) == cudaSuccess);
+  CHECK(cublasSetWorkspace(blas, static_cast<char*>(ws) + 4, 512) == CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), "not aligned to 256 bytes"));
+  CHECK(cublasSetWorkspace(blas, ws, 1024) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cudaFree(ws) == cudaSuccess);
+}
+
 TEST_CASE("alpha and beta: beta = 0 overwrites garbage, NaN included; beta = 1 accumulates") {
   Deadline deadline("alpha and beta");
   cudaStream_t s = non_blocking(0);
