@@ -1,6 +1,6 @@
-// Emulated cuDNN: the handle, the status texts, tensor / filter / activation descriptors, and
-// the two pointwise calls Brigade makes (cudnnAddTensor for a bias, cudnnActivationForward for
-// a fused ReLU).
+// Emulated cuDNN: the handle, the status texts, the tensor / filter / convolution / activation
+// descriptors, and the two pointwise calls Brigade makes (cudnnAddTensor for a bias,
+// cudnnActivationForward for a fused ReLU).
 #include <cmath>
 #include <mutex>
 #include <set>
@@ -187,6 +187,70 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                           std::to_string(w) + "); the emulation has KCRS float only");
   d->k = k, d->c = c, d->r = h, d->s = w;
   d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
+  if (d == nullptr) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnCreateConvolutionDescriptor: null");
+  auto* made = new cudnnConvolutionStruct();
+  made->kind = "convolution";
+  register_descriptor(made);
+  *d = made;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
+  if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyConvolutionDescriptor: " + why);
+  d->destroyed = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w,
+                                              int u, int v, int dilation_h, int dilation_w,
+                                              cudnnConvolutionMode_t mode, cudnnDataType_t type) {
+  const std::string call = "cudnnSetConvolution2dDescriptor";
+  if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": " + why);
+  // "CUDNN_STATUS_BAD_PARAM: ... One of the parameters pad_h, pad_w is strictly negative. One
+  // of the parameters u, v is negative or zero. One of the parameters dilation_h, dilation_w
+  // is negative or zero."
+  if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0)
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": a negative padding, or a stride or dilation below 1");
+  if (u != v || dilation_h != 1 || dilation_w != 1 || mode != CUDNN_CROSS_CORRELATION ||
+      type != CUDNN_DATA_FLOAT)
+    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED,
+                      call + ": the emulation has float cross-correlation with one stride and no dilation");
+  d->pad_h = pad_h, d->pad_w = pad_w, d->u = u, d->v = v;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t math) {
+  if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType: " + why);
+  if (math < CUDNN_DEFAULT_MATH || math > CUDNN_FMA_MATH)
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType: unknown math type");
+  d->math = math;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t conv,
+                                                    const cudnnTensorDescriptor_t x,
+                                                    const cudnnFilterDescriptor_t w, int* n,
+                                                    int* c, int* h, int* wo) {
+  const std::string call = "cudnnGetConvolution2dForwardOutputDim";
+  if (const std::string why = first_reason({why_unusable(conv, "convDesc"), why_unusable(x, "inputTensorDesc"),
+                                            why_unusable(w, "filterDesc")});
+      !why.empty())
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": " + why);
+  if (x->c != w->c) return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": input and filter channels differ");
+  // "outputDim = 1 + ( inputDim + 2*pad - (((filterDim-1)*dilation)+1) )/convolutionStride"
+  *n = x->n;
+  *c = w->k;
+  *h = 1 + (x->h + 2 * conv->pad_h - w->r) / conv->u;
+  *wo = 1 + (x->w + 2 * conv->pad_w - w->s) / conv->v;
   return CUDNN_STATUS_SUCCESS;
 }
 
