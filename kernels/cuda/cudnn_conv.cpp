@@ -7,10 +7,14 @@
 //   descriptors   NCHW float tensors x, y, bias (1, K, 1, 1); KCRS filter w;
 //                 cross-correlation (what frameworks call convolution), FP32 math (no TF32)
 //                 — made once per shape and kept (descriptors_for, vendor_handles.h)
-//   algorithms    cuDNN's heuristics (cudnnGet*Algorithm_v7: no trial runs, so choosing is
-//                 cheap and allocates nothing); the best-ranked one that is deterministic —
-//                 a training run is then reproducible. Chosen once per (device, shape),
-//                 cached with its workspace size.
+//   algorithms    cuDNN's heuristics (cudnnGet*Algorithm_v7: no trial runs, so listing is
+//                 cheap and allocates nothing), keeping those that are deterministic — a
+//                 training run is then reproducible — and FP32. The first execution of a pass
+//                 tries them best-ranked first until one runs (cuDNN may refuse one only
+//                 then); the one that ran is kept per (device, shape). One line on stderr
+//                 per shape names the best-ranked algorithms, and one more each pass that
+//                 had to fall back.
+//                 The workspace is sized for each pass's best-ranked algorithm.
 //
 // This uses cuDNN's legacy API (cudnn_cnn.h), which cuDNN 9 keeps but marks deprecated in
 // favour of the graph API; it is the readable one.
@@ -20,8 +24,12 @@
 #include <array>
 #include <climits>
 #include <map>
+#include <cstdio>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/stream.h"
@@ -112,68 +120,145 @@ const ConvDescriptors& descriptors(const Conv2dShape& s) {
   return descriptors_for<ConvDescriptors>(s, shape_key(s));
 }
 
-struct ConvAlgorithms {
-  cudnnConvolutionFwdAlgo_t forward;
-  cudnnConvolutionBwdDataAlgo_t backward_data;
-  cudnnConvolutionBwdFilterAlgo_t backward_filter;
-  size_t workspace_bytes;  // the largest of the three
+// The algorithms of one pass that may run, best-ranked first, each with its workspace size;
+// `chosen` is the index of the one that ran first (-1 until one has).
+template <class Algo>
+struct Candidates {
+  std::vector<std::pair<Algo, size_t>> list;
+  int chosen = -1;
 };
 
-// The first (best-ranked) usable deterministic algorithm of a heuristic list.
-template <class Perf>
-decltype(Perf::algo) pick(const Perf* perfs, int count, const char* pass, const Conv2dShape& s) {
+struct ConvAlgorithms {
+  Candidates<cudnnConvolutionFwdAlgo_t> forward;
+  Candidates<cudnnConvolutionBwdDataAlgo_t> backward_data;
+  Candidates<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
+  size_t workspace_bytes = 0;  // the largest of the three passes' best-ranked candidates'
+};
+
+// The usable algorithms of a heuristic list, in its order: listed as runnable, deterministic
+// (a training run is then reproducible) and plain FP32 (a tensor-op math type would round
+// through TF32). A list with none is refused, naming the pass and the shape.
+template <class Perf, class WorkspaceOf>
+Candidates<decltype(Perf::algo)> usable(const Perf* perfs, int count, const char* pass,
+                                        const Conv2dShape& s, WorkspaceOf workspace_of) {
+  Candidates<decltype(Perf::algo)> c;
   for (int i = 0; i < count; ++i)
-    if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].determinism == CUDNN_DETERMINISTIC)
-      return perfs[i].algo;
-  BRIGADE_CHECK(false, "conv2d (cuDNN): no deterministic " << pass << " algorithm for input ("
-                                                           << s.N << ", " << s.C << ", " << s.H
-                                                           << ", " << s.W << "), " << s.K
-                                                           << " filters " << s.R << "x" << s.S);
-  return perfs[0].algo;  // not reached
+    if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].determinism == CUDNN_DETERMINISTIC &&
+        (perfs[i].mathType == CUDNN_FMA_MATH || perfs[i].mathType == CUDNN_DEFAULT_MATH))
+      c.list.emplace_back(perfs[i].algo, workspace_of(perfs[i].algo));
+  BRIGADE_CHECK(!c.list.empty(), "conv2d (cuDNN): no deterministic FP32 " << pass
+                                     << " algorithm for input (" << s.N << ", " << s.C << ", "
+                                     << s.H << ", " << s.W << "), " << s.K << " filters " << s.R
+                                     << "x" << s.S);
+  return c;
 }
 
-const ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
-                                     cudnnHandle_t handle, int device) {
-  using Key = std::pair<int, ShapeKey>;  // (device, shape)
-  static std::mutex mutex;
+// "cuDNN conv2d input (N, C, H, W), K filters RxS, stride s on cuda:d": how the log names a shape.
+std::string describe(const Conv2dShape& s, int device) {
+  std::ostringstream os;
+  os << "cuDNN conv2d input (" << s.N << ", " << s.C << ", " << s.H << ", " << s.W << "), " << s.K
+     << " filters " << s.R << "x" << s.S << ", stride " << s.stride << " on cuda:" << device;
+  return os.str();
+}
+
+using Key = std::pair<int, ShapeKey>;  // (device, shape)
+std::mutex algorithms_mutex;  // guards the cache below and every Candidates::chosen in it
+
+ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
+                               cudnnHandle_t handle, int device) {
   static auto* cache = new std::map<Key, ConvAlgorithms>();  // never freed, like the handles
   const Key key{device, shape_key(s)};
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(algorithms_mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
 
-  ConvAlgorithms a{};
+  ConvAlgorithms a;
   int count = 0;
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> fwd{};
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y,
                                                              static_cast<int>(fwd.size()), &count,
                                                              fwd.data()));
-  a.forward = pick(fwd.data(), count, "forward", s);
+  a.forward = usable(fwd.data(), count, "forward", s, [&](cudnnConvolutionFwdAlgo_t algo) {
+    size_t bytes = 0;
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
+    return bytes;
+  });
   std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> bwd_data{};
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       handle, d.w, d.y, d.conv, d.x, static_cast<int>(bwd_data.size()), &count, bwd_data.data()));
-  a.backward_data = pick(bwd_data.data(), count, "backward-data", s);
+  a.backward_data = usable(bwd_data.data(), count, "backward-data", s, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+    size_t bytes = 0;
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w, d.y, d.conv, d.x, algo, &bytes));
+    return bytes;
+  });
   std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> bwd_filter{};
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       handle, d.x, d.y, d.conv, d.w, static_cast<int>(bwd_filter.size()), &count,
       bwd_filter.data()));
-  a.backward_filter = pick(bwd_filter.data(), count, "backward-filter", s);
+  a.backward_filter = usable(bwd_filter.data(), count, "backward-filter", s, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+    size_t bytes = 0;
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x, d.y, d.conv, d.w, algo, &bytes));
+    return bytes;
+  });
+  a.workspace_bytes = std::max({a.forward.list[0].second, a.backward_data.list[0].second,
+                                a.backward_filter.list[0].second});
+  std::fprintf(stderr, "%s: forward algorithm %d, backward-data %d, backward-filter %d (%zu bytes of workspace)\n",
+               describe(s, device).c_str(), static_cast<int>(a.forward.list[0].first),
+               static_cast<int>(a.backward_data.list[0].first),
+               static_cast<int>(a.backward_filter.list[0].first), a.workspace_bytes);
+  return cache->emplace(key, std::move(a)).first->second;
+}
 
-  size_t fwd_bytes = 0, data_bytes = 0, filter_bytes = 0;
-  BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y,
-                                                              a.forward, &fwd_bytes));
-  BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-      handle, d.w, d.y, d.conv, d.x, a.backward_data, &data_bytes));
-  BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-      handle, d.x, d.y, d.conv, d.w, a.backward_filter, &filter_bytes));
-  a.workspace_bytes = std::max({fwd_bytes, data_bytes, filter_bytes});
-  return cache->emplace(key, a).first->second;
+// Runs a pass with the algorithm chosen for it, choosing first when none has run yet: the
+// candidates in their order, skipping those that need more workspace than the caller's,
+// until one runs. cuDNN may refuse an algorithm only at execution (CUDNN_STATUS_NOT_SUPPORTED
+// and its refinements, 3000-3999: an engine this GPU, driver or shape cannot run); that is a
+// reason to try the next one, any other failure is an error. The choice is kept per (device,
+// shape); a fallback is said once, on stderr.
+template <class Algo, class Run>
+void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t workspace_bytes,
+              const Conv2dShape& s, int device, Run run) {
+  int chosen = -1;
+  {
+    std::lock_guard<std::mutex> lock(algorithms_mutex);
+    chosen = c.chosen;
+  }
+  if (chosen >= 0) {
+    BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)].first));
+    return;
+  }
+  std::ostringstream refused;
+  for (size_t i = 0; i < c.list.size(); ++i) {
+    const auto [algo, needs] = c.list[i];
+    if (needs > workspace_bytes) continue;
+    const cudnnStatus_t status = run(algo);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      std::lock_guard<std::mutex> lock(algorithms_mutex);
+      if (c.chosen < 0) {
+        c.chosen = static_cast<int>(i);
+        if (i > 0)  // not the best-ranked, which algorithms_for has said: say why
+          std::fprintf(stderr, "%s: %s algorithm %d runs instead%s%s\n", describe(s, device).c_str(),
+                       pass, static_cast<int>(algo), refused.str().c_str(),
+                       refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
+      }
+      return;
+    }
+    const bool not_supported = status >= CUDNN_STATUS_NOT_SUPPORTED && status < CUDNN_STATUS_INTERNAL_ERROR;
+    if (!not_supported) BRIGADE_CUDNN_CHECK(status);  // throws, naming the status
+    refused << (refused.tellp() == 0 ? " (refused: " : ", ") << "algorithm " << static_cast<int>(algo)
+            << " " << cudnnGetErrorString(status);
+  }
+  if (refused.tellp() != 0) refused << ")";
+  BRIGADE_CHECK(false, op << " (cuDNN): no " << pass << " algorithm ran for input (" << s.N << ", "
+                          << s.C << ", " << s.H << ", " << s.W << "), " << s.K << " filters "
+                          << s.R << "x" << s.S << " with a workspace of " << workspace_bytes
+                          << " bytes" << refused.str());
 }
 
 // The algorithms for s, after checking the caller's workspace is large enough.
-const ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDescriptors& d,
-                              const CudnnLease& dnn, const Stream& stream, const void* workspace,
-                              size_t workspace_bytes) {
-  const ConvAlgorithms& a = algorithms_for(s, d, dnn.handle(), stream.device().index);
+ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDescriptors& d,
+                        const CudnnLease& dnn, const Stream& stream, const void* workspace,
+                        size_t workspace_bytes) {
+  ConvAlgorithms& a = algorithms_for(s, d, dnn.handle(), stream.device().index);
   BRIGADE_CHECK(workspace_bytes >= a.workspace_bytes && (a.workspace_bytes == 0 || workspace),
                 op << " (cuDNN): workspace of " << workspace_bytes << " bytes at " << workspace
                    << ", this shape needs " << a.workspace_bytes
@@ -181,18 +266,20 @@ const ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDe
   return a;
 }
 
-// What a pass with an algorithm needs, in this order: the shape's descriptors, the device's
-// cuDNN handle bound to the stream (held for the pass), and the chosen algorithms.
+// What a pass with an algorithm needs, in this order: the shape's descriptors, a cuDNN handle
+// of the stream's device bound to the stream (held for the pass), and the algorithms.
 struct ConvPass {
   ConvPass(const char* op, const Conv2dShape& s, const Stream& stream, const void* workspace,
            size_t workspace_bytes)
       : d(descriptors(s)),
         dnn(stream),
-        a(prepare(op, s, d, dnn, stream, workspace, workspace_bytes)) {}
+        a(prepare(op, s, d, dnn, stream, workspace, workspace_bytes)),
+        device(stream.device().index) {}
 
   const ConvDescriptors& d;
   const CudnnLease dnn;
-  const ConvAlgorithms& a;
+  ConvAlgorithms& a;
+  const int device;
 };
 
 constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in host memory
@@ -211,8 +298,11 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   const ConvPass pass("conv2d_forward", s, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   const cudnnHandle_t dnn = pass.dnn.handle();
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv, pass.a.forward,
-                                              workspace, workspace_bytes, &kZero, d.y, y));
+  run_pass("conv2d_forward", "forward", pass.a.forward, workspace_bytes, s, pass.device,
+           [&](cudnnConvolutionFwdAlgo_t algo) {
+             return cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv, algo, workspace,
+                                            workspace_bytes, &kZero, d.y, y);
+           });
   if (b) BRIGADE_CUDNN_CHECK(cudnnAddTensor(dnn, &kOne, d.bias, b, &kOne, d.y, y));
   if (relu) BRIGADE_CUDNN_CHECK(cudnnActivationForward(dnn, d.relu, &kOne, d.y, y, &kZero, d.y, y));
 }
@@ -222,9 +312,11 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   const ConvPass pass("conv2d_backward_data", s, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   // beta = 0: dx is overwritten.
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardData(pass.dnn.handle(), &kOne, d.w, w, d.y, dy, d.conv,
-                                                   pass.a.backward_data, workspace, workspace_bytes,
-                                                   &kZero, d.x, dx));
+  run_pass("conv2d_backward_data", "backward-data", pass.a.backward_data, workspace_bytes, s,
+           pass.device, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+             return cudnnConvolutionBackwardData(pass.dnn.handle(), &kOne, d.w, w, d.y, dy, d.conv,
+                                                 algo, workspace, workspace_bytes, &kZero, d.x, dx);
+           });
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
@@ -232,9 +324,12 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   const ConvPass pass("conv2d_backward_filter", s, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   // beta = 1: dw += the batch's gradient (micro-batches accumulate in place).
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(pass.dnn.handle(), &kOne, d.x, x, d.y, dy,
-                                                     d.conv, pass.a.backward_filter, workspace,
-                                                     workspace_bytes, &kOne, d.w, dw));
+  run_pass("conv2d_backward_filter", "backward-filter", pass.a.backward_filter, workspace_bytes,
+           s, pass.device, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+             return cudnnConvolutionBackwardFilter(pass.dnn.handle(), &kOne, d.x, x, d.y, dy,
+                                                   d.conv, algo, workspace, workspace_bytes,
+                                                   &kOne, d.w, dw);
+           });
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {

@@ -6,9 +6,10 @@
 // One setting per process, read by the op dispatcher (kernels/ops/*.cpp) at every call;
 // set it before training starts (changing it between two ops of one step is allowed, and
 // takes effect at the next op). Default: BRIGADE_CUDA_PATH from the environment
-// ("handwritten" or "vendor") if set, else vendor — the fast one. On emulated GPUs
-// (-Dcuda=emulated) cuBLAS and cuDNN do not exist: the default is handwritten, and asking for
-// vendor, by either means, throws kVendorUnavailable. The choice is visible:
+// ("handwritten" or "vendor") if set, else vendor — the fast one, and the one users get. Both
+// exist in every CUDA build: on emulated GPUs (-Dcuda=emulated) the vendor path calls
+// emulated cuBLAS and cuDNN (kernels/emu/vendor/), which enforce the libraries' rules over the
+// reference kernels, so the host code of the default path runs in CI. The choice is visible:
 // describe_cuda_path() is the line a program prints at start-up, e.g.
 //   cuda path: vendor (cuBLAS GEMM, cuDNN convolution and pooling; hand-written kernels for the other ops)
 // This header is plain C++ (no CUDA): a CPU-only build can parse and print the setting too.
@@ -23,24 +24,6 @@
 namespace brigade {
 
 enum class CudaPath { handwritten, vendor };
-
-// Whether this build has the vendor libraries: every native CUDA build does; an emulated-GPU
-// build does not, and says why in one message.
-#if defined(BRIGADE_CUDA_EMULATED)
-inline constexpr bool kVendorLibraries = false;
-#else
-inline constexpr bool kVendorLibraries = true;
-#endif
-inline constexpr const char* kVendorUnavailable =
-    "the vendor path (cuBLAS, cuDNN) does not exist on emulated GPUs: NVIDIA's libraries are "
-    "not emulated, only a real GPU runs them (tools/gpu-check.sh); the hand-written kernels "
-    "run here (BRIGADE_CUDA_PATH=handwritten)";
-
-// Throws std::invalid_argument when this build cannot run `p`.
-inline CudaPath available_cuda_path(CudaPath p) {
-  if (p == CudaPath::vendor && !kVendorLibraries) throw std::invalid_argument(kVendorUnavailable);
-  return p;
-}
 
 inline const char* cuda_path_name(CudaPath p) {
   return p == CudaPath::handwritten ? "handwritten" : "vendor";
@@ -60,10 +43,9 @@ namespace path_detail {
 inline std::atomic<CudaPath>& setting() {
   static std::atomic<CudaPath> path([] {
     const char* env = std::getenv("BRIGADE_CUDA_PATH");
-    if (env == nullptr || *env == '\0')
-      return kVendorLibraries ? CudaPath::vendor : CudaPath::handwritten;
+    if (env == nullptr || *env == '\0') return CudaPath::vendor;
     try {
-      return available_cuda_path(parse_cuda_path(env));
+      return parse_cuda_path(env);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("BRIGADE_CUDA_PATH: ") + e.what());
     }
@@ -74,7 +56,7 @@ inline std::atomic<CudaPath>& setting() {
 
 inline CudaPath cuda_path() { return path_detail::setting().load(std::memory_order_relaxed); }
 inline void set_cuda_path(CudaPath p) {
-  path_detail::setting().store(available_cuda_path(p), std::memory_order_relaxed);
+  path_detail::setting().store(p, std::memory_order_relaxed);
 }
 
 inline std::string describe_cuda_path(CudaPath p = cuda_path()) {

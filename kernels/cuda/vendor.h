@@ -1,7 +1,8 @@
 // The vendor fast paths: cuBLAS for the GEMMs of Dense, cuDNN for Conv2D and max pooling.
-// CUDA builds only (BRIGADE_HAVE_CUDA), native only: there is no emulated cuBLAS, so these
-// run on CUDA streams and are checked against the hand-written kernels on a real GPU
-// (tests/kernels/cuda/). Which of the two a program uses is kernels/cuda/path.h's setting.
+// CUDA builds only (BRIGADE_HAVE_CUDA): NVIDIA's libraries on a GPU, emulated ones on emulated
+// GPUs (kernels/emu/vendor/); they run on CUDA streams and are checked against the reference
+// and the hand-written kernels (tests/kernels/cuda/). Which of the two a program uses is
+// kernels/cuda/path.h's setting.
 //
 // Same contracts as the hand-written launchers (dx overwritten, dw/db accumulated), with two
 // differences the dispatcher must know:
@@ -11,9 +12,10 @@
 //    the bottom (even kernels, some strides); such a shape is rejected here with an error
 //    saying so — never quietly run elsewhere. The question's network ("valid") is unaffected.
 //
-// Handles: one cuBLAS and one cuDNN handle per device, created at first use and kept for
-// the process (vendor_handles.h). Every library call is checked (BRIGADE_CUBLAS_CHECK,
-// BRIGADE_CUDNN_CHECK): a failure throws brigade::Error with the call and file:line.
+// Handles: a pool of cuBLAS and of cuDNN handles per device, one leased per call, created
+// when none is idle and kept for the process (vendor_handles.h). Every library call is
+// checked (BRIGADE_CUBLAS_CHECK, BRIGADE_CUDNN_CHECK): a failure throws brigade::Error with
+// the call and file:line.
 #pragma once
 
 #if !defined(BRIGADE_HAVE_CUDA)
@@ -52,8 +54,9 @@ void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N
 
 // ---- cuDNN convolution (cudnn_conv.cpp) ----------------------------------------------------
 // Bytes of workspace every conv2d_* call below needs for shape s on the stream's device:
-// the largest of the three passes' chosen algorithms (chosen once per shape and device by
-// cuDNN's heuristics, deterministic algorithms only, FP32 math; cached).
+// the largest of the three passes' best-ranked algorithms (cuDNN's heuristics, deterministic
+// FP32 algorithms only; cached per shape and device). A pass whose best is refused at
+// execution falls back to the next that runs within this workspace.
 size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream);
 // x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q); relu fuses max(y, 0)
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,

@@ -1,31 +1,69 @@
-// The per-device handle caches behind CublasLease and CudnnLease (vendor_handles.h).
+// The per-device handle pools behind CublasLease and CudnnLease (vendor_handles.h).
 #include "kernels/cuda/vendor_handles.h"
 
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "engine/error.h"
 
 namespace brigade::cuda::vendor {
 namespace {
 
-// One handle and its lock per device index; the map itself under its own lock.
+// The idle handles of one device; a leased handle is in no pool until it is given back.
 template <class Handle>
-struct Slot {
+struct Pool {
   std::mutex mutex;
-  Handle handle = nullptr;
+  std::vector<Handle> idle;
 };
 
 template <class Handle>
-Slot<Handle>& slot_for(int device) {
+Pool<Handle>& pool_for(int device) {
   static std::mutex map_mutex;
-  static auto* slots = new std::map<int, std::unique_ptr<Slot<Handle>>>();  // never freed
+  static auto* pools = new std::map<int, std::unique_ptr<Pool<Handle>>>();  // never freed
   std::lock_guard<std::mutex> lock(map_mutex);
-  auto& slot = (*slots)[device];
-  if (!slot) slot = std::make_unique<Slot<Handle>>();
-  return *slot;
+  auto& pool = (*pools)[device];
+  if (!pool) pool = std::make_unique<Pool<Handle>>();
+  return *pool;
+}
+
+cublasHandle_t create_handle(cublasHandle_t) {
+  cublasHandle_t h = nullptr;
+  BRIGADE_CUBLAS_CHECK(cublasCreate(&h));
+  // Plain FP32: no TF32 tensor-core rounding, so results agree with gemm_tiled to float
+  // rounding. (This is cuBLAS's default too; saying it makes it independent of that.)
+  BRIGADE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  return h;
+}
+
+cudnnHandle_t create_handle(cudnnHandle_t) {
+  cudnnHandle_t h = nullptr;
+  BRIGADE_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
+}
+
+// An idle handle of `device` (the current device), or a new one made on it.
+template <class Handle>
+Handle take(int device) {
+  Pool<Handle>& pool = pool_for<Handle>(device);
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (!pool.idle.empty()) {
+      Handle h = pool.idle.back();
+      pool.idle.pop_back();
+      return h;
+    }
+  }
+  return create_handle(Handle{});  // outside the lock: creating a handle is slow
+}
+
+template <class Handle>
+void give_back(int device, Handle h) {
+  Pool<Handle>& pool = pool_for<Handle>(device);
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.idle.push_back(h);
 }
 
 int cuda_index_of(const Stream& stream, const char* library) {
@@ -37,29 +75,33 @@ int cuda_index_of(const Stream& stream, const char* library) {
 
 }  // namespace
 
-CublasLease::CublasLease(const Stream& stream) {
-  const int device = cuda_index_of(stream, "cuBLAS");
-  BRIGADE_CUDA_CHECK(cudaSetDevice(device));  // the handle belongs to this device
-  Slot<cublasHandle_t>& slot = slot_for<cublasHandle_t>(device);
-  lock_ = std::unique_lock<std::mutex>(slot.mutex);
-  if (slot.handle == nullptr) {
-    BRIGADE_CUBLAS_CHECK(cublasCreate(&slot.handle));
-    // Plain FP32: no TF32 tensor-core rounding, so results agree with gemm_tiled to float
-    // rounding. (This is cuBLAS's default too; saying it makes it independent of that.)
-    BRIGADE_CUBLAS_CHECK(cublasSetMathMode(slot.handle, CUBLAS_DEFAULT_MATH));
+CublasLease::CublasLease(const Stream& stream) : device_(cuda_index_of(stream, "cuBLAS")) {
+  BRIGADE_CUDA_CHECK(cudaSetDevice(device_));  // a new handle belongs to this device
+  handle_ = take<cublasHandle_t>(device_);
+  try {
+    BRIGADE_CUBLAS_CHECK(cublasSetStream(handle_, stream.cuda_handle()));
+    // After the stream: cublasSetStream resets the workspace to cuBLAS's own pool.
+    workspace_ = Allocator::of(stream.device()).allocate(kCublasWorkspaceBytes, stream);
+    BRIGADE_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_->data(), kCublasWorkspaceBytes));
+  } catch (...) {
+    give_back(device_, handle_);
+    throw;
   }
-  handle_ = slot.handle;
-  BRIGADE_CUBLAS_CHECK(cublasSetStream(handle_, stream.cuda_handle()));
 }
 
-CudnnLease::CudnnLease(const Stream& stream) {
-  const int device = cuda_index_of(stream, "cuDNN");
-  BRIGADE_CUDA_CHECK(cudaSetDevice(device));
-  Slot<cudnnHandle_t>& slot = slot_for<cudnnHandle_t>(device);
-  lock_ = std::unique_lock<std::mutex>(slot.mutex);
-  if (slot.handle == nullptr) BRIGADE_CUDNN_CHECK(cudnnCreate(&slot.handle));
-  handle_ = slot.handle;
-  BRIGADE_CUDNN_CHECK(cudnnSetStream(handle_, stream.cuda_handle()));
+CublasLease::~CublasLease() { give_back(device_, handle_); }
+
+CudnnLease::CudnnLease(const Stream& stream) : device_(cuda_index_of(stream, "cuDNN")) {
+  BRIGADE_CUDA_CHECK(cudaSetDevice(device_));
+  handle_ = take<cudnnHandle_t>(device_);
+  try {
+    BRIGADE_CUDNN_CHECK(cudnnSetStream(handle_, stream.cuda_handle()));
+  } catch (...) {
+    give_back(device_, handle_);
+    throw;
+  }
 }
+
+CudnnLease::~CudnnLease() { give_back(device_, handle_); }
 
 }  // namespace brigade::cuda::vendor

@@ -1,14 +1,24 @@
-// Library handles of the vendor paths, one per device, created at first use and cached.
+// Library handles of the vendor paths: a pool of cuBLAS and of cuDNN handles per device, and
+// the lease a call holds one by.
 //
 // A cuBLAS or cuDNN handle belongs to the device that was current when it was created, and
-// its stream is a setting of the handle (cublasSetStream / cudnnSetStream). So a call
-// borrows its device's handle for its duration: the lease makes the stream's device current,
-// locks the handle (host threads of different pipeline stages may share a device), points
-// it at the stream, and unlocks when it goes out of scope. (The stream's device stays the
-// calling thread's current device afterwards, as after any engine call on a CUDA device.)
+// its stream is a setting of the handle (cublasSetStream / cudnnSetStream). A call leases a
+// handle of its stream's device for its duration: the lease makes the stream's device
+// current, takes an idle handle of that device (creating one when none is idle), points it at
+// the stream, and gives it back when it goes out of scope. Pipeline stages that share a GPU
+// each have their own host thread, and each lease holds its own handle, so their library
+// calls run side by side instead of waiting for one lock; a device ends up with as many
+// handles as calls it has had at once (one per stage thread on it), made once and reused by
+// every later step. (The stream's device stays the calling thread's current device
+// afterwards, as after any engine call on a CUDA device.)
 //
 //   CublasLease blas(stream);
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
+//
+// cuBLAS also wants scratch memory (its workspace), and cublasSetStream resets it to cuBLAS's
+// own pool. A lease gives each call a workspace of its stream from Brigade's stream-ordered
+// allocator (engine/allocator.h), so no two streams ever share one — the bits of a GEMM then
+// cannot depend on another stream's timing — and the memory is counted with the rest.
 //
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
@@ -23,27 +33,39 @@
 #include <memory>
 #include <mutex>
 
+#include "engine/allocator.h"
 #include "engine/stream.h"
 
 namespace brigade::cuda::vendor {
 
+// Bytes of cuBLAS workspace a call gets: NVIDIA's recommendation for Hopper (32 MiB), which
+// covers every earlier architecture's.
+inline constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
+
 class CublasLease {
  public:
   explicit CublasLease(const Stream& stream);
+  ~CublasLease();  // gives the handle back to its device's pool
+  CublasLease(const CublasLease&) = delete;
+  CublasLease& operator=(const CublasLease&) = delete;
   cublasHandle_t handle() const { return handle_; }
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  int device_ = -1;
   cublasHandle_t handle_ = nullptr;
+  std::shared_ptr<Block> workspace_;  // of the lease's stream, back to the allocator after
 };
 
 class CudnnLease {
  public:
   explicit CudnnLease(const Stream& stream);
+  ~CudnnLease();
+  CudnnLease(const CudnnLease&) = delete;
+  CudnnLease& operator=(const CudnnLease&) = delete;
   cudnnHandle_t handle() const { return handle_; }
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  int device_ = -1;
   cudnnHandle_t handle_ = nullptr;
 };
 

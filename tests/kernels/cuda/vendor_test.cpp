@@ -1,8 +1,9 @@
 // On a real GPU: the hand-written kernels of kernels/cuda/ run natively against brigade::ref,
 // and the vendor paths (cuBLAS, cuDNN) against the same reference and the hand-written
 // kernels. Built in CUDA builds; run by tools/gpu-check.sh on a GPU machine. On emulated GPUs
-// (-Dcuda=emulated, in CI) the native kernels run through the emulated CUDA runtime and the
-// vendor halves are left out (kVendorLibraries: cuBLAS and cuDNN are not emulated).
+// (-Dcuda=emulated, in CI) the same cases run through the emulated CUDA runtime, the vendor
+// halves through emulated cuBLAS and cuDNN (kernels/emu/vendor/): the host code of the vendor
+// paths is the code a GPU runs, the arithmetic the reference kernels'.
 //
 // Without a GPU (this is a CUDA build on a machine with no device or driver) there is
 // nothing to run: the program exits with 77, which meson reports as SKIP — not as a pass, so
@@ -69,11 +70,7 @@ class DeviceArray {
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_t>(n), NAN); }
 
-// The paths this build can run: both on a GPU, the hand-written one on emulated GPUs.
-std::vector<CudaPath> paths() {
-  if (kVendorLibraries) return {CudaPath::handwritten, CudaPath::vendor};
-  return {CudaPath::handwritten};
-}
+std::vector<CudaPath> paths() { return {CudaPath::handwritten, CudaPath::vendor}; }
 
 }  // namespace
 
@@ -88,8 +85,7 @@ TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every tra
       DeviceArray<float> da(a, stream), db(b, stream), c_tiled(nans(M * N), stream),
           c_blas(nans(M * N), stream);
       cuda::gemm_tiled(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_tiled.get(), N, stream);
-      if (kVendorLibraries)
-        cuda::vendor::sgemm(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_blas.get(), N, stream);
+      cuda::vendor::sgemm(ta, tb, M, N, K, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, c_blas.get(), N, stream);
       std::vector<double> want(M * N), mag(M * N);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j)
@@ -100,7 +96,7 @@ TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every tra
           }
       const std::vector<double> tol = sum_tolerance(mag, K);
       CHECK(all_close("C gemm_tiled", c_tiled.to_host().data(), want, tol));
-      if (kVendorLibraries) CHECK(all_close("C cuBLAS", c_blas.to_host().data(), want, tol));
+      CHECK(all_close("C cuBLAS", c_blas.to_host().data(), want, tol));
     }
 }
 
@@ -175,12 +171,10 @@ TEST_CASE("MaxPool2D: cuDNN and the argmax kernel (native) agree with the refere
   CHECK(all_close("y hand-written", y_hand.to_host().data(), y_want, 0.0));
   CHECK(arg.to_host() == arg_ref);
   CHECK(all_close("dx hand-written", dx_hand.to_host().data(), dx_want, 0.0));
-  if (kVendorLibraries) {
-    cuda::vendor::maxpool2d_forward(dx_in.get(), y_dnn.get(), s, stream);
-    cuda::vendor::maxpool2d_backward(dx_in.get(), y_dnn.get(), ddy.get(), dx_dnn.get(), s, stream);
-    CHECK(all_close("y cuDNN", y_dnn.to_host().data(), y_want, 0.0));
-    CHECK(all_close("dx cuDNN", dx_dnn.to_host().data(), dx_want, 0.0));
-  }
+  cuda::vendor::maxpool2d_forward(dx_in.get(), y_dnn.get(), s, stream);
+  cuda::vendor::maxpool2d_backward(dx_in.get(), y_dnn.get(), ddy.get(), dx_dnn.get(), s, stream);
+  CHECK(all_close("y cuDNN", y_dnn.to_host().data(), y_want, 0.0));
+  CHECK(all_close("dx cuDNN", dx_dnn.to_host().data(), dx_want, 0.0));
 }
 
 namespace {

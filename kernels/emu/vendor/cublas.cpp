@@ -1,0 +1,205 @@
+// Emulated cuBLAS: handles, their stream, math mode and workspace, and SGEMM.
+//
+// SGEMM is the BLAS definition, column-major: C = alpha · op(A) · op(B) + beta · C, with C
+// not read when beta is 0 (so garbage in C, NaN included, is overwritten). With a workspace
+// set (cublasSetWorkspace) large enough, the product is formed in the workspace first, as
+// cuBLAS's split-K kernels do: two streams given one workspace then race, as they would on
+// a GPU.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "kernels/emu/cudart/gpu.h"
+#include "kernels/emu/vendor/library.h"
+
+struct cublasContext : brigade::emu::vendor::Handle {
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  void* workspace = nullptr;  // null: cuBLAS's own pool (the emulation computes in place)
+  size_t workspace_bytes = 0;
+};
+
+using namespace brigade::emu;
+using vendor::Failure;
+using vendor::Library;
+
+namespace {
+
+const char* nvidia_text(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
+  }
+  return "unknown error";
+}
+
+cublasStatus_t fail(cublasStatus_t status, const std::string& detail) {
+  return static_cast<cublasStatus_t>(
+      vendor::remember(Library::cublas, status, nvidia_text(status), detail));
+}
+
+// The status a refused call returns: what cuBLAS answers when it cannot launch its kernels.
+cublasStatus_t refused(const vendor::Refusal& r) {
+  switch (r.failure) {
+    case Failure::none: return CUBLAS_STATUS_SUCCESS;
+    case Failure::dead_handle: return fail(CUBLAS_STATUS_NOT_INITIALIZED, r.detail);
+    case Failure::stream_not_set: return fail(CUBLAS_STATUS_INVALID_VALUE, r.detail);
+    default: return fail(CUBLAS_STATUS_EXECUTION_FAILED, r.detail);
+  }
+}
+
+// Bytes spanned by a column-major rows × cols matrix with leading dimension ld.
+uint64_t span(int rows, int cols, int ld) {
+  if (rows == 0 || cols == 0) return 0;
+  return (static_cast<uint64_t>(ld) * static_cast<uint64_t>(cols - 1) + static_cast<uint64_t>(rows)) *
+         sizeof(float);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cublasGetStatusString(cublasStatus_t status) {
+  return vendor::text_of(Library::cublas, status, nvidia_text(status));
+}
+
+// "This function initializes the cuBLAS library and creates a handle ... The cuBLAS library
+// context is tied to the current CUDA device."
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  if (handle == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate: handle is null");
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return fail(CUBLAS_STATUS_NOT_INITIALIZED,
+                std::string("cublasCreate: ") + cudaGetErrorString(cudaGetLastError()));
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (gpu::current_gpu("cublasCreate") == nullptr)
+    return fail(CUBLAS_STATUS_NOT_INITIALIZED,
+                std::string("cublasCreate: ") + cudaGetErrorString(cudaGetLastError()));
+  auto* h = new cublasContext();
+  h->device = device;
+  vendor::register_handle(h);
+  *handle = h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const vendor::Refusal r = vendor::check_handle(handle, "cublasDestroy");
+  if (r.failure == Failure::dead_handle) return refused(r);  // any current device will do
+  handle->destroyed = true;  // kept (library.h): a later call on it is refused by name
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// "cublasSetStream ... unconditionally resets the cuBLAS library workspace back to the
+// default workspace pool" (cuBLAS documentation): a workspace is set after the stream.
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const vendor::Refusal r = vendor::check_handle(handle, "cublasSetStream");
+  if (r.failure == Failure::dead_handle) return refused(r);
+  handle->stream = stream;
+  handle->stream_set = true;
+  handle->workspace = nullptr;
+  handle->workspace_bytes = 0;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes) {
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const vendor::Refusal r = vendor::check_handle(handle, "cublasSetWorkspace");
+  if (r.failure == Failure::dead_handle) return refused(r);
+  if (bytes > 0 && workspace == nullptr)
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetWorkspace: a null workspace of " +
+                                                 std::to_string(bytes) + " bytes");
+  // "the workspace pointer has to be aligned to at least 256 bytes, otherwise
+  // CUBLAS_STATUS_INVALID_VALUE error is returned" (cublasSetWorkspace)
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                "cublasSetWorkspace: the workspace is not aligned to 256 bytes");
+  handle->workspace = workspace;
+  handle->workspace_bytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  gpu::Emulation& e = gpu::Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const vendor::Refusal r = vendor::check_handle(handle, "cublasSetMathMode");
+  if (r.failure == Failure::dead_handle) return refused(r);
+  if (mode < CUBLAS_DEFAULT_MATH || mode > CUBLAS_TF32_TENSOR_OP_MATH)
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode: unknown mode " + std::to_string(mode));
+  handle->math = mode;  // the emulation computes in FP32 whatever the mode
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                              const float* A, int lda, const float* B, int ldb, const float* beta,
+                              float* C, int ldc) {
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;  // OP_C is OP_T for float
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  // "CUBLAS_STATUS_INVALID_VALUE: the parameters m, n, k < 0" (and the leading dimensions
+  // below the rows they hold).
+  if (transa > CUBLAS_OP_C || transb > CUBLAS_OP_C || m < 0 || n < 0 || k < 0 ||
+      lda < std::max(1, a_rows) || ldb < std::max(1, b_rows) || ldc < std::max(1, m) ||
+      alpha == nullptr || beta == nullptr)
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                "cublasSgemm: (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) +
+                    ", " + std::to_string(k) + "), (lda, ldb, ldc) = (" + std::to_string(lda) +
+                    ", " + std::to_string(ldb) + ", " + std::to_string(ldc) +
+                    "), transa " + std::to_string(transa) + ", transb " +
+                    std::to_string(transb) + (alpha && beta ? "" : ", a null alpha or beta"));
+  const float a = *alpha, b = *beta;  // host pointer mode: read at the call
+  void* ws = nullptr;
+  uint64_t ws_bytes = 0;
+  {
+    gpu::Emulation& e = gpu::Emulation::get();
+    std::lock_guard lock(e.mutex);
+    if (vendor::check_handle(handle, "cublasSgemm").failure == Failure::none &&
+        handle->workspace != nullptr &&
+        handle->workspace_bytes >= uint64_t{sizeof(float)} * static_cast<uint64_t>(m) * static_cast<uint64_t>(n)) {
+      ws = handle->workspace;
+      ws_bytes = uint64_t{sizeof(float)} * static_cast<uint64_t>(m) * static_cast<uint64_t>(n);
+    }
+  }
+  const std::vector<vendor::Operand> operands{
+      {A, span(a_rows, a_cols, lda), "A"}, {B, span(b_rows, b_cols, ldb), "B"},
+      {C, span(m, n, ldc), "C"}, {ws, ws_bytes, "workspace"}};
+  const auto r = vendor::run_on_stream(
+      handle, "cublasSgemm", operands, [=] {
+        auto op_a = [&](int i, int l) { return ta ? A[l + int64_t{i} * lda] : A[i + int64_t{l} * lda]; };
+        auto op_b = [&](int l, int j) { return tb ? B[j + int64_t{l} * ldb] : B[l + int64_t{j} * ldb]; };
+        float* product = ws != nullptr ? static_cast<float*>(ws) : nullptr;
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < m; ++i) {
+            float acc = 0.0f;
+            for (int l = 0; l < k; ++l) acc += op_a(i, l) * op_b(l, j);
+            if (product) product[i + int64_t{j} * m] = acc;
+            else C[i + int64_t{j} * ldc] = b == 0.0f ? a * acc : a * acc + b * C[i + int64_t{j} * ldc];
+          }
+        if (product)
+          for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) {
+              float& c = C[i + int64_t{j} * ldc];
+              c = b == 0.0f ? a * product[i + int64_t{j} * m] : a * product[i + int64_t{j} * m] + b * c;
+            }
+      });
+  return refused(r);
+}
+
+}  // extern "C"

@@ -1,0 +1,78 @@
+// What emulated cuBLAS and cuDNN share: a library handle, the checks every call makes before
+// it enqueues work on the handle's stream, and each host thread's detailed error text.
+// Internal to kernels/emu/vendor/.
+//
+// A call that computes runs as a task on the handle's stream of an emulated GPU, exactly like
+// a kernel launch (kernels/emu/cudart/launch.cpp): enqueued under the emulation's lock, run
+// by the stream's worker in stream order, and a task that fails faults its GPU (sticky, as on
+// a GPU). The arithmetic is the reference kernels' (kernels/reference/).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/emu/cudart/include/cuda_runtime_api.h"
+
+namespace brigade::emu::vendor {
+
+// A cuBLAS or cuDNN handle: it belongs to the device current at create, and its calls run on
+// the stream last set (cublasSetStream / cudnnSetStream).
+struct Handle {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  bool stream_set = false;
+  bool destroyed = false;
+};
+
+// Why a handle cannot run a call now (Failure::none: it can).
+enum class Failure {
+  none,
+  dead_handle,       // never created, or destroyed
+  wrong_device,      // the calling thread's current device is not the handle's
+  stream_not_set,    // no cublasSetStream / cudnnSetStream since create
+  dead_stream,       // the stream is not live, or its GPU has faulted
+  stream_device,     // the stream belongs to another device than the handle
+};
+struct Refusal {
+  Failure failure = Failure::none;
+  std::string detail;
+};
+
+// A device buffer a call reads or writes: checked against the allocations of the emulated
+// runtime when the call is made; one that is not device memory the handle's GPU may touch, or
+// that runs past its allocation, faults the GPU when the task runs (cudaErrorIllegalAddress
+// at the next synchronising call), as the GPU's memory unit would.
+struct Operand {
+  const void* pointer;
+  uint64_t bytes;
+  const char* name;  // "A", "workspace", "dx"
+};
+
+// Checks `handle` for `call` ("cublasSgemm") and, when it may run, enqueues `work` on its
+// stream and returns Refusal{}. The test hook (vendor_emulation.h) runs first, on the calling
+// thread, with no lock held.
+Refusal run_on_stream(const Handle* handle, const std::string& call,
+                      const std::vector<Operand>& operands, std::function<void()> work);
+
+// Checks `handle` only (calls that enqueue nothing but need a live handle: the queries), with
+// the emulation's lock held (Emulation::mutex, kernels/emu/cudart/gpu.h): a handle is read and
+// changed only under it.
+Refusal check_handle(const Handle* handle, const std::string& call);
+
+// Every handle ever created (with the emulation's lock held). A destroyed handle is kept,
+// marked destroyed, so that a call on it is refused by name instead of reading freed memory.
+void register_handle(const Handle* handle);
+
+// Each host thread's last failure of one library, for the *GetErrorString / *GetStatusString
+// text: NVIDIA's text, then " [emulated GPU: detail]" for the code this thread was last given.
+enum class Library { cublas, cudnn };
+int remember(Library library, int code, const char* nvidia_text, const std::string& detail);
+const char* text_of(Library library, int code, const char* nvidia_text);
+
+// BRIGADE_EMU_CUDNN_REFUSE_FIRST=1 (read at each call): the first algorithm of each heuristic
+// list fails at execution with CUDNN_STATUS_NOT_SUPPORTED, so a caller's fallback runs.
+bool refuse_first_algorithm();
+
+}  // namespace brigade::emu::vendor

@@ -1,0 +1,344 @@
+// Emulated cuBLAS and cuDNN (kernels/emu/vendor), rule by rule, through NVIDIA's API itself:
+// each case is a rule of the libraries (kernels/emu/vendor/README.md quotes the documentation)
+// and checks that the emulation fails, or answers, where a GPU would — or, where a GPU would
+// silently race, fails every time. Emulated builds only, with 3 GPUs of 64 MiB
+// (tests/kernels/emu/meson.build). cuda:2 is faulted on purpose by the last case: a fault is
+// sticky for the process, as on a GPU, so nothing before it uses cuda:2.
+#include <doctest/doctest.h>
+
+#include <cublas_v2.h>
+#include <cuda_emulation.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "tests/support/deadline.h"
+
+using brigade::testing::Deadline;
+
+namespace {
+
+cudaStream_t non_blocking(int device) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  return s;
+}
+
+// A device copy of `host` on `device` (fresh cudaMalloc memory is NaN; this overwrites it).
+float* upload(int device, const std::vector<float>& host) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, host.size() * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  // A pageable cudaMemcpy lands only when something is ordered after it (kernels/emu/cudart):
+  // the non-blocking streams below are not, so wait for it here.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  return static_cast<float*>(p);
+}
+
+// `n` floats of `p`, after everything `stream` holds.
+std::vector<float> download(const float* p, size_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  REQUIRE(cudaMemcpyAsync(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  return host;
+}
+
+bool says(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+cublasHandle_t blas_on(int device, cudaStream_t stream) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  if (stream) REQUIRE(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS);
+  return h;
+}
+
+cudnnHandle_t dnn_on(int device, cudaStream_t stream) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cudnnHandle_t h = nullptr;
+  REQUIRE(cudnnCreate(&h) == CUDNN_STATUS_SUCCESS);
+  if (stream) REQUIRE(cudnnSetStream(h, stream) == CUDNN_STATUS_SUCCESS);
+  return h;
+}
+
+cudnnTensorDescriptor_t tensor(int n, int c, int h, int w) {
+  cudnnTensorDescriptor_t t = nullptr;
+  REQUIRE(cudnnCreateTensorDescriptor(&t) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w) == CUDNN_STATUS_SUCCESS);
+  return t;
+}
+
+// A 1-channel 4x4 input, one 3x3 filter, stride 1, no padding: y is (1, 1, 2, 2).
+struct SmallConv {
+  cudnnTensorDescriptor_t x = tensor(1, 1, 4, 4), y = tensor(1, 1, 2, 2);
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  SmallConv() {
+    REQUIRE(cudnnCreateFilterDescriptor(&w) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 1, 1, 3, 3) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnCreateConvolutionDescriptor(&conv) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolution2dDescriptor(conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                            CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+  }
+};
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+}  // namespace
+
+TEST_CASE("a handle belongs to the device current at its create, and so must its stream") {
+  Deadline deadline("handle and stream devices");
+  cudaStream_t s0 = non_blocking(0), s1 = non_blocking(1);
+  float* a = upload(0, {1, 2, 3, 4});
+  float* c = upload(0, {0, 0, 0, 0});
+  cublasHandle_t blas = blas_on(0, s1);  // a stream of cuda:1 on a cuda:0 handle
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED),
+             "the handle belongs to cuda:0 and its stream to emulated cuda:1"));
+  REQUIRE(cublasSetStream(blas, s0) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);  // the handle's device is no longer current
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED), "current device is cuda:1"));
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_SUCCESS);
+  // Column-major [1 3; 2 4] squared is [7 15; 10 22].
+  CHECK(download(c, 4, s0) == std::vector<float>{7, 10, 15, 22});
+
+  cudnnHandle_t dnn = dnn_on(0, s1);
+  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);
+  CHECK(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "its stream to emulated cuda:1"));
+  CHECK(cublasDestroy(blas) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_NOT_INITIALIZED);  // a destroyed handle is refused by name
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED), "destroyed"));
+  CHECK(cudnnDestroy(dnn) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+}
+
+TEST_CASE("a call runs on the handle's stream; a handle whose stream was never set is refused") {
+  Deadline deadline("the handle's stream");
+  cudaStream_t mine = non_blocking(0), other = non_blocking(0);
+  float* a = upload(0, {1, 2, 3, 4});
+  float* c = upload(0, {-1, -1, -1, -1});
+  cublasHandle_t blas = blas_on(0, nullptr);
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), "stream was never set"));
+  // A handle left pointing at another stream runs there: while `other` is held, the product
+  // has not happened, whatever `mine` has done.
+  REQUIRE(cublasSetStream(blas, other) == CUBLAS_STATUS_SUCCESS);
+  {
+    brigade::emu::gpu::StreamHold hold(other);
+    CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+          CUBLAS_STATUS_SUCCESS);
+    CHECK(download(c, 4, mine) == std::vector<float>{-1, -1, -1, -1});
+    CHECK(cudaStreamQuery(other) == cudaErrorNotReady);
+    (void)cudaGetLastError();
+  }
+  CHECK(download(c, 4, other) == std::vector<float>{7, 10, 15, 22});
+
+  cudnnHandle_t dnn = dnn_on(0, nullptr);
+  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);
+  CHECK(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "stream was never set"));
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+}
+
+TEST_CASE("a cuBLAS workspace is 256-byte aligned") {
+  cublasHandle_t blas = blas_on(0, non_blocking(0));
+  void* ws = nullptr;
+  REQUIRE(cudaMalloc(&ws, 1024) == cudaSuccess);
+  CHECK(cublasSetWorkspace(blas, static_cast<char*>(ws) + 4, 512) == CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), "not aligned to 256 bytes"));
+  CHECK(cublasSetWorkspace(blas, ws, 1024) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cudaFree(ws) == cudaSuccess);
+}
+
+TEST_CASE("alpha and beta: beta = 0 overwrites garbage, NaN included; beta = 1 accumulates") {
+  Deadline deadline("alpha and beta");
+  cudaStream_t s = non_blocking(0);
+  cublasHandle_t blas = blas_on(0, s);
+  float* a = upload(0, {1, 2, 3, 4});
+  float* c = upload(0, {NAN, NAN, NAN, NAN});
+  REQUIRE(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+          CUBLAS_STATUS_SUCCESS);
+  CHECK(download(c, 4, s) == std::vector<float>{7, 10, 15, 22});
+  const float two = 2.0f;  // C = 2 · Aᵀ·A + 1 · C
+  REQUIRE(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 2, &two, a, 2, a, 2, &kOne, c, 2) ==
+          CUBLAS_STATUS_SUCCESS);
+  // Aᵀ·A = [5 11; 11 25] (column-major 5, 11, 11, 25).
+  CHECK(download(c, 4, s) == std::vector<float>{7 + 10, 10 + 22, 15 + 22, 22 + 50});
+
+  cudnnHandle_t dnn = dnn_on(0, s);
+  SmallConv k;
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+  float* dx = upload(0, x);
+  float* dw = upload(0, {1, 0, 0, 0, 1, 0, 0, 0, 1});  // the diagonal: y = x[p][q] + x[p+1][q+1] + x[p+2][q+2]
+  float* dy = upload(0, {NAN, NAN, NAN, NAN});
+  REQUIRE(cudnnConvolutionForward(dnn, &kOne, k.x, dx, k.w, dw, k.conv,
+                                  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &kZero,
+                                  k.y, dy) == CUDNN_STATUS_SUCCESS);
+  CHECK(download(dy, 4, s) == std::vector<float>{0 + 5 + 10, 1 + 6 + 11, 4 + 9 + 14, 5 + 10 + 15});
+  // Backward-filter with beta = 1 adds to dw: dy = 1 everywhere gives each w cell the sum of
+  // the 2x2 block of x it meets.
+  float* ones = upload(0, {1, 1, 1, 1});
+  REQUIRE(cudnnConvolutionBackwardFilter(dnn, &kOne, k.x, dx, k.y, ones, k.conv,
+                                         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, nullptr, 0, &kOne,
+                                         k.w, dw) == CUDNN_STATUS_SUCCESS);
+  CHECK(download(dw, 9, s) == std::vector<float>{1 + 10, 14, 18, 26, 1 + 30, 34, 42, 46, 1 + 50});
+}
+
+TEST_CASE("a workspace smaller than the query said is refused; descriptors are created, set, alive, consistent") {
+  Deadline deadline("workspace and descriptors");
+  cudaStream_t s = non_blocking(0);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  SmallConv k;
+  float* x = upload(0, std::vector<float>(16, 1.0f));
+  float* w = upload(0, std::vector<float>(9, 1.0f));
+  float* y = upload(0, std::vector<float>(4, 0.0f));
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int count = 0;
+  REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(dnn, k.x, k.w, k.conv, k.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                 &count, perf) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(count >= 2);
+  size_t bytes = 0;
+  REQUIRE(cudnnGetConvolutionForwardWorkspaceSize(dnn, k.x, k.w, k.conv, k.y, perf[0].algo, &bytes) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(bytes > 0);  // the emulation's first forward algorithm needs one
+  void* ws = nullptr;
+  REQUIRE(cudaMalloc(&ws, bytes) == cudaSuccess);
+  CHECK(cudnnConvolutionForward(dnn, &kOne, k.x, x, k.w, w, k.conv, perf[0].algo, ws, bytes - 1,
+                                &kZero, k.y, y) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "needs " + std::to_string(bytes)));
+  CHECK(cudnnConvolutionForward(dnn, &kOne, k.x, x, k.w, w, k.conv, perf[0].algo, ws, bytes,
+                                &kZero, k.y, y) == CUDNN_STATUS_SUCCESS);
+  CHECK(download(y, 4, s) == std::vector<float>{9, 9, 9, 9});
+
+  // A y descriptor of another shape than the convolution's output.
+  cudnnTensorDescriptor_t wrong = tensor(1, 1, 3, 3);
+  CHECK(cudnnConvolutionForward(dnn, &kOne, k.x, x, k.w, w, k.conv,
+                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &kZero,
+                                wrong, y) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "is not the convolution's (1, 1, 2, 2)"));
+  // Created but never set, then destroyed.
+  cudnnTensorDescriptor_t unset = nullptr;
+  REQUIRE(cudnnCreateTensorDescriptor(&unset) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnAddTensor(dnn, &kOne, unset, x, &kOne, k.y, y) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "aDesc (a tensor descriptor) was never set"));
+  REQUIRE(cudnnDestroyTensorDescriptor(k.y) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnConvolutionForward(dnn, &kOne, k.x, x, k.w, w, k.conv,
+                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &kZero, k.y,
+                                y) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "was destroyed"));
+  CHECK(cudnnDestroyTensorDescriptor(k.y) == CUDNN_STATUS_BAD_PARAM);  // twice
+  CHECK(cudaFree(ws) == cudaSuccess);
+}
+
+TEST_CASE("BRIGADE_EMU_CUDNN_REFUSE_FIRST=1: the first algorithm of each list fails at execution") {
+  Deadline deadline("refused algorithms");
+  cudaStream_t s = non_blocking(0);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  SmallConv k;
+  float* x = upload(0, std::vector<float>(16, 1.0f));
+  float* w = upload(0, std::vector<float>(9, 1.0f));
+  float* y = upload(0, std::vector<float>(4, 0.0f));
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int count = 0;
+  REQUIRE(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, k.w, k.y, k.conv, k.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                      &count, perf) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(count >= 2);
+  size_t bytes = 0;
+  REQUIRE(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, k.w, k.y, k.conv, k.x, perf[0].algo, &bytes) ==
+          CUDNN_STATUS_SUCCESS);
+  void* ws = nullptr;
+  REQUIRE(cudaMalloc(&ws, bytes) == cudaSuccess);
+  REQUIRE(setenv("BRIGADE_EMU_CUDNN_REFUSE_FIRST", "1", 1) == 0);
+  CHECK(cudnnConvolutionBackwardData(dnn, &kOne, k.w, w, k.y, y, k.conv, perf[0].algo, ws, bytes,
+                                     &kZero, k.x, x) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), "BRIGADE_EMU_CUDNN_REFUSE_FIRST"));
+  CHECK(cudnnConvolutionBackwardData(dnn, &kOne, k.w, w, k.y, y, k.conv, perf[1].algo, ws, bytes,
+                                     &kZero, k.x, x) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(unsetenv("BRIGADE_EMU_CUDNN_REFUSE_FIRST") == 0);
+  CHECK(cudnnConvolutionBackwardData(dnn, &kOne, k.w, w, k.y, y, k.conv, perf[0].algo, ws, bytes,
+                                     &kZero, k.x, x) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(cudaFree(ws) == cudaSuccess);
+}
+
+TEST_CASE("max pooling: the NaN option is honoured; backward routes a tie to the first cell, every time") {
+  Deadline deadline("pooling");
+  cudaStream_t s = non_blocking(0);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  cudnnTensorDescriptor_t xd = tensor(1, 1, 2, 4), yd = tensor(1, 1, 1, 2);
+  // Two 2x2 windows: [1 NaN; 0 -1] and a tie [3 3; 3 2].
+  float* x = upload(0, {1, NAN, 3, 3, 0, -1, 3, 2});
+  float* y = upload(0, {0, 0});
+  for (auto nan : {CUDNN_PROPAGATE_NAN, CUDNN_NOT_PROPAGATE_NAN}) {
+    cudnnPoolingDescriptor_t pool = nullptr;
+    REQUIRE(cudnnCreatePoolingDescriptor(&pool) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetPooling2dDescriptor(pool, CUDNN_POOLING_MAX_DETERMINISTIC, nan, 2, 2, 0, 0, 2, 2) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnPoolingForward(dnn, pool, &kOne, xd, x, &kZero, yd, y) == CUDNN_STATUS_SUCCESS);
+    const std::vector<float> got = download(y, 2, s);
+    CHECK(std::isnan(got[0]) == (nan == CUDNN_PROPAGATE_NAN));
+    if (nan == CUDNN_NOT_PROPAGATE_NAN) CHECK(got[0] == 1.0f);
+    CHECK(got[1] == 3.0f);
+    if (nan == CUDNN_NOT_PROPAGATE_NAN) {
+      float* dy = upload(0, {10, 20});
+      float* dx = upload(0, std::vector<float>(8, NAN));  // beta = 0: overwritten
+      for (int run = 0; run < 2; ++run) {
+        REQUIRE(cudnnPoolingBackward(dnn, pool, &kOne, yd, y, yd, dy, xd, x, &kZero, xd, dx) ==
+                CUDNN_STATUS_SUCCESS);
+        CHECK(download(dx, 8, s) == std::vector<float>{10, 0, 20, 0, 0, 0, 0, 0});
+      }
+    }
+  }
+}
+
+TEST_CASE("status texts are NVIDIA's; BRIGADE_*_CHECK prints them with the emulation's reason") {
+  CHECK(std::string(cublasGetStatusString(CUBLAS_STATUS_ALLOC_FAILED)) == "the resource allocation failed");
+  CHECK(std::string(cudnnGetErrorString(CUDNN_STATUS_INTERNAL_ERROR)) == "CUDNN_STATUS_INTERNAL_ERROR");
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cudnnTensorDescriptor_t t = nullptr;
+  REQUIRE(cudnnCreateTensorDescriptor(&t) == CUDNN_STATUS_SUCCESS);
+  try {
+    BRIGADE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 0, 1, 1, 1));
+    FAIL("no throw");
+  } catch (const brigade::Error& e) {
+    INFO(e.what());
+    CHECK(says(e.what(), "cuDNN"));
+    CHECK(says(e.what(), "cudnnSetTensor4dDescriptor"));
+    CHECK(says(e.what(), "CUDNN_STATUS_BAD_PARAM [emulated GPU: cudnnSetTensor4dDescriptor: (0, 1, 1, 1)"));
+  }
+}
+
+// Last: faults cuda:2 for the rest of the process.
+TEST_CASE("a call whose buffer runs past its allocation faults the GPU, as the memory unit would") {
+  Deadline deadline("out of bounds");
+  cudaStream_t s = non_blocking(2);
+  cublasHandle_t blas = blas_on(2, s);
+  float* a = upload(2, std::vector<float>(9, 1.0f));
+  // 64 floats (256 bytes: cudaMalloc's granule, so the allocation ends right there); a 9x9 C
+  // needs 81.
+  float* c = upload(2, std::vector<float>(64, 0.0f));
+  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 9, 9, 1, &kOne, a, 9, a, 1, &kZero, c, 9) ==
+        CUBLAS_STATUS_SUCCESS);  // asynchronous: the fault comes at the next synchronising call
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  CHECK(says(cudaGetErrorString(cudaErrorIllegalAddress), "C ("));
+  CHECK(says(cudaGetErrorString(cudaErrorIllegalAddress), "runs past the end of its allocation"));
+}

@@ -1,0 +1,113 @@
+// Brigade's vendor path (kernels/cuda/vendor_handles.cpp, cudnn_conv.cpp, cublas_gemm.cpp) on
+// emulated cuBLAS and cuDNN: what the library emulation lets a test provoke that a GPU only
+// does on its own — an algorithm refused at execution, two host threads inside the library
+// on one device at once. Emulated builds only (tests/kernels/emu/meson.build).
+#include <doctest/doctest.h>
+
+#include <cudnn.h>
+#include <vendor_emulation.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "kernels/cuda/vendor.h"
+#include "kernels/reference/conv2d.h"
+#include "tests/kernels/cpu/check.h"
+#include "tests/support/deadline.h"
+
+using namespace brigade;
+
+namespace {
+
+// A device array on the stream's GPU, through Brigade's own tensors' allocator.
+struct Buffer {
+  Buffer(const std::vector<float>& host, const Stream& stream)
+      : t(Tensor::from_vector(host, Shape({static_cast<int64_t>(host.size())}), stream)) {}
+  float* get() const { return t.data<float>(); }
+  std::vector<float> to_host() const { return t.to_vector(); }
+  Tensor t;
+};
+
+}  // namespace
+
+TEST_CASE("cuDNN: an algorithm refused at execution falls back to the next that runs") {
+  testing::Deadline deadline("cuDNN fallback");
+  const Stream stream = Stream::create(Device::cuda(0));
+  // A shape no other case uses: its algorithms are chosen here, with the switch on.
+  const Conv2dShape s = make_conv2d_shape(2, 2, 6, 6, 3, 3, 3, 1, Padding::valid);
+  const std::vector<float> x = test::to_float(test::random_vector(s.x_size(), 11)),
+                           w = test::to_float(test::random_vector(s.w_size(), 12)),
+                           dy = test::to_float(test::random_vector(s.y_size(), 13));
+  std::vector<float> y_want(s.y_size()), dx_want(s.x_size()), dw_want(s.w_size(), 0.0f);
+  ref::conv2d_forward<float>(x.data(), w.data(), nullptr, y_want.data(), s);
+  ref::conv2d_backward_data<float>(dy.data(), w.data(), dx_want.data(), s);
+  ref::conv2d_backward_filter<float>(x.data(), dy.data(), dw_want.data(), s);
+
+  REQUIRE(setenv("BRIGADE_EMU_CUDNN_REFUSE_FIRST", "1", 1) == 0);
+  const emu::vendor::AlgorithmRuns before = emu::vendor::cudnn_algorithm_runs();
+  Buffer dx_in(x, stream), dw_in(w, stream), ddy(dy, stream), y(std::vector<float>(s.y_size(), NAN), stream),
+      dx(std::vector<float>(s.x_size(), NAN), stream), dw(std::vector<float>(s.w_size(), 0.0f), stream);
+  const size_t bytes = cuda::vendor::conv2d_workspace_bytes(s, stream);
+  Buffer ws(std::vector<float>(bytes / sizeof(float) + 1), stream);
+  cuda::vendor::conv2d_forward(dx_in.get(), dw_in.get(), nullptr, y.get(), s, ws.get(), bytes, stream);
+  cuda::vendor::conv2d_backward_data(ddy.get(), dw_in.get(), dx.get(), s, ws.get(), bytes, stream);
+  cuda::vendor::conv2d_backward_filter(dx_in.get(), ddy.get(), dw.get(), s, ws.get(), bytes, stream);
+  stream.synchronize();
+  REQUIRE(unsetenv("BRIGADE_EMU_CUDNN_REFUSE_FIRST") == 0);
+  // The same arithmetic (the reference kernels') whichever algorithm ran: the same bits.
+  CHECK(y.to_host() == y_want);
+  CHECK(dx.to_host() == dx_want);
+  CHECK(dw.to_host() == dw_want);
+  const emu::vendor::AlgorithmRuns after = emu::vendor::cudnn_algorithm_runs();
+  // The emulation's second-ranked algorithms (kernels/emu/vendor/cudnn_conv.cpp's lists; the
+  // backward lists' second is non-deterministic, so the third runs).
+  CHECK(after.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] ==
+        before.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] + 1);
+  CHECK(after.backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING] ==
+        before.backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING] + 1);
+  CHECK(after.backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT] ==
+        before.backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT] + 1);
+  // The choice is kept: a second pass runs the same algorithm without trying the refused one.
+  cuda::vendor::conv2d_forward(dx_in.get(), dw_in.get(), nullptr, y.get(), s, ws.get(), bytes, stream);
+  stream.synchronize();
+  CHECK(emu::vendor::cudnn_algorithm_runs().forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] ==
+        before.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] + 2);
+}
+
+// Pipeline stages on one GPU each have their own host thread. With one handle per device
+// behind a lock, one stage's library call waits for another's: the hook below holds the first
+// thread inside cuBLAS until a second thread arrives, or 30 s pass (then it was locked out).
+TEST_CASE("two host threads are inside cuBLAS calls on one device at once") {
+  testing::Deadline deadline("two threads in cuBLAS");
+  std::mutex mutex;
+  std::condition_variable arrived;
+  int inside = 0, most = 0;
+  emu::vendor::set_library_call_hook([&](const char*) {
+    std::unique_lock lock(mutex);
+    most = std::max(most, ++inside);
+    arrived.notify_all();
+    arrived.wait_for(lock, std::chrono::seconds(30), [&] { return most >= 2; });
+    --inside;
+  });
+  auto stage = [](uint64_t seed) {
+    const Stream stream = Stream::create(Device::cuda(0));
+    const int64_t n = 8;
+    const std::vector<float> a = test::to_float(test::random_vector(n * n, seed));
+    Buffer da(a, stream), dc(std::vector<float>(n * n, NAN), stream);
+    cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f, dc.get(), n, stream);
+    stream.synchronize();
+  };
+  std::thread first(stage, 21), second(stage, 22);
+  first.join();
+  second.join();
+  emu::vendor::set_library_call_hook({});
+  CHECK(most == 2);
+}
