@@ -90,6 +90,12 @@ TRAIN_STEPS=${TRAIN_STEPS:-$([ $emulated -eq 1 ] && echo 4 || echo 300)}
 TRAIN_BATCH=${TRAIN_BATCH:-$([ $emulated -eq 1 ] && echo 8 || echo 128)}
 CUDA_PATHS=${CUDA_PATHS:-vendor handwritten}
 EMULATED_MULTI_GPUS=${EMULATED_MULTI_GPUS:-2}
+# --emulated: test_runtime's arguments in parity-* and multi-gpu. Its parity matrix over every
+# schedule on 1-4 devices takes minutes on emulated GPUs (CI runs it on 1, 2 and 4 of them).
+runtime_args=()
+if [ $emulated -eq 1 ]; then
+  read -r -a runtime_args <<<"${EMULATED_TEST_ARGS---test-case-exclude=every*1-4*devices*}"  # words: no spaces
+fi
 JOBS=${BUILD_JOBS:-$(nproc)}
 mkdir -p "$BUILD" "$RESULTS" "$LOGS" || exit 2
 SUMMARY=$RESULTS/summary.txt
@@ -153,7 +159,19 @@ step() {
   fi
   return $rc
 }
+# The steps a run reports, each in exactly one RESULT line; a run that ends without failing
+# but misses one (a script error that skipped it) does not pass.
+if [ $build_only -eq 1 ]; then STEPS="preflight configure build build-rest"
+else STEPS="preflight configure build kernels-cuda kernels-emu memcheck racecheck parity-vendor parity-handwritten
+  train bench-brigade bench-pytorch bench-ops multi-gpu nccl build-rest suite"; fi
 finish() {  # the last line, then exit: $1 overrides the status
+  local s unreported=()
+  if [ $FAILED -eq 0 ] && [ -z "${1:-}" ]; then
+    for s in $STEPS; do
+      [ "$(grep -c "^RESULT [A-Z-]* ${s}[ (]" "$SUMMARY")" = 1 ] || unreported+=("$s")
+    done
+    [ ${#unreported[@]} -eq 0 ] || result gpu-check FAIL "steps without exactly one RESULT line: ${unreported[*]}"
+  fi
   say "gpu-check: $([ $FAILED -eq 0 ] && echo 'ALL PASSED' || echo 'FAILURES (RESULT FAIL or NOT-RUN above)') in $(elapsed)s; summary $SUMMARY"
   exit "${1:-$FAILED}"
 }
@@ -210,17 +228,16 @@ if [ $emulated -eq 1 ]; then  # one GPU, as on the machine the real run expects;
   export BRIGADE_EMULATED_GPUS=1
   gpus=1
   say "gpu: emulated (-Dcuda=emulated, kernels/emu/cudart): BRIGADE_EMULATED_GPUS=1, every stage on cuda:0; $EMULATED_MULTI_GPUS for multi-gpu; ${BRIGADE_EMULATED_GPU_MEMORY:-4GiB} each"
-  GPU_ARCH=${GPU_ARCH:-90}  # only for the nvcc probe: the emulated build compiles no device code
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   gpus=$(nvidia-smi -L | grep -c '^GPU ')
   nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv,noheader |
     sed 's/^/gpu: /' | tee -a "$SUMMARY"
 fi
 arch=${GPU_ARCH:-}
-if [ -z "$arch" ] && [ "$gpus" -gt 0 ]; then  # "9.0" -> "90"
+if [ -z "$arch" ] && [ "$gpus" -gt 0 ] && [ $emulated -eq 0 ]; then  # "9.0" -> "90"
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d ' .' | sort -un | paste -sd, -)
 fi
-if [ -z "$arch" ] && command -v __nvcc_device_query >/dev/null; then
+if [ -z "$arch" ] && [ $emulated -eq 0 ] && command -v __nvcc_device_query >/dev/null; then
   # shellcheck disable=SC2020  # both separators become line breaks
   arch=$(__nvcc_device_query 2>/dev/null | tr ', ' '\n\n' | grep -E '^[0-9]+$' | sort -un | paste -sd, -)
 fi
@@ -249,7 +266,7 @@ elif python3 -c 'import mesonbuild' 2>/dev/null; then MESON_CMD=(python3 -m meso
 else miss "Meson (pip install meson, or MESON=path/to/meson.py)"; fi
 PC=${PKG_CONFIG:-pkg-config}
 have "$PC" || miss "pkg-config (the machine has none and $KIT has none: run tools/gpu-kit.sh and copy .gpu-kit/ here)"
-[ -n "$arch" ] || miss "the GPU architecture: no GPU found (nvidia-smi, __nvcc_device_query); GPU_ARCH=90 builds without one"
+[ -n "$arch" ] || [ $emulated -eq 1 ] || miss "the GPU architecture: no GPU found (nvidia-smi, __nvcc_device_query); GPU_ARCH=90 builds without one"
 # Headers: in the compiler's own search list (CPATH included), or the toolkit's include/.
 inc_dirs=("$CUDA_HOME/include")
 have "$CXX" && mapfile -t -O 1 inc_dirs < <(echo | "$CXX" -xc++ -E -v - 2>&1 |
@@ -282,11 +299,22 @@ library cublas "cuBLAS" cuda
 library cublasLt "cuBLAS" cuda
 library cudnn "cuDNN: $CUDA_HOME/lib64, or the pip wheel nvidia-cudnn-cu13 (linked as libcudnn.so here)" cuda
 # What Meson asks pkg-config for (kernels/cpu asks for openblas only without Debian's own).
+# Where pkg-config has no module, Meson asks CMake next: Debian's doctest-dev ships only a
+# CMake package (/usr/lib/cmake/doctest/doctestConfig.cmake), found when cmake is installed.
+cmake_package() {  # NAME: its <NAME>Config.cmake where Meson's CMake lookup finds it
+  have cmake || return 1
+  local d
+  for d in /usr/lib/cmake /usr/share /usr/lib/x86_64-linux-gnu/cmake /usr/local/lib/cmake /usr/local/share; do
+    [ -f "$d/$1/$1Config.cmake" ] && { echo "$d/$1/$1Config.cmake"; return 0; }
+  done
+  return 1
+}
 if have "$PC"; then
   mods=(doctest nlohmann_json CLI11 zlib)
   [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so ] || mods+=(openblas)
   for m in "${mods[@]}"; do
     if "$PC" --exists "$m"; then found+=("pkg-config $m $("$PC" --modversion "$m")")
+    elif cfg=$(cmake_package "$m"); then found+=("cmake package $m: $cfg")
     else miss "pkg-config module $m (its .pc file: in the kit)"; fi
   done
 fi
@@ -316,12 +344,14 @@ if [ ${#missing[@]} -eq 0 ]; then
     '  std::printf("C++20, OpenBLAS 2*3=%g, zlib %s, CLI11 %s, nlohmann_json %d.%d, doctest %s\n", c,' \
     '    zlibVersion(), CLI11_VERSION, NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,' \
     '    DOCTEST_VERSION_STR); }' >"$BUILD/probe-kit.cpp"
-  [ ${#cuda_missing[@]} -eq 0 ] &&
+  # --emulated: nothing of it is needed, and the probe's minute of nvcc would come off the budget.
+  [ $emulated -eq 0 ] &&
     probe cuda nvcc -std=c++20 -ccbin "$CXX" -gencode "arch=compute_$ptx,code=sm_$ptx" probe-cuda.cu -lcudnn -lcublas
   probe kit "$CXX" -std=c++20 probe-kit.cpp -lopenblas -lz
 fi
 for f in "${found[@]}"; do echo "    found $f" >>"$SUMMARY"; done
-for m in "${cuda_missing[@]}"; do say "preflight: not needed by the emulated build, so not probed: $m"; done
+for m in "${cuda_missing[@]}"; do say "preflight: not needed by the emulated build: $m"; done
+[ $emulated -eq 1 ] && echo "    not probed: nvcc, cuDNN, cuBLAS (the emulated build compiles no device code and links neither)" >>"$SUMMARY"
 if [ $build_only -eq 0 ] && [ $emulated -eq 0 ]; then  # what only later steps need: said, but no reason to stop
   have compute-sanitizer || say "preflight: missing for steps memcheck, racecheck: compute-sanitizer"
   python3 -c 'import torch' 2>/dev/null || say "preflight: missing for step bench-pytorch: python3's torch"
@@ -332,7 +362,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ -z "$arch" ] && [ ${#missing[@]} -eq 1 ] && finish 3
   finish 2
 fi
-result preflight PASS "nvcc $(have nvcc && nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p' || echo none), $("$CXX" --version | head -1), ninja $(ninja --version), meson $("${MESON_CMD[@]}" --version), $(python3 --version 2>&1), $([ $emulated -eq 1 ] && echo "emulated GPUs (nvcc probe: sm_$ptx)" || echo "SASS $arch + PTX $ptx")"
+result preflight PASS "nvcc $(have nvcc && nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p' || echo none), $("$CXX" --version | head -1), ninja $(ninja --version), meson $("${MESON_CMD[@]}" --version), $(python3 --version 2>&1), $([ $emulated -eq 1 ] && echo "emulated GPUs" || echo "SASS $arch + PTX $ptx")"
 
 # ---- configure, build ---------------------------------------------------------------------------
 mpi=disabled  # MPI only where two GPUs can hold NCCL ranks
@@ -364,7 +394,7 @@ bin() { [ -x "$BUILD/$1" ] && return 0; result "$2" NOT-RUN "$1 was not built"; 
 
 # ---- the CPU reference of `train`, in the background while the GPU steps run ---------------------
 export TRAIN_DIR=$BUILD/gpu-check-train TRAIN_ARGS="--model tools/models/seed_cnn.model --data synthetic
-  --steps $TRAIN_STEPS --batch $TRAIN_BATCH --optimizer sgd --lr 0.01 --momentum 0.9 --seed 1 --print-every 50"
+  --synthetic-count $((TRAIN_STEPS * TRAIN_BATCH)) --steps $TRAIN_STEPS --batch $TRAIN_BATCH --optimizer sgd --lr 0.01 --momentum 0.9 --seed 1 --print-every 50"
 rm -rf "$TRAIN_DIR" && mkdir -p "$TRAIN_DIR"
 if [ -x "$BUILD/tools/brigade-train" ]; then
   # shellcheck disable=SC2086
@@ -399,7 +429,7 @@ racecheck=(bash -c '"$@" "$BUILD/tests/kernels/cuda/test_cuda_vendor" && "$@" "$
            racecheck "${san[@]}" --tool racecheck)
 if [ $emulated -eq 1 ]; then  # the emulated GPUs run every kernel as host code: nothing to instrument
   result memcheck SKIP "compute-sanitizer instruments native kernels on a GPU; here it would run: ${memcheck[*]}"
-  result racecheck SKIP "compute-sanitizer needs a GPU; here it would run: ${racecheck[*]:3} on tests/kernels/cuda/test_cuda_vendor, then on tests/kernels/emu/test_emu -tc='native proof kernels*'"
+  result racecheck SKIP "compute-sanitizer needs a GPU; here it would run: ${san[*]} --tool racecheck on tests/kernels/cuda/test_cuda_vendor, then on tests/kernels/emu/test_emu -tc='native proof kernels*'"
 elif have compute-sanitizer; then
   bin tests/kernels/cuda/test_cuda_vendor memcheck && step memcheck 120 "${memcheck[@]}"
   bin tests/kernels/cuda/test_cuda_vendor racecheck && bin tests/kernels/emu/test_emu racecheck &&
@@ -411,7 +441,7 @@ fi
 for path in vendor handwritten; do
   if ! on_path $path; then result "parity-$path" SKIP "CUDA_PATHS=\"$CUDA_PATHS\" leaves it out"; continue; fi
   bin tests/pipeline/test_runtime "parity-$path" &&
-    BRIGADE_CUDA_PATH=$path BRIGADE_TEST_DEVICES=cuda step "parity-$path" 60 "$BUILD/tests/pipeline/test_runtime"
+    BRIGADE_CUDA_PATH=$path BRIGADE_TEST_DEVICES=cuda step "parity-$path" 60 "$BUILD/tests/pipeline/test_runtime" "${runtime_args[@]}"
 done
 
 # ---- train: cuda:0 (each path) against cpu:0 -----------------------------------------------------
@@ -473,14 +503,14 @@ fi
 # (8192^3, the vendor path). Each command runs with its flags as on a GPU but on CPU devices
 # (BRIGADE_EMULATED_GPUS=0), batch 8, one repetition of one step, so that a flag the program no
 # longer takes, a JSON it no longer writes, or a table this script cannot read shows here.
-bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} on_cpu=()
+bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} on_cpu=() quick=
 if [ $emulated -eq 1 ]; then
-  on_cpu=(env BRIGADE_EMULATED_GPUS=0)
-  bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu
+  on_cpu=(env BRIGADE_EMULATED_GPUS=0)  # and --quick (below): a faster peak, fewer calls per op
+  bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu quick=--quick
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
 if bin tools/brigade-bench bench-brigade; then
-  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" --model --batches $bench_batches --threads "$JOBS" \
+  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --model --batches $bench_batches --threads "$JOBS" \
     --reps $bench_reps --steps $bench_steps --json "$RESULTS/bench-model.json"
 fi
 REHEARSAL=
@@ -496,7 +526,7 @@ else
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
-  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" --ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
+  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
     --reps $bench_reps --json "$RESULTS/bench-ops.json"
   python3 - "$RESULTS/bench-ops.json" $bench_batch <<'EOF' | tee -a "$SUMMARY"
 import collections, json, os, sys
@@ -504,12 +534,17 @@ if os.path.exists(sys.argv[1]):
     ops, rows = collections.OrderedDict(), json.load(open(sys.argv[1])).get("ops", [])
     for r in rows:
         ops.setdefault((r["layer"], r["op"]), {})[r["impl"]] = r["ms"]
-    devices = sorted({r["device"] for r in rows})
-    print(f"    ms per call on {', '.join(devices)}, batch {sys.argv[2]} (median): hand-written against cuDNN/cuBLAS")
-    print(f"    {'layer':<10} {'op':<16} {'hand-written':>12} {'vendor':>9} {'ratio':>6}")
+    impls = list(dict.fromkeys(r["impl"] for r in rows))
+    ratio = "handwritten" in impls and "vendor" in impls  # above 1: the hand-written kernel is slower
+    print(f"    ms per call on {', '.join(sorted({r['device'] for r in rows}))}, batch {sys.argv[2]} (median)"
+          + (": hand-written against cuDNN/cuBLAS" if ratio else ""))
+    print(f"    {'layer':<11} {'op':<16}" + "".join(f" {i:>12}" for i in impls) + (f" {'ratio':>6}" if ratio else ""))
     for (layer, op), ms in ops.items():
-        h, v = ms.get("handwritten"), ms.get("vendor")
-        print(f"    {layer:<10} {op:<16} {h or 0:12.3f} {v or 0:9.3f} {h / v if h and v else 0:6.2f}")
+        line = f"    {layer:<11} {op:<16}" + "".join(f" {ms.get(i, float('nan')):12.3f}" for i in impls)
+        if ratio:
+            h, v = ms.get("handwritten"), ms.get("vendor")
+            line += f" {h / v if h and v else float('nan'):6.2f}"
+        print(line)
 EOF
 fi
 REHEARSAL=
@@ -517,7 +552,7 @@ REHEARSAL=
 # ---- several GPUs ---------------------------------------------------------------------------------
 if [ $emulated -eq 1 ]; then  # the parity matrix over more emulated GPUs; NCCL is not emulated
   gpus=$EMULATED_MULTI_GPUS
-  BRIGADE_EMULATED_GPUS=$gpus BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/test_runtime"
+  BRIGADE_EMULATED_GPUS=$gpus BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/test_runtime" "${runtime_args[@]}"
   result nccl SKIP "NCCL between ranks needs real GPUs: the emulated build has no NCCL"
 elif [ "$gpus" -lt 2 ]; then
   result multi-gpu SKIP "$gpus GPU: the parity matrix on cuda:all needs two"
