@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/gpu-kit.sh: the Debian packages a GPU machine without network lacks, unpacked (not
-# installed) into the git-ignored .gpu-kit/ at the repository root, to be carried there beside
+# installed) into the git-ignored .gpu-kit/ at the repository root, to be copied there beside
 # the working tree; tools/gpu-check.sh finds it and puts it on every search path.
 #
 #   tools/gpu-kit.sh          # on a Debian 12 amd64 machine with apt (no GPU needed); ~10 s
@@ -98,4 +98,4 @@ glibc=$(find "$KIT" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump
         grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 echo "gpu-kit: $KIT: $(du -sh "$KIT" | cut -f1), $(find "$KIT" -type f | wc -l) files; its libraries need ${glibc:-GLIBC_?} or newer"
 echo "gpu-kit: $(cat "$KIT"/MANIFEST)"
-echo "gpu-kit: carry it with the working tree (the run tool: carry [\".gpu-kit\"]), then run tools/gpu-check.sh there"
+echo "gpu-kit: copy .gpu-kit/ with the working tree to the GPU machine, then run tools/gpu-check.sh there"
