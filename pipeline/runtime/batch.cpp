@@ -73,6 +73,7 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
     os << "pipeline step " << step << ": staging micro-batch " << staged.labels.size()
        << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
        << " (stage " << stage << ") failed: " << e.what();
+    abandon_reductions(os.str());  // this step will never reach its update
     recover();
     throw PipelineError(os.str(), d, stage, std::nullopt);
   }
