@@ -54,6 +54,12 @@ std::optional<RankFailed> FaultLine::heard() const {
   return heard_;
 }
 
+RankFailed FaultLine::hear(int rank, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!heard_) heard_.emplace(rank, printable(what, notice_max_bytes));
+  return *heard_;
+}
+
 void FaultLine::abort_job(const std::string& what) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (aborting_) {

@@ -13,6 +13,8 @@
 //      instead of waiting to be killed. The trainer catches it and calls
 //      report_failure_and_abort too, which then prints "brigade: rank q stops: rank r failed:
 //      <what>" and aborts without sending notices of its own.
+//   Work that fails on a rank's stream while its host waits in a receive: the link that was to
+//   send its tensor sends the cause instead (mpi_link.h), and the receiver throws RankFailed.
 //   3. A rank that dies without a word (SIGKILL, a segfault, the OOM killer): mpirun sees the
 //      process end and kills the job, printing "mpirun noticed that process rank r with PID
 //      ... exited on signal 9 (Killed)" (OpenMPI 4.1; tests/distributed/fault_test.cpp).
@@ -47,8 +49,13 @@ class FaultLine {
   FaultLine(int rank, int size);  // collective: duplicates MPI_COMM_WORLD
   // Reads every notice that has arrived; throws RankFailed for the first one ever heard.
   void check();
-  // The first failure heard of (by check), if any.
+  // The first failure heard of (by check or hear), if any.
   std::optional<RankFailed> heard() const;
+  // A failure of `rank` learned otherwise than by its notice (a link's failure message,
+  // mpi_link.h): kept as if its notice had come, unless one came first; returns the first
+  // failure heard, for the caller to throw.
+  RankFailed hear(int rank, const std::string& what);
+  int rank() const { return rank_; }  // this process's, in MPI_COMM_WORLD
   // Sends `what` to every other rank as this rank's failure notice and waits (at most 1 s)
   // for the notices to leave. abort_job does this, then aborts.
   void notify(const std::string& what);

@@ -7,18 +7,52 @@
 #include <cstdio>
 #include <mutex>
 
+#include "engine/stream.h"
+#include "pipeline/runtime/finite_check.h"
+
 namespace brigade::distributed {
 
 using pipeline::Message;
 
-// One queued or posted send. Its header and tensor stay here until both sends complete.
+// One queued or posted send. Its header and tensor (or failure) stay here until both sends
+// complete.
 struct MpiLink::Outgoing {
   int microbatch = 0;
   Message message;
-  Header header{};  // rank, dims[4], dtype
+  Header header{};      // rank, dims[4], dtype; or kFailedWork, world rank, bytes
+  std::string failure;  // the cause, sent in the tensor's place when its producer failed
   std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool posted = false;
 };
+
+namespace {
+
+// The longest failure text a link carries (a notice's bound, faults.cpp).
+constexpr size_t failure_max_bytes = 2000;
+
+// What a producer's failure says first: the task that failed, not the chain of streams that
+// waited on it ("waited on event#7 whose work failed: ..."); a failed NaN check names its
+// stage, action and micro-batch.
+std::string first_cause(std::exception_ptr error) {
+  for (;;) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const StreamError& e) {
+      if (!e.cause()) return e.what();
+      error = e.cause();
+    } catch (const pipeline::FailedCheck& e) {
+      return "action " + pipeline::to_string(e.action) + " (stage " +
+             std::to_string(e.action.stage) + ", micro-batch " +
+             std::to_string(e.action.microbatch) + "): " + e.what();
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "unknown exception";
+    }
+  }
+}
+
+}  // namespace
 
 MpiLink::MpiLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
                  int link, int microbatches, Device device, MpiLinkOptions options)
@@ -71,15 +105,28 @@ void MpiLink::advance_sends() {
       try {
         out.message.ready.synchronize();  // complete: only rethrows a failure of that work
       } catch (const std::exception&) {
-        // The producer's work failed: its step fails on this rank, which ends the job
-        // (faults.h). Sending garbage would only hide that.
-        it = outgoing_.erase(it);
-        continue;
+        // The producer's work failed, so this rank's step fails and the job ends (faults.h).
+        // Its cause goes in the tensor's place: the receiver stops at once, naming this rank
+        // and the cause, instead of waiting for a tensor that never comes while this rank
+        // waits for what the receiver would have sent back.
+        out.failure = printable(name_ + ": micro-batch " + std::to_string(out.microbatch) +
+                                    " not sent: " + first_cause(std::current_exception()),
+                                failure_max_bytes);
+        out.header = {kFailedWork, faults_.rank(), static_cast<int64_t>(out.failure.size()), 0,
+                      0, 0};
+        out.message = Message{};  // the tensor is not needed any more
       }
-      const Tensor& t = out.message.tensor;
       post_header(out.header, tags_.message(out.microbatch, 0), &out.requests[0]);
-      BRIGADE_MPI_CHECK(MPI_Isend(t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT, peer_,
-                                  tags_.message(out.microbatch, 1), comm_, &out.requests[1]));
+      if (out.failure.empty()) {
+        const Tensor& t = out.message.tensor;
+        BRIGADE_MPI_CHECK(MPI_Isend(t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT,
+                                    peer_, tags_.message(out.microbatch, 1), comm_,
+                                    &out.requests[1]));
+      } else {
+        BRIGADE_MPI_CHECK(MPI_Isend(out.failure.data(), static_cast<int>(out.failure.size()),
+                                    MPI_CHAR, peer_, tags_.message(out.microbatch, 1), comm_,
+                                    &out.requests[1]));
+      }
       out.posted = true;
     }
     int done = 0;
@@ -124,6 +171,7 @@ Message MpiLink::receive(int microbatch) {
   tags_.check_microbatch(name_, microbatch, "receive");
   auto what = [&] { return from_peer(microbatch); };
   const Header header = receive_header(tags_.message(microbatch, 0), microbatch);
+  if (header[0] == kFailedWork) throw receive_failure(header, microbatch);
   BRIGADE_CHECK(header[0] >= 0 && header[0] <= Shape::max_rank &&
                     header[5] == static_cast<int64_t>(DType::float32),
                 what() << ": a header that is not a float32 tensor of rank 0 to 4 (rank "
@@ -162,6 +210,35 @@ Message MpiLink::receive(int microbatch) {
   Message message{tensor, Event()};
   message.ready.record(stream_);
   return message;
+}
+
+// The sender's failure (header: kFailedWork, its world rank, the text's bytes): heard like
+// a fault notice (faults.h), so every later wait of this rank ends too.
+RankFailed MpiLink::receive_failure(const Header& header, int microbatch) {
+  auto what = [&] { return from_peer(microbatch); };
+  BRIGADE_CHECK(header[1] >= 0 && header[2] >= 0 &&
+                    header[2] <= static_cast<int64_t>(failure_max_bytes),
+                what() << ": a failure header with rank " << header[1] << " and " << header[2]
+                       << " bytes; is rank " << peer_ << " running the same program?");
+  std::string text(static_cast<size_t>(header[2]), '\0');
+  MPI_Request request = MPI_REQUEST_NULL;
+  BRIGADE_MPI_CHECK(MPI_Irecv(text.data(), static_cast<int>(text.size()), MPI_CHAR, peer_,
+                              tags_.message(microbatch, 1), comm_, &request));
+  auto here = [&] {
+    int done = 0;
+    BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  };
+  // Not ended by close(): the failure is the news, whatever else this rank is doing. (The
+  // text follows its header at once; only another rank's notice or the deadline comes first.)
+  try {
+    poll_until(faults_, here, [] { return false; }, options_.timeout, what);
+  } catch (...) {
+    MPI_Cancel(&request);
+    MPI_Request_free(&request);
+    throw;
+  }
+  return faults_.hear(static_cast<int>(header[1]), printable(text, failure_max_bytes));
 }
 
 void MpiLink::close(const std::string& why) {

@@ -7,6 +7,12 @@
 //   header   tag(link, mb, 0)   6 × int64: rank, dims[4], dtype   (the shape: the last
 //                                micro-batch may be smaller)
 //   payload  tag(link, mb, 1)   numel × float
+// or, when the work that writes the tensor failed on the sender, a failure in its place:
+//   header   tag(link, mb, 0)   kFailedWork, the sender's rank in MPI_COMM_WORLD, n
+//   payload  tag(link, mb, 1)   n chars: the cause ("activations 1->2: micro-batch 0 not
+//                                sent: action 1F0 (stage 1, micro-batch 0): non-finite ...")
+// The receiver then throws RankFailed at once (and hears it as a fault notice, faults.h),
+// so a failing rank ends the job with its cause instead of leaving its neighbours waiting.
 // The tag names the micro-batch, so pairs match by micro-batch in any order the receiver
 // asks for them (MPI_Improbe on the header's tag, then the payload's).
 //
@@ -32,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/process_link.h"
 
 namespace brigade::distributed {
@@ -52,6 +59,8 @@ class MpiLink final : public ProcessLink {
 
  private:
   struct Outgoing;
+  static constexpr int64_t kFailedWork = -1;  // header[0] of a failure (a rank is >= 0)
+  RankFailed receive_failure(const Header& header, int microbatch);
   void communicate();    // the communication thread
   void advance_sends();  // with mutex_ held: post the ready sends, retire completed ones
 

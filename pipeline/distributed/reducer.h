@@ -4,6 +4,7 @@
 // the runtime holds one per stage whatever carries the sums.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "engine/stream.h"
@@ -20,6 +21,10 @@ class GradientReducer {
   // it (CUDA) each tensor holds the sum over replicas. Same order of summation on every
   // replica, so replicas stay bit-identical.
   virtual void sum(const std::vector<Tensor>& tensors, const Stream& stream) = 0;
+  // This replica's step failed and it will not call sum() for it: the other replicas must not
+  // wait for it. Between processes, the failing process ends the whole job (faults.h), which
+  // ends every other replica's wait, so the MPI and NCCL reducers need do nothing here.
+  virtual void abandon(const std::string& why) { (void)why; }
 };
 
 }  // namespace brigade::pipeline

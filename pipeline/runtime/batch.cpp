@@ -72,7 +72,9 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
     std::ostringstream os;
     os << "pipeline step " << step << ": staging micro-batch " << staged.labels.size()
        << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
-       << " (stage " << stage << ") failed: " << e.what() << recover_after_failure();
+       << " (stage " << stage << ") failed: " << e.what();
+    abandon_reductions(os.str());  // this step will never reach its update
+    os << recover_after_failure();
     throw PipelineError(os.str(), d, stage, std::nullopt);
   }
   return run_step(staged, rows, first_sample, global_n, step);

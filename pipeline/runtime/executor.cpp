@@ -91,7 +91,10 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   std::vector<const DeviceStreams*> mine;
   for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
   const CheckVerdict verdict = check_verdict(mine);
-  if (!step.failure.failed && !verdict.error) update_parameters(step);
+  if (!step.failure.failed && !verdict.error)
+    update_parameters(step);
+  else
+    abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
 
   // The one host synchronisation of the step. A task that failed on a stream surfaces here.
   std::exception_ptr stream_error;
@@ -325,6 +328,14 @@ void Runtime::update_parameters(Step& step) {
   } catch (...) {
     fail(step, device, std::nullopt, std::current_exception());
   }
+}
+
+// A step that failed before its update: the replicas of its stages must not wait for sums
+// this one will never give (reducer.h).
+void Runtime::abandon_reductions(const std::string& why) {
+  for (int device = 0; device < schedule_.devices; ++device)
+    if (runs(device))
+      for (int s : schedule_.stages_on(device)) stages_[static_cast<size_t>(s)]->abandon_reduction(why);
 }
 
 // RuntimeOptions::max_grad_norm: each stage's gradients once written, their squares summed

@@ -10,13 +10,20 @@ class LocalReducer::Member final : public GradientReducer {
   Member(LocalReducer& group, int replica) : group_(group), replica_(replica) {}
 
   void sum(const std::vector<Tensor>& tensors, const Stream& stream) override {
-    stream.synchronize();  // the gradients are written
+    try {
+      stream.synchronize();  // the gradients are written
+    } catch (const std::exception& e) {
+      abandon(e.what());  // they never will be: the other replicas must not wait for them
+      throw;
+    }
     std::vector<std::vector<float>> values;
     for (const Tensor& t : tensors) values.push_back(t.to_vector());
     const std::vector<std::vector<float>> sums = group_.exchange(replica_, std::move(values));
     for (size_t i = 0; i < tensors.size(); ++i)
       copy_async(tensors[i], Tensor::from_vector(sums[i], tensors[i].shape(), stream), stream);
   }
+
+  void abandon(const std::string& why) override { group_.abandon(replica_, why); }
 
  private:
   LocalReducer& group_;
@@ -43,13 +50,30 @@ std::vector<std::vector<float>> LocalReducer::exchange(int r,
   const uint64_t round = round_;
   in_[static_cast<size_t>(r)] = std::move(values);
   if (++arrived_ < replicas()) {
-    done_.wait(lock, [&] { return round_ != round; });
+    done_.wait(lock, [&] { return round_ != round || !abandoned_.empty(); });
+    if (round_ == round) throw Error(abandoned_);  // a replica abandoned the round
     if (!error_.empty()) throw Error(error_);
     return sums_;
   }
-  // The last to arrive: check that the replicas agree (else every member throws the same
-  // message, and none waits for ever), then add in replica order.
-  error_ = mismatch();
+  finish_round();
+  if (!error_.empty()) throw Error(error_);
+  return sums_;
+}
+
+void LocalReducer::abandon(int r, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (abandoned_.empty())
+    abandoned_ = "LocalReducer: replica " + std::to_string(r) + "'s step failed: " + why;
+  if (++arrived_ == replicas())
+    finish_round();
+  else
+    done_.notify_all();  // the members waiting in this round throw now
+}
+
+void LocalReducer::finish_round() {
+  // Unless a replica abandoned the round, check that the replicas agree (else every member
+  // throws the same message, and none waits for ever), then add in replica order.
+  error_ = abandoned_.empty() ? mismatch() : abandoned_;
   if (error_.empty()) {
     sums_ = in_[0];
     for (int q = 1; q < replicas(); ++q)
@@ -58,10 +82,9 @@ std::vector<std::vector<float>> LocalReducer::exchange(int r,
           sums_[t][i] += in_[static_cast<size_t>(q)][t][i];
   }
   arrived_ = 0;
+  abandoned_.clear();
   ++round_;
   done_.notify_all();
-  if (!error_.empty()) throw Error(error_);
-  return sums_;
 }
 
 std::string LocalReducer::mismatch() const {

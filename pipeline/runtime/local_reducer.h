@@ -14,8 +14,10 @@
 // exactly. Each member then copies the sums into its tensors on `stream`.
 //
 // Every replica must call with the same number of tensors of the same sizes (else
-// brigade::Error naming the replica and the tensor, thrown by every member); a replica that never calls leaves the
-// others waiting — the runtime tests bound that with a Deadline.
+// brigade::Error naming the replica and the tensor, thrown by every member). A replica whose
+// step failed (its gradients' stream failed, or the runtime abandons the round for it) takes
+// no part: every member's sum of that round throws "replica r's step failed: ...", so none
+// waits for it. A replica that never calls nor abandons leaves the others waiting.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -42,16 +44,20 @@ class LocalReducer {
   class Member;
   // Replica r's values in; returns the sums once every replica's are in.
   std::vector<std::vector<float>> exchange(int r, std::vector<std::vector<float>> values);
+  // Replica r leaves this round without values: every exchange of the round throws.
+  void abandon(int r, const std::string& why);
+  void finish_round();  // with mutex_ held, once every replica has come or abandoned
   std::string mismatch() const;  // why the replicas' tensors do not match; empty if they do
 
   std::vector<std::unique_ptr<Member>> members_;
   std::mutex mutex_;
   std::condition_variable done_;
   std::vector<std::vector<std::vector<float>>> in_;  // [replica][tensor][element]
-  int arrived_ = 0;
+  int arrived_ = 0;                          // replicas come (or abandoned) in this round
+  std::string abandoned_;                    // this round's first abandonment, if any
   uint64_t round_ = 0;                       // counts completed sums
   std::vector<std::vector<float>> sums_;     // the last round's, [tensor][element]
-  std::string error_;                        // the last round's mismatch, if any
+  std::string error_;                        // the last round's failure or mismatch, if any
 };
 
 }  // namespace brigade::pipeline

@@ -195,6 +195,7 @@ class Runtime {
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
   void update_parameters(Step& step);
+  void abandon_reductions(const std::string& why);  // a failed step's, for the replicas
   bool clip_gradients();
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
   [[noreturn]] void throw_failure(Step& step);

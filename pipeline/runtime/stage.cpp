@@ -86,6 +86,10 @@ void Stage::reduce(const Stream& compute) const {
   reducer_->sum(grads, compute);
 }
 
+void Stage::abandon_reduction(const std::string& why) const {
+  if (reducer_) reducer_->abandon(why);
+}
+
 void Stage::step(const Stream& compute) const { optimizer_->step(compute); }
 
 }  // namespace brigade::pipeline

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
@@ -51,6 +52,8 @@ class Stage {
   // across replicas (when there is a reducer); then, once any clipping has scaled them, the
   // optimizer step.
   void reduce(const Stream& compute) const;
+  // Instead of reduce(), when the step failed first: the replicas must not wait for this one.
+  void abandon_reduction(const std::string& why) const;
   void step(const Stream& compute) const;
   std::vector<layers::Parameter*> parameters() const;
 

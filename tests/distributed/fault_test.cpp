@@ -1,6 +1,7 @@
-// A rank that throws or dies ends the whole job: every rank exits, mpirun's status is
-// non-zero, and the output names the failed rank, within a deadline. Runs fault_worker under
-// mpirun (paths from meson: BRIGADE_MPIRUN, BRIGADE_FAULT_WORKER) and reads what it prints.
+// A rank that throws, dies, or whose stream fails ends the whole job: every rank exits,
+// mpirun's status is non-zero, and the output names the failed rank, within a deadline. Runs
+// fault_worker under mpirun (paths from meson: BRIGADE_MPIRUN, BRIGADE_FAULT_WORKER) and
+// reads what it prints.
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <signal.h>
@@ -92,4 +93,18 @@ TEST_CASE("fault: a rank killed by SIGKILL ends the job; mpirun names it") {
   CHECK(failed(job));
   CHECK(job.output.find("process rank 1") != std::string::npos);
   CHECK(job.output.find("signal 9") != std::string::npos);
+}
+
+TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause, not a timeout") {
+  // Rank 1's host waits in a receive and never sees its stream fail; its neighbours wait on
+  // it. Only the link's failure message (mpi_link.h) ends this before BRIGADE_MPI_TIMEOUT_S
+  // (600 s); 30 s is the hang detector.
+  const Job job = run_job("stream", std::chrono::seconds(30));
+  INFO(job.output);
+  CHECK_FALSE(job.timed_out);
+  CHECK(failed(job));
+  CHECK(job.output.find("rank 1 failed: activations 1->2: micro-batch 0 not sent: non-finite "
+                        "value in stage 1 (a test's failure)") != std::string::npos);
+  CHECK(job.output.find("still waiting") == std::string::npos);
+  CHECK(job.output.find("without an error") == std::string::npos);
 }

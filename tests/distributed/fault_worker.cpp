@@ -3,6 +3,9 @@
 //   throw          rank 1 throws while ranks 0 and 2 wait in MpiLink::receive for it
 //   throw-reduce   rank 1 throws while the others wait in MpiReducer::sum with it
 //   kill           rank 1 dies by SIGKILL while the others wait in MpiLink::receive
+//   stream         the work behind rank 1's send to rank 2 fails on its stream, and rank 1
+//                  waits for rank 2's reply, rank 2 for that send and rank 0 for rank 1: the
+//                  host of rank 1 never learns of the failure, so only the link can tell
 // Every rank ends the way the trainer does: catch, report_failure_and_abort.
 #include <csignal>
 #include <cstdio>
@@ -19,13 +22,44 @@ using namespace brigade::distributed;
 
 namespace {
 
+// Link numbers of the stream scenario: activations 1->2, gradients 2->1, gradients 1->0.
+constexpr int activations_1_2 = 0, gradients_2_1 = 1, gradients_1_0 = 2;
+
+void stream_failure(const MpiSession& session) {
+  const Device cpu = Device::cpu(0);
+  switch (session.rank()) {
+    case 0:
+      MpiLink("gradients 1->0", session, MPI_COMM_WORLD, 1, gradients_1_0, 1, cpu).receive(0);
+      break;
+    case 1: {
+      MpiLink to_2("activations 1->2", session, MPI_COMM_WORLD, 2, activations_1_2, 1, cpu);
+      MpiLink from_2("gradients 2->1", session, MPI_COMM_WORLD, 2, gradients_2_1, 1, cpu);
+      Stream stream = Stream::create(cpu);
+      Tensor t = Tensor::zeros(Shape{4}, stream);
+      stream.enqueue([] { throw Error("non-finite value in stage 1 (a test's failure)"); });
+      pipeline::Message message{t, Event()};
+      message.ready.record(stream);
+      to_2.send(0, std::move(message));
+      from_2.receive(0);
+      break;
+    }
+    default: {
+      MpiLink from_1("activations 1->2", session, MPI_COMM_WORLD, 1, activations_1_2, 1, cpu);
+      MpiLink to_1("gradients 2->1", session, MPI_COMM_WORLD, 1, gradients_2_1, 1, cpu);
+      pipeline::Message got = from_1.receive(0);
+      to_1.send(0, std::move(got));
+    }
+  }
+}
+
 void run(const MpiSession& session, const std::string& scenario) {
   const int r = session.rank();
-  if (r == 1) {
+  if (scenario == "stream") {
+    stream_failure(session);
+  } else if (r == 1) {
     if (scenario == "kill") std::raise(SIGKILL);
     throw Error("out of memory on cpu:0 in stage 1 (a test's failure)");
-  }
-  if (scenario == "throw-reduce") {
+  } else if (scenario == "throw-reduce") {
     Tensor g = Tensor::zeros(Shape{16}, Device::cpu(0));
     MpiReducer(session, MPI_COMM_WORLD).sum({g}, Stream::default_for(Device::cpu(0)));
   } else {
@@ -41,7 +75,7 @@ void run(const MpiSession& session, const std::string& scenario) {
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   if (argc != 2 || session.size() < 2) {
-    std::fprintf(stderr, "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill\n");
+    std::fprintf(stderr, "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream\n");
     return 2;
   }
   try {

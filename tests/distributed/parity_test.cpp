@@ -2,8 +2,9 @@
 // parameters it saves (--save, gathered on rank 0) after a few steps of a small model on
 // synthetic data, for 2 and 3 ranks (one per stage), 2 ranks running 2 or 3 interleaved
 // stages each or a V, clipping by the global norm, and 2 stages x 2 replicas; the exact
-// resume of a distributed checkpoint; and the bad launches, each refused on rank 0 with one
-// message and a non-zero exit of every rank.
+// resume of a distributed checkpoint; a failed --check-finite ending every rank with its
+// cause; and the bad launches, each refused on rank 0 with one message and a non-zero exit of
+// every rank.
 //
 // Bit-exact or 1e-5: one rank per stage runs the very actions of the one-process pipeline
 // (the same schedule, micro-batches, dropout masks, accumulation order), so its parameters
@@ -205,6 +206,56 @@ TEST_CASE("a distributed checkpoint resumes exactly") {
   REQUIRE_MESSAGE(b.status == 0, b.output);
   CHECK(b.output.find("resumed from") != std::string::npos);
   check_same(resumed, whole, /*exact=*/true);
+}
+
+// --check-finite under mpirun: a check that fails on one rank ends every rank, naming the
+// stage and action that one process names for the same run. The first block has no
+// parameters, and SGD at lr 1e39 makes every weight Inf in step 1's update (divergence_test.cpp
+// says why), so step 2's first non-finite value is stage 1's output: on rank 1, whose host
+// then waits for rank 2's gradients while rank 2 waits for its activations. Only the link's
+// failure message ends that before the links' 600 s deadline (60 s here is the hang detector).
+TEST_CASE("--check-finite: a NaN on rank 1 of 3 (and in a 2 x 2 job) ends every rank, named") {
+  const fs::path dir = temp_dir("check-finite");
+  const fs::path model = dir / "nan.model";
+  std::ofstream(model) << "input 28x28x1\n"
+                          "device 0\n"
+                          "maxpool2d pool=2x2\n"
+                          "device 1\n"
+                          "flatten\n"
+                          "dense units=16 activation=relu\n"
+                          "device 2\n"
+                          "dense units=10 activation=softmax\n";
+  const std::vector<std::string> base = {
+      "--model", model.string(), "--data", "synthetic", "--synthetic-count", "240", "--batch", "24",
+      "--steps", "4", "--microbatches", "4", "--optimizer", "sgd", "--lr", "1e39",
+      "--check-finite", "--threads-per-device", "1"};
+  const Run single = train(with(base, {"--devices", "cpu:0,cpu:1,cpu:2"}));
+  REQUIRE_MESSAGE(single.status == 1, single.output);
+  const std::string action = ", stage 1, action 1F0 ";
+  REQUIRE_MESSAGE(single.output.find("step 2: ") != std::string::npos, single.output);
+  REQUIRE_MESSAGE(single.output.find(action) != std::string::npos, single.output);
+
+  const Run run = run_command(std::string("timeout 60 ") + BRIGADE_MPIRUN +
+                              " --oversubscribe --allow-run-as-root -np 3 " + BRIGADE_TRAIN +
+                              quoted(with(base, {"--distributed"})));
+  CAPTURE(run.output);
+  CHECK(run.status != 0);
+  CHECK(run.status != 124);  // not the hang detector
+  CHECK(run.output.find("rank 1 failed: activations 1->2: micro-batch 0 not sent: action 1F0 "
+                        "(stage 1, micro-batch 0): non-finite value") != std::string::npos);
+  CHECK(run.output.find("still waiting") == std::string::npos);
+
+  // Two replicas of two stages (the blocks merge as in the parity case above): each replica
+  // fails the same way, at a link; every rank ends.
+  const Run replicas = run_command(std::string("timeout 60 ") + BRIGADE_MPIRUN +
+                                   " --oversubscribe --allow-run-as-root -np 4 " + BRIGADE_TRAIN +
+                                   quoted(with(base, {"--distributed", "--data-parallel", "2"})));
+  CAPTURE(replicas.output);
+  CHECK(replicas.status != 0);
+  CHECK(replicas.status != 124);
+  CHECK(replicas.output.find(" not sent: action ") != std::string::npos);
+  CHECK(replicas.output.find("non-finite value") != std::string::npos);
+  CHECK(replicas.output.find("still waiting") == std::string::npos);
 }
 
 // With two GPUs or more (tools/gpu-check.sh runs this case), 2 ranks on a GPU each against

@@ -218,6 +218,52 @@ TEST_CASE("2 stages x 2 replicas: each replica takes half the batch, a reducer s
   }
 }
 
+// A replica whose step fails must not leave the others waiting in the reducer: here a label
+// out of range in replica 1's rows (its loss task throws on the last stage's stream). Before
+// the reducer knew of failures, replica 0 waited in it for ever; now every rank's step throws,
+// replica 0's naming replica 1, and the deadline is only a hang detector.
+TEST_CASE("2 stages x 2 replicas: a replica whose step fails ends every replica's step") {
+  testing::Deadline deadline("a failing replica", std::chrono::seconds(120));
+  auto data = batches();
+  data[0].labels[7] = 99;  // row 7: replica 1's (rows 6..11), past the 10 classes
+  constexpr int kStages = 2, kReplicas = 2, kMicro = 3;
+  const Schedule schedule = make_schedule("1f1b", kStages, kMicro);
+  const Partition partition = cut_for(schedule);
+  const std::vector<Device> devices = test::test_devices(kStages * kReplicas, /*first=*/21);
+  std::vector<std::unique_ptr<LocalReducer>> reducers;  // [stage]: across the replicas
+  for (int s = 0; s < kStages; ++s) reducers.push_back(std::make_unique<LocalReducer>(kReplicas));
+  std::vector<SharedLinks> links(kReplicas);
+  std::vector<Rank> ranks;  // rank r*P + d: replica r, device d
+  for (int r = 0; r < kReplicas; ++r)
+    for (int d = 0; d < kStages; ++d) {
+      ProcessRole role{.links = links[static_cast<size_t>(r)].factory(),
+                       .replica = r,
+                       .replicas = kReplicas};
+      for (int s = 0; s < kStages; ++s)
+        role.reducers.push_back(&reducers[static_cast<size_t>(s)]->member(r));
+      ranks.push_back(make_rank(partition, schedule, d,
+                                devices[static_cast<size_t>(r * kStages + d)], role));
+    }
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        ranks[i].runtime->step(data[0], 0);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    CAPTURE(i);
+    CHECK_MESSAGE(!errors[i].empty(), "rank " << i << "'s step did not fail");
+  }
+  for (size_t i : {0, 1}) CHECK(errors[i].find("replica 1's step failed") != std::string::npos);
+  // No parameter changed on any rank: a failed step updates nothing.
+  for (Rank& rank : ranks) CHECK(test::params_of(*rank.model) == rank.initial);
+}
+
 TEST_CASE("a role that cannot be played is refused with what is wrong") {
   const Schedule schedule = make_schedule("1f1b", 2, 2);
   const Partition partition = cut_for(schedule);

@@ -84,6 +84,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       model, std::move(partition), std::move(lowered), factory,
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
+                               .check_finite = options.check_finite,
                                .max_grad_norm = options.clip_grad_norm},
       role);
   for (int s = 0; s < stages; ++s)

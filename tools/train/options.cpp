@@ -284,11 +284,6 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
     throw UsageError("--data-parallel " + std::to_string(o.data_parallel) +
                      " needs --distributed (one process per pipeline device and replica, under "
                      "mpirun -np P*D)");
-  if (o.check_finite && o.distributed)
-    throw UsageError(
-        "--check-finite with --distributed: not supported: a check that fails on one rank "
-        "skips that rank's sends, and its neighbours wait for them (the MPI/NCCL links carry "
-        "no failure); run the recipe in one process with --devices to find the stage");
   if (o.optimizer == "adam" && app.count("--momentum"))
     throw UsageError("--momentum is for --optimizer sgd (Adam has its own betas)");
   return o;
