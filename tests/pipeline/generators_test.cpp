@@ -32,13 +32,13 @@ TEST_CASE("naive: one micro-batch carrying all m, down and back up") {
 
 TEST_CASE("gpipe, p=2 m=3 and p=4 m=4") {
   CHECK(lists(bp::gpipe(2, 3)) ==
-        "d0: 0F0 0F1 0F2 0BW2 0BW1 0BW0\n"
-        "d1: 1F0 1F1 1F2 1BW2 1BW1 1BW0\n");
+        "d0: 0F0 0F1 0F2 0BW0 0BW1 0BW2\n"
+        "d1: 1F0 1F1 1F2 1BW0 1BW1 1BW2\n");
   CHECK(lists(bp::gpipe(4, 4)) ==
-        "d0: 0F0 0F1 0F2 0F3 0BW3 0BW2 0BW1 0BW0\n"
-        "d1: 1F0 1F1 1F2 1F3 1BW3 1BW2 1BW1 1BW0\n"
-        "d2: 2F0 2F1 2F2 2F3 2BW3 2BW2 2BW1 2BW0\n"
-        "d3: 3F0 3F1 3F2 3F3 3BW3 3BW2 3BW1 3BW0\n");
+        "d0: 0F0 0F1 0F2 0F3 0BW0 0BW1 0BW2 0BW3\n"
+        "d1: 1F0 1F1 1F2 1F3 1BW0 1BW1 1BW2 1BW3\n"
+        "d2: 2F0 2F1 2F2 2F3 2BW0 2BW1 2BW2 2BW3\n"
+        "d3: 3F0 3F1 3F2 3F3 3BW0 3BW1 3BW2 3BW3\n");
 }
 
 TEST_CASE("1f1b, p=2 m=3 and p=4 m=4: warm-up p-1-d forwards, then alternate") {

@@ -1,0 +1,75 @@
+// brigade-train's schedules end to end, through the built binary, each against the same
+// training on one CPU device with the same micro-batches accumulated in order — bit for bit,
+// the parameters saved with --save and every step's loss:
+//   - GPipe on four devices (its backwards run oldest micro-batch first, as one device's do).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/train/metrics_file.h"
+#include "tests/train/run_binary.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Eight layers, so that four devices can hold two stages each.
+const char* kEightLayers =
+    "input 28x28x1\n"
+    "device 0\n"
+    "conv2d filters=4 kernel=3x3 activation=relu\n"  // -> 26x26x4
+    "maxpool2d pool=2x2\n"                            // -> 13x13x4
+    "conv2d filters=4 kernel=3x3 activation=relu\n"  // -> 11x11x4
+    "maxpool2d pool=2x2\n"                            // -> 5x5x4
+    "dropout rate=0.25\n"
+    "flatten\n"                                       // -> 100
+    "dense units=16 activation=relu\n"
+    "dense units=10 activation=softmax\n";
+
+struct Trained {
+  std::string output;
+  std::vector<double> losses;
+  std::string parameters;  // the bytes --save wrote
+};
+
+// Three steps of a batch of 32 in `microbatches`, on `devices`; `name` keeps the runs apart.
+Trained train(const fs::path& dir, const std::string& name, const std::string& devices,
+              int microbatches, std::vector<std::string> extra) {
+  const fs::path metrics = dir / (name + ".jsonl"), saved = dir / (name + ".params");
+  std::vector<std::string> args = {
+      "--model", write_file(dir / "eight.model", kEightLayers), "--data", "synthetic",
+      "--synthetic-count", "96", "--batch", "32", "--steps", "3", "--devices", devices,
+      "--microbatches", std::to_string(microbatches), "--threads-per-device", "1",
+      "--metrics", metrics.string(), "--save", saved.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Run r = run_train(args);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(saved, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return {r.output, step_losses(metrics), bytes.str()};
+}
+
+void check_same_bits(const Trained& got, const Trained& want) {
+  REQUIRE(want.losses.size() == 3);
+  CHECK(got.losses == want.losses);
+  REQUIRE(!want.parameters.empty());
+  CHECK(got.parameters == want.parameters);
+}
+
+}  // namespace
+
+TEST_CASE("schedules: GPipe on four CPU devices trains bit for bit like one device") {
+  const fs::path dir = temp_dir("gpipe-four");
+  const Trained one = train(dir, "one", "cpu:0", 4, {});
+  const Trained gpipe = train(dir, "gpipe", "cpu:0,cpu:1,cpu:2,cpu:3", 4,
+                              {"--schedule", "gpipe", "--balance", "flops"});
+  CHECK(gpipe.output.find("schedule gpipe, 4 stages on 4 devices") != std::string::npos);
+  check_same_bits(gpipe, one);
+}
