@@ -6,7 +6,7 @@
 //
 // Costs (--cost) are those of one device's share of the model for one micro-batch, so every
 // schedule runs the same model: an interleaved schedule with v chunks per device gives each
-// chunk 1/v of them, and the naive schedule's single micro-batch carries all m.
+// chunk 1/v of them.
 // --device-weights 1,1,2,1 multiplies device d's share (an unbalanced partition).
 //
 // Lowered lists (pipeline/schedule/lowering.h) and schedule files (pipeline/schedule/schedule_text.h):
@@ -103,6 +103,14 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
+// "gpipe,1f1b" -> {"gpipe", "1f1b"}
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 std::string fmt(const char* format, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, x);
@@ -171,7 +179,7 @@ int run(const Options& o) {
 
   std::vector<std::string> names;
   if (o.schedule_file.empty())
-    names = o.schedule == "all" ? bp::schedule_names() : std::vector<std::string>{o.schedule};
+    names = o.schedule == "all" ? bp::schedule_names() : split(o.schedule);
   if (o.print_schedule && names.size() != 1)
     throw std::invalid_argument("--print-schedule writes one schedule: name it with --schedule");
 
@@ -209,7 +217,7 @@ int run(const Options& o) {
   }
 
   std::cout << "costs per device share: " << o.cost
-            << " (a chunk costs 1/v of it; naive's one micro-batch carries all m)\n"
+            << " (a chunk costs 1/v of it)\n"
             << report.table;
   if (!o.svg.empty()) {
     bp::write_svg(report.timelines, o.svg);
@@ -230,7 +238,8 @@ int main(int argc, char** argv) {
   auto* name = app.add_option(
       "--schedule", o.schedule,
       "a schedule (naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-auto, "
-      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), or all (default all)");
+      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), several joined by commas, or all "
+      "(default all)");
   auto* stages =
       app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
           ->check(CLI::Range(1, 1 << 16));

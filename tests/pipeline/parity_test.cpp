@@ -66,9 +66,7 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
         Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
         for (int step = 0; step < kSteps; ++step)
           runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
-        // naive runs the whole mini-batch as one micro-batch: its reference has m = 1.
-        auto reference =
-            test::train_on_one_device(data, schedule.microbatches, test::reference_device());
+        auto reference = test::train_on_one_device(data, m, test::reference_device());
         test::check_close(test::params_of(*model), test::params_of(*reference),
                           /*exact=*/!test::on_cuda());
       }

@@ -97,15 +97,23 @@ TEST_CASE("peak in-flight micro-batches: 1F1B min(p-s, m) on stage s, GPipe m, Z
     }
 }
 
-TEST_CASE("naive: one device busy at a time, the whole batch in one piece") {
+TEST_CASE("naive: one device busy at a time, one micro-batch in flight") {
   const int p = 4, m = 8;
   const bp::Simulation sim = bp::simulate(bp::naive(p, m), unit_costs());
+  // m micro-batches in a row, each through p stages down (F) and up (B + W): 3·m·p.
   CHECK(sim.stats.makespan == doctest::Approx(3.0 * m * p));
   CHECK(sim.stats.bubble_fraction == doctest::Approx(double(p - 1) / p));
   for (const auto& d : sim.stats.devices) {
     CHECK(d.peak_in_flight == 1);
-    CHECK(d.peak_activation_bytes == doctest::Approx(m));  // the whole batch's activations
+    CHECK(d.peak_activation_bytes == doctest::Approx(1));  // one micro-batch's activations
   }
+  // The mini-batch uncut (m = 1) with each action m times as dear: the same time, m times the
+  // memory.
+  bp::CostModel whole;
+  whole.stages.assign(p, {.f = m, .b = m, .w = m, .activation_bytes = m});
+  const bp::Simulation one = bp::simulate(bp::naive(p, 1), whole);
+  CHECK(one.stats.makespan == doctest::Approx(sim.stats.makespan));
+  CHECK(one.stats.devices[0].peak_activation_bytes == doctest::Approx(m));
 }
 
 TEST_CASE("per-stage costs, transfer cost and activation bytes, worked by hand") {

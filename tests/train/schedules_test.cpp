@@ -1,7 +1,8 @@
 // brigade-train's schedules end to end, through the built binary, each against the same
 // training on one CPU device with the same micro-batches accumulated in order — bit for bit,
 // the parameters saved with --save and every step's loss:
-//   - GPipe on four devices (its backwards run oldest micro-batch first, as one device's do).
+//   - GPipe on four devices (its backwards run oldest micro-batch first, as one device's do);
+//   - naive with --microbatches 4: four micro-batches, one after another, not one uncut.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -72,4 +73,14 @@ TEST_CASE("schedules: GPipe on four CPU devices trains bit for bit like one devi
                               {"--schedule", "gpipe", "--balance", "flops"});
   CHECK(gpipe.output.find("schedule gpipe, 4 stages on 4 devices") != std::string::npos);
   check_same_bits(gpipe, one);
+}
+
+TEST_CASE("schedules: naive --microbatches 4 runs four micro-batches, one after another") {
+  const fs::path dir = temp_dir("naive-four");
+  const Trained one = train(dir, "one", "cpu:0", 4, {});
+  const Trained naive = train(dir, "naive", "cpu:0,cpu:1", 4, {"--schedule", "naive",
+                                                                 "--balance", "flops"});
+  CHECK(naive.output.find("schedule naive, 2 stages on 2 devices, 4 micro-batches") !=
+        std::string::npos);
+  check_same_bits(naive, one);
 }
