@@ -17,6 +17,9 @@
 // arrows from each send to its receive in the trace); a file is validated, lowered if it is
 // compute-only, validated again (within --max-live live activations per device) and
 // simulated that way, before anything else is printed.
+//
+// Beside each makespan: the lower bound (pipeline/schedule/lower_bound.h), the best any order
+// of the schedule's actions could reach within the memory it holds, and the gap to it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -29,6 +32,7 @@
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/grid.h"
+#include "pipeline/schedule/lower_bound.h"
 #include "pipeline/schedule/lowering.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/simulator.h"
@@ -134,6 +138,9 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
                   const bp::StageCost& share, double comm, bool one_of_many, Report& report) {
   const bp::CostModel costs = cost_model(s, share, comm, o.device_weights);
   const bp::Simulation sim = lowered ? bp::simulate(*lowered, costs) : bp::simulate(s, costs);
+  // Within the memory the schedule holds, no order of its actions ends sooner.
+  const bp::MakespanBound bound = bp::makespan_lower_bound(s, costs);
+  const double gap = bound.makespan > 0 ? sim.stats.makespan / bound.makespan - 1 : 0;
 
   std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
             << ", m=" << s.microbatches;
@@ -149,11 +156,12 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
     bytes.push_back(fmt("%g", d.peak_activation_bytes));
   }
   std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
-            << "\n\n";
+            << "\nlower bound " << fmt("%.2f", bound.makespan) << fmt(" (gap %.1f %%), ", 100 * gap)
+            << bound.why << "\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f %9.1f  %-22s %s\n",
+  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %8.2f %6.1f %9.1f %9.1f  %-22s %s\n",
                 s.name.c_str(), s.devices, s.chunks, s.microbatches * s.batch_units,
-                sim.stats.makespan, 100 * sim.stats.bubble_fraction,
+                sim.stats.makespan, bound.makespan, 100 * gap, 100 * sim.stats.bubble_fraction,
                 100 * sim.stats.bubble_inside_fraction, join(in_flight, " ").c_str(),
                 join(bytes, " ").c_str());
   report.table += line;
@@ -172,8 +180,9 @@ int run(const Options& o) {
   const bp::StageCost share = parse_cost(o.cost, comm);
   Report report;
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s %9s  %-22s %s\n", "schedule", "p",
-                "v", "m", "makespan", "bubble %", "inside %", "peak in-flight/device",
+  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %8s %6s %9s %9s  %-22s %s\n",
+                "schedule", "p", "v", "m", "makespan", "bound", "gap %", "bubble %", "inside %",
+                "peak in-flight/device",
                 "peak activation/device");
   report.table += line;
 
