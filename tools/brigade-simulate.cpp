@@ -13,6 +13,8 @@
 //   brigade-simulate --schedule 1f1b --stages 4 --microbatches 8 --print-schedule [--lowered]
 //   brigade-simulate --schedule zb-h1 --lowered --cost f=1,b=1,w=1,comm=0.2 --trace zb.json
 //   brigade-simulate --schedule-file my.schedule [--max-live 4]
+//   brigade-simulate --schedule interleaved-1f1b --print-schedule --format pytorch-csv > i.csv
+//   brigade-simulate --schedule-file i.csv          (PyTorch's CSV, pipeline/schedule/pytorch_csv.h)
 // --lowered simulates the lists with their sends and receives (send and receive lanes,
 // arrows from each send to its receive in the trace); a file is validated, lowered if it is
 // compute-only, validated again (within --max-live live activations per device) and
@@ -34,6 +36,7 @@
 #include "pipeline/schedule/grid.h"
 #include "pipeline/schedule/lower_bound.h"
 #include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/pytorch_csv.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/simulator.h"
 #include "pipeline/schedule/svg.h"
@@ -54,6 +57,7 @@ struct Options {
   bool quiet_grid = false;
   bool lowered = false;
   bool print_schedule = false;
+  std::string format = "brigade";
   std::string schedule_file;
   std::optional<int> max_live;
 };
@@ -127,6 +131,12 @@ std::string with_suffix(const std::string& path, const std::string& name) {
   return path.substr(0, dot) + "-" + name + path.substr(dot);
 }
 
+// The file form --format asks for: Brigade's (schedule_text.h) or PyTorch's CSV (pytorch_csv.h).
+template <class S>
+std::string file_form(const S& s, const Options& o) {
+  return o.format == "pytorch-csv" ? bp::format_pytorch_csv(s) : bp::format_schedule_text(s);
+}
+
 // One schedule's report: placement, grid, busy and idle; its row of the table; its timeline.
 // With `lowered`, the lowered lists are what is drawn and simulated.
 struct Report {
@@ -194,8 +204,9 @@ int run(const Options& o) {
 
   if (!o.schedule_file.empty()) {
     const bp::LoweredSchedule lowered = bp::load_schedule(o.schedule_file, o.max_live);
-    if (o.print_schedule) {
-      std::cout << bp::format_schedule_text(lowered);
+    if (o.print_schedule) {  // as written (compute-only or lowered), or lowered if asked
+      const bool lowered_form = o.lowered || bp::read_schedule_file(o.schedule_file).lowered();
+      std::cout << (lowered_form ? file_form(lowered, o) : file_form(bp::compute_only(lowered), o));
       return 0;
     }
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
@@ -219,7 +230,7 @@ int run(const Options& o) {
     const bp::LoweredSchedule lowered = bp::lower(s);
     if (o.lowered || o.max_live) bp::validate(lowered, o.max_live);
     if (o.print_schedule) {
-      std::cout << (o.lowered ? bp::format_schedule_text(lowered) : bp::format_schedule_text(s));
+      std::cout << (o.lowered ? file_form(lowered, o) : file_form(s, o));
       return 0;
     }
     simulate_one(s, o.lowered ? &lowered : nullptr, o, share, comm, names.size() > 1, report);
@@ -267,10 +278,18 @@ int main(int argc, char** argv) {
   app.add_flag("--no-grid", o.quiet_grid, "do not print the dry-run grids");
   app.add_flag("--lowered", o.lowered,
                "with sends and receives: print, draw and simulate the lowered lists");
-  app.add_flag("--print-schedule", o.print_schedule,
-               "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
+  auto* print = app.add_flag(
+      "--print-schedule", o.print_schedule,
+      "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
+  app.add_option("--format", o.format,
+                 "with --print-schedule: brigade (the default) or pytorch-csv, the CSV "
+                 "torch.distributed.pipelining loads and dumps (compute-only; with --lowered, "
+                 "its compute_comms form)")
+      ->check(CLI::IsMember({"brigade", "pytorch-csv"}))
+      ->needs(print);
   auto* file = app.add_option("--schedule-file", o.schedule_file,
-                              "read the schedule from FILE (its header says p, v and m)");
+                              "read the schedule from FILE (its header says p, v and m; a "
+                              "FILE.csv is PyTorch's schedule CSV, which says them by itself)");
   app.add_option("--max-live", o.max_live,
                  "refuse lowered lists where a device holds more live activations")
       ->check(CLI::Range(1, 1 << 30));

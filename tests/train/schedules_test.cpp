@@ -2,7 +2,9 @@
 // training on one CPU device with the same micro-batches accumulated in order — bit for bit,
 // the parameters saved with --save and every step's loss:
 //   - GPipe on four devices (its backwards run oldest micro-batch first, as one device's do);
-//   - naive with --microbatches 4: four micro-batches, one after another, not one uncut.
+//   - naive with --microbatches 4: four micro-batches, one after another, not one uncut;
+//   - PyTorch's schedule CSV (pipeline/schedule/pytorch_csv.h): Brigade's interleaved 1F1B
+//     printed in it, and a file written by hand in PyTorch's words.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -11,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/pytorch_csv.h"
 #include "tests/train/metrics_file.h"
 #include "tests/train/run_binary.h"
 
@@ -83,4 +87,37 @@ TEST_CASE("schedules: naive --microbatches 4 runs four micro-batches, one after 
   CHECK(naive.output.find("schedule naive, 2 stages on 2 devices, 4 micro-batches") !=
         std::string::npos);
   check_same_bits(naive, one);
+}
+
+TEST_CASE("schedules: PyTorch's CSV of interleaved 1F1B, p=4 m=8, trains like the schedule") {
+  const fs::path dir = temp_dir("pytorch-csv");
+  namespace bp = brigade::pipeline;
+  const std::string csv = write_file(
+      dir / "interleaved.csv", bp::format_pytorch_csv(bp::make_schedule("interleaved-1f1b", 4, 8, 2)));
+  const std::vector<std::string> four = {"--chunks", "2", "--balance", "flops"};
+  std::vector<std::string> by_name = four, by_file = four;
+  by_name.insert(by_name.end(), {"--schedule", "interleaved-1f1b"});
+  by_file.insert(by_file.end(), {"--schedule-file", csv});
+  const std::string devices = "cpu:0,cpu:1,cpu:2,cpu:3";
+  const Trained named = train(dir, "named", devices, 8, by_name);
+  const Trained read = train(dir, "read", devices, 8, by_file);
+  CHECK(read.output.find("8 stages on 4 devices, 8 micro-batches") != std::string::npos);
+  check_same_bits(read, named);
+  check_same_bits(read, train(dir, "one", "cpu:0", 8, {}));
+}
+
+TEST_CASE("schedules: a CSV written by hand in PyTorch's words trains like 1f1b") {
+  // Two ranks, 1F1B with PyTorch's kinds: B is its FULL_BACKWARD (Brigade's BW), empty cells
+  // are its bubbles, UNSHARD/RESHARD/REDUCE_GRAD its per-stage actions, rows end in \r\n as
+  // Python's csv module writes them.
+  const fs::path dir = temp_dir("pytorch-csv-hand");
+  const std::string csv = write_file(dir / "hand.csv",
+                                     "0UNSHARD,0F0,0F1,,,0B0,,0B1,0REDUCE_GRAD,0RESHARD\r\n"
+                                     "1UNSHARD,,1F0,1B0,1F1,1B1,1REDUCE_GRAD,1RESHARD\r\n");
+  const Trained named =
+      train(dir, "named", "cpu:0,cpu:1", 2, {"--schedule", "1f1b", "--balance", "flops"});
+  const Trained read =
+      train(dir, "read", "cpu:0,cpu:1", 2, {"--schedule-file", csv, "--balance", "flops"});
+  CHECK(read.output.find("schedule " + csv) != std::string::npos);
+  check_same_bits(read, named);
 }
