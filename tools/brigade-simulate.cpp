@@ -199,7 +199,7 @@ int run(const Options& o) {
   std::vector<std::string> names;
   if (o.schedule_file.empty())
     names = o.schedule == "all" ? bp::schedule_names() : split(o.schedule);
-  if (o.print_schedule && names.size() != 1)
+  if (o.print_schedule && o.schedule_file.empty() && names.size() != 1)
     throw std::invalid_argument("--print-schedule writes one schedule: name it with --schedule");
 
   if (!o.schedule_file.empty()) {

@@ -7,6 +7,7 @@
 //     printed in it, and a file written by hand in PyTorch's words.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -120,4 +121,35 @@ TEST_CASE("schedules: a CSV written by hand in PyTorch's words trains like 1f1b"
       train(dir, "read", "cpu:0,cpu:1", 2, {"--schedule-file", csv, "--balance", "flops"});
   CHECK(read.output.find("schedule " + csv) != std::string::npos);
   check_same_bits(read, named);
+}
+
+// brigade-simulate (BRIGADE_SIMULATE): the CSV it prints reads back as the same CSV, a file
+// prints as it was written, and every schedule's row carries its bound and gap.
+TEST_CASE("schedules: brigade-simulate prints PyTorch's CSV that reads back, and the bounds") {
+  const char* simulate = std::getenv("BRIGADE_SIMULATE");
+  REQUIRE_MESSAGE(simulate != nullptr, "BRIGADE_SIMULATE is not set: run through meson test");
+  const fs::path dir = temp_dir("simulate-csv");
+  const std::string program = std::string(simulate);
+  for (const char* lowered : {"", " --lowered"}) {
+    CAPTURE(lowered);
+    const Run printed = run_command(program + " --schedule interleaved-1f1b --stages 4 "
+                                    "--microbatches 8 --print-schedule --format pytorch-csv" +
+                                    lowered);
+    REQUIRE(printed.status == 0);
+    namespace bp = brigade::pipeline;
+    const bp::Schedule s = bp::make_schedule("interleaved-1f1b", 4, 8, 2);
+    CHECK(printed.output == (*lowered ? bp::format_pytorch_csv(bp::lower(s))
+                                      : bp::format_pytorch_csv(s)));
+    const std::string csv = write_file(dir / "i.csv", printed.output);
+    const Run again = run_command(program + " --schedule-file " + csv +
+                                  " --print-schedule --format pytorch-csv");
+    CHECK(again.status == 0);
+    CHECK(again.output == printed.output);
+  }
+  const Run all = run_command(program + " --schedule all --stages 4 --microbatches 8 --no-grid");
+  REQUIRE(all.status == 0);
+  CHECK(all.output.find("makespan    bound  gap %") != std::string::npos);
+  // 1F1B's actions with unit costs: 3(m + p - 1) = 33, and 1F1B reaches it.
+  CHECK(all.output.find("1f1b               4  1   8     33.00    33.00    0.0") !=
+        std::string::npos);
 }
