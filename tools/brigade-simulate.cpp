@@ -6,17 +6,22 @@
 //
 // Costs (--cost) are those of one device's share of the model for one micro-batch, so every
 // schedule runs the same model: an interleaved schedule with v chunks per device gives each
-// chunk 1/v of them, and the naive schedule's single micro-batch carries all m.
+// chunk 1/v of them.
 // --device-weights 1,1,2,1 multiplies device d's share (an unbalanced partition).
 //
 // Lowered lists (pipeline/schedule/lowering.h) and schedule files (pipeline/schedule/schedule_text.h):
 //   brigade-simulate --schedule 1f1b --stages 4 --microbatches 8 --print-schedule [--lowered]
 //   brigade-simulate --schedule zb-h1 --lowered --cost f=1,b=1,w=1,comm=0.2 --trace zb.json
 //   brigade-simulate --schedule-file my.schedule [--max-live 4]
+//   brigade-simulate --schedule interleaved-1f1b --print-schedule --format pytorch-csv > i.csv
+//   brigade-simulate --schedule-file i.csv          (PyTorch's CSV, pipeline/schedule/pytorch_csv.h)
 // --lowered simulates the lists with their sends and receives (send and receive lanes,
 // arrows from each send to its receive in the trace); a file is validated, lowered if it is
 // compute-only, validated again (within --max-live live activations per device) and
 // simulated that way, before anything else is printed.
+//
+// Beside each makespan: the lower bound (pipeline/schedule/lower_bound.h), the best any order
+// of the schedule's actions could reach within the memory it holds, and the gap to it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -29,7 +34,9 @@
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/grid.h"
+#include "pipeline/schedule/lower_bound.h"
 #include "pipeline/schedule/lowering.h"
+#include "pipeline/schedule/pytorch_csv.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/simulator.h"
 #include "pipeline/schedule/svg.h"
@@ -50,6 +57,7 @@ struct Options {
   bool quiet_grid = false;
   bool lowered = false;
   bool print_schedule = false;
+  std::string format = "brigade";
   std::string schedule_file;
   std::optional<int> max_live;
 };
@@ -103,6 +111,14 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
+// "gpipe,1f1b" -> {"gpipe", "1f1b"}
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 std::string fmt(const char* format, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, x);
@@ -113,6 +129,12 @@ std::string with_suffix(const std::string& path, const std::string& name) {
   const auto dot = path.rfind('.');
   if (dot == std::string::npos || dot < path.find_last_of('/') + 1) return path + "-" + name;
   return path.substr(0, dot) + "-" + name + path.substr(dot);
+}
+
+// The file form --format asks for: Brigade's (schedule_text.h) or PyTorch's CSV (pytorch_csv.h).
+template <class S>
+std::string file_form(const S& s, const Options& o) {
+  return o.format == "pytorch-csv" ? bp::format_pytorch_csv(s) : bp::format_schedule_text(s);
 }
 
 // One schedule's report: placement, grid, busy and idle; its row of the table; its timeline.
@@ -126,6 +148,9 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
                   const bp::StageCost& share, double comm, bool one_of_many, Report& report) {
   const bp::CostModel costs = cost_model(s, share, comm, o.device_weights);
   const bp::Simulation sim = lowered ? bp::simulate(*lowered, costs) : bp::simulate(s, costs);
+  // Within the memory the schedule holds, no order of its actions ends sooner.
+  const bp::MakespanBound bound = bp::makespan_lower_bound(s, costs);
+  const double gap = bound.makespan > 0 ? sim.stats.makespan / bound.makespan - 1 : 0;
 
   std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
             << ", m=" << s.microbatches;
@@ -141,11 +166,12 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
     bytes.push_back(fmt("%g", d.peak_activation_bytes));
   }
   std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
-            << "\n\n";
+            << "\nlower bound " << fmt("%.2f", bound.makespan) << fmt(" (gap %.1f %%), ", 100 * gap)
+            << bound.why << "\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %9.1f %9.1f  %-22s %s\n",
+  std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %8.2f %6.1f %9.1f %9.1f  %-22s %s\n",
                 s.name.c_str(), s.devices, s.chunks, s.microbatches * s.batch_units,
-                sim.stats.makespan, 100 * sim.stats.bubble_fraction,
+                sim.stats.makespan, bound.makespan, 100 * gap, 100 * sim.stats.bubble_fraction,
                 100 * sim.stats.bubble_inside_fraction, join(in_flight, " ").c_str(),
                 join(bytes, " ").c_str());
   report.table += line;
@@ -164,21 +190,23 @@ int run(const Options& o) {
   const bp::StageCost share = parse_cost(o.cost, comm);
   Report report;
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %9s %9s  %-22s %s\n", "schedule", "p",
-                "v", "m", "makespan", "bubble %", "inside %", "peak in-flight/device",
+  std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %8s %6s %9s %9s  %-22s %s\n",
+                "schedule", "p", "v", "m", "makespan", "bound", "gap %", "bubble %", "inside %",
+                "peak in-flight/device",
                 "peak activation/device");
   report.table += line;
 
   std::vector<std::string> names;
   if (o.schedule_file.empty())
-    names = o.schedule == "all" ? bp::schedule_names() : std::vector<std::string>{o.schedule};
-  if (o.print_schedule && names.size() != 1)
+    names = o.schedule == "all" ? bp::schedule_names() : split(o.schedule);
+  if (o.print_schedule && o.schedule_file.empty() && names.size() != 1)
     throw std::invalid_argument("--print-schedule writes one schedule: name it with --schedule");
 
   if (!o.schedule_file.empty()) {
     const bp::LoweredSchedule lowered = bp::load_schedule(o.schedule_file, o.max_live);
-    if (o.print_schedule) {
-      std::cout << bp::format_schedule_text(lowered);
+    if (o.print_schedule) {  // as written (compute-only or lowered), or lowered if asked
+      const bool lowered_form = o.lowered || bp::read_schedule_file(o.schedule_file).lowered();
+      std::cout << (lowered_form ? file_form(lowered, o) : file_form(bp::compute_only(lowered), o));
       return 0;
     }
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
@@ -202,14 +230,14 @@ int run(const Options& o) {
     const bp::LoweredSchedule lowered = bp::lower(s);
     if (o.lowered || o.max_live) bp::validate(lowered, o.max_live);
     if (o.print_schedule) {
-      std::cout << (o.lowered ? bp::format_schedule_text(lowered) : bp::format_schedule_text(s));
+      std::cout << (o.lowered ? file_form(lowered, o) : file_form(s, o));
       return 0;
     }
     simulate_one(s, o.lowered ? &lowered : nullptr, o, share, comm, names.size() > 1, report);
   }
 
   std::cout << "costs per device share: " << o.cost
-            << " (a chunk costs 1/v of it; naive's one micro-batch carries all m)\n"
+            << " (a chunk costs 1/v of it)\n"
             << report.table;
   if (!o.svg.empty()) {
     bp::write_svg(report.timelines, o.svg);
@@ -230,7 +258,8 @@ int main(int argc, char** argv) {
   auto* name = app.add_option(
       "--schedule", o.schedule,
       "a schedule (naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-auto, "
-      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), or all (default all)");
+      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), several joined by commas, or all "
+      "(default all)");
   auto* stages =
       app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
           ->check(CLI::Range(1, 1 << 16));
@@ -249,10 +278,18 @@ int main(int argc, char** argv) {
   app.add_flag("--no-grid", o.quiet_grid, "do not print the dry-run grids");
   app.add_flag("--lowered", o.lowered,
                "with sends and receives: print, draw and simulate the lowered lists");
-  app.add_flag("--print-schedule", o.print_schedule,
-               "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
+  auto* print = app.add_flag(
+      "--print-schedule", o.print_schedule,
+      "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
+  app.add_option("--format", o.format,
+                 "with --print-schedule: brigade (the default) or pytorch-csv, the CSV "
+                 "torch.distributed.pipelining loads and dumps (compute-only; with --lowered, "
+                 "its compute_comms form)")
+      ->check(CLI::IsMember({"brigade", "pytorch-csv"}))
+      ->needs(print);
   auto* file = app.add_option("--schedule-file", o.schedule_file,
-                              "read the schedule from FILE (its header says p, v and m)");
+                              "read the schedule from FILE (its header says p, v and m; a "
+                              "FILE.csv is PyTorch's schedule CSV, which says them by itself)");
   app.add_option("--max-live", o.max_live,
                  "refuse lowered lists where a device holds more live activations")
       ->check(CLI::Range(1, 1 << 30));

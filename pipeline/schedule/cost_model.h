@@ -6,8 +6,8 @@
 // BW costs B + W unless `bw` says otherwise: a runtime that fuses the two halves may run them
 // cheaper together than apart (one walk over the layers, the activations still in cache), and
 // a cost-aware schedule (generators/zb_auto.cpp) needs to know when splitting costs time. An action of a schedule whose micro-batch carries k cost-model micro-batches
-// (Schedule::batch_units, the naive schedule) costs k times as much and holds k times the
-// bytes. `comm` is the latency of handing an activation or gradient to another device; links
+// (Schedule::batch_units, a schedule file's `batch_units:`) costs k times as much and holds k
+// times the bytes. `comm` is the latency of handing an activation or gradient to another device; links
 // are not modelled as busy (two transfers may overlap).
 //
 // `measured`, when it holds an action, overrides the per-stage cost of that action: the

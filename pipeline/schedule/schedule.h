@@ -13,8 +13,9 @@
 // With v = 1 both are the identity: stage s is device s.
 //
 // `batch_units` says how much work one micro-batch of this schedule carries, counted in the
-// cost model's micro-batches: the naive schedule runs the whole mini-batch of m micro-batches
-// as one, so its batch_units is m and each of its actions costs m times as much.
+// cost model's micro-batches: a schedule file that runs the mini-batch of k cost-model
+// micro-batches as one says `batch_units: k`, and each of its actions costs k times as much.
+// The generators all write 1 (naive runs its m micro-batches one after another).
 //
 // Text form (format_lists / parse_schedule), one line per device:
 //   d0: 0F0 0F1 0BW0 0BW1
@@ -43,7 +44,7 @@ struct Schedule {
   int devices = 1;       // p
   int chunks = 1;        // v: stages per device
   int microbatches = 1;  // m
-  int batch_units = 1;   // cost-model micro-batches per micro-batch (naive: m)
+  int batch_units = 1;   // cost-model micro-batches per micro-batch (1 from the generators)
   Placement placement = Placement::looped;
   std::vector<std::vector<Action>> lists;  // lists[device], in execution order
 

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "pipeline/schedule/pytorch_csv.h"
 #include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
@@ -134,7 +135,8 @@ ScheduleText read_schedule_file(const std::string& path) {
   if (!in) throw std::invalid_argument("cannot open schedule file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_schedule_text(text.str(), path);
+  return is_pytorch_csv(path) ? parse_pytorch_csv(text.str(), path)
+                              : parse_schedule_text(text.str(), path);
 }
 
 LoweredSchedule load_schedule(const std::string& path, std::optional<int> max_live) {

@@ -14,6 +14,9 @@
 // (action.h) and, in a lowered file, transfers (lowering.h). A file without transfers is
 // compute-only: lowering adds them. '#' starts a comment; blank lines are skipped.
 //
+// A file whose name ends in ".csv" is PyTorch's schedule CSV instead (pytorch_csv.h): the
+// readers below take both.
+//
 // Errors name the source and the line — "my.schedule:7: action '1Q3': ..." — and, for a
 // schedule that reads but does not validate, the line and the action validate() marked.
 #pragma once

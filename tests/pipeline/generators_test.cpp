@@ -17,28 +17,30 @@ std::string lists(const bp::Schedule& s) { return bp::format_lists(s); }
 
 }  // namespace
 
-TEST_CASE("naive: one micro-batch carrying all m, down and back up") {
+TEST_CASE("naive: each micro-batch down and back up before the next, m honoured") {
   const bp::Schedule s = bp::naive(2, 3);
   CHECK(lists(s) ==
-        "d0: 0F0 0BW0\n"
-        "d1: 1F0 1BW0\n");
-  CHECK(s.microbatches == 1);
-  CHECK(s.batch_units == 3);
-  // With two chunks per device the single micro-batch visits device 0 twice on each pass.
+        "d0: 0F0 0BW0 0F1 0BW1 0F2 0BW2\n"
+        "d1: 1F0 1BW0 1F1 1BW1 1F2 1BW2\n");
+  CHECK(s.microbatches == 3);
+  CHECK(s.batch_units == 1);
+  // With two chunks per device each micro-batch visits device 0 twice on each pass.
   CHECK(lists(bp::naive(2, 1, 2)) ==
         "d0: 0F0 2F0 2BW0 0BW0\n"
         "d1: 1F0 3F0 3BW0 1BW0\n");
+  // make_schedule passes m through: `--schedule naive --microbatches 4` runs 4.
+  CHECK(bp::make_schedule("naive", 2, 4).microbatches == 4);
 }
 
 TEST_CASE("gpipe, p=2 m=3 and p=4 m=4") {
   CHECK(lists(bp::gpipe(2, 3)) ==
-        "d0: 0F0 0F1 0F2 0BW2 0BW1 0BW0\n"
-        "d1: 1F0 1F1 1F2 1BW2 1BW1 1BW0\n");
+        "d0: 0F0 0F1 0F2 0BW0 0BW1 0BW2\n"
+        "d1: 1F0 1F1 1F2 1BW0 1BW1 1BW2\n");
   CHECK(lists(bp::gpipe(4, 4)) ==
-        "d0: 0F0 0F1 0F2 0F3 0BW3 0BW2 0BW1 0BW0\n"
-        "d1: 1F0 1F1 1F2 1F3 1BW3 1BW2 1BW1 1BW0\n"
-        "d2: 2F0 2F1 2F2 2F3 2BW3 2BW2 2BW1 2BW0\n"
-        "d3: 3F0 3F1 3F2 3F3 3BW3 3BW2 3BW1 3BW0\n");
+        "d0: 0F0 0F1 0F2 0F3 0BW0 0BW1 0BW2 0BW3\n"
+        "d1: 1F0 1F1 1F2 1F3 1BW0 1BW1 1BW2 1BW3\n"
+        "d2: 2F0 2F1 2F2 2F3 2BW0 2BW1 2BW2 2BW3\n"
+        "d3: 3F0 3F1 3F2 3F3 3BW0 3BW1 3BW2 3BW3\n");
 }
 
 TEST_CASE("1f1b, p=2 m=3 and p=4 m=4: warm-up p-1-d forwards, then alternate") {

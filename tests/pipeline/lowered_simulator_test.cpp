@@ -70,7 +70,7 @@ TEST_CASE("comm = 0: every compute action at the compute-only simulator's times"
 
 TEST_CASE("comm > 0, no send queues: the same times as the compute-only simulator") {
   // The hand-worked GPipe of simulator_test.cpp: stage 0 F=1 BW=2, stage 1 F=3 BW=2,
-  // comm 0.5, makespan 14. Each transfer shows on both lanes; e.g. 1SB1 [9.5, 10] is paid on
+  // comm 0.5, makespan 14. Each transfer shows on both lanes; e.g. 1SB0 [9.5, 10] is paid on
   // device 1's send lane and waited for on device 0's receive lane.
   bp::CostModel costs;
   costs.stages = {{1, 2, 0, 10}, {3, 1, 1, 100}};
@@ -80,12 +80,12 @@ TEST_CASE("comm > 0, no send queues: the same times as the compute-only simulato
   CHECK(lowered.stats.makespan == doctest::Approx(14));
   CHECK(compute_times(lowered.timeline) == compute_times(plain.timeline));
   CHECK(lane_story(lowered.timeline, 0) ==
-        "compute: 0F0[0,1] 0F1[1,2] 0BW1[10,12] 0BW0[12,14]\n"
+        "compute: 0F0[0,1] 0F1[1,2] 0BW0[10,12] 0BW1[12,14]\n"
         "send: 0SF0[1,1.5] 0SF1[2,2.5]\n"
-        "recv: 0RB1[9.5,10] 0RB0[11.5,12]\n");
+        "recv: 0RB0[9.5,10] 0RB1[11.5,12]\n");
   CHECK(lane_story(lowered.timeline, 1) ==
-        "compute: 1F0[1.5,4.5] 1F1[4.5,7.5] 1BW1[7.5,9.5] 1BW0[9.5,11.5]\n"
-        "send: 1SB1[9.5,10] 1SB0[11.5,12]\n"
+        "compute: 1F0[1.5,4.5] 1F1[4.5,7.5] 1BW0[7.5,9.5] 1BW1[9.5,11.5]\n"
+        "send: 1SB0[9.5,10] 1SB1[11.5,12]\n"
         "recv: 1RF0[1,1.5] 1RF1[2,2.5]\n");
 }
 
@@ -99,12 +99,12 @@ TEST_CASE("comm > 0, a send queues behind another: the cost shows where it is pa
   const bp::Simulation lowered = bp::simulate(bp::lower(s), costs);
   CHECK(lowered.stats.makespan == doctest::Approx(14));
   CHECK(lane_story(lowered.timeline, 0) ==
-        "compute: 0F0[0,1] 0F1[1,2] 0BW1[10,12] 0BW0[12,14]\n"
+        "compute: 0F0[0,1] 0F1[1,2] 0BW0[10,12] 0BW1[12,14]\n"
         "send: 0SF0[1,3] 0SF1[3,5]\n"
-        "recv: 0RB1[8,10] 0RB0[10,12]\n");
+        "recv: 0RB0[8,10] 0RB1[10,12]\n");
   CHECK(lane_story(lowered.timeline, 1) ==
-        "compute: 1F0[3,4] 1F1[5,6] 1BW1[6,8] 1BW0[8,10]\n"
-        "send: 1SB1[8,10] 1SB0[10,12]\n"
+        "compute: 1F0[3,4] 1F1[5,6] 1BW0[6,8] 1BW1[8,10]\n"
+        "send: 1SB0[8,10] 1SB1[10,12]\n"
         "recv: 1RF0[1,3] 1RF1[3,5]\n");
 }
 

@@ -97,23 +97,31 @@ TEST_CASE("peak in-flight micro-batches: 1F1B min(p-s, m) on stage s, GPipe m, Z
     }
 }
 
-TEST_CASE("naive: one device busy at a time, the whole batch in one piece") {
+TEST_CASE("naive: one device busy at a time, one micro-batch in flight") {
   const int p = 4, m = 8;
   const bp::Simulation sim = bp::simulate(bp::naive(p, m), unit_costs());
+  // m micro-batches in a row, each through p stages down (F) and up (B + W): 3·m·p.
   CHECK(sim.stats.makespan == doctest::Approx(3.0 * m * p));
   CHECK(sim.stats.bubble_fraction == doctest::Approx(double(p - 1) / p));
   for (const auto& d : sim.stats.devices) {
     CHECK(d.peak_in_flight == 1);
-    CHECK(d.peak_activation_bytes == doctest::Approx(m));  // the whole batch's activations
+    CHECK(d.peak_activation_bytes == doctest::Approx(1));  // one micro-batch's activations
   }
+  // The mini-batch uncut (m = 1) with each action m times as dear: the same time, m times the
+  // memory.
+  bp::CostModel whole;
+  whole.stages.assign(p, {.f = m, .b = m, .w = m, .activation_bytes = m});
+  const bp::Simulation one = bp::simulate(bp::naive(p, 1), whole);
+  CHECK(one.stats.makespan == doctest::Approx(sim.stats.makespan));
+  CHECK(one.stats.devices[0].peak_activation_bytes == doctest::Approx(m));
 }
 
 TEST_CASE("per-stage costs, transfer cost and activation bytes, worked by hand") {
   // GPipe, p = 2, m = 2. Stage 0: F 1, B 2, W 0, 10 bytes. Stage 1: F 3, B 1, W 1, 100 bytes.
   // comm 0.5 between the devices.
-  //   d0: 0F0 [0,1]   0F1 [1,2]                          0BW1 [10,12] 0BW0 [12,14]
-  //   d1: 1F0 [1.5,4.5] 1F1 [4.5,7.5] 1BW1 [7.5,9.5] 1BW0 [9.5,11.5]
-  // 0BW1 waits for 1BW1's end 9.5 + 0.5; 0BW0 for 11.5 + 0.5 and for the device (12).
+  //   d0: 0F0 [0,1]   0F1 [1,2]                          0BW0 [10,12] 0BW1 [12,14]
+  //   d1: 1F0 [1.5,4.5] 1F1 [4.5,7.5] 1BW0 [7.5,9.5] 1BW1 [9.5,11.5]
+  // 0BW0 waits for 1BW0's end 9.5 + 0.5; 0BW1 for 11.5 + 0.5 and for the device (12).
   bp::CostModel costs;
   costs.stages = {{1, 2, 0, 10}, {3, 1, 1, 100}};
   costs.comm = 0.5;
@@ -125,7 +133,7 @@ TEST_CASE("per-stage costs, transfer cost and activation bytes, worked by hand")
   CHECK(sim.stats.devices[0].peak_activation_bytes == doctest::Approx(20));
   CHECK(sim.stats.devices[1].peak_activation_bytes == doctest::Approx(200));
   const std::vector<std::pair<std::string, double>> d1 = {
-      {"1F0", 1.5}, {"1F1", 4.5}, {"1BW1", 7.5}, {"1BW0", 9.5}};
+      {"1F0", 1.5}, {"1F1", 4.5}, {"1BW0", 7.5}, {"1BW1", 9.5}};
   int i = 0;
   for (const bp::TimelineEvent& e : sim.timeline.events)
     if (e.device == 1) {

@@ -45,7 +45,10 @@ void Training::set_up_pipeline() {
   const int replicas = o_.data_parallel;
   placement_ = place(o_, spec_);
   const int stages = stage_count(o_, spec_, static_cast<int>(placement_.devices.size()));
-  const int m = o_.microbatches > 0 ? o_.microbatches : (stages == 1 ? 1 : 2 * stages);
+  // Unasked, naive runs the mini-batch uncut (its baseline); asked, any schedule runs m.
+  const int m = o_.microbatches > 0                       ? o_.microbatches
+                : stages == 1 || o_.schedule == "naive" ? 1
+                                                          : 2 * stages;
   if (o_.batch / replicas < m)
     throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
                      std::to_string(m) + " micro-batches of a step" +

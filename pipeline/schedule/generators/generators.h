@@ -1,8 +1,8 @@
 // Schedule generators: p devices, m micro-batches, v chunks (stages) per device -> Schedule.
 // Read them in this order; each file is one schedule, from the question's baseline to the
 // zero-bubble one.
-//   naive.cpp             the whole mini-batch as ONE micro-batch: forward through every
-//                         stage, then backward; one device busy at a time
+//   naive.cpp             one micro-batch at a time: forward through every stage, then
+//                         backward; one device busy at a time
 //   gpipe.cpp             all m forwards, then all m backwards (Huang et al., 2019)
 //   one_f_one_b.cpp       PipeDream-Flush: warm-up, one forward one backward, cool-down
 //                         (Narayanan et al., 2021)
