@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   meson ninja-build g++ pkg-config    # build
+  ccache                              # Meson compiles through it when installed: a rebuild, or another build dir, reuses objects
   doctest-dev                         # tests
   libopenblas-pthread-dev             # CPU GEMM; pinned to one thread per call (kernels/cpu/meson.build says why not serial)
   libcli11-dev nlohmann-json3-dev     # command lines; JSON (safetensors headers, traces, metrics)
