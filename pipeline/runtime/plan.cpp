@@ -132,17 +132,22 @@ void check_bounds(const Plan& plan, const std::vector<int>& bounds) {
 
 }  // namespace
 
+int stage_count(size_t layers, int devices, int chunks) {
+  const int64_t stages = int64_t{devices} * chunks;  // chunks may be huge
+  if (chunks < 1 || stages > static_cast<int64_t>(layers))
+    throw PlanError("chunks", std::to_string(stages) + " stages (" + std::to_string(devices) +
+                                  " devices x " + std::to_string(chunks) +
+                                  " chunks) but the model has only " + std::to_string(layers) +
+                                  " layers");
+  return static_cast<int>(stages);
+}
+
 Plan make_plan(const model::ModelSpec& spec, const PlanRequest& r) {
   const int p = static_cast<int>(r.devices.size());
   BRIGADE_CHECK(p >= 1, "plan: no devices");
   BRIGADE_CHECK(r.threads.empty() || r.threads.size() == r.devices.size(),
                 "plan: " << r.threads.size() << " thread counts for " << p << " devices");
-  const int64_t stages = int64_t{p} * r.chunks;  // chunks may be huge
-  if (r.chunks < 1 || stages > static_cast<int64_t>(spec.layers.size()))
-    throw PlanError("chunks", std::to_string(stages) + " stages (" + std::to_string(p) +
-                                  " devices x " + std::to_string(r.chunks) +
-                                  " chunks) but the model has only " +
-                                  std::to_string(spec.layers.size()) + " layers");
+  const int stages = stage_count(spec.layers.size(), p, r.chunks);
   if (const std::optional<LoweredSchedule>& l = r.lowered;
       l && (l->devices != p || l->chunks != r.chunks || l->microbatches != r.microbatches ||
             l->batch_units != 1))
@@ -182,8 +187,8 @@ Plan make_plan(const model::ModelSpec& spec, const PlanRequest& r) {
                                      << r.chunks << " chunks");
     plan.cut = cut_at_blocks(spec, p);
   } else {
-    plan.cut = balance(r.balance == Balance::flops ? plan.work : plan.costs,
-                       static_cast<int>(stages), plan.placement);
+    plan.cut = balance(r.balance == Balance::flops ? plan.work : plan.costs, stages,
+                       plan.placement);
   }
 
   // The order: the lists as given, or the schedule made (for the stages' costs and within the

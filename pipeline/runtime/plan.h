@@ -92,6 +92,10 @@ struct Plan {
   }
 };
 
+// The stages of `devices` x `chunks` over a model of `layers`. Throws PlanError ("chunks") when
+// the model has fewer layers than stages.
+int stage_count(size_t layers, int devices, int chunks);
+
 // Whether the devices run alike: all CPU devices with one thread count, or all GPUs.
 bool run_alike(const std::vector<Device>& devices, const std::vector<int>& threads);
 

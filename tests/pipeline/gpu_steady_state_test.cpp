@@ -29,8 +29,8 @@ TEST_CASE("a step on GPUs: no cudaFree, device sync, legacy copy, stream or even
   testing::Deadline deadline("steady state on GPUs");
   const Partition partition = at_cuts(8, {2, 6});
   auto model = test::placed_model(partition, 3, /*first_device=*/0);
-  Runtime runtime(*model, partition, make_schedule("1f1b", 3, 4), test::sgd,
-                  {.seed = test::kDropoutSeed});
+  Runtime runtime(*model, test::test_devices(3, 0), partition, make_schedule("1f1b", 3, 4),
+                  test::sgd, {.seed = test::kDropoutSeed});
   const auto data = test::random_batches(3, 8, 40);
   runtime.step(data[0], 0);  // makes the streams, warms the allocators and the event pools
   runtime.step(data[1], 1);
@@ -55,8 +55,8 @@ TEST_CASE("neighbouring stages on two GPUs get peer access both ways") {
   }
   const Partition partition = at_cuts(8, {2, 6});
   auto model = test::placed_model(partition, 3, /*first_device=*/0);
-  Runtime runtime(*model, partition, make_schedule("1f1b", 3, 4), test::sgd,
-                  {.seed = test::kDropoutSeed});
+  Runtime runtime(*model, test::test_devices(3, 0), partition, make_schedule("1f1b", 3, 4),
+                  test::sgd, {.seed = test::kDropoutSeed});
   CHECK(runtime.peer_access() == "peer access: cuda:0<->cuda:1, cuda:1<->cuda:2");
   // Enabled already: CUDA answers so for each direction of each pair.
   for (auto [from, to] : {std::pair{0, 1}, {1, 0}, {1, 2}, {2, 1}}) {

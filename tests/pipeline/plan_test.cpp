@@ -1,6 +1,6 @@
 // The pipeline's plan (pipeline/runtime/plan.h): device blocks merged onto fewer devices, cuts
-// by cost per stage and per device, the bounds a schedule is held to, and how the stages are
-// described.
+// by cost per stage and per device, the bounds a schedule is held to, how the stages are
+// described, and the runtime given the plan's devices.
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -9,6 +9,7 @@
 
 #include "layers/model_file.h"
 #include "pipeline/runtime/plan.h"
+#include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/validate.h"
 #include "tests/pipeline/runtime_model.h"
 
@@ -119,6 +120,24 @@ TEST_CASE("plan: each stage's cost is written in the criterion of the cut") {
   CHECK(format_cost(Balance::params, 1234567) == "1,234,567 parameters");
   CHECK(parse_balance("memory") == Balance::memory);
   CHECK_THROWS_AS(parse_balance("speed"), std::invalid_argument);
+}
+
+TEST_CASE("plan: the runtime runs on the plan's devices, and refuses a model built elsewhere") {
+  if (test::on_cuda()) return;  // names CPU devices
+  const model::ModelSpec spec = test::small_spec();
+  PlanRequest r{.devices = {Device::cpu(90), Device::cpu(91)}, .balance = Balance::params,
+                .schedule = "1f1b", .microbatches = 2};
+  const Plan plan = make_plan(spec, r);
+  auto model = build_model(spec, plan, test::kModelSeed);
+  const Runtime runtime(*model, plan.devices, plan.cut, plan.lowered, test::sgd);
+  CHECK(runtime.devices() == plan.devices);
+  // The same model given other devices: its layers are not where the runtime would run them.
+  CHECK_THROWS_WITH(Runtime(*model, {Device::cpu(92), Device::cpu(93)}, plan.cut, plan.lowered,
+                            test::sgd),
+                    doctest::Contains("lives on cpu:90 but the schedule runs stage 0 on device "
+                                      "0 = cpu:92"));
+  CHECK_THROWS_WITH(Runtime(*model, {Device::cpu(90)}, plan.cut, plan.lowered, test::sgd),
+                    doctest::Contains("1 devices for schedule '1f1b' of 2 devices"));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
                                      .microbatches = 4});
   auto model = build_model(spec, plan, 1);
   std::printf("%s\n", describe_stages(plan, spec).c_str());
-  Runtime runtime(*model, plan.cut, plan.lowered, sgd, {.seed = 7});
+  Runtime runtime(*model, plan.devices, plan.cut, plan.lowered, sgd, {.seed = 7});
   const data::Dataset ds = data::make_synthetic(data::Split::train, 3, 4096);
   StepResult r;
   for (int s = 0; s < steps; ++s) {

@@ -140,7 +140,8 @@ class Bench {
     const Plan plan = make_plan(spec_, request(name, m, recompute));
     const Schedule& s = plan.schedule;
     auto model = build_model(spec_, plan, 1);
-    Runtime runtime(*model, plan.cut, plan.lowered, sgd, {.seed = 7, .recompute = recompute});
+    Runtime runtime(*model, plan.devices, plan.cut, plan.lowered, sgd,
+                    {.seed = 7, .recompute = recompute});
     runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
     std::vector<Timeline>& timed = steps_of_[{name, m, recompute}];
     timed.clear();

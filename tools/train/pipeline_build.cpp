@@ -26,15 +26,6 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
 
 }  // namespace
 
-int stage_count(const Options& o, const model::ModelSpec& spec, int devices) {
-  const int64_t stages = static_cast<int64_t>(devices) * o.chunks;  // --chunks may be huge
-  if (stages > static_cast<int64_t>(spec.layers.size()))
-    throw UsageError(std::to_string(stages) + " stages (" + std::to_string(devices) +
-                     " devices x " + std::to_string(o.chunks) + " chunks) but the model has only " +
-                     std::to_string(spec.layers.size()) + " layers");
-  return static_cast<int>(stages);
-}
-
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
                              const RunDevices& devices, int m, int64_t step_rows,
                              TrainingProcesses& processes) {
@@ -79,7 +70,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
                                   step_rows),
                       devices.devices, s.plan.schedule, step_rows);
   s.model = pipeline::build_model(spec, s.plan, o.seed);
-  s.runner = processes.make_runner(*s.model, s.plan.cut, s.plan.lowered, o);
+  s.runner = processes.make_runner(*s.model, s.plan, o);
   s.placement = pipeline::describe_stages(s.plan, spec);
   s.warning = imbalance_warning(s.plan, spec, o.command);
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.

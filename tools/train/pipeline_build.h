@@ -28,10 +28,6 @@ struct BuiltPipeline {
                           // cores: lines for stderr (empty: none)
 };
 
-// The pipeline's stages, devices x --chunks. Throws UsageError when the model has fewer
-// layers than that (checked before anything is sized by it, e.g. the micro-batch count).
-int stage_count(const Options& options, const model::ModelSpec& spec, int devices);
-
 // `m` micro-batches of a step of `step_rows` samples; `processes`: this process alone, or a
 // rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
 BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,

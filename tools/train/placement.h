@@ -1,14 +1,11 @@
-// Where the model runs: --devices resolved against the machine and the model's device blocks,
-// and each CPU device configured; and what the run says about the pipeline's plan
-// (pipeline/runtime/plan.h, which cuts, places and orders) in the words of its flags.
-//
+// Where the model runs, and what the run says about the pipeline's plan (pipeline/runtime/
+// plan.h: it cuts, places and orders) in the words of its flags. --devices is
 //   auto        every GPU if there is one; else one CPU device per `device` block of the
 //               model (the question's network has 3), all sharing the machine's cores;
 //   LIST        "cpu:0,cpu:1,cpu:2" or "cuda:0,cuda:1", each checked (a cuda:N this machine
 //               does not have is refused, never replaced by a CPU device).
-//
-// With fewer devices than blocks, neighbouring blocks merge (the plan's cut at the blocks).
-// More devices than blocks is refused unless --balance cuts the model anew by cost.
+// Fewer devices than blocks merge neighbouring blocks; more is refused unless --balance cuts
+// the model anew by cost.
 #pragma once
 
 #include <string>

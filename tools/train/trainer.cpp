@@ -44,7 +44,13 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
 void Training::set_up_pipeline() {
   const int replicas = o_.data_parallel;
   devices_ = choose_devices(o_, spec_);
-  const int stages = stage_count(o_, spec_, static_cast<int>(devices_.devices.size()));
+  int stages = 0;  // checked before anything is sized by it, e.g. the micro-batch count
+  try {
+    stages = pipeline::stage_count(spec_.layers.size(), static_cast<int>(devices_.devices.size()),
+                                   o_.chunks);
+  } catch (const pipeline::PlanError& e) {
+    throw UsageError(e.what());
+  }
   const int m = o_.microbatches > 0 ? o_.microbatches : (stages == 1 ? 1 : 2 * stages);
   if (o_.batch / replicas < m)
     throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
