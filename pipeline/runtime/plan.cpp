@@ -198,7 +198,8 @@ Plan make_plan(const model::ModelSpec& spec, const PlanRequest& r) {
   } else {
     std::vector<int> planned_bounds;
     for (int b : bounds) planned_bounds.push_back(b > 0 ? b : p);
-    const CostModel costs = r.schedule == "zb-auto" ? planned_costs(plan, r) : CostModel{};
+    const CostModel costs =
+        schedule_kind(r.schedule).needs_costs ? planned_costs(plan, r) : CostModel{};
     plan.lowered =
         lower(make_schedule(r.schedule, p, r.microbatches, r.chunks, costs, planned_bounds));
   }

@@ -112,7 +112,8 @@ class Bench {
       c *= rows / static_cast<double>(profiled_rows_) / 3;
       costs.stages.push_back({.f = c, .b = c, .w = c});
     }
-    const Schedule s = name == "zb-auto" ? zb_auto(p(), m, costs) : make_schedule(name, p(), m, 1);
+    const Schedule s = schedule_kind(name).needs_costs ? make_schedule(name, p(), m, 1, costs)
+                                                       : make_schedule(name, p(), m, 1);
     return static_cast<double>(batch_.labels.size()) / (simulate(s, costs).stats.makespan / 1000.0);
   }
 
@@ -121,7 +122,7 @@ class Bench {
   PlanRequest request(const std::string& name, int m, bool recompute) {
     PlanRequest r{.devices = devices_, .balance = Balance::time, .schedule = name,
                   .chunks = default_chunks(name), .microbatches = m, .layer_times = times_};
-    if (name == "zb-auto") r.stage_costs = measured_costs(m, recompute);
+    if (schedule_kind(name).needs_costs) r.stage_costs = measured_costs(m, recompute);
     return r;
   }
 
