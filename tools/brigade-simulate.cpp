@@ -218,8 +218,9 @@ int run(const Options& o) {
     bp::Schedule s;
     try {
       s = bp::make_schedule(name, o.devices, o.microbatches, v);
-      if (name == "zb-auto")  // planned for the costs given, not the unit ones
-        s = bp::zb_auto(o.devices, o.microbatches, cost_model(s, share, comm, o.device_weights));
+      if (bp::schedule_kind(name).needs_costs)  // planned for the costs given, not unit ones
+        s = bp::make_schedule(name, o.devices, o.microbatches, v,
+                              cost_model(s, share, comm, o.device_weights));
     } catch (const std::invalid_argument& e) {
       if (o.schedule != "all") throw;
       std::snprintf(line, sizeof line, "%-17s ", name.c_str());

@@ -16,7 +16,8 @@
 //
 // A model must be BUILT for its partition: a module's parameters live on one device. place()
 // rewrites a ModelSpec's device blocks so that stage s's layers sit in the block of its device
-// (the schedule's placement, pipeline/schedule/schedule.h); Sequential::from_spec builds it.
+// (the schedule's placement, pipeline/schedule/schedule.h), for Sequential::from_spec to build
+// (plan.h's build_model); the Runtime is given the devices and checks the model against them.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <utility>
 
 #include "engine/error.h"
 #include "kernels/ops.h"
@@ -37,6 +39,27 @@ std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor&
     median.push_back(r[r.size() / 2]);
   }
   return median;
+}
+
+DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Device>& devices,
+                            const std::vector<int>& threads, const std::vector<float>& probe,
+                            const Shape& shape, uint64_t seed) {
+  model::ModelSpec whole = spec;  // every layer in one block, on the device profiled
+  for (model::LayerSpec& l : whole.layers) l.device = 0;
+  whole.device_count = 1;
+  DeviceCosts times;
+  std::map<std::pair<bool, int>, size_t> profiled;  // (is CPU, threads) -> its row
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const std::pair<bool, int> kind{devices[d].is_cpu(), threads.empty() ? 0 : threads[d]};
+    if (const auto it = profiled.find(kind); it != profiled.end()) {
+      times.push_back(times[it->second]);
+      continue;
+    }
+    const auto model = layers::Sequential::from_spec(whole, {devices[d]}, seed);
+    times.push_back(profile_layer_times(*model, Tensor::from_vector(probe, shape, devices[d])));
+    profiled[kind] = times.size() - 1;
+  }
+  return times;
 }
 
 }  // namespace brigade::pipeline

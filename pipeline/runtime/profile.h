@@ -1,11 +1,15 @@
-// Profiling: what each layer of a model costs when it runs, for a cut by measured time
-// (partition.h's balance() over these costs, `brigade-train --balance time`). Kept apart from
-// the partitioner, which only does arithmetic on costs: this runs the model.
+// Profiling: what each layer of a model costs when it runs, for a cut by measured time and for
+// devices of different speeds (plan.h). Kept apart from the partitioner, which only does
+// arithmetic on costs: this runs the model.
 #pragma once
+#include <cstdint>
 #include <vector>
 
+#include "engine/device.h"
 #include "engine/tensor.h"
+#include "layers/model_file.h"
 #include "layers/sequential.h"
+#include "pipeline/runtime/partition.h"
 
 namespace brigade::pipeline {
 
@@ -14,5 +18,13 @@ namespace brigade::pipeline {
 // part of a training step. Leaves the gradients zero.
 std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor& x,
                                         int repeats = 3);
+
+// Each layer's forward + backward in ms on each device ([device][layer]): the whole model,
+// built from `seed`, on `probe` (rows, ...) row-major, on the device (a copy, thrown away
+// after). Devices of one kind and thread count (`threads`: [device], empty: one kind each)
+// share the first one's profile.
+DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Device>& devices,
+                            const std::vector<int>& threads, const std::vector<float>& probe,
+                            const Shape& shape, uint64_t seed);
 
 }  // namespace brigade::pipeline

@@ -19,21 +19,22 @@ LoweredSchedule validated_and_lowered(const Schedule& s) {
 }
 }  // namespace
 
-Runtime::Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
-                 const OptimizerFactory& make_optimizer, RuntimeOptions options,
-                 ProcessRole role)
-    : Runtime(model, std::move(partition), validated_and_lowered(schedule), make_optimizer,
-              options, std::move(role)) {}
+Runtime::Runtime(layers::Sequential& model, std::vector<Device> devices, Partition partition,
+                 Schedule schedule, const OptimizerFactory& make_optimizer,
+                 RuntimeOptions options, ProcessRole role)
+    : Runtime(model, std::move(devices), std::move(partition), validated_and_lowered(schedule),
+              make_optimizer, options, std::move(role)) {}
 
-Runtime::Runtime(layers::Sequential& model, Partition partition, LoweredSchedule lowered,
-                 const OptimizerFactory& make_optimizer, RuntimeOptions options,
-                 ProcessRole role)
+Runtime::Runtime(layers::Sequential& model, std::vector<Device> devices, Partition partition,
+                 LoweredSchedule lowered, const OptimizerFactory& make_optimizer,
+                 RuntimeOptions options, ProcessRole role)
     : model_(model),
       partition_(std::move(partition)),
       schedule_(compute_only(lowered)),
       lowered_(std::move(lowered)),
       options_(options),
-      role_(std::move(role)) {
+      role_(std::move(role)),
+      devices_(std::move(devices)) {
   validate(schedule_);
   validate(lowered_);  // every transfer matched; no device can wait on itself
   const int stages = schedule_.stages();
@@ -56,15 +57,15 @@ Runtime::Runtime(layers::Sequential& model, Partition partition, LoweredSchedule
   recover();  // makes the streams
 }
 
-// The device of each schedule device index: that of its stages' layers, which must agree (on
-// the devices run here; the others' layers may sit anywhere, they are not touched).
+// The model against the devices: every layer of a stage run here on its stage's device (the
+// others' layers may sit anywhere, they are not touched).
 void Runtime::check_placement() {
-  devices_.assign(static_cast<size_t>(schedule_.devices), Device::cpu(0));
+  BRIGADE_CHECK(static_cast<int>(devices_.size()) == schedule_.devices,
+                "runtime: " << devices_.size() << " devices for schedule '" << schedule_.name
+                            << "' of " << schedule_.devices << " devices");
   for (int s = 0; s < schedule_.stages(); ++s) {
     const StageRange& r = partition_.stages[static_cast<size_t>(s)];
     const int d = schedule_.device_of(s);
-    const Device first = model_.layer(r.begin).device();
-    if (s < schedule_.devices) devices_[static_cast<size_t>(d)] = first;
     if (!runs(d)) continue;
     for (size_t i = r.begin; i < r.end; ++i)
       BRIGADE_CHECK(model_.layer(i).device() == devices_[static_cast<size_t>(d)],
@@ -72,8 +73,7 @@ void Runtime::check_placement() {
                                 << model_.layer(i).device() << " but the schedule runs stage "
                                 << s << " on device " << d << " = "
                                 << devices_[static_cast<size_t>(d)]
-                                << "; build the model with place(spec, partition, "
-                                << schedule_.devices << ")");
+                                << "; build the model for the plan (build_model, plan.h)");
   }
 }
 

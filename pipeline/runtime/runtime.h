@@ -129,21 +129,24 @@ class PipelineError : public Error {
 
 class Runtime {
  public:
-  // `model` must be built for the placement: stage s's layers on the device of stage s mod p
-  // (place() + Sequential::from_spec). Validates the schedule, lowers it, checks that it has
-  // partition.count() stages. Several schedule devices may name one physical device (a single
-  // GPU running a whole pipeline): their hand-overs are then copies within that device, and
-  // they report its one allocator peak. Makes one optimizer per stage it runs. `role`: the
-  // devices this process runs, its links to the others, its replica (process_role.h);
-  // checked, and refused with what is wrong.
-  Runtime(layers::Sequential& model, Partition partition, Schedule schedule,
-          const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
+  // Runs `model`'s stages on `devices` (devices[d] runs the schedule's device d; a plan's
+  // devices, plan.h), each stage's layers [begin, end) from `partition`. The model must be
+  // built there — stage s's layers on devices[schedule.device_of(s)] (build_model) — and is
+  // checked against them (on the devices this process runs). Validates the schedule, lowers
+  // it, checks that it has partition.count() stages. Several schedule devices may name one
+  // physical device (a single GPU running a whole pipeline): their hand-overs are then copies
+  // within that device, and they report its one allocator peak. Makes one optimizer per stage
+  // it runs. `role`: the devices this process runs, its links to the others, its replica
+  // (process_role.h); checked, and refused with what is wrong.
+  Runtime(layers::Sequential& model, std::vector<Device> devices, Partition partition,
+          Schedule schedule, const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
           ProcessRole role = {});
-  // The same for lists already lowered (a schedule file's, say): validated as lowered lists —
-  // matched transfers, and a proof that no device can wait on itself — and run as they are.
-  Runtime(layers::Sequential& model, Partition partition, LoweredSchedule lowered,
-          const OptimizerFactory& make_optimizer, RuntimeOptions options = {},
-          ProcessRole role = {});
+  // The same for lists already lowered (a plan's, a schedule file's): validated as lowered
+  // lists — matched transfers, and a proof that no device can wait on itself — and run as
+  // they are.
+  Runtime(layers::Sequential& model, std::vector<Device> devices, Partition partition,
+          LoweredSchedule lowered, const OptimizerFactory& make_optimizer,
+          RuntimeOptions options = {}, ProcessRole role = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -22,7 +22,8 @@ struct ThreeStages {
   explicit ThreeStages(int first, RuntimeOptions options = {.seed = test::kDropoutSeed})
       : partition(at_cuts(8, {2, 6})),
         model(test::placed_model(partition, 3, first)),
-        runtime(*model, partition, make_schedule("1f1b", 3, 4), test::sgd, options) {}
+        runtime(*model, test::test_devices(3, first), partition, make_schedule("1f1b", 3, 4),
+                test::sgd, options) {}
   Partition partition;
   std::unique_ptr<layers::Sequential> model;
   Runtime runtime;

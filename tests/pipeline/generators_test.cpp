@@ -191,3 +191,32 @@ TEST_CASE("the registry builds every schedule it names, placed as placement_of s
                        "zb-v places two stages per device in a V, so it needs chunks=2 (got 3)",
                        std::invalid_argument);
 }
+
+TEST_CASE("the registry is one table: every name once, its chunks and costs as it says") {
+  const std::vector<std::string> names = {"naive",  "gpipe",        "1f1b",    "interleaved-1f1b",
+                                          "looped-bfs", "zb-h1",    "zb-h2",   "zb-auto",
+                                          "interleaved-zb", "zb-v", "v-half",  "v-min",
+                                          "dualpipe-v"};
+  for (const std::string& name : names) CHECK(bp::schedule_kind(name).name == name);
+  CHECK(bp::schedule_names().size() == bp::schedule_kinds().size());
+  CHECK_THROWS_AS(bp::schedule_kind("1f2b"), std::invalid_argument);
+  // Uneven costs: a schedule planned for costs orders stage 1's work otherwise than for
+  // uniform ones; every other schedule is the same whatever the costs.
+  bp::CostModel uneven;
+  for (double f : {1.0, 6.0, 1.0, 1.0}) uneven.stages.push_back({.f = f, .b = f, .w = f / 4});
+  for (const bp::ScheduleKind& k : bp::schedule_kinds()) {
+    CAPTURE(k.name);
+    const int v = k.default_chunks;
+    if (k.chunks == bp::Chunks::one) CHECK(v == 1);
+    if (k.chunks == bp::Chunks::two) CHECK(v == 2);
+    if (k.chunks != bp::Chunks::any)
+      CHECK_THROWS_AS(bp::make_schedule(k.name, 4, 8, 3 - v), std::invalid_argument);
+    const bp::Schedule plain = bp::make_schedule(k.name, 4, 8, v);
+    CHECK(plain.placement == k.placement);
+    if (!k.needs_costs)
+      CHECK(bp::format_lists(bp::make_schedule(k.name, 4, 8, v, uneven)) ==
+            bp::format_lists(plain));
+  }
+  CHECK(bp::format_lists(bp::make_schedule("zb-auto", 4, 8, 1, uneven)) !=
+        bp::format_lists(bp::make_schedule("zb-auto", 4, 8, 1)));
+}

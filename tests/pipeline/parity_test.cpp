@@ -63,7 +63,8 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
         const Partition partition = balance(layer_costs(shapes, CostKind::flops),
                                             schedule.stages(), p, schedule.placement);
         auto model = test::placed_model(partition, p, /*first_device=*/1, schedule.placement);
-        Runtime runtime(*model, partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
+        Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
+                        {.seed = test::kDropoutSeed});
         for (int step = 0; step < kSteps; ++step)
           runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
         auto reference = test::train_on_one_device(data, m, test::reference_device());
@@ -112,7 +113,7 @@ TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 w
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
   const Partition partition = balance(layer_costs(shapes, CostKind::flops), 2);
   auto model = test::placed_model(partition, 2, 1);
-  Runtime runtime(*model, partition, make_schedule("1f1b", 2, 6), test::sgd,
+  Runtime runtime(*model, test::test_devices(2, 1), partition, make_schedule("1f1b", 2, 6), test::sgd,
                   {.seed = test::kDropoutSeed});
   for (int step = 0; step < kSteps; ++step)
     runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
@@ -155,7 +156,8 @@ TEST_CASE("lowered lists with receives issued early train like one device, bit f
     CHECK(lists.lists != lower(schedule).lists);
     const Partition partition = balance(layer_costs(shapes, CostKind::flops), p * v, p);
     auto model = test::placed_model(partition, p, /*first_device=*/1);
-    Runtime runtime(*model, partition, lists, test::sgd, {.seed = test::kDropoutSeed});
+    Runtime runtime(*model, test::test_devices(p, 1), partition, lists, test::sgd,
+                    {.seed = test::kDropoutSeed});
     CHECK(runtime.lowered().lists == lists.lists);  // run as written, not lowered again
     for (int step = 0; step < kSteps; ++step)
       runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
@@ -184,7 +186,7 @@ TEST_CASE("clipping by the global gradient norm: every cut gives one device's pa
     const Schedule schedule = make_schedule(name, p, 4);
     const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
     auto model = test::placed_model(partition, p, /*first_device=*/1);
-    Runtime runtime(*model, partition, schedule, test::sgd,
+    Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
                     {.seed = test::kDropoutSeed, .max_grad_norm = kClip});
     for (int step = 0; step < kSteps; ++step)
       runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
@@ -204,7 +206,8 @@ TEST_CASE("clipping by the global gradient norm is refused for a role with some 
   role.links = [](const LinkEnd&) -> std::shared_ptr<Link> { return nullptr; };
   std::string message;
   try {
-    Runtime runtime(*model, partition, make_schedule("1f1b", 2, 2), test::sgd,
+    Runtime runtime(*model, test::test_devices(2, 1), partition, make_schedule("1f1b", 2, 2),
+                    test::sgd,
                     {.max_grad_norm = 1.0}, role);
   } catch (const Error& e) {
     message = e.what();
@@ -223,7 +226,7 @@ TEST_CASE("lowered lists that would deadlock are refused before any thread start
   const std::vector<float> before = test::params_of(*model).front();
   std::string message;
   try {
-    Runtime runtime(*model, partition, cyclic, test::sgd);
+    Runtime runtime(*model, test::test_devices(2, 1), partition, cyclic, test::sgd);
   } catch (const ScheduleError& e) {
     message = e.what();
   }

@@ -64,7 +64,7 @@ Rank make_rank(const Partition& partition, const Schedule& schedule, int d, Devi
                                           blocks, test::kModelSeed);
   r.initial = test::params_of(*r.model);
   role.devices = {d};
-  r.runtime = std::make_unique<Runtime>(*r.model, partition, schedule, test::sgd,
+  r.runtime = std::make_unique<Runtime>(*r.model, blocks, partition, schedule, test::sgd,
                                         RuntimeOptions{.seed = test::kDropoutSeed}, role);
   return r;
 }
@@ -270,7 +270,8 @@ TEST_CASE("a role that cannot be played is refused with what is wrong") {
   auto model = test::placed_model(partition, 2, /*first_device=*/31);
   const auto refused = [&](ProcessRole role) {
     return testing::error_text<Error>([&] {
-      Runtime(*model, partition, schedule, test::sgd, {}, std::move(role));
+      Runtime(*model, test::test_devices(2, 31), partition, schedule, test::sgd, {},
+              std::move(role));
     });
   };
   CHECK(refused({.devices = {2}}).find("device 2 of a schedule of 2 devices") != std::string::npos);

@@ -121,47 +121,10 @@ brigade::model::ModelSpec three_blocks() {
 TEST_CASE("placement: auto without a GPU is one CPU device per block") {
   if (brigade::cuda_device_count() > 0) return;  // auto means the GPUs there
   Options o;
-  const Placement p = place(o, three_blocks());
-  REQUIRE(p.stages.size() == 3);
-  CHECK(p.stages[0].device == brigade::Device::cpu(0));
-  CHECK(p.stages[1].begin == 1);
-  CHECK(p.stages[1].end == 3);
-  CHECK(p.stages[2].device == brigade::Device::cpu(2));
-}
-
-TEST_CASE("placement: fewer devices than blocks merge neighbours, floor(b * D / K)") {
-  Options o;
-  o.devices = "cpu:0,cpu:1";
-  const Placement p = place(o, three_blocks());
-  // blocks 0, 1, 2 -> devices 0, 0, 1
-  REQUIRE(p.stages.size() == 2);
-  CHECK(p.stages[0].device == brigade::Device::cpu(0));
-  CHECK(p.stages[0].end == 3);
-  CHECK(p.stages[1].device == brigade::Device::cpu(1));
-  CHECK(p.stages[1].begin == 3);
-  o.devices = "cpu:5";
-  const Placement one = place(o, three_blocks());
-  REQUIRE(one.stages.size() == 1);
-  CHECK(one.stages[0].end == 4);
-}
-
-TEST_CASE("placement by cost: per stage for one chunk, per device for interleaved chunks") {
-  // 1 5 1 1 3 1 on 2 devices. One chunk: [1 5 | 1 1 3 1], 6 each. Two chunks (4 stages on
-  // devices 0 1 0 1): the per-stage balance [1|5|1|1 3 1] (no stage above 5) gives device 1
-  // 5 + 5 = 10; per device, [1|5|1 1 3|1] gives both 6, the best possible (total 12 / 2).
-  const std::vector<double> costs = {1, 5, 1, 1, 3, 1};
-  auto ranges = [](const brigade::pipeline::Partition& part) {
-    std::ostringstream text;
-    for (const auto& s : part.stages) text << "[" << s.begin << "," << s.end << ")";
-    return text.str();
-  };
-  CHECK(ranges(cut_by_cost(costs, 2, 1)) == "[0,2)[2,6)");
-  CHECK(ranges(brigade::pipeline::balance(costs, 4)) == "[0,1)[1,2)[2,3)[3,6)");
-  CHECK(brigade::pipeline::largest_device(brigade::pipeline::balance(costs, 4), costs, 2) == 10);
-  const brigade::pipeline::Partition interleaved = cut_by_cost(costs, 2, 2);
-  CHECK(ranges(interleaved) == "[0,1)[1,2)[2,5)[5,6)");
-  CHECK(brigade::pipeline::largest_device(interleaved, costs, 2) == 6);
-  CHECK_THROWS(cut_by_cost(costs, 4, 2));  // 8 stages, 6 layers
+  const RunDevices d = choose_devices(o, three_blocks());
+  CHECK(d.devices ==
+        std::vector<brigade::Device>{brigade::Device::cpu(0), brigade::Device::cpu(1),
+                                     brigade::Device::cpu(2)});
 }
 
 TEST_CASE("placement: impossible device lists") {
@@ -169,7 +132,7 @@ TEST_CASE("placement: impossible device lists") {
   const auto error = [&](const std::string& devices) -> std::string {
     o.devices = devices;
     try {
-      place(o, three_blocks());
+      choose_devices(o, three_blocks());
     } catch (const std::exception& e) {
       return e.what();
     }
@@ -187,12 +150,12 @@ TEST_CASE("placement: a thread count per device makes devices of different speed
   Options o;
   o.devices = "cpu:0,cpu:1,cpu:2";
   o.threads_per_device = {2, 1, 1};
-  const Placement uneven = place(o, three_blocks());
+  const RunDevices uneven = choose_devices(o, three_blocks());
   CHECK(uneven.threads == std::vector<int>{2, 1, 1});
   CHECK_FALSE(uneven.uniform());
   CHECK(uneven.describe_threads() == "threads per CPU device: 2, 1, 1");
   o.threads_per_device = {1};
-  const Placement alike = place(o, three_blocks());
+  const RunDevices alike = choose_devices(o, three_blocks());
   CHECK(alike.uniform());
   CHECK(alike.describe_threads() == "1 thread per CPU device");
 }

@@ -1,7 +1,7 @@
-// What brigade-train says about its cut (tools/train/placement.h): each stage's cost in the
-// criterion the cut was made by, a warning with the command that balances a cut where a
-// device has under 5 % of the work, and interleaved-1f1b's default of 2 chunks, said; for
-// devices of different speeds, the warning when they share cores, and the benchmark's table.
+// What brigade-train says about its cut (tools/train/placement.h): a warning with the command
+// that balances a cut where a device has under 5 % of the work, and interleaved-1f1b's default
+// of 2 chunks, said; for devices of different speeds, the warning when they share cores, and
+// the benchmark's table.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -11,6 +11,7 @@
 
 #include "layers/model_file.h"
 #include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/plan.h"
 #include "tests/train/run_binary.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
@@ -32,41 +33,37 @@ const char* kThree =
 
 std::vector<double> flops() { return {256, 512, 0, 64}; }
 
-}  // namespace
-
-TEST_CASE("placement: each stage's cost is written in the criterion of the cut") {
-  const brigade::model::ModelSpec spec = brigade::model::parse_model(kThree, "three");
-  const brigade::pipeline::Partition cut = brigade::pipeline::at_cuts(4, {2});
-  const std::vector<brigade::Device> devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
-  CHECK(describe_stages(cut, spec, devices, "params", {144, 272, 0, 34}) ==
-        "\n  stage 0 on cpu:0: dense_1 .. dense_2 (2 layers), 416 parameters (92.4 %)"
-        "\n  stage 1 on cpu:1: relu_1 .. dense_3 (2 layers), 34 parameters (7.6 %)");
-  CHECK(describe_stages(cut, spec, devices, "flops", flops()).find(
-            "stage 1 on cpu:1: relu_1 .. dense_3 (2 layers), 0.0 MFLOP/sample forward (7.7 %)") !=
-        std::string::npos);
-  CHECK(format_cost("time", 3.14159) == "3.14 ms measured");
-  CHECK(format_cost("memory", 2048) == "2.0 KiB/sample of activations");
-  CHECK(format_cost("params", 1234567) == "1,234,567 parameters");
+// A plan over cpu:0 and cpu:1 cut at `cut`, each layer weighing `work` on both.
+brigade::pipeline::Plan plan_of(const brigade::pipeline::Partition& cut,
+                                const std::vector<double>& work) {
+  brigade::pipeline::Plan plan;
+  plan.devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
+  plan.balance = brigade::pipeline::Balance::params;
+  plan.cut = cut;
+  plan.work = brigade::pipeline::DeviceCosts(2, work);
+  plan.work_name = "forward FLOPs";
+  return plan;
 }
+
+}  // namespace
 
 TEST_CASE("placement: a device under 5 % of the work is warned about, with the balancing command") {
   const brigade::model::ModelSpec spec = brigade::model::parse_model(kThree, "three");
-  const std::vector<brigade::Device> devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
   const std::vector<std::string> command = {"brigade-train", "--devices", "cpu:0,cpu:1",
                                             "--balance=params"};
   // [dense_1 dense_2 relu | dense_3]: 768 / 64 of 832 FLOPs, 92.3 % / 7.7 %: balanced enough.
-  CHECK(imbalance_warning(brigade::pipeline::at_cuts(4, {3}), spec, devices, 1, flops(),
-                          "forward FLOPs", command) == "");
+  CHECK(imbalance_warning(plan_of(brigade::pipeline::at_cuts(4, {3}), flops()), spec, command) ==
+        "");
   // [dense_1 dense_2 | relu dense_3] weighed as if dense_3 were free: 100 % / 0 %. Cut by
   // these weights, [dense_1 | dense_2 relu dense_3] is 256 / 512 of 768: 33.3 % / 66.7 %.
-  const std::string w = imbalance_warning(brigade::pipeline::at_cuts(4, {2}), spec, devices, 1,
-                                          {256, 512, 0, 0}, "forward FLOPs", command);
+  const std::string w = imbalance_warning(
+      plan_of(brigade::pipeline::at_cuts(4, {2}), {256, 512, 0, 0}), spec, command);
   CHECK(w == "warning: cpu:1 has 0.0 % of the work (forward FLOPs; per device 100.0 % / 0.0 %): "
              "it idles, and a step takes as long as cpu:0's share. Cut by forward FLOPs it is "
              "33.3 % / 66.7 %:\n  brigade-train --devices cpu:0,cpu:1 --balance=flops");
   // One layer of all the work: no cut over 2 gives each 5 %; one device then.
-  const std::string one = imbalance_warning(brigade::pipeline::at_cuts(4, {2}), spec, devices, 1,
-                                            {0, 1000, 0, 0}, "forward FLOPs", command);
+  const std::string one = imbalance_warning(
+      plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec, command);
   CHECK(one.find("No cut over 2 devices gives each 5.0 %; over 1:\n  brigade-train --devices "
                  "cpu:0 --balance=params") != std::string::npos);
   CHECK(with_option({"x", "--a", "1"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
@@ -118,7 +115,7 @@ TEST_CASE("placement: the README's two-device command warns, and the command it 
 }
 
 TEST_CASE("placement: CPU devices of different speeds, more threads than cores: a warning") {
-  Placement p;
+  RunDevices p;
   p.devices = {brigade::Device::cpu(0), brigade::Device::cpu(1)};
   p.threads = {2, 1};
   // 3 compute threads on 2 hardware threads: the devices share cores.

@@ -37,12 +37,13 @@ namespace {
 
 // The question's placement, `steps` steps of 1F1B on synthetic data: prints the loss.
 int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
-  const Partition partition = from_device_blocks(spec);
-  const int p = partition.count();
-  auto model = layers::Sequential::from_spec(spec, cpu_devices(p), 1);
-  const auto shapes = model::infer_shapes(spec.input, spec.layers);
-  std::printf("%s", format_partition(partition, spec, layer_costs(shapes, CostKind::flops), p).c_str());
-  Runtime runtime(*model, partition, make_schedule("1f1b", p, 4), sgd, {.seed = 7});
+  const Plan plan = make_plan(spec, {.devices = cpu_devices(spec.device_count),
+                                     .balance = Balance::blocks,
+                                     .schedule = "1f1b",
+                                     .microbatches = 4});
+  auto model = build_model(spec, plan, 1);
+  std::printf("%s\n", describe_stages(plan, spec).c_str());
+  Runtime runtime(*model, plan.devices, plan.cut, plan.lowered, sgd, {.seed = 7});
   const data::Dataset ds = data::make_synthetic(data::Split::train, 3, 4096);
   StepResult r;
   for (int s = 0; s < steps; ++s) {
@@ -257,7 +258,8 @@ int main(int argc, char** argv) {
     // one micro-batch of the first --microbatches count (how well a device's threads share a
     // layer depends on its rows).
     const int64_t probe_rows = std::max<int64_t>(1, batch / ms.front());
-    const DeviceCosts times = profile_devices(spec, devices, threads, batch_of(ds, 0, probe_rows));
+    const HostBatch probe = batch_of(ds, 0, probe_rows);
+    const DeviceCosts times = profile_devices(spec, devices, threads, probe.x, probe.shape, 1);
     const bool uneven = std::any_of(threads.begin(), threads.end(),
                                     [&](int t) { return t != threads[0]; });
     Bench bench(spec, devices, batch_of(ds, 0, batch), times, probe_rows, steps);

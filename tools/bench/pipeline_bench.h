@@ -4,8 +4,8 @@
 // simulator predicts from each device's profile alone. Header-only: one program uses it, and
 // brigade-bench-pipeline.cpp holds what it prints.
 //
-//   profile_devices   each layer's forward + backward on each device (once per thread count)
-//   Bench::partition  the cut for those profiles; Bench::run one schedule, timed
+//   Bench::partition  the cut for the devices' profiles (pipeline/runtime/profile.h)
+//   Bench::run        one schedule's plan (pipeline/runtime/plan.h) on that cut, timed
 //   Bench::predicted_rate  the simulator's rate for a cut from the profiles alone
 #pragma once
 
@@ -18,6 +18,7 @@
 
 #include "layers/model_file.h"
 #include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/profile.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/cost_model.h"
@@ -55,27 +56,6 @@ inline std::vector<Device> cpu_devices(int p, const std::vector<int>& threads = 
     d.push_back(Device::cpu(i + 1));
   }
   return d;
-}
-
-// Each layer's forward + backward in ms on each device (a row per device), one micro-batch
-// `probe` with the whole model on it; devices of one thread count share one profile.
-inline DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Device>& devices,
-                                   const std::vector<int>& threads, const HostBatch& probe) {
-  DeviceCosts times;
-  std::map<int, size_t> profiled;  // thread count -> its row
-  for (size_t d = 0; d < devices.size(); ++d) {
-    const int t = threads.empty() ? 1 : threads[d];
-    if (profiled.count(t)) {
-      times.push_back(times[profiled[t]]);
-      continue;
-    }
-    auto whole = layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1),
-                                               {devices[d]}, 1);
-    times.push_back(
-        profile_layer_times(*whole, Tensor::from_vector(probe.x, probe.shape, devices[d])));
-    profiled[t] = times.size() - 1;
-  }
-  return times;
 }
 
 // One measured row of the table.
@@ -133,7 +113,8 @@ class Bench {
       c *= rows / static_cast<double>(profiled_rows_) / 3;
       costs.stages.push_back({.f = c, .b = c, .w = c});
     }
-    const Schedule s = name == "zb-auto" ? zb_auto(p(), m, costs) : make_schedule(name, p(), m, 1);
+    const Schedule s = schedule_kind(name).needs_costs ? make_schedule(name, p(), m, 1, costs)
+                                                       : make_schedule(name, p(), m, 1);
     return static_cast<double>(batch_.labels.size()) / (simulate(s, costs).stats.makespan / 1000.0);
   }
 
@@ -141,9 +122,14 @@ class Bench {
   // the row's m (naive over m micro-batches would take as long, in smaller GEMMs).
   static int pieces(const std::string& name, int m) { return name == "naive" ? 1 : m; }
 
-  Schedule schedule(const std::string& name, int m, bool recompute) {
-    if (name != "zb-auto") return make_schedule(name, p(), pieces(name, m), default_chunks(name));
-    return zb_auto(p(), m, measured_costs(m, recompute));
+  // The plan of `name` at (m, recompute): stages balanced by the profiled times, zb-auto
+  // planned from the costs 1f1b and zb-h1 measured.
+  PlanRequest request(const std::string& name, int m, bool recompute) {
+    PlanRequest r{.devices = devices_, .balance = Balance::time, .schedule = name,
+                  .chunks = default_chunks(name), .microbatches = pieces(name, m),
+                  .layer_times = times_};
+    if (schedule_kind(name).needs_costs) r.stage_costs = measured_costs(m, recompute);
+    return r;
   }
 
   // Per-stage medians over the timed steps of 1f1b and zb-h1 at (m, recompute), run now if
@@ -158,10 +144,11 @@ class Bench {
   // `steps_` timed steps after one warm-up: the rate in samples/s, and the last step against
   // the simulator.
   Row run(const std::string& name, int m, bool recompute) {
-    const Schedule s = schedule(name, m, recompute);
-    const Partition cut = partition(s.stages(), s.placement);
-    auto model = layers::Sequential::from_spec(place(spec_, cut, p(), s.placement), devices_, 1);
-    Runtime runtime(*model, cut, s, sgd, {.seed = 7, .recompute = recompute});
+    const Plan plan = make_plan(spec_, request(name, m, recompute));
+    const Schedule& s = plan.schedule;
+    auto model = build_model(spec_, plan, 1);
+    Runtime runtime(*model, plan.devices, plan.cut, plan.lowered, sgd,
+                    {.seed = 7, .recompute = recompute});
     runtime.step(batch_, 0);  // warm-up: caches of the allocators, first-touch pages
     std::vector<Timeline>& timed = steps_of_[{name, m, recompute}];
     timed.clear();

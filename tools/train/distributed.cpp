@@ -184,11 +184,10 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
 }
 
 std::unique_ptr<StepRunner> MpiRanks::make_runner(layers::Sequential& model,
-                                                  pipeline::Partition partition,
-                                                  pipeline::LoweredSchedule lowered,
+                                                  const pipeline::Plan& plan,
                                                   const Options& options) {
-  return std::make_unique<DistributedRunner>(*state_->session, *state_->topology, model,
-                                             std::move(partition), std::move(lowered), options);
+  return std::make_unique<DistributedRunner>(*state_->session, *state_->topology, model, plan,
+                                             options);
 }
 
 void MpiRanks::gather_model(layers::Sequential& /*model*/, const StepRunner& step_runner) {

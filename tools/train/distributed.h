@@ -69,8 +69,7 @@ class MpiRanks final : public TrainingProcesses {
   // The runner of this rank's role: a Runtime over the whole schedule that runs
   // schedule_device() only, links to its neighbours and reducers across replicas: MpiLink
   // and MpiReducer on a CPU device, NcclLink and NcclReducer on a GPU.
-  std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
-                                          pipeline::LoweredSchedule lowered,
+  std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, const pipeline::Plan& plan,
                                           const Options& options) override;
 
   // Rank 0 receives every stage's parameters and optimizer state from replica 0's owners.

@@ -26,14 +26,14 @@ pipeline::HostBatch host_batch(const pipeline::StagedBatch& staged) {
 }  // namespace
 
 DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& topology,
-                                     layers::Sequential& model, pipeline::Partition partition,
-                                     pipeline::LoweredSchedule lowered, const Options& options)
+                                     layers::Sequential& model, const pipeline::Plan& plan,
+                                     const Options& options)
     : model_(model),
-      partition_(partition),
-      schedule_(pipeline::compute_only(lowered)),
+      partition_(plan.cut),
+      schedule_(plan.schedule),
       position_(topology.position),
       replicas_(topology.replicas) {
-  const int stages = partition.count();
+  const int stages = partition_.count();
   optimizers_.assign(static_cast<size_t>(stages), nullptr);
   gathered_.resize(static_cast<size_t>(stages));
   pipeline::ProcessRole role;
@@ -62,7 +62,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
         continue;
       }
       // Where the stage's parameters live: MPI_Allreduce on a CPU, ncclAllReduce on a GPU.
-      const Device device = model.layer(partition.stages[static_cast<size_t>(s)].begin).device();
+      const Device device = model.layer(partition_.stages[static_cast<size_t>(s)].begin).device();
       reducers_.push_back(dist::make_reducer(session, topology.stage_replicas.get(), device));
       role.reducers.push_back(reducers_.back().get());
     }
@@ -81,7 +81,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
     return opt;
   };
   runtime_ = std::make_unique<pipeline::Runtime>(
-      model, std::move(partition), std::move(lowered), factory,
+      model, plan.devices, plan.cut, plan.lowered, factory,
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .check_finite = options.check_finite,

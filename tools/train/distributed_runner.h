@@ -27,8 +27,8 @@ namespace dist = brigade::distributed;
 class DistributedRunner final : public StepRunner {
  public:
   DistributedRunner(dist::MpiSession& session, dist::Topology& topology,
-                    layers::Sequential& model, pipeline::Partition partition,
-                    pipeline::LoweredSchedule lowered, const Options& options);
+                    layers::Sequential& model, const pipeline::Plan& plan,
+                    const Options& options);
   // This rank's shares of loss and correct: the ranks add them up (MpiRanks::agree_on_step).
   pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }

@@ -6,11 +6,9 @@
 namespace brigade::train {
 
 std::unique_ptr<StepRunner> LoneProcess::make_runner(layers::Sequential& model,
-                                                     pipeline::Partition partition,
-                                                     pipeline::LoweredSchedule lowered,
+                                                     const pipeline::Plan& plan,
                                                      const Options& options) {
-  return std::make_unique<PipelinedRunner>(model, std::move(partition), std::move(lowered),
-                                           options);
+  return std::make_unique<PipelinedRunner>(model, plan, options);
 }
 
 int LoneProcess::stop_requested() const { return stop_signal(); }

@@ -16,8 +16,7 @@ class LoneProcess final : public TrainingProcesses {
   Options pipeline_options(const Options& options, const model::ModelSpec&) override {
     return options;
   }
-  std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, pipeline::Partition partition,
-                                          pipeline::LoweredSchedule lowered,
+  std::unique_ptr<StepRunner> make_runner(layers::Sequential& model, const pipeline::Plan& plan,
                                           const Options& options) override;
 
   void gather_model(layers::Sequential&, const StepRunner&) override {}

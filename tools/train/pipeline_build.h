@@ -1,9 +1,9 @@
-// The pipeline a run trains through, built from the options before the first step: the model
-// cut into devices x --chunks stages (its device blocks, or a cut by --balance: FLOPs,
-// parameters, activation memory or measured time), the schedule (--schedule, lowered, or
+// The pipeline a run trains through, built from the options before the first step: the
+// options as a request for the pipeline's plan (pipeline/runtime/plan.h: the model cut into
+// devices x --chunks stages by its device blocks or by --balance, the schedule, or
 // --schedule-file's lists as written), the memory check of a step on each device
-// (preflight.h), the model built on its devices and the runner of this process's role in
-// its steps (TrainingProcesses::make_runner), and what the run says about the cut.
+// (preflight.h), the model built on its devices, the runner of this process's role in its
+// steps (TrainingProcesses::make_runner), and what the run says about the cut.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "layers/sequential.h"
+#include "pipeline/runtime/plan.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
 #include "tools/train/runners.h"
@@ -19,6 +20,7 @@
 namespace brigade::train {
 
 struct BuiltPipeline {
+  pipeline::Plan plan;
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
   std::string placement;  // the stages, their devices and their share of the work
@@ -26,14 +28,10 @@ struct BuiltPipeline {
                           // cores: lines for stderr (empty: none)
 };
 
-// The pipeline's stages, devices x --chunks. Throws UsageError when the model has fewer
-// layers than that (checked before anything is sized by it, e.g. the micro-batch count).
-int stage_count(const Options& options, const model::ModelSpec& spec, int devices);
-
 // `m` micro-batches of a step of `step_rows` samples; `processes`: this process alone, or a
 // rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
 BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,
-                             const Placement& placement, int m, int64_t step_rows,
+                             const RunDevices& devices, int m, int64_t step_rows,
                              TrainingProcesses& processes);
 
 }  // namespace brigade::train

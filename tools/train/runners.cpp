@@ -6,8 +6,8 @@
 
 namespace brigade::train {
 
-PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
-                                 pipeline::LoweredSchedule lowered, const Options& options) {
+PipelinedRunner::PipelinedRunner(layers::Sequential& model, const pipeline::Plan& plan,
+                                 const Options& options) {
   const pipeline::OptimizerFactory factory = [this, &options](std::vector<layers::Parameter*> p)
       -> std::unique_ptr<layers::Optimizer> {
     std::unique_ptr<layers::Optimizer> opt = make_optimizer(options, std::move(p));
@@ -15,7 +15,7 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, pipeline::Partition 
     return opt;
   };
   runtime_ = std::make_unique<pipeline::Runtime>(
-      model, std::move(partition), std::move(lowered), factory,
+      model, plan.devices, plan.cut, plan.lowered, factory,
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .check_finite = options.check_finite,

@@ -19,7 +19,7 @@
 
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
-#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/timeline.h"
 #include "tools/train/options.h"
@@ -41,9 +41,9 @@ class StepRunner {
 
 class PipelinedRunner : public StepRunner {
  public:
-  // `lowered`: the lists the runtime runs (runtime.h), with their sends and receives.
-  PipelinedRunner(layers::Sequential& model, pipeline::Partition partition,
-                  pipeline::LoweredSchedule lowered, const Options& options);
+  // `plan`: the devices, the cut and the lowered lists the runtime runs (runtime.h);
+  // `model` built for it (pipeline::build_model).
+  PipelinedRunner(layers::Sequential& model, const pipeline::Plan& plan, const Options& options);
   pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
   std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;

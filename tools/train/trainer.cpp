@@ -43,8 +43,14 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
 // sample for every micro-batch (of every replica).
 void Training::set_up_pipeline() {
   const int replicas = o_.data_parallel;
-  placement_ = place(o_, spec_);
-  const int stages = stage_count(o_, spec_, static_cast<int>(placement_.devices.size()));
+  devices_ = choose_devices(o_, spec_);
+  int stages = 0;  // checked before anything is sized by it, e.g. the micro-batch count
+  try {
+    stages = pipeline::stage_count(spec_.layers.size(), static_cast<int>(devices_.devices.size()),
+                                   o_.chunks);
+  } catch (const pipeline::PlanError& e) {
+    throw UsageError(e.what());
+  }
   // Unasked, naive runs the mini-batch uncut (its baseline); asked, any schedule runs m.
   const int m = o_.microbatches > 0                       ? o_.microbatches
                 : stages == 1 || o_.schedule == "naive" ? 1
@@ -68,9 +74,9 @@ void Training::set_up_pipeline() {
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  pipeline_ = build_pipeline(o_, spec_, placement_, m, batcher_->batch_rows(0), processes_);
+  pipeline_ = build_pipeline(o_, spec_, devices_, m, batcher_->batch_rows(0), processes_);
   recipe_ = recipe_of(o_, m, replicas);
-  busy_ms_.assign(placement_.devices.size(), 0.0);
+  busy_ms_.assign(devices_.devices.size(), 0.0);
 }
 
 // The first lines: the model and data, the notes on the options, the placement (and on
@@ -84,7 +90,7 @@ void Training::announce() {
                   " samples), batch " + std::to_string(o_.batch) + ", " + o_.optimizer + " lr " +
                   format_number(o_.lr));
   for (const std::string& note : o_.notes) progress_->line(note);
-  progress_->line("placement (" + placement_.describe_threads() +
+  progress_->line("placement (" + devices_.describe_threads() +
                   (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
                   "): " + pipeline_.placement);
   if (!pipeline_.warning.empty() && reporter_) {

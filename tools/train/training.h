@@ -81,7 +81,7 @@ class Training {
   // Setup: what the run is.
   Options o_;  // the options of this process's pipeline
   model::ModelSpec spec_;
-  Placement placement_;
+  RunDevices devices_;
   data::Dataset train_, test_;
   std::optional<data::Batcher> batcher_;  // reads train_
   int64_t batches_ = 0;                   // per epoch

@@ -20,7 +20,7 @@
 
 #include "layers/model_file.h"
 #include "layers/sequential.h"
-#include "pipeline/runtime/partition.h"
+#include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/schedule.h"
 #include "tools/train/checkpoint.h"
@@ -56,10 +56,9 @@ class TrainingProcesses {
   // The options of the pipeline this process takes part in (`options` as they are for a lone
   // process; under mpirun one device per rank of a pipeline, distributed.h).
   virtual Options pipeline_options(const Options& options, const model::ModelSpec& spec) = 0;
-  // The runner of this process's role in each step (runners.h).
+  // The runner of this process's role in each step of `plan` (runners.h), `model` built for it.
   virtual std::unique_ptr<StepRunner> make_runner(layers::Sequential& model,
-                                                  pipeline::Partition partition,
-                                                  pipeline::LoweredSchedule lowered,
+                                                  const pipeline::Plan& plan,
                                                   const Options& options) = 0;
 
   // Before the reporter reads the model (evaluation, checkpoint, --save): it gathers every

@@ -64,7 +64,7 @@ void Training::report_busy_times() {
   double busy_total = 0;
   for (size_t d = 0; d < busy_ms_.size(); ++d) {
     std::snprintf(line, sizeof line, "  %s busy %.1f s (%.1f%% of the steps' time)",
-                  processes_.device_label(d, placement_.devices[d]).c_str(), busy_ms_[d] / 1000,
+                  processes_.device_label(d, devices_.devices[d]).c_str(), busy_ms_[d] / 1000,
                   100 * busy_ms_[d] / makespan_ms_);
     progress_->line(line);
     busy_total += busy_ms_[d];

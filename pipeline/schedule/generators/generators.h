@@ -19,7 +19,7 @@
 //   v_shapes.cpp          two chunks in a V (schedule.h's v-shape placement): ZB-V at 1F1B's
 //                         memory, V-Half at half of it, V-Min at a third (Qi et al., 2024)
 //   dualpipe_v.cpp        DeepSeek's DualPipeV, its eight phases per device
-//   registry.cpp          the schedules by name, for the command line
+//   registry.cpp          one table of every schedule by name, for the tools
 // Every generator throws std::invalid_argument, naming the schedule and the values that
 // work, for sizes it cannot serve; every schedule it returns passes validate().
 #pragma once
@@ -53,22 +53,39 @@ Schedule v_half(int devices, int microbatches);  // two chunks, v-shape placemen
 Schedule v_min(int devices, int microbatches);   // two chunks, v-shape placement
 Schedule dualpipe_v(int devices, int microbatches);  // two chunks, v-shape; m >= 2p
 
-// Names accepted by make_schedule: "naive", "gpipe", "1f1b", "interleaved-1f1b",
-// "looped-bfs", "zb-h1", "zb-h2", "zb-auto", "interleaved-zb", "zb-v", "v-half", "v-min",
-// "dualpipe-v".
+// The registry: every schedule by name, one row each. How many chunks per device it takes
+// (exactly one, exactly two — the V shapes —, or any), the chunks a tool gives it when none
+// are asked for, where it places its stages (schedule.h), whether it is planned for the
+// stages' costs (zb-auto: a tool that cuts the model first passes them), and its generator.
+enum class Chunks { one, two, any };
+struct ScheduleKind {
+  std::string_view name;
+  Chunks chunks;
+  int default_chunks;
+  Placement placement;
+  bool needs_costs;
+  Schedule (*make)(int devices, int microbatches, int chunks, const CostModel& costs,
+                   const std::vector<int>& max_in_flight);
+};
+// "naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-auto",
+// "interleaved-zb", "zb-v", "v-half", "v-min", "dualpipe-v".
+const std::vector<ScheduleKind>& schedule_kinds();
+// The row of `name`; throws std::invalid_argument naming the known ones.
+const ScheduleKind& schedule_kind(std::string_view name);
+
+// The names, in the registry's order.
 const std::vector<std::string>& schedule_names();
-// The chunks per device a tool gives a schedule when none are asked for: 2 for the schedules
-// built around several (interleaved-1f1b, looped-bfs and interleaved-zb, which take any v;
-// the V shapes, which take exactly 2), 1 for the others.
+// The registry's default chunks of `name` (1 for a name it does not know).
 int default_chunks(std::string_view name);
-// Where a schedule of that name places its stages (schedule.h): v-shape for zb-v, v-half,
-// v-min and dualpipe-v, looped for the others. A tool that cuts the model before it makes the
-// schedule needs it to balance the devices (pipeline/runtime/partition.h).
+// The registry's placement of `name` (looped for a name it does not know). A tool that cuts
+// the model before it makes the schedule needs it to balance the devices
+// (pipeline/runtime/partition.h).
 Placement placement_of(std::string_view name);
-// v must be 1 for the schedules that place one stage per device and 2 for the V shapes.
-// `costs` and `max_in_flight` ([device]) matter only to zb-auto, which plans for them (by
-// default F = B = W = 1 on every stage, and p micro-batches per device); the other schedules
-// hold what they hold (validate.h's peak_live says how much).
+// The schedule of `name`: v must be 1 for the schedules that place one stage per device and 2
+// for the V shapes. `costs` and `max_in_flight` ([device]) matter only to the schedules that
+// need costs (zb-auto), which plan for them (by default F = B = W = 1 on every stage, and p
+// micro-batches per device); the other schedules hold what they hold (validate.h's peak_live
+// says how much). Throws std::invalid_argument for an unknown name or sizes it cannot serve.
 Schedule make_schedule(std::string_view name, int devices, int microbatches, int chunks = 1,
                        const CostModel& costs = {}, const std::vector<int>& max_in_flight = {});
 
