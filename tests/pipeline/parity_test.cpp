@@ -99,8 +99,8 @@ TEST_CASE("lists that add weight gradients in another order train like one devic
   const int p = 2, m = 4;
   const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
   auto model = test::placed_model(partition, p, /*first_device=*/1);
-  Runtime runtime(*model, partition, gpipe_backward_reversed(p, m), test::sgd,
-                  {.seed = test::kDropoutSeed});
+  Runtime runtime(*model, test::test_devices(p, 1), partition, gpipe_backward_reversed(p, m),
+                  test::sgd, {.seed = test::kDropoutSeed});
   for (int step = 0; step < kSteps; ++step)
     runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
   auto reference = test::train_on_one_device(data, m, test::reference_device());
