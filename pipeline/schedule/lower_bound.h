@@ -22,7 +22,7 @@
 //           (its forward, the chain to the last stage and back, its own backward): the naive
 //           schedule's bound, m round trips one after another.
 //
-// For unit costs the generators' gaps to it are in pipeline/README.md and held by
+// For unit costs the generators' gaps to it are in docs/schedules.md and held by
 // tests/pipeline/lower_bound_test.cpp.
 #pragma once
 

@@ -1,6 +1,6 @@
 // makespan_lower_bound (pipeline/schedule/lower_bound.h): worked by hand on the classic
 // schedules, never above the best order found by trying every order of small schedules, never
-// above any generator's makespan, and each generator within the gap pipeline/README.md states.
+// above any generator's makespan, and each generator within the gap docs/schedules.md states.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -153,7 +153,7 @@ TEST_CASE("lower bound: the cost model and the memory must fit the schedule") {
 
 // Each generator's gap to the bound, in percent, the most over p in {2, 4, 8} and m in
 // {p, 2p, 4p} (where the schedule takes m), for three costs of a device's share: unit; f = 1,
-// b = 2, w = 1; and that with comm = 0.1. What pipeline/README.md states; where a generator
+// b = 2, w = 1; and that with comm = 0.1. What docs/schedules.md states; where a generator
 // is not at the bound, the bound may be loose (it ignores how memory is shared by a device's
 // two chunks) or the order may be (the list scheduler plans with unit costs).
 struct StatedGap {

@@ -23,7 +23,7 @@
 //
 // The paper then moves actions earlier into idle units where memory allows (its "reordering");
 // that pass is not here, and the list scheduler's runs are what close the gap at p = 4
-// (pipeline/README.md gives the table).
+// (docs/schedules.md gives the table).
 #include <array>
 #include <deque>
 #include <map>

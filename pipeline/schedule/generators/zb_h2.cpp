@@ -9,7 +9,7 @@
 // from its own first action to its own last, because its iterations overlap (the optimizer
 // step is validated after the fact, so device 0 starts the next step while the last device
 // ends this one). Brigade's step ends when every device has ended; the last device still starts
-// p - 1 forwards late, so the makespan here is ZB-H1's, 3m + p - 1 — pipeline/README.md shows
+// p - 1 forwards late, so the makespan here is ZB-H1's, 3m + p - 1 — docs/schedules.md shows
 // both measures.
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/generators/list_scheduler.h"
