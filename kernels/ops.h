@@ -136,7 +136,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, flo
 float loss_value(const LossResult& r);
 // A CUDA loss's `status` copied into host memory (a cpu tensor of its bytes): throws
 // brigade::Error naming the row and the label when a label was outside [0, classes). For a
-// check that must not block the device's thread (pipeline/runtime/finite_check.h).
+// check that must not block the device's thread (pipeline/runtime/step_checks.h).
 void check_loss_status(const Tensor& host_status, int64_t classes);
 // logits: (N, classes)  labels: (N). How many rows' first largest logit is the label.
 // Blocks until counted (evaluation only, never inside a pipelined step).

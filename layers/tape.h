@@ -1,32 +1,18 @@
 // Reverse-mode autodiff on a tape of op nodes, with the backward split in two halves.
 //
-// A forward pass with a Tape in its ForwardContext records one Node per op it runs. A node
-// keeps what its backward needs (the saved activations) and offers two functions:
-//   backward_input(dy)   the gradient w.r.t. the node's input  ("B" in pipeline schedules)
-//   backward_params(dy)  the gradients w.r.t. its parameters, ACCUMULATED into their .grad
-//                        ("W"), so that micro-batches add up across calls
-// where dy is the gradient w.r.t. the node's output. The two are independent given dy, which
-// is what lets a zero-bubble schedule run B now, send the input gradient upstream, and run W
-// later, when the device would otherwise idle.
-//
-// A Tape is the record of ONE forward of ONE contiguous range of layers (a pipeline stage) on
-// ONE micro-batch; a stage keeps one Tape per micro-batch in flight. Its two halves:
-//   tape.backward_input(dy)   walks the nodes backwards, returns the gradient w.r.t. the
-//                             tape's input (the stage's input gradient);
-//   tape.backward_params(dy)  accumulates every parameter gradient of the range.
-// They may be called in either order, each once (or fused: tape.backward(dy)); both take the gradient w.r.t. the tape's
-// output (the same tensor). The gradients at the inner node boundaries are computed once, by
-// whichever half comes first, and kept for the other. What each half no longer needs is
-// released as soon as it has run: after B, the nodes without parameters (pooling masks, ReLU
-// outputs, dropout) and the inner gradients they used; after W first, everything but the
-// first node and its output gradient; after both, everything. A Tape whose halves have both
-// run holds no tensor. A Tape is used by one host thread (the stage's).
-//
-// No-grad mode (evaluation): a ForwardContext without a tape; the modules then record
-// nothing and save nothing, so activations are freed as soon as the next layer has used them.
-//
-// Streams: a node runs its backward on the stream its forward ran on (ops are enqueued in
-// order there; nothing here blocks the host).
+// A forward with a Tape in its ForwardContext records one Node per op (what its backward needs).
+// A Tape is ONE forward of ONE range of layers (a pipeline stage) on ONE micro-batch, used by
+// one host thread. Given dy, the gradient w.r.t. its output, its two halves are independent:
+//   backward_input(dy)   the gradient w.r.t. the tape's input ("B" in pipeline schedules);
+//   backward_params(dy)  every parameter's gradient, ACCUMULATED into .grad ("W"), so
+//                        micro-batches add up;
+// so a zero-bubble schedule runs B now, sends the input gradient upstream, and W later. Each
+// runs once, in either order, or fused (backward); the inner gradients are computed by the
+// first and kept for the other. Each releases what is no longer needed as soon as it has run
+// (after B the nodes without parameters and their gradients; after W all but the first node
+// and its output gradient); after both the Tape holds no tensor. Without a tape (no-grad mode,
+// evaluation) nothing is recorded or saved. A node's backward runs on its forward's stream;
+// nothing here blocks the host.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "engine/stream.h"
-#include "pipeline/runtime/finite_check.h"
+#include "pipeline/runtime/step_checks.h"
 
 namespace brigade::distributed {
 

@@ -1,5 +1,5 @@
-// MpiReducer: the GradientReducer (reducer.h) for CPU tensors, over MPI_Allreduce (MPI_SUM)
-// on the communicator of one stage's replicas (Topology::stage_replicas).
+// MpiReducer: the GradientReducer (pipeline/runtime/gradient_reducer.h) for CPU tensors, over
+// MPI_Allreduce (MPI_SUM) on the communicator of one stage's replicas (Topology::stage_replicas).
 //
 // sum() blocks its caller: it waits for `stream` (the gradients are written), packs every
 // tensor into one host buffer (one all-reduce instead of one per parameter: latency, not
@@ -15,7 +15,7 @@
 
 #include "pipeline/distributed/mpi_session.h"
 #include "pipeline/distributed/poll.h"
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 
 namespace brigade::distributed {
 

@@ -1,6 +1,6 @@
-// NcclReducer: the GradientReducer (reducer.h) for CUDA tensors, over ncclAllReduce (ncclSum)
-// on a NCCL communicator of one stage's replicas (made from Topology::stage_replicas; the
-// ncclUniqueId broadcast by MPI). CUDA builds with NCCL only.
+// NcclReducer: the GradientReducer (pipeline/runtime/gradient_reducer.h) for CUDA tensors, over
+// ncclAllReduce (ncclSum) on a NCCL communicator of one stage's replicas (made from
+// Topology::stage_replicas; the ncclUniqueId broadcast by MPI). CUDA builds with NCCL only.
 //
 // sum() enqueues and returns: one ncclAllReduce per tensor, in place, on `stream`, inside one
 // ncclGroupStart/End (NCCL fuses them into one launch); the sums are there when `stream`
@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "pipeline/distributed/nccl_communicator.h"
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 
 namespace brigade::distributed {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "pipeline/distributed/mpi_link.h"
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 
 namespace brigade::distributed {
 

@@ -1,7 +1,7 @@
 // The streams of one device the runtime runs (runtime.h): a compute stream for the actions,
 // a send stream for the copies of outgoing activations and gradients, a receive stream that
 // owns the buffers those copies land in (and copies what another Runtime handed over), and —
-// on a CUDA device — a CPU stream for the checks of its results (finite_check.h).
+// on a CUDA device — a CPU stream for the checks of its results (step_checks.h).
 #pragma once
 #include <optional>
 

@@ -11,7 +11,7 @@
 //   execute         one instruction: a compute action (forward, backward) or a transfer
 //                   (send, receive)
 //
-// Read in that order; the pieces it calls are stage.h (the layers), finite_check.h (NaN
+// Read in that order; the pieces it calls are stage.h (the layers), step_checks.h (NaN
 // checks), step_trace.h (the measured timeline) and link.h (the neighbours).
 #include <mutex>
 #include <sstream>
@@ -22,7 +22,7 @@
 #include "engine/event.h"
 #include "kernels/ops.h"
 #include "layers/grad_clip.h"
-#include "pipeline/runtime/finite_check.h"
+#include "pipeline/runtime/step_checks.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/runtime/step_state.h"
 #include "pipeline/runtime/step_trace.h"
@@ -331,7 +331,7 @@ void Runtime::update_parameters(Step& step) {
 }
 
 // A step that failed before its update: the replicas of its stages must not wait for sums
-// this one will never give (reducer.h).
+// this one will never give (gradient_reducer.h).
 void Runtime::abandon_reductions(const std::string& why) {
   for (int device = 0; device < schedule_.devices; ++device)
     if (runs(device))

@@ -1,4 +1,4 @@
-// LocalReducer: a GradientReducer (pipeline/distributed/reducer.h) for replicas that are
+// LocalReducer: a GradientReducer (pipeline/runtime/gradient_reducer.h) for replicas that are
 // threads of ONE process — data parallelism without MPI, and the in-process stand-in that the
 // runtime's data-parallel tests use in place of MPI_Allreduce.
 //
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 
 namespace brigade::pipeline {
 

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "engine/error.h"
 
 namespace brigade::pipeline {
 
@@ -224,15 +225,6 @@ Partition balance(const std::vector<double>& costs, int stages, int devices,
                   Placement placement) {
   BRIGADE_CHECK(devices >= 1, "partition: " << devices << " devices; need at least 1");
   return balance(DeviceCosts(static_cast<size_t>(devices), costs), stages, placement);
-}
-
-const char* cost_name(CostKind kind) {
-  switch (kind) {
-    case CostKind::params: return "parameters";
-    case CostKind::activations: return "activation bytes/sample";
-    case CostKind::flops: return "FLOPs/sample";
-  }
-  return "?";
 }
 
 std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind) {

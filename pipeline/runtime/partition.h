@@ -22,9 +22,7 @@
 #include <cstddef>
 #include <string>
 #include <vector>
-#include "engine/tensor.h"
 #include "layers/model_file.h"
-#include "layers/sequential.h"
 #include "pipeline/schedule/schedule.h"  // Placement
 
 namespace brigade::pipeline {
@@ -52,10 +50,11 @@ Partition balance(const std::vector<double>& costs, int stages);
 
 // Several chunks per device (pipeline/schedule/schedule.h's placements): what a device costs is
 // the SUM of its stages, and evening out stages does not even out devices (on 2 looped devices
-// with v = 2, the balanced stages of a front-heavy model put two heavy stages on device 0). This is the contiguous cut into `stages` stages minimising the largest device
-// total, exact: a depth-first search over cut positions in the spirit of branch and bound
-// (see partition.cpp for why its pruning never discards an optimum). With devices == stages it
-// is balance(costs, stages). Ties: balance(costs, stages)'s cut when that one is optimal.
+// with v = 2, the balanced stages of a front-heavy model put two heavy stages on device 0).
+// This is the contiguous cut into `stages` stages minimising the largest device total, exact:
+// a depth-first search over cut positions in the spirit of branch and bound (see
+// partition.cpp for why its pruning never discards an optimum). With devices == stages it is
+// balance(costs, stages). Ties: balance(costs, stages)'s cut when that one is optimal.
 // Throws as balance does, and when devices < 1 or stages is not a multiple of devices.
 Partition balance(const std::vector<double>& costs, int stages, int devices,
                   Placement placement = Placement::looped);
@@ -78,8 +77,8 @@ std::vector<double> device_totals(const Partition& partition, const DeviceCosts&
 double largest_device(const Partition& partition, const std::vector<double>& costs, int devices,
                       Placement placement = Placement::looped);
 
+// What a layer's cost counts: parameters, activation bytes or FLOPs per sample.
 enum class CostKind { params, activations, flops };
-const char* cost_name(CostKind kind);  // "parameters", "activation bytes/sample", "FLOPs/sample"
 // One cost per layer from the model's inferred shapes.
 std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind);
 

@@ -1,38 +1,9 @@
-// ProcessRole: the part THIS process plays in a pipelined, data-parallel training step — the
-// schedule devices it runs, its links to the other processes, its replica, and the all-reduces
-// it takes part in (each stage's gradients across replicas, the norm for clipping).
-//
-// A production pipeline runs one process per stage (mpirun -np P), and D replicas of that
-// pipeline for throughput (P·D processes). Every process builds a Runtime over the SAME
-// schedule and partition and plays only its role in it:
-//
-//   devices       the schedule devices whose action lists it runs (rank p of a replica runs
-//                 schedule device p: stages p, p+P, ... of an interleaved schedule). Empty:
-//                 every device (one process runs the whole pipeline, the default).
-//   links         a factory for the Links (link.h) that cross to another process: called
-//                 once per direction of traffic with exactly one end here. Links with both
-//                 ends here are in-process Channels; links with no end here are not made.
-//   replica       this process's replica (0 .. replicas-1) of the pipeline: a step is given
-//   replicas      the WHOLE mini-batch of n samples and trains on rows [first, first + n_r),
-//                 n_r = n/replicas (the first n mod replicas replicas one more), first = the
-//                 rows of the replicas before it. Dropout masks are keyed by the sample's
-//                 place in the whole mini-batch and each micro-batch's loss is divided by n,
-//                 so the replicas' gradients SUM to the gradient of the mini-batch mean, and
-//                 each StepResult::loss is the replica's share of the mean loss.
-//   reducers      [stage], optional: called with the stage's gradients (every parameter's
-//                 .grad, in layer order) on its device's compute stream after the stage's
-//                 last W, before its optimizer step — the all-reduce across replicas.
-//   sum_over_pipeline  clipping by the global norm (RuntimeOptions::max_grad_norm) when some
-//                 stages run elsewhere: element-wise sums of a vector of doubles over the
-//                 processes of this replica's pipeline (an all-reduce), returned on every one.
-//                 The runtime gives it each parameter's sum of squares, in the model's order,
-//                 0 where another process owns the parameter: every entry has one owner, so
-//                 the sums are exact, and every rank clips as one device would.
-//
-// A process needs the parameters of its own stages only on a device: the caller may build
-// the whole Sequential (the same seed everywhere, so initialisation agrees: layers/init.h
-// keys each value by (seed, layer, element)) with the other stages' blocks on a CPU device;
-// the runtime never touches them and makes no streams or optimizers for them.
+// ProcessRole: the part THIS process plays in a pipelined, data-parallel step. Under
+// `mpirun -np P·D` (P stages, D replicas) every process builds a Runtime over the SAME schedule
+// and partition, and makes streams, stages, threads and optimizers for its own devices only.
+// The other stages' layers may sit on any device (built from the same seed, so initialisation
+// agrees: layers/init.h keys each value by (seed, layer, element)); they are never touched.
+// The default role is one process running the whole pipeline.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -41,7 +12,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 #include "pipeline/runtime/link.h"
 
 namespace brigade::pipeline {
@@ -60,11 +31,30 @@ struct LinkEnd {
 using LinkFactory = std::function<std::shared_ptr<Link>(const LinkEnd&)>;
 
 struct ProcessRole {
-  std::vector<int> devices{};  // schedule devices run here; empty = all
-  LinkFactory links{};         // required when some device is not run here
-  int replica = 0;             // which replica of the pipeline this process is part of
-  int replicas = 1;            // how many replicas share each mini-batch
-  std::vector<GradientReducer*> reducers{};  // [stage] or empty; nullptr = none for that stage
+  // The schedule devices whose lists run here (rank p of a replica runs schedule device p:
+  // stages p, p+P, ... of an interleaved schedule); empty = all.
+  std::vector<int> devices{};
+  // Makes the Links that cross to another process, once per direction of traffic with exactly
+  // one end here; required when some device is not run here. Links with both ends here are
+  // in-process Channels; links with no end here are not made.
+  LinkFactory links{};
+  // This process's replica of the pipeline, of `replicas`. A step is given the WHOLE
+  // mini-batch of n samples and trains on rows [first, first + n_r): n_r = n/replicas (the
+  // first n mod replicas replicas one more), first = the rows of the replicas before it.
+  // Dropout masks are keyed by the sample's place in the whole mini-batch and each
+  // micro-batch's loss is divided by n, so the replicas' gradients SUM to the mini-batch
+  // mean's, and each StepResult::loss is the replica's share of the mean loss.
+  int replica = 0;
+  int replicas = 1;
+  // [stage] or empty; nullptr = none for that stage. Called with the stage's gradients (every
+  // parameter's .grad, in layer order) on its compute stream after the stage's last W, before
+  // its optimizer step: the all-reduce across replicas.
+  std::vector<GradientReducer*> reducers{};
+  // For clipping by the global norm (RuntimeOptions::max_grad_norm) when some stages run
+  // elsewhere: element-wise sums over the processes of this replica's pipeline, returned on
+  // every one. It is given each parameter's sum of squares in the model's order, 0 where
+  // another process owns the parameter: each entry has one owner, so the sums are exact and
+  // every rank clips as one device would.
   std::function<std::vector<double>(std::vector<double>)> sum_over_pipeline{};
 };
 

@@ -200,7 +200,7 @@ void Runtime::recover() {
     if (!local_[i]) continue;  // another process runs it
     fresh.back() =
         DeviceStreams{Stream::create(d), Stream::create(d), Stream::create(d), std::nullopt};
-    // Host memory and a host thread for the checks of a GPU's results (finite_check.h): the
+    // Host memory and a host thread for the checks of a GPU's results (step_checks.h): the
     // labels of its loss always, its outputs' NaN checks with check_finite; cpu:0's allocator.
     if (d.is_cuda()) fresh.back()->check = Stream::create(Device::cpu(0));
   }

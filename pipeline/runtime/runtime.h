@@ -1,46 +1,24 @@
-// Runtime: runs a training step of a Sequential cut into stages (partition.h) over devices,
-// as a schedule says — by interpreting that schedule's LOWERED lists (schedule/lowering.h):
-// for each device, in order, its compute instructions (F, B, W, BW) and its transfers
-// (SF/RF activations, SB/RB gradients). The very lists the validator proved free of
-// deadlock and the simulator timed are what runs.
+// Runtime: one training step of a Sequential cut into stages (partition.h), on the devices it
+// is given, by interpreting a schedule's LOWERED lists (schedule/lowering.h): the very lists the
+// validator proved free of deadlock and the simulator timed. Each device has a compute, a send
+// and a receive stream (device_streams.h) and one host thread (executor.cpp) that issues its
+// list in order — F, B, W, BW on the stage (stage.h; the last stage adds the loss), SF/SB and
+// RF/RB through the Links (link.h). pipeline/README.md, "How a step runs", walks one step.
 //
-// Each device the runtime runs has a compute, a send and a receive stream (device_streams.h)
-// and one host thread, the executor (executor.cpp), that takes the next instruction of its
-// list and issues its work:
-//   F   the stage's forward (stage.h), with a tape; the last stage adds the loss
-//   B/W/BW  the backward: input gradient, weight gradients, or both
-//   SF/SB   the send stream waits for the tensor's writing, copies it into a buffer of the
-//           receiver's device and hands (tensor, ready-event) to the Link (link.h)
-//   RF/RB   takes micro-batch mb's pair from the Link; the receive stream waits on its event
-//           (the trace's receive lane), the compute stream on the receive
-// Nothing blocks the host inside a step except a receive waiting for the producer's host
-// thread to DESCRIBE its work (not to run it); the one host synchronisation is at the end of
-// the step, after every stage has enqueued its optimizer step on its own device (and, with
-// RuntimeOptions::max_grad_norm, one more before the update, to read the gradients' norm).
-//
-// A step cuts the mini-batch into the schedule's m micro-batches (sizes differ by at most
-// one, larger first, so the last may be smaller) and weights every SAMPLE equally: each
-// micro-batch's loss is divided by the mini-batch size, so accumulating micro-batches gives
-// the mini-batch mean (synchronous semantics: the same update as one big batch).
-//
-// Failure: the first exception — on a host thread (out of memory, a bad shape) or in a task
-// on a stream (a NaN check, finite_check.h) — closes every link, so blocked receivers wake;
-// every thread ends, every stream drains, and step() throws PipelineError naming the device,
-// stage, action and micro-batch. The runtime then replaces its streams and stays USABLE: the
-// parameters are those before the failed step (the update is issued only after a step in
-// which every device ran its list and every check passed).
-//
-// CPU and CUDA devices alike: every op goes through kernels/ops.h (it dispatches by device);
-// nothing enqueues a host task on a CUDA stream. The step's timeline is measured by markers
-// on the streams (step_trace.h).
-//
-// One process's role (process_role.h): a Runtime may run only some of the schedule's
-// devices — one rank of `mpirun` — with Links to the other processes' stages, and be one of
-// several data-parallel replicas. It then makes streams, stages and threads for its own
-// devices only and never touches the other stages' layers.
-//
-// One stage on one device is the same code: a one-device schedule has no transfers, and its
-// list is F then BW.
+// What a caller can rely on:
+//   - synchronous semantics: the mini-batch is cut into m micro-batches (sizes differ by at
+//     most one, larger first) and each micro-batch's loss is divided by the mini-batch size,
+//     so the update is one big batch's;
+//   - nothing blocks the host inside a step but a receive waiting for its producer's thread to
+//     DESCRIBE its work; the one host synchronisation is at the end, after every stage has
+//     enqueued its optimizer step (one more before it with RuntimeOptions::max_grad_norm);
+//   - a failure on a host thread or in a stream task (step_checks.h) closes every link, every
+//     thread ends and every stream drains; step() throws PipelineError naming the device,
+//     stage, action and micro-batch, and the runtime stays usable with the parameters from
+//     before the step (the update is issued only after every device ran its list cleanly);
+//   - CPU and CUDA devices run the same code (kernels/ops.h dispatches; no host task on a CUDA
+//     stream), timed by markers on the streams (step_trace.h); a process may run only some
+//     of the devices (process_role.h). One device is the same code: its list is F then BW.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -16,7 +16,7 @@
 #include "engine/tensor.h"
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
-#include "pipeline/distributed/reducer.h"
+#include "pipeline/runtime/gradient_reducer.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/step_state.h"
 

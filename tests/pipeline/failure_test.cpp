@@ -146,7 +146,7 @@ TEST_CASE("out of memory on any stage's device stops every stage") {
 TEST_CASE("a bad input shape fails the first stage, a bad label the last") {
   testing::Deadline deadline("bad shape and bad label");
   // A CPU loss task throws on a bad label; the CUDA kernel cannot throw: it writes NaN for
-  // that sample and records the row, which the runtime's label check (finite_check.h) turns
+  // that sample and records the row, which the runtime's label check (step_checks.h) turns
   // into the same failure for the same action. No NaN check is on: it was, for CUDA, until
   // a reading found that without it a bad label trained on NaN.
   ThreeStages t(40, {.seed = test::kDropoutSeed});

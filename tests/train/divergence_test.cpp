@@ -1,4 +1,4 @@
-// A diverging run (tools/train/finite.h): it stops at the first non-finite loss with one error
+// A diverging run (tools/train/divergence.h): it stops at the first non-finite loss with one error
 // naming the step and exits 1; no file it writes holds a NaN or an Inf, and the last good
 // checkpoint stays; --check-finite names the stage and action; --init-from and --resume refuse
 // such a file; the end-of-run summary comes once, and only from a run that ended well.
@@ -26,7 +26,7 @@
 #include "layers/sequential.h"
 #include "tests/train/run_binary.h"
 #include "tools/train/checkpoint.h"
-#include "tools/train/finite.h"
+#include "tools/train/divergence.h"
 #include "tools/train/optimizer.h"
 #include "tools/train/options.h"
 
@@ -72,7 +72,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // The first tensor of a file with a NaN or an Inf, by name; empty if none. (Read here, not
-// through the trainer's finite.h.)
+// through the trainer's divergence.h.)
 std::string non_finite_tensor(const st::File& file) {
   for (const st::TensorInfo& t : file.tensors) {
     const std::span<const uint8_t> bytes = file.bytes(t);

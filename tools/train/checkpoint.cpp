@@ -6,7 +6,7 @@
 
 #include "engine/error.h"
 #include "layers/safetensors.h"
-#include "tools/train/finite.h"
+#include "tools/train/divergence.h"
 
 namespace brigade::train {
 

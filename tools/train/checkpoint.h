@@ -17,7 +17,7 @@
 // not a valid safetensors file (truncated, corrupt), not a brigade-train checkpoint, another
 // model (the first differing line of the two descriptions), another recipe (each differing
 // setting), tensors of other names, shapes or dtypes (every mismatch), or a NaN or an Inf.
-// Saving refuses a NaN or an Inf too (finite.h), before writing: the previous file stays.
+// Saving refuses a NaN or an Inf too (divergence.h), before writing: the previous file stays.
 #pragma once
 
 #include <cstdint>

@@ -43,7 +43,7 @@ struct Options {
                                          // device or one per device; empty or 0: no bound
   std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory
   bool recompute = false;
-  bool check_finite = false;             // the runtime checks each stage's output (finite.h)
+  bool check_finite = false;             // the runtime checks each stage's output (divergence.h)
 
   // The recipe.
   int64_t batch = 128;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "layers/param_file.h"
-#include "tools/train/finite.h"
+#include "tools/train/divergence.h"
 #include "tools/train/preflight.h"
 #include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
@@ -161,7 +161,7 @@ void Training::step(int64_t epoch, int64_t k) {
 
   const auto t0 = Clock::now();
   first_step_began_ = true;
-  pipeline::StepResult r = run_step(runner(), staging, slot, resume_point_.step);  // finite.h
+  pipeline::StepResult r = run_step_naming_divergence(runner(), staging, slot, resume_point_.step);
   processes_.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
   // Read on the host already: checking it costs no synchronisation. Nothing of this step is
   // reported, and no checkpoint is written after it. Every process sees the agreed loss.

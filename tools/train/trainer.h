@@ -7,7 +7,7 @@
 //   epochs  per epoch, per batch: stage the next batch (staging.h), run the step, report it
 //           (progress.h, metrics.h), checkpoint every N steps (checkpoint.h), stop between
 //           steps on a signal (signals.h); evaluate at the end of each epoch (evaluate.h);
-//           a NaN or Inf loss ends the run, and no file is written with one (finite.h)
+//           a NaN or Inf loss ends the run, and no file is written with one (divergence.h)
 //   report  the last checkpoint, per-device busy time and measured bubble, --trace, --save,
 //           --plot, the summary line
 //

@@ -6,7 +6,7 @@
 
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/svg.h"
-#include "tools/train/finite.h"
+#include "tools/train/divergence.h"
 #include "tools/train/training.h"
 
 namespace brigade::train {

@@ -55,7 +55,7 @@ std::string diverged(int64_t step, const std::string& what);
 // Runs the step numbered `step` from 0 (runner.run). A NaN or an Inf found by --check-finite
 // becomes "step <step + 1>: <the runtime's message>: training diverged (...)"; any other
 // error passes through as it is.
-pipeline::StepResult run_step(StepRunner& runner, StagingArea& area, StagingArea::Slot& slot,
-                     int64_t step);
+pipeline::StepResult run_step_naming_divergence(StepRunner& runner, StagingArea& area,
+                                                StagingArea::Slot& slot, int64_t step);
 
 }  // namespace brigade::train

@@ -1,7 +1,7 @@
 // GradientReducer: sums gradients across the data-parallel replicas of one pipeline stage.
-// Implementations: MpiReducer (CPU tensors, mpi_reducer.h), NcclReducer (CUDA tensors,
-// nccl_reducer.h, in brigade::distributed); it lives in brigade::pipeline beside Link, since
-// the runtime holds one per stage whatever carries the sums.
+// The runtime holds one per stage whatever carries the sums, so it lives here beside Link:
+// LocalReducer (local_reducer.h, replicas as threads of one process), MpiReducer and
+// NcclReducer (pipeline/distributed/, between processes).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "pipeline/runtime/finite_check.h"
+#include "pipeline/runtime/step_checks.h"
 
 #include <cmath>
 
