@@ -9,7 +9,7 @@
 // and on the GPU alike.
 //
 // The same code compiles as plain C++ and under nvcc (BRIGADE_HD adds __host__ __device__).
-// Checked against Random123's known-answer vectors in tests/kernels/cpu/philox_test.cpp.
+// Checked against Random123's known-answer vectors in tests/engine/philox_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 // squared_norms() gives each parameter's sum of squares, the caller puts the parts of every
 // stage in the model's parameter order, and clip_coefficient() sums them in that order. One
 // device and any cut into stages therefore find the same norm to the last bit, and clip to
-// the same parameters (tests/layers/grad_clip_test.cpp, tests/pipeline/parity_test.cpp).
+// the same parameters (tests/layers/grad_clip_test.cpp, tests/pipeline/runtime/parity_test.cpp).
 //
 // The sums are taken on the host in double: squared_norms() copies each gradient out and
 // waits (one host synchronisation of the update, only where clipping is asked for).

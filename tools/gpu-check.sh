@@ -378,7 +378,7 @@ if [ $emulated -eq 1 ]; then setup=(setup "$BUILD" -Dcuda=emulated -Dbuildtype=r
 else setup=(setup "$BUILD" -Dcuda=enabled "-Dgpu_arch=$arch" -Dbuildtype=release "-Dmpi=$mpi"); fi
 [ -f "$BUILD/build.ninja" ] && setup+=(--reconfigure)
 step configure 60 "${MESON_CMD[@]}" "${setup[@]}" || finish
-gpu_targets=(tests/kernels/cuda/test_cuda_vendor tests/kernels/emu/test_emu tests/pipeline/test_runtime
+gpu_targets=(tests/kernels/cuda/test_cuda_vendor tests/kernels/emu/test_emu tests/pipeline/runtime/test_runtime
              tools/brigade-train tools/brigade-bench)
 # --build-only: nothing after the build to keep time for, so it may take the whole budget.
 build_share=240 rest_share=120
@@ -445,8 +445,8 @@ else
 fi
 for path in vendor handwritten; do
   if ! on_path $path; then result "parity-$path" SKIP "CUDA_PATHS=\"$CUDA_PATHS\" leaves it out"; continue; fi
-  bin tests/pipeline/test_runtime "parity-$path" &&
-    BRIGADE_CUDA_PATH=$path BRIGADE_TEST_DEVICES=cuda step "parity-$path" 60 "$BUILD/tests/pipeline/test_runtime" "${runtime_args[@]}"
+  bin tests/pipeline/runtime/test_runtime "parity-$path" &&
+    BRIGADE_CUDA_PATH=$path BRIGADE_TEST_DEVICES=cuda step "parity-$path" 60 "$BUILD/tests/pipeline/runtime/test_runtime" "${runtime_args[@]}"
 done
 
 # ---- train: cuda:0 (each path) against cpu:0 -----------------------------------------------------
@@ -557,15 +557,15 @@ REHEARSAL=
 # ---- several GPUs ---------------------------------------------------------------------------------
 if [ $emulated -eq 1 ]; then  # the parity matrix over more emulated GPUs; NCCL is not emulated
   gpus=$EMULATED_MULTI_GPUS
-  BRIGADE_EMULATED_GPUS=$gpus BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/test_runtime" "${runtime_args[@]}"
+  BRIGADE_EMULATED_GPUS=$gpus BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/runtime/test_runtime" "${runtime_args[@]}"
   result nccl SKIP "NCCL between ranks needs real GPUs: the emulated build has no NCCL"
 elif [ "$gpus" -lt 2 ]; then
   result multi-gpu SKIP "$gpus GPU: the parity matrix on cuda:all needs two"
   result nccl SKIP "$gpus GPU: NCCL needs a GPU for each of its 2 ranks"
 else
-  BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/test_runtime"
-  if [ -x "$BUILD/tests/distributed/test_nccl" ] && have mpirun; then
-    step nccl 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$BUILD/tests/distributed/test_nccl"
+  BRIGADE_TEST_DEVICES=cuda:all step multi-gpu 60 "$BUILD/tests/pipeline/runtime/test_runtime"
+  if [ -x "$BUILD/tests/pipeline/distributed/test_nccl" ] && have mpirun; then
+    step nccl 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$BUILD/tests/pipeline/distributed/test_nccl"
   else result nccl SKIP "no mpirun or no libnccl: test_nccl not built"; fi
 fi
 

@@ -17,7 +17,7 @@
 //   send its tensor sends the cause instead (mpi_link.h), and the receiver throws RankFailed.
 //   3. A rank that dies without a word (SIGKILL, a segfault, the OOM killer): mpirun sees the
 //      process end and kills the job, printing "mpirun noticed that process rank r with PID
-//      ... exited on signal 9 (Killed)" (OpenMPI 4.1; tests/distributed/fault_test.cpp).
+//      ... exited on signal 9 (Killed)" (OpenMPI 4.1; tests/pipeline/distributed/fault_test.cpp).
 //   4. Last resort, for launchers that do not watch their processes: every wait has a
 //      deadline (poll.h, BRIGADE_MPI_TIMEOUT_S, default 600 s) after which it throws an error
 //      naming the rank it was waiting for.

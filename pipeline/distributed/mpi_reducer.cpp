@@ -67,7 +67,7 @@ void MpiReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
   // recursive doubling has ranks r and r^k combine x_r + x_{r^k} and x_{r^k} + x_r, which
   // are equal bit for bit (IEEE addition is commutative), level by level; the choice of
   // algorithm depends only on the message size and the communicator's size, which every
-  // replica shares. tests/distributed/reducer_test.cpp checks the bits on 2, 3 and 4 ranks.
+  // replica shares. tests/pipeline/distributed/reducer_test.cpp checks the bits on 2, 3 and 4 ranks.
   all_reduce_sum(faults_, comm_, buffer_.data(), total, timeout_,
                  "MpiReducer: the all-reduce of " + std::to_string(total) +
                      " gradient values across the stage's replicas");

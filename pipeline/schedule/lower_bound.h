@@ -23,7 +23,7 @@
 //           schedule's bound, m round trips one after another.
 //
 // For unit costs the generators' gaps to it are in docs/schedules.md and held by
-// tests/pipeline/lower_bound_test.cpp.
+// tests/pipeline/schedule/lower_bound_test.cpp.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// The limits of issue 9 that the parsers' own tests (tests/layers, tests/data) leave out,
+// The limits of issue 9 that the parsers' own tests (tests/layers, tests/tools/data) leave out,
 // each with a hand-made file: boundaries (exactly at a limit, one past it), numbers at the
 // edge of 64 bits, and zero-sized claims that must cost nothing. The README's table lists
 // where every limit of the issue is tested.
@@ -11,7 +11,7 @@
 #include "engine/error.h"
 #include "layers/model_file.h"
 #include "layers/safetensors.h"
-#include "tests/data/idx_files.h"
+#include "tests/tools/data/idx_files.h"
 #include "tools/data/idx.h"
 
 namespace model = brigade::model;

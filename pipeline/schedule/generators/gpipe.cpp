@@ -1,7 +1,7 @@
 // gpipe: every device runs the forward of all m micro-batches, then their backward in the
 // same order, micro-batch 0 first — as PyTorch's ScheduleGPipe runs them. Each stage then
 // adds its weight gradients in the order one device does, so the training is bit for bit one
-// device's (tests/pipeline/parity_test.cpp). The GPipe paper's figure runs the backward last
+// device's (tests/pipeline/runtime/parity_test.cpp). The GPipe paper's figure runs the backward last
 // micro-batch first (freeing activations LIFO); the makespan is the same either way, and so
 // is the peak: every device holds all m micro-batches' activations when its backward starts.
 // Works for any p and m.

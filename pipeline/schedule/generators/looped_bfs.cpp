@@ -8,7 +8,7 @@
 //
 // The backwards of a chunk run in micro-batch order 0, 1, ... (PyTorch runs them in reverse),
 // so every stage adds its weight gradients in the order one device does: bit for bit the
-// same training (tests/pipeline/parity_test.cpp).
+// same training (tests/pipeline/runtime/parity_test.cpp).
 //
 //   p = 2, m = 2, v = 2 (stages 0, 2 on d0; 1, 3 on d1):
 //   d0: 0F0 0F1 2F0 2F1 2BW0 2BW1 0BW0 0BW1

@@ -1,0 +1,80 @@
+// NcclLink and NcclReducer between ranks with one GPU each (CUDA builds with NCCL; run by
+// tools/gpu-check.sh under `mpirun -np 2`). NCCL does not support two ranks of a communicator
+// on one GPU, so with fewer GPUs than ranks the program is skipped (mpi_main.cpp, built with
+// BRIGADE_MPI_TEST_NEEDS_A_GPU_PER_RANK for this test).
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "pipeline/distributed/nccl_link.h"
+#include "pipeline/distributed/nccl_reducer.h"
+#include "tests/pipeline/distributed/mpi_test.h"
+#include "tests/support/deadline.h"
+
+using namespace brigade;
+using namespace brigade::distributed;
+using brigade::pipeline::Message;
+
+namespace {
+
+Shape shape_of(int mb, int m) { return Shape{mb == m - 1 ? 2 : 3, 1000}; }
+std::vector<float> values_of(int from, int mb, const Shape& shape) {
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(from * 100 + mb) + static_cast<float>(i) / 8;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("NcclLink: two ranks send to each other first, then receive in reverse order") {
+  testing::Deadline deadline("NcclLink exchange", std::chrono::seconds(120));
+  MpiSession& session = testing::mpi_session();
+  const int r = session.rank(), m = 4;
+  if (r < 2) {
+    const int peer = 1 - r;
+    const Device gpu = Device::cuda(r);
+    // Link 0 carries 0 -> 1, link 1 carries 1 -> 0; both ranks make them in that order.
+    NcclLink zero("activations 0->1", session, MPI_COMM_WORLD, peer, 0, m, gpu, r == 0);
+    NcclLink one("gradients 1->0", session, MPI_COMM_WORLD, peer, 1, m, gpu, r == 1);
+    NcclLink& out = r == 0 ? zero : one;
+    NcclLink& in = r == 0 ? one : zero;
+    Stream stream = Stream::create(gpu);
+    for (int mb = 0; mb < m; ++mb) {
+      Message message{Tensor::from_vector(values_of(r, mb, shape_of(mb, m)), shape_of(mb, m), stream),
+                      Event()};
+      message.ready.record(stream);
+      out.send(mb, message);
+    }
+    for (int mb = m - 1; mb >= 0; --mb) {
+      Message got = in.receive(mb);
+      REQUIRE(got.ready.recorded());
+      got.ready.synchronize();
+      CHECK(got.tensor.device() == gpu);
+      CHECK(got.tensor.shape() == shape_of(mb, m));
+      CHECK(got.tensor.to_vector() == values_of(peer, mb, shape_of(mb, m)));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("NcclReducer: the exact sum of every rank's gradients, on every rank") {
+  testing::Deadline deadline("NcclReducer", std::chrono::seconds(120));
+  MpiSession& session = testing::mpi_session();
+  const int r = session.rank(), n = session.size();
+  const Device gpu = Device::cuda(r);
+  Stream stream = Stream::create(gpu);
+  std::vector<Tensor> grads;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> v(static_cast<size_t>(100 * (k + 1)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * (k + 1)) * 0.25f * static_cast<float>(i % 5);
+    grads.push_back(Tensor::from_vector(v, Shape{static_cast<int64_t>(v.size())}, stream));
+  }
+  NcclReducer reducer(MPI_COMM_WORLD, gpu);
+  reducer.sum(grads, stream);
+  stream.synchronize();
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<float> got = grads[static_cast<size_t>(k)].to_vector();
+    for (size_t i = 0; i < got.size(); ++i)  // sum over ranks q of (q+1)(k+1)/4 (i mod 5): exact
+      CHECK(got[i] == static_cast<float>(n * (n + 1) / 2 * (k + 1)) * 0.25f * static_cast<float>(i % 5));
+  }
+}

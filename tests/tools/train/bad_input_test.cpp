@@ -1,0 +1,196 @@
+// Every bad input named in issue 6 gets one clear message and exit status 2 from the built
+// brigade-train (refused before the first step: issue 20 made every such refusal 2, where a
+// malformed model file, missing data or a missing GPU gave 1), never a crash (a signal) or a
+// hang (meson's timeout).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "tests/tools/train/run_binary.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+// Synthetic data and the small model: the bad input is then the only thing wrong.
+std::vector<std::string> quick(const fs::path& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--model", write_file(dir / "small.model", kSmallModel),
+                                   "--data", "synthetic", "--synthetic-count", "256",
+                                   "--batch", "32", "--devices", "cpu:0", "--steps", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void check_refused(const Run& r, int status, const std::string& says) {
+  CAPTURE(r.output);
+  CHECK(r.status == status);
+  CHECK(r.output.find(says) != std::string::npos);
+  CHECK(r.output.find("brigade-train") != std::string::npos);  // our message, not a crash
+}
+}  // namespace
+
+TEST_CASE("bad input: the quick run itself is fine") {
+  const fs::path dir = temp_dir("ok");
+  const Run r = run_train(quick(dir, {}));
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("test accuracy") != std::string::npos);
+}
+
+// The no-GPU notice of a CUDA build on a machine without one: nothing when only CPU devices
+// are asked for, one short line when `auto` looks for a GPU and finds none.
+TEST_CASE("the no-GPU notice: absent for CPU devices, one short line for auto") {
+  if (brigade::cuda_device_count() > 0) return;  // there is a GPU (or an emulated one) here
+  const fs::path dir = temp_dir("notice");
+  const Run cpu = run_train(quick(dir, {}));
+  CAPTURE(cpu.output);
+  CHECK(cpu.output.find("GPU here") == std::string::npos);
+#if defined(BRIGADE_HAVE_CUDA)
+  const Run autos = run_train(quick(dir, {"--devices", "auto"}));
+  CAPTURE(autos.output);
+  const size_t at = autos.output.find("brigade: no GPU here");
+  REQUIRE(at != std::string::npos);
+  const std::string line = autos.output.substr(at, autos.output.find('\n', at) - at);
+  CHECK(line.size() <= 72);
+#endif
+}
+
+TEST_CASE("bad input: unknown flag") {
+  check_refused(run_train({"--learning-rate", "0.1"}), 2, "--learning-rate");
+}
+
+TEST_CASE("bad input: --microbatches 0") {
+  check_refused(run_train({"--microbatches", "0"}), 2, "at least 1 micro-batch");
+}
+
+TEST_CASE("bad input: garbage sizes and numbers") {
+  check_refused(run_train({"--device-memory", "256Mb"}), 2, "invalid size '256Mb'");
+  check_refused(run_train({"--batch", "many"}), 2, "--batch");
+}
+
+TEST_CASE("bad input: more stages than layers") {
+  const fs::path dir = temp_dir("stages");
+  const std::string model =
+      write_file(dir / "two.model", "input 28x28x1\nflatten\ndense units=10 activation=softmax\n");
+  check_refused(run_train({"--model", model, "--data", "synthetic", "--synthetic-count", "64",
+                           "--devices", "cpu:0,cpu:1,cpu:2"}),
+                2, "only 2 layers");
+}
+
+TEST_CASE("bad input: more chunks than layers, named before the micro-batches they would need") {
+  // 2 devices x 64 chunks are 128 stages of a 5-layer model: it was once reported as "--batch
+  // 32 is smaller than the 256 micro-batches", and 2^30 chunks over 4 devices overflowed an
+  // int to 0 stages and failed inside the partitioner.
+  const fs::path dir = temp_dir("chunks");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule",
+                                      "interleaved-1f1b", "--chunks", "64", "--balance", "flops"})),
+                2, "128 stages (2 devices x 64 chunks) but the model has only 5 layers");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1,cpu:2,cpu:3", "--schedule",
+                                      "interleaved-1f1b", "--chunks", "1073741824", "--balance",
+                                      "flops"})),
+                2, "4294967296 stages (4 devices x 1073741824 chunks) but the model has only 5");
+}
+
+TEST_CASE("bad input: a checkpoint directory that holds a checkpoint, without --resume") {
+  // A second run of the same command without --resume would have replaced the first run's
+  // checkpoint at its first save.
+  const fs::path dir = temp_dir("ckpt-exists");
+  const std::vector<std::string> run = quick(dir, {"--checkpoint-dir", (dir / "ckpt").string()});
+  const Run first = run_train(run);
+  CAPTURE(first.output);
+  REQUIRE(first.status == 0);
+  const fs::path saved = dir / "ckpt" / "checkpoint.safetensors";
+  REQUIRE(fs::exists(saved));
+  const auto written = fs::last_write_time(saved);
+  const uintmax_t size = fs::file_size(saved);
+  check_refused(run_train(run), 2,
+                "--checkpoint-dir '" + (dir / "ckpt").string() + "' already holds a checkpoint (" +
+                    saved.string() + "): add --resume to continue that run");
+  CHECK(fs::last_write_time(saved) == written);
+  CHECK(fs::file_size(saved) == size);
+  std::vector<std::string> resumed = run;
+  resumed.insert(resumed.end(), {"--resume", "--steps", "4"});
+  const Run again = run_train(resumed);
+  CAPTURE(again.output);
+  CHECK(again.status == 0);
+}
+
+TEST_CASE("bad input: cuda:0 without a GPU") {
+  if (brigade::cuda_device_count() > 0) return;  // it exists here
+  check_refused(run_train({"--devices", "cuda:0"}), 2, "cuda:0");
+}
+
+TEST_CASE("bad input: a batch smaller than the micro-batch count") {
+  const fs::path dir = temp_dir("mb");
+  check_refused(run_train(quick(dir, {"--batch", "4", "--microbatches", "8"})), 2,
+                "--batch 4 is smaller than the 8 micro-batches");
+}
+
+TEST_CASE("bad input: a schedule that holds more activations than --max-activations") {
+  // 1F1B over two devices holds 2 micro-batches on device 0 (its warm-up); a V's chunks are
+  // counted as halves of a device's share.
+  const fs::path dir = temp_dir("budget");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--microbatches", "4", "--max-activations", "1"})),
+                2,
+                "--max-activations 1: schedule 1f1b holds up to 2 micro-batches' activations on "
+                "device 0 (cpu:0, bound 1)");
+  // One bound per device: 1F1B holds 2 on device 0 and 1 on device 1 (p = 2).
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--microbatches", "4", "--max-activations", "1,2"})),
+                2,
+                "--max-activations 1,2: schedule 1f1b holds up to 2 micro-batches' activations "
+                "on device 0 (cpu:0, bound 1)");
+  const Run fits = run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                         "--microbatches", "4", "--max-activations", "2,1"}));
+  CAPTURE(fits.output);
+  CHECK(fits.status == 0);
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "1f1b",
+                                      "--max-activations", "2,1,1"})),
+                2, "--max-activations has 3 counts for 2 devices (cpu:0,cpu:1): give one count, "
+                   "or one per device");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--schedule", "zb-v",
+                                      "--microbatches", "4", "--max-activations", "1"})),
+                2, "schedule zb-v holds up to 2 micro-batches' activations on device 0");
+}
+
+TEST_CASE("bad input: --threads-per-device with a count per device, but not one per device") {
+  const fs::path dir = temp_dir("threads");
+  check_refused(run_train(quick(dir, {"--devices", "cpu:0,cpu:1", "--threads-per-device",
+                                      "1,1,1"})),
+                2, "--threads-per-device has 3 counts for 2 devices (cpu:0,cpu:1)");
+}
+
+TEST_CASE("bad input: data directory missing, data file truncated") {
+  const fs::path dir = temp_dir("data");
+  const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});
+  check_refused(missing, 2, (dir / "nowhere").string());
+
+  // Four IDX files whose training images stop short of what their header says.
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
+  };
+  const std::string images = be32(0x803) + be32(10) + be32(28) + be32(28) + std::string(100, '\0');
+  const std::string labels = be32(0x801) + be32(10) + std::string(10, '\0');
+  write_file(dir / "train-images-idx3-ubyte", images);
+  write_file(dir / "train-labels-idx1-ubyte", labels);
+  write_file(dir / "t10k-images-idx3-ubyte", images);
+  write_file(dir / "t10k-labels-idx1-ubyte", labels);
+  check_refused(run_train({"--data-dir", dir.string()}), 2, "truncated");
+}
+
+TEST_CASE("bad input: malformed model files") {
+  const fs::path dir = temp_dir("model");
+  const std::string typo = write_file(dir / "typo.model",
+                                      "input 28x28x1\nconv2d filter=32 kernel=3\n");
+  check_refused(run_train({"--model", typo, "--data", "synthetic"}), 2, "typo.model:2:");
+  const std::string misfit = write_file(dir / "misfit.model",
+                                        "input 28x28x1\nflatten\ndense units=7\n");
+  check_refused(run_train({"--model", misfit, "--data", "synthetic", "--synthetic-count", "64"}),
+                2, "the model's output is (1, 7) but synthetic");
+  check_refused(run_train({"--model", "no_such_model"}), 2, "no_such_model");
+}

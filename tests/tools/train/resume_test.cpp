@@ -1,0 +1,228 @@
+// Checkpoints and resume, through the built brigade-train: a run stopped (by --steps or by
+// SIGINT) and resumed gives EXACTLY the losses of an uninterrupted run on CPU devices, and a
+// checkpoint of another model, other settings, or a damaged file is refused with what differs.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "tests/tools/train/metrics_file.h"
+#include "tests/tools/train/run_binary.h"
+
+using namespace brigade::train::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Synthetic data (10 batches of 32 per epoch) and the small model, `devices`.
+std::vector<std::string> recipe(const fs::path& dir, const std::string& devices,
+                                std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--model", write_file(dir / "small.model", kSmallModel),
+                                   "--data", "synthetic", "--synthetic-count", "320",
+                                   "--batch", "32", "--devices", devices, "--epochs", "5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+Run ok(const std::vector<std::string>& args) {
+  const Run r = run_train(args);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  return r;
+}
+
+// Uninterrupted: `steps` steps. Interrupted: half of them, then --resume to the end.
+void check_exact_resume(const std::string& devices, std::vector<std::string> extra) {
+  const fs::path dir = temp_dir("resume-" + std::to_string(extra.size()) + devices.substr(0, 5));
+  constexpr int steps = 24;  // crosses two epoch ends; the stop falls mid-epoch
+  std::vector<std::string> a = recipe(dir, devices, extra), b = a, c = a;
+  a.insert(a.end(), {"--steps", std::to_string(steps), "--metrics", (dir / "a.jsonl").string()});
+  b.insert(b.end(), {"--steps", std::to_string(steps / 2), "--metrics",
+                     (dir / "b.jsonl").string(), "--checkpoint-dir", (dir / "ckpt").string()});
+  c.insert(c.end(), {"--steps", std::to_string(steps), "--metrics", (dir / "b.jsonl").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string(), "--resume"});
+  ok(a);
+  ok(b);
+  const Run resumed = ok(c);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  const std::vector<double> whole = step_losses(dir / "a.jsonl"), pieces = step_losses(dir / "b.jsonl");
+  REQUIRE(whole.size() == steps);
+  REQUIRE(pieces.size() == steps);
+  for (int i = 0; i < steps; ++i) {
+    CAPTURE(i);
+    CHECK(pieces[static_cast<size_t>(i)] == whole[static_cast<size_t>(i)]);  // bit for bit
+  }
+  CHECK(whole.back() < whole.front());  // and it learns
+}
+
+}  // namespace
+
+TEST_CASE("resume: stopped by --steps and resumed, the losses are bit for bit the same") {
+  check_exact_resume("cpu:0", {});
+}
+
+TEST_CASE("resume: SGD with momentum resumes exactly too") {
+  check_exact_resume("cpu:0", {"--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"});
+}
+
+TEST_CASE("resume: a pipelined run (2 CPU devices, 1F1B, 4 micro-batches) resumes exactly") {
+  check_exact_resume("cpu:0,cpu:1", {"--schedule", "1f1b", "--microbatches", "4"});
+}
+
+TEST_CASE("one device and a pipeline over two give the same losses") {
+  const fs::path dir = temp_dir("parity");
+  std::vector<std::string> one = recipe(dir, "cpu:0", {"--steps", "6", "--metrics",
+                                                         (dir / "one.jsonl").string()});
+  std::vector<std::string> piped =
+      recipe(dir, "cpu:0,cpu:1", {"--steps", "6", "--microbatches", "4", "--schedule", "gpipe",
+                                  "--metrics", (dir / "piped.jsonl").string()});
+  ok(one);
+  ok(piped);
+  const std::vector<double> a = step_losses(dir / "one.jsonl"), b = step_losses(dir / "piped.jsonl");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  // Micro-batches sum their gradients in another order than one batch: equal within rounding.
+  for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-5 * std::abs(a[i]));
+}
+
+// On GPUs — real ones, or emulated ones in an -Dcuda=emulated build (BRIGADE_EMULATED_GPUS) —
+// the trainer's whole path: staging to cuda:0, a pipeline over the GPUs, the checkpoint read
+// back from them. The run resumes exactly, and trains as the same run on CPU devices does.
+// Two GPUs or more: a stage on each of two. One GPU: both stages on it (two chunks).
+TEST_CASE("resume: a pipeline over GPUs resumes exactly and trains like CPU devices") {
+  const int gpus = brigade::cuda_device_count();
+  if (gpus == 0) {
+    MESSAGE("no GPU: skipped");
+    return;
+  }
+  const bool one = gpus == 1;
+  const std::string gpu_devices = one ? "cuda:0" : "cuda:0,cuda:1",
+                    cpu_devices = one ? "cpu:0" : "cpu:0,cpu:1";
+  std::vector<std::string> pipeline = {"--microbatches", "4", "--schedule",
+                                       one ? "interleaved-1f1b" : "1f1b"};
+  if (one) pipeline.insert(pipeline.end(), {"--chunks", "2", "--balance", "params"});
+  check_exact_resume(gpu_devices, pipeline);
+  const fs::path dir = temp_dir("gpu-vs-cpu");
+  std::vector<std::string> gpu = recipe(dir, gpu_devices, pipeline),
+                           cpu = recipe(dir, cpu_devices, pipeline);
+  gpu.insert(gpu.end(), {"--steps", "6", "--metrics", (dir / "gpu.jsonl").string()});
+  cpu.insert(cpu.end(), {"--steps", "6", "--metrics", (dir / "cpu.jsonl").string()});
+  const Run on_gpu = ok(gpu);
+  ok(cpu);
+  if (one) CHECK(on_gpu.output.find("stage 1 on cuda:0") != std::string::npos);  // both there
+  const std::vector<double> a = step_losses(dir / "gpu.jsonl"), b = step_losses(dir / "cpu.jsonl");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  // Other kernels (GPU GEMMs and reductions sum in other orders): equal within 1e-4.
+  for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-4 * std::abs(b[i]));
+}
+
+TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exact") {
+  const fs::path dir = temp_dir("signal");
+  // 60,000 synthetic samples: 5 epochs are ~9,000 steps, so the signal lands mid-run.
+  std::vector<std::string> base = {"--model", write_file(dir / "small.model", kSmallModel),
+                                   "--data", "synthetic", "--batch", "32", "--devices", "cpu:0",
+                                   "--print-every", "1"};
+  std::vector<std::string> a = base;
+  a.insert(a.end(), {"--steps", "30", "--metrics", (dir / "a.jsonl").string()});
+  ok(a);
+
+  std::vector<std::string> b = base;
+  b.insert(b.end(), {"--metrics", (dir / "b.jsonl").string(), "--checkpoint-dir",
+                     (dir / "ckpt").string(), "--checkpoint-every", "0"});
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    std::vector<std::string> argv_s = b;
+    argv_s.insert(argv_s.begin(), train_binary());
+    std::vector<char*> argv;
+    for (std::string& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  // Wait (with a deadline, no sleeping) for the child to report its fifth step.
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (seen.find("step 5/") == std::string::npos) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                    "no 'step 5/' line from brigade-train within 120 s; it printed:\n" << seen);
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    char buf[512];
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    REQUIRE_MESSAGE(n > 0, "brigade-train ended before step 5:\n" << seen);
+    seen.append(buf, static_cast<size_t>(n));
+  }
+  kill(child, SIGINT);
+  char buf[512];
+  while (read(out[0], buf, sizeof buf) > 0) {}  // drain until it exits
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  REQUIRE(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
+  const size_t stopped_at = step_losses(dir / "b.jsonl").size();
+  REQUIRE(stopped_at < 30);
+
+  std::vector<std::string> c = b;
+  c.insert(c.end(), {"--resume", "--steps", "30"});
+  ok(c);
+  const std::vector<double> whole = step_losses(dir / "a.jsonl"), pieces = step_losses(dir / "b.jsonl");
+  REQUIRE(pieces.size() == whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    CAPTURE(i);
+    CHECK(pieces[i] == whole[i]);
+  }
+}
+
+TEST_CASE("resume: another model, other settings, a damaged file are refused with what differs") {
+  const fs::path dir = temp_dir("refuse");
+  const std::string ckpt = (dir / "ckpt").string();
+  ok(recipe(dir, "cpu:0", {"--steps", "3", "--checkpoint-dir", ckpt}));
+  const fs::path file = dir / "ckpt" / "checkpoint.safetensors";
+
+  std::string other = kSmallModel;
+  other.replace(other.find("filters=4"), 9, "filters=5");
+  Run r = run_train({"--model", write_file(dir / "other.model", other), "--data", "synthetic",
+                     "--synthetic-count", "320", "--batch", "32", "--devices", "cpu:0",
+                     "--checkpoint-dir", ckpt, "--resume"});
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("of another model: line 3 of the model differs") != std::string::npos);
+  CHECK(r.output.find("filters=5") != std::string::npos);
+
+  r = run_train(recipe(dir, "cpu:0", {"--lr", "0.01", "--checkpoint-dir", ckpt, "--resume"}));
+  CHECK(r.status == 2);
+  CHECK(r.output.find("lr: checkpoint 0.001") != std::string::npos);
+
+  // Truncated: half the file.
+  const auto size = fs::file_size(file);
+  fs::copy_file(file, dir / "whole.safetensors");
+  fs::resize_file(file, size / 2);
+  r = run_train(recipe(dir, "cpu:0", {"--checkpoint-dir", ckpt, "--resume"}));
+  CHECK(r.status == 2);
+  CHECK(r.output.find("corrupt checkpoint") != std::string::npos);
+
+  // A parameters file is not a checkpoint.
+  ok(recipe(dir, "cpu:0", {"--steps", "1", "--save", file.string()}));
+  r = run_train(recipe(dir, "cpu:0", {"--checkpoint-dir", ckpt, "--resume"}));
+  CHECK(r.status == 2);
+  CHECK(r.output.find("not a brigade-train checkpoint") != std::string::npos);
+}

@@ -1,0 +1,74 @@
+// Running the built brigade-train from a test: its path comes in the environment
+// (BRIGADE_TRAIN, set by tests/tools/train/meson.build), its output and exit status come back.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace brigade::train::test {
+
+struct Run {
+  int status = -1;     // the exit status
+  std::string output;  // stdout and stderr together
+};
+
+inline std::string train_binary() {
+  const char* path = std::getenv("BRIGADE_TRAIN");
+  REQUIRE_MESSAGE(path != nullptr, "BRIGADE_TRAIN is not set: run through meson test");
+  return path;
+}
+
+// Runs a shell command line, stdin empty, stdout not a terminal.
+inline Run run_command(const std::string& line) {
+  const std::string command = line + " 2>&1 </dev/null";
+  Run r;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// Runs brigade-train with `args` (no spaces inside an argument).
+inline Run run_train(const std::vector<std::string>& args) {
+  std::string command = train_binary();
+  for (const std::string& a : args) command += " '" + a + "'";
+  return run_command(command);
+}
+
+// A fresh, empty directory under the system's temporary directory.
+inline std::filesystem::path temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("brigade-train-test-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::string write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+// A small model for quick runs on synthetic data, in two device blocks: 40 + 1,450 = 1,490 parameters.
+inline const char* kSmallModel =
+    "input 28x28x1\n"
+    "device 0\n"
+    "conv2d filters=4 kernel=3x3 activation=relu\n"
+    "maxpool2d pool=4x4\n"
+    "device 1\n"
+    "dropout rate=0.25\n"
+    "flatten\n"
+    "dense units=10 activation=softmax\n";
+
+}  // namespace brigade::train::test
