@@ -1,11 +1,12 @@
 // The happens-before check of the emulated CUDA runtime (kernels/emu/cudart/hb.h) through the
 // CUDA API: each way CUDA orders two operations on one allocation is shown to order them, and
 // each missing order is shown to stop the run with a text naming both operations, their
-// streams and the allocation. Emulated builds only, with 6 GPUs (tests/kernels/emu/meson.build):
+// streams and the allocation. Emulated builds only, with 7 GPUs (tests/kernels/emu/meson.build):
 // a race faults its GPU for the rest of the process (sticky, as every fault), so each case that
 // makes one has a GPU of its own; the cases that must pass share cuda:0.
 #include <doctest/doctest.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -214,6 +215,26 @@ TEST_CASE("a non-blocking stream is not ordered after a pageable cudaMemcpy to t
   CHECK(contains(text, "cudaMemcpyAsync (its source) on emulated cuda:3 non-blocking stream #"));
   CHECK(contains(text, "reads it while cudaMemcpy (its destination) on emulated cuda:3 legacy "
                        "stream writes it"));
+}
+
+TEST_CASE("an emulated cuBLAS call's output is a write: a copy racing it stops the run") {
+  Deadline deadline("cuBLAS against a copy");
+  float* a = device_floats(6, 4);
+  float* c = device_floats(6, 4);
+  float* copy = device_floats(6, 4);
+  cudaStream_t math = stream_on(6), copies = stream_on(6);
+  REQUIRE(cudaMemsetAsync(a, 0, 4 * sizeof(float), math) == cudaSuccess);
+  cublasHandle_t blas = nullptr;
+  REQUIRE(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasSetStream(blas, math) == CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f, zero = 0.0f;
+  REQUIRE(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, 2, a, 2, &zero, c, 2) ==
+          CUBLAS_STATUS_SUCCESS);
+  CHECK(cudaMemcpyAsync(copy, c, 4 * sizeof(float), cudaMemcpyDeviceToDevice, copies) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(copies) == cudaErrorLaunchFailure);
+  const std::string text = last_error_text();
+  CHECK(contains(text, "a data race on " + allocation_name(6, c, 256)));
+  CHECK(contains(text, "reads it while cublasSgemm (C) on emulated cuda:6 non-blocking stream #"));
 }
 
 TEST_CASE("an event orders streams of two devices") {
