@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "kernels/emu/cudart/launch.h"
+#include "tests/kernels/emu/cudart_support.h"
 #include "tests/support/deadline.h"
 
 using brigade::testing::Deadline;
+using brigade::testing::device_floats;
+using brigade::testing::stream_on;
 
 namespace {
 
@@ -26,19 +29,7 @@ cudaError_t store_42(cudaStream_t stream, float* p) {
   return brigade::emu::launch_on_gpu(stream, {"store_42", {1}, {1}, 0}, [p] { *p = 42.0f; }, {p});
 }
 
-cudaStream_t non_blocking(int device) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  return s;
-}
-
-float* device_floats(int device, size_t n) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  void* p = nullptr;
-  REQUIRE(cudaMalloc(&p, n * sizeof(float)) == cudaSuccess);
-  return static_cast<float*>(p);
-}
+cudaStream_t non_blocking(int device) { return stream_on(device); }
 
 std::vector<uint32_t> bits_of(const float* device, size_t n) {
   std::vector<uint32_t> host(n);

@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "kernels/emu/emulated_gpu.h"
+#include "tests/kernels/emu/cudart_support.h"
 #include "tests/support/deadline.h"
 
 using brigade::testing::Deadline;
+using brigade::testing::device_floats;
+using brigade::testing::stream_on;
 
 namespace {
 
@@ -31,20 +34,6 @@ template <class... Params, class... Args>
 cudaError_t launch(cudaStream_t stream, const char* name, void (*kernel)(Params...), Args... args) {
   return brigade::emu::launch_native(stream, name, brigade::emu::dim3(1), brigade::emu::dim3(1), 0,
                                      kernel, args...);
-}
-
-cudaStream_t stream_on(int device, unsigned flags = cudaStreamNonBlocking) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, flags) == cudaSuccess);
-  return s;
-}
-
-float* device_floats(int device, size_t n) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  void* p = nullptr;
-  REQUIRE(cudaMalloc(&p, n * sizeof(float)) == cudaSuccess);
-  return static_cast<float*>(p);
 }
 
 float value_at(const float* device) {
