@@ -31,19 +31,24 @@ using namespace ::brigade::emu;  // NOLINT(google-build-using-namespace)
 
 namespace brigade::emu {
 
+// A pointer parameter is a read of its allocation when it points to const, else a write: the
+// happens-before check (kernels/emu/cudart/hb.h) takes the kernel's signature at its word.
 template <class T>
-void collect_pointer(std::vector<const void*>& pointers, const T& value) {
-  if constexpr (std::is_pointer_v<T>) pointers.push_back(static_cast<const void*>(value));
+void collect_pointer(std::vector<PointerArgument>& pointers, const T& value) {
+  if constexpr (std::is_pointer_v<T>)
+    pointers.emplace_back(static_cast<const void*>(value),
+                          !std::is_const_v<std::remove_pointer_t<T>>);
 }
 
 // The launch of a native kernel on an emulated GPU: arguments converted to the kernel's
-// parameter types and copied now, pointer arguments handed to the runtime to check.
+// parameter types and copied now, pointer arguments handed to the runtime to check, each
+// marked read or written by its parameter's type.
 template <class... Params, class... Args>
 cudaError_t launch_native(cudaStream_t stream, const char* name, dim3 grid, dim3 block,
                           size_t smem, void (*kernel)(Params...), Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
-  std::vector<const void*> pointers;
+  std::vector<PointerArgument> pointers;
   std::apply([&](const auto&... p) { (collect_pointer(pointers, p), ...); }, params);
   return launch_on_gpu(stream, LaunchConfig{name, grid, block, smem},
                        [kernel, params = std::move(params)] { std::apply(kernel, params); },

@@ -109,6 +109,10 @@ void set_fault(Gpu& gpu, cudaError_t code, const std::string& detail) {
   gpu.fault = code;
   gpu.fault_detail = detail;
   std::fprintf(stderr, "brigade: %s faulted: %s\n", name_of(gpu).c_str(), detail.c_str());
+  // Its queued work will never run, so it races nothing: the host's clock takes in its streams'
+  // (hb.h), so a later report does not bury this one under races with work that never ran.
+  for (const auto& weak : gpu.streams)
+    if (auto s = weak.lock()) host_observes(s->clock);
   Emulation::get().changed.notify_all();  // host threads waiting on its streams give up
 }
 

@@ -23,9 +23,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/thread_pool.h"
+#include "kernels/emu/cudart/hb.h"
 #include "kernels/emu/cudart/include/cuda_emulation.h"
 #include "kernels/emu/cudart/include/cuda_runtime_api.h"
 
@@ -57,6 +59,7 @@ struct Gpu {
   // A cudaMemcpyPeer in flight: all later work on this GPU is ordered after it.
   std::shared_ptr<StreamState> barrier_stream;
   uint64_t barrier_position = 0;
+  VectorClock barrier_clock;  // barrier_stream's clock at barrier_position (hb.h)
   std::unique_ptr<ThreadPool> sm;  // the GPU's "multiprocessors": threads that run blocks
 };
 
@@ -68,6 +71,13 @@ struct StreamState {
   uint64_t enqueued = 0;   // positions handed out
   uint64_t completed = 0;  // positions done
   std::deque<std::pair<uint64_t, Task>> queue;
+  // The happens-before check (hb.h): the stream's number in every vector clock, its clock
+  // (what is ordered before the work it was last given), the host clock version it has taken
+  // in, and its name in a race's text.
+  uint32_t id = 0;
+  VectorClock clock;
+  uint64_t host_version_seen = 0;
+  std::shared_ptr<const std::string> name;
   std::condition_variable wake;  // the worker waits here for tasks
   std::thread worker;
 };
@@ -76,6 +86,7 @@ struct StreamState {
 struct Record {
   std::shared_ptr<StreamState> stream;
   uint64_t position = 0;
+  VectorClock clock;  // the stream's clock at the record: what a wait on it is ordered after
   std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
 };
 
@@ -97,6 +108,7 @@ namespace brigade::emu::gpu {
 struct Allocation {
   uint64_t bytes = 0;
   Gpu* gpu = nullptr;  // null: pinned host memory (cudaMallocHost)
+  AccessHistory history;  // the happens-before check's (hb.h); a new allocation starts empty
 };
 
 class Emulation {
@@ -116,9 +128,17 @@ class Emulation {
   ApiCounts counts;  // cuda_emulation.h
   std::set<const CUstream_st*> live_streams;
   std::set<const CUevent_st*> live_events;
+  // The happens-before check (hb.h): the host's clock, a version that changes with it, and
+  // the next stream's number.
+  VectorClock host_clock;
+  uint64_t host_version = 0;
+  uint32_t next_stream_id = 0;
 
   // The allocation holding [p, p + bytes), or null (pageable host memory or out of bounds).
   const Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) const;
+  Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) {
+    return const_cast<Allocation*>(std::as_const(*this).find(p, bytes, start));
+  }
 
  private:
   Emulation();
@@ -155,7 +175,7 @@ std::shared_ptr<StreamState> legacy_stream(Gpu& gpu);
 uint64_t enqueue(StreamState& stream, Task task);
 // Blocks (releasing the lock) until `stream` has run `position`, or its GPU has faulted.
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
-// Blocks until every stream of the GPU has run all it holds.
+// Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs.
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
 
 }  // namespace brigade::emu::gpu

@@ -11,12 +11,12 @@ namespace brigade::emu {
 
 namespace {
 // Why the kernel would touch memory it may not, or "".
-std::string illegal_access(const gpu::Gpu& gpu, const std::vector<const void*>& pointers,
+std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgument>& pointers,
                            const std::string& kernel) {
   const gpu::Emulation& e = gpu::Emulation::get();
   for (size_t i = 0; i < pointers.size(); ++i) {
-    if (pointers[i] == nullptr) continue;
-    const gpu::Allocation* a = e.find(pointers[i], 0);
+    if (pointers[i].pointer == nullptr) continue;
+    const gpu::Allocation* a = e.find(pointers[i].pointer, 0);
     const std::string arg = "kernel " + kernel + " on " + gpu::name_of(gpu) + ": pointer argument " +
                             std::to_string(i + 1) + " ";
     if (a == nullptr) return arg + "is not device or pinned memory (pageable host memory?)";
@@ -30,7 +30,7 @@ std::string illegal_access(const gpu::Gpu& gpu, const std::vector<const void*>& 
 }  // namespace
 
 cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
-                          std::vector<const void*> pointers) {
+                          std::vector<PointerArgument> pointers) {
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const std::string call = "kernel " + config.kernel;
@@ -49,6 +49,7 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
   gpu::Gpu* g = s->gpu;
   std::string what = "kernel " + config.kernel;
   std::string illegal = illegal_access(*g, pointers, config.kernel);
+  const std::string access = what;
   gpu::enqueue(*s, gpu::Task{[config = std::move(config), body = std::move(body), g,
                               illegal = std::move(illegal)] {
                                if (!illegal.empty()) {
@@ -59,6 +60,7 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                                run_grid(config, body, g->sm.get());
                              },
                              std::move(what)});
+  for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);
   return cudaSuccess;
 }
 

@@ -19,7 +19,14 @@ namespace brigade::emu {
 // `pointers` are the kernel's pointer arguments: one into another GPU's memory without peer
 // access from this one, or into pageable host memory, faults the GPU when the kernel runs
 // (cudaErrorIllegalAddress at the next synchronising call), as the GPU's memory unit would.
+// Each is also an access of its allocation for the happens-before check (hb.h): a read when
+// the parameter points to const, a write otherwise.
+struct PointerArgument {
+  PointerArgument(const void* p, bool writes = true) : pointer(p), written(writes) {}  // NOLINT
+  const void* pointer;
+  bool written;
+};
 cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
-                          std::vector<const void*> pointers);
+                          std::vector<PointerArgument> pointers);
 
 }  // namespace brigade::emu

@@ -17,7 +17,9 @@
 //     it returns only when the copy is done; with pinned memory (cudaMallocHost) it is
 //     asynchronous both ways;
 //   - cudaMemcpyPeer is asynchronous to the host (it may not be finished when it returns),
-//     and all work later issued to either device, or the current one, is ordered after it.
+//     and all work later issued to either device, or the current one, is ordered after it;
+//   - every copy and memset is an access of the allocations it names, checked for races
+//     (hb.h), and every copy the host waits for advances the host's clock.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +98,13 @@ Task copy_task(void* dst, const void* src, uint64_t bytes, bool stage_source) {
   return {[dst, src, bytes] { std::memcpy(dst, src, bytes); }, "a copy"};
 }
 
+// A copy's two accesses for the happens-before check (hb.h), on the stream it was enqueued on.
+void record_copy(StreamState& stream, void* dst, const void* src, const char* call,
+                 uint64_t position = 0) {
+  record_access(stream, src, /*write=*/false, std::string(call) + " (its source)", position);
+  record_access(stream, dst, /*write=*/true, std::string(call) + " (its destination)", position);
+}
+
 }  // namespace
 
 }  // namespace brigade::emu::gpu
@@ -121,7 +130,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "the host has no memory left");
   std::memset(p, kPoison, bytes);  // fresh device memory is garbage: here, NaN
   gpu->in_use += bytes;
-  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu};
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu, {}};
   *ptr = p;
   return ok();
 }
@@ -155,7 +164,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc: the host has no memory left");
-  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr};
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr, {}};
   *ptr = p;
   return ok();
 }
@@ -200,9 +209,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
     return cudaPeekAtLastError();
   if (count == 0) return ok();
   const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
+  record_copy(*s, dst, src, "cudaMemcpyAsync");
   // To pageable memory the call returns only when the copy is done.
   if (to.kind == Where::pageable) {
+    const VectorClock done = s->clock;
     wait_for(lock, *s, position);
+    host_observes(done);
     return fault_of(*s->gpu);
   }
   return ok();
@@ -224,15 +236,24 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     // final destination may not have completed." The destination is poisoned now, the data
     // lands when the legacy stream is next used or synchronised.
     const uint64_t before = enqueue(*legacy, Task{[] {}, "cudaMemcpy (stream sync)"});
+    // The host waits for the work before the copy, not for the copy: it lands as the legacy
+    // stream's next task (land_unlanded runs before anything else is appended there), so it
+    // is that position's write, and only what is ordered after it may read the destination.
+    const VectorClock synced = legacy->clock;
+    record_copy(*legacy, dst, src, "cudaMemcpy", before + 1);
     wait_for(lock, *legacy, before);
+    host_observes(synced);
     std::memset(dst, 0xFF, count);
     to.gpu->unlanded.push_back(copy_task(dst, src, count, /*stage_source=*/true));
     return fault_of(*legacy->gpu);
   }
   const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
+  record_copy(*legacy, dst, src, "cudaMemcpy");
   // "For transfers from device to device, no host-side synchronization is performed."
   if (to.kind == Where::device && from.kind == Where::device) return ok();
+  const VectorClock done = legacy->clock;
   wait_for(lock, *legacy, position);
+  host_observes(done);
   return fault_of(*legacy->gpu);
 }
 
@@ -248,7 +269,10 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
     return fail(cudaErrorInvalidValue,
                 "cudaMemcpyPeerAsync: the pointers belong to " + name_of(*to.gpu) + " and " +
                     name_of(*from.gpu) + ", not to the devices named");
-  if (count > 0) enqueue(*s, copy_task(dst, src, count, false));
+  if (count > 0) {
+    enqueue(*s, copy_task(dst, src, count, false));
+    record_copy(*s, dst, src, "cudaMemcpyPeerAsync");
+  }
   return ok();
 }
 
@@ -273,6 +297,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
     for (const auto& weak : g->streams)
       if (auto other = weak.lock(); other && other != legacy) {
         const uint64_t p = other->enqueued;
+        legacy->clock.join(other->clock);
         enqueue(*legacy, Task{[other, p] {
                                 Emulation& em = Emulation::get();
                                 std::unique_lock l(em.mutex);
@@ -281,9 +306,11 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
                               "cudaMemcpyPeer (serialised)"});
       }
   const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
+  record_copy(*legacy, dst, src, "cudaMemcpyPeer");
   for (Gpu* g : {to.gpu, from.gpu, gpu}) {
     g->barrier_stream = legacy;
     g->barrier_position = position;
+    g->barrier_clock = legacy->clock;
   }
   return ok();
 }
@@ -297,8 +324,10 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
   if (w.kind != Where::device)
     return fail(cudaErrorInvalidValue, "cudaMemsetAsync(" + hex(ptr) + ", " + std::to_string(count) +
                                            " bytes): not inside one device allocation");
-  if (count > 0)
+  if (count > 0) {
     enqueue(*s, Task{[ptr, value, count] { std::memset(ptr, value, count); }, "cudaMemsetAsync"});
+    record_access(*s, ptr, /*write=*/true, "cudaMemsetAsync");
+  }
   return ok();
 }
 

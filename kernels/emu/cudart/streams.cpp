@@ -20,9 +20,7 @@ namespace brigade::emu::gpu {
 
 namespace {
 
-std::string name_of(const StreamState& s) {
-  return name_of(*s.gpu) + (s.legacy ? " legacy stream" : " stream");
-}
+std::string name_of(const StreamState& s) { return *s.name; }
 
 void worker_loop(std::shared_ptr<StreamState> self) {
   Emulation& e = Emulation::get();
@@ -57,6 +55,10 @@ std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
   s->gpu = &gpu;
   s->legacy = legacy;
   s->blocking = blocking;
+  s->id = Emulation::get().next_stream_id++;
+  s->name = std::make_shared<const std::string>(
+      name_of(gpu) + (legacy ? " legacy stream"
+                             : (blocking ? " stream #" : " non-blocking stream #") + std::to_string(s->id)));
   s->worker = std::thread(worker_loop, s);
   s->worker.detach();  // ends by itself once destroyed and drained; it holds `s` alive
   std::erase_if(gpu.streams, [](const auto& weak) { return weak.expired(); });
@@ -64,17 +66,23 @@ std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
   return s;
 }
 
-// Appends a task as it is, with no ordering added; returns its position.
+// Appends a task as it is, with no ordering added but the host's (hb.h); returns its position.
 uint64_t append(StreamState& stream, Task task) {
   const uint64_t position = ++stream.enqueued;
+  inherit_host(stream);
+  stream.clock.advance(stream.id, position);
   stream.queue.emplace_back(position, std::move(task));
   stream.wake.notify_one();
   return position;
 }
 
-// Appends a task that makes `waiter` wait until `target` has run `position`.
-void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position) {
-  if (target.get() == &waiter || target->completed >= position) return;
+// Appends a task that makes `waiter` wait until `target` has run `position`; `clock` is
+// target's clock at `position`, which the waiter's takes in (done or not, it is ordered).
+void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position,
+                  const VectorClock& clock) {
+  if (target.get() == &waiter) return;
+  waiter.clock.join(clock);
+  if (target->completed >= position) return;
   append(waiter, Task{[target, position] {
                          Emulation& e = Emulation::get();
                          std::unique_lock lock(e.mutex);
@@ -123,12 +131,13 @@ uint64_t enqueue(StreamState& stream, Task task) {
     land_unlanded(gpu, stream);
     for (const auto& weak : gpu.streams)
       if (auto other = weak.lock(); other && other->blocking && !other->legacy)
-        enqueue_wait(stream, other, other->enqueued);
+        enqueue_wait(stream, other, other->enqueued, other->clock);
   } else if (stream.blocking && gpu.legacy) {
     land_unlanded(gpu, *gpu.legacy);
-    enqueue_wait(stream, gpu.legacy, gpu.legacy->enqueued);
+    enqueue_wait(stream, gpu.legacy, gpu.legacy->enqueued, gpu.legacy->clock);
   }
-  if (gpu.barrier_stream) enqueue_wait(stream, gpu.barrier_stream, gpu.barrier_position);
+  if (gpu.barrier_stream)
+    enqueue_wait(stream, gpu.barrier_stream, gpu.barrier_position, gpu.barrier_clock);
   return append(stream, std::move(task));
 }
 
@@ -140,8 +149,13 @@ void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uin
 
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
   if (gpu.legacy) land_unlanded(gpu, *gpu.legacy);
+  VectorClock drained;  // the streams' clocks as the host waits for them, not as they grow since
   for (const auto& weak : gpu.streams)
-    if (auto s = weak.lock()) wait_for(lock, *s, s->enqueued);
+    if (auto s = weak.lock()) {
+      drained.join(s->clock);
+      wait_for(lock, *s, s->enqueued);
+    }
+  host_observes(drained);
 }
 
 }  // namespace brigade::emu::gpu
@@ -191,7 +205,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   auto s = stream_of(stream, "cudaStreamSynchronize");
   if (!s) return cudaPeekAtLastError();
   if (s->legacy) land_unlanded(*s->gpu, *s);
+  const VectorClock synchronised = s->clock;
   wait_for(lock, *s, s->enqueued);
+  host_observes(synchronised);
   return fault_of(*s->gpu);
 }
 
@@ -202,6 +218,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (!s) return cudaPeekAtLastError();
   if (s->completed < s->enqueued || (s->legacy && !s->gpu->unlanded.empty()))
     return fail(cudaErrorNotReady, "");
+  host_observes(s->clock);  // the host saw all of it done
   return ok();
 }
 
@@ -213,7 +230,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: the event is not live");
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
-  if (event->last) enqueue_wait(*s, event->last->stream, event->last->position);
+  if (event->last)
+    enqueue_wait(*s, event->last->stream, event->last->position, event->last->clock);
   return ok();
 }
 
@@ -266,6 +284,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                                         if (timed) record->at = std::chrono::steady_clock::now();
                                       },
                                       "cudaEventRecord"});
+  record->clock = s->clock;
   event->last = std::move(record);
   return ok();
 }
@@ -278,6 +297,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event->last) return ok();  // never recorded: complete
   if (const cudaError_t f = fault_of(*event->gpu); f != cudaSuccess) return f;
   if (event->last->stream->completed < event->last->position) return fail(cudaErrorNotReady, "");
+  host_observes(event->last->clock);  // the host saw the work before the record done
   return ok();
 }
 
@@ -289,6 +309,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event->last) return ok();
   const auto record = event->last;
   wait_for(lock, *record->stream, record->position);
+  host_observes(record->clock);
   return fault_of(*event->gpu);
 }
 

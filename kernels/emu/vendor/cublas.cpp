@@ -179,7 +179,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
   }
   const std::vector<vendor::Operand> operands{
       {A, span(a_rows, a_cols, lda), "A"}, {B, span(b_rows, b_cols, ldb), "B"},
-      {C, span(m, n, ldc), "C"}, {ws, ws_bytes, "workspace"}};
+      {C, span(m, n, ldc), "C", true}, {ws, ws_bytes, "workspace", true}};
   const auto r = vendor::run_on_stream(
       handle, "cublasSgemm", operands, [=] {
         auto op_a = [&](int i, int l) { return ta ? A[l + int64_t{i} * lda] : A[i + int64_t{l} * lda]; };

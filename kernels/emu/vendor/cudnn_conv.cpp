@@ -264,8 +264,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
   auto* out = static_cast<float*>(y);
   return cudnn_refused(run_on_stream(
       handle, call,
-      {{x, xDesc->bytes(), "x"}, {w, wDesc->bytes(), "w"}, {y, yDesc->bytes(), "y"},
-       {scratch, scratch ? yDesc->bytes() : 0, "workSpace"}},
+      {{x, xDesc->bytes(), "x"}, {w, wDesc->bytes(), "w"}, {y, yDesc->bytes(), "y", true},
+       {scratch, scratch ? yDesc->bytes() : 0, "workSpace", true}},
       [=] {
         form_and_blend(scratch, out, s.y_size(), al, be, false,
                        [&](float* r) { ref::conv2d_forward<float>(in, filters, nullptr, r, s); });
@@ -294,8 +294,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
   auto* out = static_cast<float*>(dx);
   return cudnn_refused(run_on_stream(
       handle, call,
-      {{w, wDesc->bytes(), "w"}, {dy, dyDesc->bytes(), "dy"}, {dx, dxDesc->bytes(), "dx"},
-       {scratch, scratch ? dxDesc->bytes() : 0, "workSpace"}},
+      {{w, wDesc->bytes(), "w"}, {dy, dyDesc->bytes(), "dy"}, {dx, dxDesc->bytes(), "dx", true},
+       {scratch, scratch ? dxDesc->bytes() : 0, "workSpace", true}},
       [=] {
         form_and_blend(scratch, out, s.x_size(), al, be, false,
                        [&](float* r) { ref::conv2d_backward_data<float>(grad, filters, r, s); });
@@ -324,8 +324,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
   auto* out = static_cast<float*>(dw);
   return cudnn_refused(run_on_stream(
       handle, call,
-      {{x, xDesc->bytes(), "x"}, {dy, dyDesc->bytes(), "dy"}, {dw, dwDesc->bytes(), "dw"},
-       {scratch, scratch ? dwDesc->bytes() : 0, "workSpace"}},
+      {{x, xDesc->bytes(), "x"}, {dy, dyDesc->bytes(), "dy"}, {dw, dwDesc->bytes(), "dw", true},
+       {scratch, scratch ? dwDesc->bytes() : 0, "workSpace", true}},
       [=] {
         form_and_blend(scratch, out, s.w_size(), al, be, /*zero_first=*/true,
                        [&](float* r) { ref::conv2d_backward_filter<float>(in, grad, r, s); });
@@ -350,7 +350,7 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alp
   const auto* grad = static_cast<const float*>(dy);
   auto* out = static_cast<float*>(db);
   return cudnn_refused(run_on_stream(
-      handle, call, {{dy, dyDesc->bytes(), "dy"}, {db, dbDesc->bytes(), "db"}}, [=] {
+      handle, call, {{dy, dyDesc->bytes(), "dy"}, {db, dbDesc->bytes(), "db", true}}, [=] {
         form_and_blend(nullptr, out, s.K, al, be, /*zero_first=*/true,
                        [&](float* r) { ref::conv2d_backward_bias<float>(grad, r, s); });
       }));

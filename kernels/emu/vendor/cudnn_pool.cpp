@@ -121,7 +121,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   const auto* in = static_cast<const float*>(x);
   auto* out = static_cast<float*>(y);
   return cudnn_refused(run_on_stream(
-      handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y"}}, [=] {
+      handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y", true}}, [=] {
         for (int64_t plane = 0; plane < s.N * s.C; ++plane)
           for (int64_t p = 0; p < s.P; ++p)
             for (int64_t q = 0; q < s.Q; ++q) {
@@ -162,7 +162,7 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle, const cudnnPoolingDescr
   return cudnn_refused(run_on_stream(
       handle, call,
       {{y, yDesc->bytes(), "y"}, {dy, dyDesc->bytes(), "dy"}, {x, xDesc->bytes(), "x"},
-       {dx, dxDesc->bytes(), "dx"}},
+       {dx, dxDesc->bytes(), "dx", true}},
       [=] {
         // Where each window's maximum is: the first cell equal to y (NaN matching NaN).
         std::vector<int32_t> argmax(static_cast<size_t>(s.y_size()));

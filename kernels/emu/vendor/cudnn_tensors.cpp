@@ -294,7 +294,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha,
   const auto* src = static_cast<const float*>(A);
   auto* dst = static_cast<float*>(C);
   return cudnn_refused(run_on_stream(
-      handle, call, {{A, a.bytes(), "A"}, {C, c.bytes(), "C"}}, [=] {
+      handle, call, {{A, a.bytes(), "A"}, {C, c.bytes(), "C", true}}, [=] {
         for (int n = 0; n < c.n; ++n)
           for (int ch = 0; ch < c.c; ++ch)
             for (int h = 0; h < c.h; ++h)
@@ -328,7 +328,7 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle, cudnnActivationDescri
   const auto* in = static_cast<const float*>(x);
   auto* out = static_cast<float*>(y);
   return cudnn_refused(run_on_stream(
-      handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y"}}, [=] {
+      handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y", true}}, [=] {
         for (int64_t i = 0; i < count; ++i) {
           const float v = in[i];
           const float relu = std::isnan(v) ? (propagate ? v : 0.0f) : (v > 0.0f ? v : 0.0f);

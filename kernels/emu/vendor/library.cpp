@@ -118,6 +118,8 @@ Refusal run_on_stream(const Handle* h, const std::string& call,
                                work();
                              },
                              call});
+  for (const Operand& o : operands)
+    if (o.bytes > 0) gpu::record_access(*s, o.pointer, o.written, call + " (" + o.name + ")");
   return {};
 }
 

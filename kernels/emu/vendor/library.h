@@ -44,10 +44,15 @@ struct Refusal {
 // runtime when the call is made; one that is not device memory the handle's GPU may touch, or
 // that runs past its allocation, faults the GPU when the task runs (cudaErrorIllegalAddress
 // at the next synchronising call), as the GPU's memory unit would.
+// Each is also an access of its allocation for the happens-before check
+// (kernels/emu/cudart/hb.h): `written` when the call writes it.
 struct Operand {
+  Operand(const void* p, uint64_t b, const char* n, bool w = false)
+      : pointer(p), bytes(b), name(n), written(w) {}
   const void* pointer;
   uint64_t bytes;
   const char* name;  // "A", "workspace", "dx"
+  bool written;
 };
 
 // Checks `handle` for `call` ("cublasSgemm") and, when it may run, enqueues `work` on its

@@ -1,0 +1,98 @@
+// The happens-before check (hb.h): vector clocks, and each allocation's access history.
+#include "kernels/emu/cudart/hb.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "kernels/emu/cudart/gpu.h"
+
+namespace brigade::emu::gpu {
+
+void VectorClock::advance(uint32_t stream, uint64_t position) {
+  if (stream >= at_.size()) at_.resize(stream + 1, 0);
+  at_[stream] = std::max(at_[stream], position);
+}
+
+bool VectorClock::join(const VectorClock& other) {
+  if (other.at_.size() > at_.size()) at_.resize(other.at_.size(), 0);
+  bool changed = false;
+  for (size_t i = 0; i < other.at_.size(); ++i)
+    if (other.at_[i] > at_[i]) {
+      at_[i] = other.at_[i];
+      changed = true;
+    }
+  return changed;
+}
+
+void host_observes(const VectorClock& completed) {
+  Emulation& e = Emulation::get();
+  if (e.host_clock.join(completed)) ++e.host_version;
+}
+
+void inherit_host(StreamState& stream) {
+  const Emulation& e = Emulation::get();
+  if (stream.host_version_seen == e.host_version) return;
+  stream.clock.join(e.host_clock);
+  stream.host_version_seen = e.host_version;
+}
+
+namespace {
+
+std::string hex(uintptr_t address) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(address));
+  return text;
+}
+
+std::string memory_name(const Allocation& a, uintptr_t start) {
+  return (a.gpu != nullptr ? name_of(*a.gpu) + " memory " : std::string("pinned host memory ")) +
+         hex(start) + " (an allocation of " + std::to_string(a.bytes) + " bytes)";
+}
+
+// The text of a race between an earlier access and the one being recorded.
+std::string race_text(const Access& earlier, bool earlier_wrote, const Access& now, bool now_writes,
+                      const std::string& memory) {
+  return "a data race on " + memory + ": " + now.what + " on " + *now.stream_name +
+         (now_writes ? " writes it" : " reads it") + " while " + earlier.what + " on " +
+         *earlier.stream_name + (earlier_wrote ? " writes it" : " reads it") +
+         ", and nothing orders the two (the same stream, cudaEventRecord then "
+         "cudaStreamWaitEvent, the legacy stream's implicit synchronisation, or the host "
+         "synchronising with the first before issuing the second)";
+}
+
+}  // namespace
+
+void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
+                   uint64_t position) {
+  if (pointer == nullptr) return;
+  Emulation& e = Emulation::get();
+  uintptr_t start = 0;
+  Allocation* a = e.find(pointer, 0, &start);
+  if (a == nullptr) return;
+  const VectorClock& now = stream.clock;
+  Access access{stream.id, position != 0 ? position : now.at(stream.id), what, stream.name};
+  auto ordered = [&](const Access& before) { return now.at(before.stream) >= before.position; };
+  AccessHistory& h = a->history;
+  std::string race;
+  if (h.last_write.position != 0 && !ordered(h.last_write))
+    race = race_text(h.last_write, true, access, write, memory_name(*a, start));
+  if (write && race.empty())
+    for (const Access& read : h.reads)
+      if (!ordered(read)) {
+        race = race_text(read, false, access, true, memory_name(*a, start));
+        break;
+      }
+  if (!race.empty()) set_fault(*stream.gpu, cudaErrorLaunchFailure, race);
+  if (write) {
+    h.last_write = std::move(access);
+    h.reads.clear();
+    return;
+  }
+  // A read ordered before this one adds nothing: a later write unordered with it is unordered
+  // with this one too. What stays is a set of mutually unordered reads.
+  std::erase_if(h.reads, ordered);
+  h.reads.push_back(std::move(access));
+}
+
+}  // namespace brigade::emu::gpu

@@ -1,0 +1,72 @@
+// The happens-before check of the emulated GPUs: two operations that touch one allocation, at
+// least one of them writing, must be ordered by something CUDA guarantees — the order of one
+// stream, an event recorded on one stream and waited for by another (cudaStreamWaitEvent),
+// the legacy stream's implicit synchronisation with blocking streams, or the host having
+// synchronised with the first before it issued the second. A pair that nothing orders is a
+// data race: on a GPU its result depends on timing, so the emulated GPU faults, every time,
+// with a text naming both operations, their streams and the allocation.
+//
+// The bookkeeping is vector clocks (one per stream, one for the host), updated when work is
+// issued, not when it runs: the order CUDA promises is fixed by the calls, whatever the
+// timing. Each allocation keeps FastTrack's small history: its last write, and the reads
+// since, one per stream (a stream's later read is ordered after its earlier ones).
+//
+// All of it is internal to kernels/emu/cudart/ and kernels/emu/vendor/, and every function
+// here runs with Emulation::mutex held.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace brigade::emu::gpu {
+
+struct StreamState;
+
+// at(i): the last position of stream i (StreamState::id) ordered before the point this clock
+// stands for; 0 when none is.
+class VectorClock {
+ public:
+  uint64_t at(uint32_t stream) const { return stream < at_.size() ? at_[stream] : 0; }
+  void advance(uint32_t stream, uint64_t position);
+  // Takes the later of each entry; says whether anything changed.
+  bool join(const VectorClock& other);
+
+ private:
+  std::vector<uint64_t> at_;
+};
+
+// One operation's access of an allocation, as its history keeps it.
+struct Access {
+  uint32_t stream = 0;
+  uint64_t position = 0;  // 0: no access
+  std::string what;       // "kernel relu_forward_kernel", "cudaMemcpyAsync (source)"
+  std::shared_ptr<const std::string> stream_name;  // "emulated cuda:1 stream #4"
+};
+
+struct AccessHistory {
+  Access last_write;
+  std::vector<Access> reads;  // since last_write, at most one per stream
+};
+
+// The host's clock: what every synchronising call has seen complete (cudaStreamSynchronize,
+// cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, cudaFree, a
+// blocking copy). All host threads share it: the emulator cannot see how host threads order
+// each other (mutexes, queues), so work one thread issues after another thread's sync is taken
+// as ordered after it. A race between two host threads' issues can be missed; none is invented.
+// A GPU that faults counts as synchronised (set_fault): it runs nothing more, and a race with
+// work that never runs would only bury the first report.
+void host_observes(const VectorClock& completed);
+// Brings the host's clock into `stream` before it is given work (cheap when unchanged).
+void inherit_host(StreamState& stream);
+
+// Records that the operation `what`, enqueued on `stream` (its clock already advanced to it),
+// reads or writes the allocation holding `pointer`; pointers into no allocation (pageable host
+// memory, null) are not tracked. A race with an earlier unordered access faults the stream's
+// GPU (cudaErrorLaunchFailure, sticky): the operation and all later work on it do not run.
+// `position`: the stream's position the access is ordered as, when not its last one (0).
+void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
+                   uint64_t position = 0);
+
+}  // namespace brigade::emu::gpu

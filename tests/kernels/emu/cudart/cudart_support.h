@@ -1,0 +1,29 @@
+// What the tests of the emulated CUDA runtime share (cudart_test.cpp, hb_test.cpp): a stream
+// and device memory on a given emulated GPU, each call checked.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace brigade::testing {
+
+// A new stream of `device` (made current): non-blocking unless `flags` says otherwise.
+inline cudaStream_t stream_on(int device, unsigned flags = cudaStreamNonBlocking) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, flags) == cudaSuccess);
+  return s;
+}
+
+// `n` floats of fresh (poisoned) memory on `device`, which is left current.
+inline float* device_floats(int device, size_t n) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, n * sizeof(float)) == cudaSuccess);
+  return static_cast<float*>(p);
+}
+
+}  // namespace brigade::testing
