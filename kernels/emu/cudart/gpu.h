@@ -12,6 +12,7 @@
 // under test (engine/stream_cuda.cpp) is the code a real GPU runs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -58,6 +59,7 @@ struct Gpu {
   std::shared_ptr<StreamState> barrier_stream;
   uint64_t barrier_position = 0;
   std::unique_ptr<ThreadPool> sm;  // the GPU's "multiprocessors": threads that run blocks
+  uint64_t streams_made = 0;       // numbers this GPU's streams for chaos.cpp
 };
 
 struct StreamState {
@@ -70,6 +72,7 @@ struct StreamState {
   std::deque<std::pair<uint64_t, Task>> queue;
   std::condition_variable wake;  // the worker waits here for tasks
   std::thread worker;
+  uint64_t chaos_state = 0;  // the worker's own generator of delays (chaos.cpp)
 };
 
 // One cudaEventRecord: immutable; re-recording an event makes a new one.
@@ -111,6 +114,8 @@ class Emulation {
   std::vector<std::unique_ptr<Gpu>> gpus;
   std::string setup_error;
   bool peer_supported = true;  // BRIGADE_EMULATED_GPU_PEER
+  // BRIGADE_EMU_CHAOS (or set_chaos_seed); -1: no delays (chaos.cpp). Read without the lock.
+  std::atomic<int64_t> chaos_seed{-1};
 
   std::map<uintptr_t, Allocation> allocations;  // by start address
   ApiCounts counts;  // cuda_emulation.h
@@ -157,5 +162,20 @@ uint64_t enqueue(StreamState& stream, Task task);
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
 // Blocks until every stream of the GPU has run all it holds.
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
+
+// ---- chaos (chaos.cpp): BRIGADE_EMU_CHAOS=SEED, seeded random delays ------------------------
+// The first state of the generator of `gpu`'s stream numbered `number` (0 without chaos).
+uint64_t chaos_state_for_stream(const Gpu& gpu, uint64_t number);
+// In a stream's worker, before each task, without the lock: maybe a pause.
+void chaos_before_task(StreamState& stream);
+// Declared first in a host API call, before its lock: when the call returns, after the lock is
+// released, the calling thread maybe pauses.
+class ChaosAfterCall {
+ public:
+  ChaosAfterCall() = default;
+  ~ChaosAfterCall();
+  ChaosAfterCall(const ChaosAfterCall&) = delete;
+  ChaosAfterCall& operator=(const ChaosAfterCall&) = delete;
+};
 
 }  // namespace brigade::emu::gpu

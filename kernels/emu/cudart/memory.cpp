@@ -193,6 +193,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyAsync");
@@ -210,6 +211,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.legacy_memcpy;
@@ -239,6 +241,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                                 size_t count, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyPeerAsync");
@@ -257,6 +260,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 // pending and future asynchronous work in to the current device, srcDevice, and dstDevice."
 cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device,
                            size_t count) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.legacy_memcpy;
@@ -290,6 +294,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaMemsetAsync");

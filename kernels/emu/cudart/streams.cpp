@@ -34,6 +34,7 @@ void worker_loop(std::shared_ptr<StreamState> self) {
     self->queue.pop_front();
     if (self->gpu->fault == cudaSuccess) {  // a faulted GPU runs nothing more
       lock.unlock();
+      chaos_before_task(*self);  // BRIGADE_EMU_CHAOS: maybe late
       std::string error;
       try {
         task.run();
@@ -57,6 +58,7 @@ std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
   s->gpu = &gpu;
   s->legacy = legacy;
   s->blocking = blocking;
+  s->chaos_state = chaos_state_for_stream(gpu, gpu.streams_made++);
   s->worker = std::thread(worker_loop, s);
   s->worker.detach();  // ends by itself once destroyed and drained; it holds `s` alive
   std::erase_if(gpu.streams, [](const auto& weak) { return weak.expired(); });
@@ -185,6 +187,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.stream_synchronize;
@@ -196,6 +199,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamQuery");
@@ -206,6 +210,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamWaitEvent");
@@ -248,6 +253,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 // "cudaEventRecord() will fail if the input event and input stream are associated to
 // different devices" (CUDA Programming Guide, "Stream and Event Behavior").
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
@@ -271,6 +277,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
@@ -282,6 +289,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (e.live_events.count(event) == 0)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +131,58 @@ TEST_CASE("fresh device memory is poisoned: every byte 0xFF, a NaN in every floa
   int stack_value = 0;
   CHECK(cudaFree(&stack_value) == cudaErrorInvalidValue);  // not from cudaMalloc
   (void)cudaGetLastError();
+}
+
+// One race, as a pipeline's stages have it: a producer stream overwrites zeros with ones and
+// records an event; a consumer stream copies the buffer to the host, after a wait on the event
+// (`ordered`) or with the wait forgotten. True when the consumer read the ones.
+bool consumer_reads_the_write(bool ordered) {
+  constexpr size_t bytes = 1 << 14;
+  cudaStream_t producer = non_blocking(0), consumer = non_blocking(0);
+  void* device = nullptr;
+  void* host = nullptr;
+  cudaEvent_t written = nullptr;
+  REQUIRE(cudaMalloc(&device, bytes) == cudaSuccess);
+  REQUIRE(cudaMallocHost(&host, bytes) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&written, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(device, 0, bytes, producer) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(producer) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(device, 1, bytes, producer) == cudaSuccess);
+  REQUIRE(cudaEventRecord(written, producer) == cudaSuccess);
+  if (ordered) REQUIRE(cudaStreamWaitEvent(consumer, written, 0) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, consumer) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(consumer) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(producer) == cudaSuccess);
+  const std::vector<unsigned char> ones(bytes, 1);
+  const bool read_the_write = std::memcmp(host, ones.data(), bytes) == 0;
+  CHECK(cudaEventDestroy(written) == cudaSuccess);
+  CHECK(cudaFreeHost(host) == cudaSuccess);
+  CHECK(cudaFree(device) == cudaSuccess);
+  CHECK(cudaStreamDestroy(producer) == cudaSuccess);
+  CHECK(cudaStreamDestroy(consumer) == cudaSuccess);
+  return read_the_write;
+}
+
+// BRIGADE_EMU_CHAOS: the emulator's streams and host calls pause at random, seeded, so a
+// forgotten wait reads stale data under some seed (here about one seed in five; without chaos
+// the race shows about one run in nine), while the ordered program reads the write under every
+// seed. The first seed that shows the race is reported.
+TEST_CASE("chaos: a forgotten event wait reads stale data for some seed, the wait never does") {
+  Deadline deadline("chaos finds a forgotten wait");
+  const std::optional<uint64_t> outside = brigade::emu::gpu::set_chaos_seed(std::nullopt);
+  constexpr uint64_t seeds = 16;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    brigade::emu::gpu::set_chaos_seed(seed);
+    CHECK_MESSAGE(consumer_reads_the_write(/*ordered=*/true), "seed " << seed);
+  }
+  uint64_t found = 0;  // the first seed under which the forgotten wait read stale data
+  for (uint64_t seed = 1; seed <= 64 * seeds && found == 0; ++seed) {
+    brigade::emu::gpu::set_chaos_seed(seed);
+    if (!consumer_reads_the_write(/*ordered=*/false)) found = seed;
+  }
+  brigade::emu::gpu::set_chaos_seed(outside);
+  CHECK_MESSAGE(found != 0, "no seed made the unordered consumer read before the producer wrote");
+  MESSAGE("BRIGADE_EMU_CHAOS: the forgotten wait read stale data first under seed " << found);
 }
 
 TEST_CASE("a pageable cudaMemcpy lands late for a non-blocking stream, in time for the legacy one") {

@@ -4,7 +4,9 @@
 // Not part of CUDA; included only in emulated builds (BRIGADE_CUDA_EMULATED).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "cuda_runtime_api.h"
 
@@ -33,6 +35,11 @@ ApiCounts api_counts();
 // Unlike a launch it needs no current device: the allocator frees blocks from any thread.
 // cudaErrorInvalidValue unless the range lies in one device allocation; a faulted GPU's fault.
 cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream);
+
+// BRIGADE_EMU_CHAOS=SEED from a test (a seed from 0 to 2^62 - 1): streams created from now on,
+// and every host thread, draw their random delays from `seed`; none stops the delays. Returns
+// the seed before. kernels/emu/cudart/chaos.cpp says what the delays are.
+std::optional<uint64_t> set_chaos_seed(std::optional<uint64_t> seed);
 
 // Stops `stream` at this point of its work until the hold is released (or destroyed): work
 // enqueued after it stays pending, so queries answer cudaErrorNotReady for as long as a test
