@@ -37,7 +37,8 @@ void cuda_raw_free(const Device& device, void* data) {
 // correct program never reads the poison and a use the allocator's rules do not order after
 // the free reads NaN (cuda_emulation.h). A real GPU skips it all: a fill per free would cost a
 // kernel and memory bandwidth, and the waits would serialise streams, for nothing.
-// The one #if of the engine's CUDA code: the emulated runtime's extension exists only there.
+// The engine's only test of BRIGADE_CUDA_EMULATED (here and at the include above): the
+// emulated runtime's extension exists only in that build.
 void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
                           const std::vector<Event>& users_done) {
 #if defined(BRIGADE_CUDA_EMULATED)
