@@ -16,6 +16,10 @@ namespace detail {
 // the device's total memory.
 void* cuda_raw_allocate(const Device& device, uint64_t size);
 void cuda_raw_free(const Device& device, void* data);
+// Emulated GPUs only (a real GPU does nothing): fills a block returning to the cache with NaN
+// on its owner stream, after the users' work.
+void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
+                          const std::vector<Event>& users_done);
 void* cuda_pinned_allocate(uint64_t size);  // null when out of memory
 void cuda_pinned_free(void* data);
 uint64_t cuda_total_memory(const Device& device);
@@ -148,6 +152,11 @@ void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream, Eve
 }
 
 // Runs when the last shared_ptr to `block` goes (so nobody else can touch its users).
+// On emulated GPUs (-Dcuda=emulated) the block is also poisoned here, filled with 0xFF (NaN in
+// every float) on its owner stream after its users' work and before owner_done, so a use the
+// rules of allocator.h do not order (a stream that read the block undeclared, a reuse without
+// the wait) reads NaN and the parity tests fail, where a real GPU would read stale data that
+// looks right.
 void Allocator::release(Block* block) {
   const uint64_t size = block->size_;
   Cached cached;
@@ -156,13 +165,22 @@ void Allocator::release(Block* block) {
   bool cacheable = true;
   try {
     // Recorded outside the allocator's lock: recording enqueues on streams.
-    cached.owner_done.record(block->stream_);
+    bool host_user = false;  // a CPU stream still uses it (a GPU staging buffer's filler)
     for (const Stream::Weak& weak : block->users_)
       if (const std::optional<Stream> user = Stream::from_weak(weak)) {  // else its work is done
         Event done;
         done.record(*user);
         cached.users_done.push_back(done);
+        host_user = host_user || (user->device().is_cpu() && !done.query());
       }
+#if defined(BRIGADE_HAVE_CUDA)
+    // Emulated GPUs: NaN into the returning block (allocator_cuda.cpp). A CPU stream's event
+    // cannot be waited for on the GPU without blocking this thread: a block with a host user
+    // keeps its contents.
+    if (device_.is_cuda() && !pinned_ && !host_user)
+      detail::cuda_poison_returned(block->data_, size, block->stream_, cached.users_done);
+#endif
+    cached.owner_done.record(block->stream_);  // after the poison: reuse waits for it too
   } catch (const std::exception& e) {
     // A deleter must not throw (a CUDA device in a failed state can make recording fail).
     // Without the events we cannot know when the memory is safe: keep it out of the cache.

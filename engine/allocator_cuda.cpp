@@ -2,9 +2,16 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/event.h"
+#include "engine/stream.h"
+
+#if defined(BRIGADE_CUDA_EMULATED)
+#include <cuda_emulation.h>
+#endif
 
 namespace brigade::detail {
 
@@ -23,6 +30,24 @@ void* cuda_raw_allocate(const Device& device, uint64_t size) {
 void cuda_raw_free(const Device& device, void* data) {
   BRIGADE_CUDA_CHECK(cudaSetDevice(device.index));
   BRIGADE_CUDA_CHECK(cudaFree(data));
+}
+
+// Emulated GPUs poison a block as it returns to the cache, on its owner stream after the work
+// of its declared users (the owner waits for their events, which only adds order), so a
+// correct program never reads the poison and a use the allocator's rules do not order after
+// the free reads NaN (cuda_emulation.h). A real GPU skips it all: a fill per free would cost a
+// kernel and memory bandwidth, and the waits would serialise streams, for nothing.
+// The engine's only test of BRIGADE_CUDA_EMULATED (here and at the include above): the
+// emulated runtime's extension exists only in that build.
+void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
+                          const std::vector<Event>& users_done) {
+#if defined(BRIGADE_CUDA_EMULATED)
+  for (const Event& done : users_done)
+    if (!done.query()) owner.wait(done);
+  BRIGADE_CUDA_CHECK(brigade::emu::gpu::poison_async(data, size, owner.cuda_handle()));
+#else
+  (void)data, (void)size, (void)owner, (void)users_done;
+#endif
 }
 
 void* cuda_pinned_allocate(uint64_t size) {

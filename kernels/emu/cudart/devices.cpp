@@ -5,6 +5,7 @@
 //   BRIGADE_EMULATED_GPU_MEMORY  each GPU's memory, bytes or with KiB/MiB/GiB (default 4GiB)
 //   BRIGADE_EMULATED_GPU_THREADS host threads that run one GPU's blocks (default 1)
 //   BRIGADE_EMULATED_GPU_PEER    0: no pair of GPUs can access each other (default 1: all can)
+//   BRIGADE_EMU_CHAOS            a seed: random delays in streams and host calls (chaos.cpp)
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -51,6 +52,11 @@ Emulation::Emulation() {
   const long long threads =
       parse_count("BRIGADE_EMULATED_GPU_THREADS", "1", 64, false, &setup_error);
   const long long peer = parse_count("BRIGADE_EMULATED_GPU_PEER", "1", 1, false, &setup_error);
+  if (const char* chaos = std::getenv("BRIGADE_EMU_CHAOS"); chaos != nullptr && *chaos != '\0') {
+    const long long seed =
+        parse_count("BRIGADE_EMU_CHAOS", "", (1LL << 62) - 1, false, &setup_error);
+    chaos_seed = seed;  // -1 after an error, which leaves no GPUs anyway
+  }
   if (!setup_error.empty()) return;
   for (int i = 0; i < count; ++i) {
     auto gpu = std::make_unique<Gpu>();

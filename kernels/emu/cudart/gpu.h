@@ -12,6 +12,7 @@
 // under test (engine/stream_cuda.cpp) is the code a real GPU runs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -61,6 +62,7 @@ struct Gpu {
   uint64_t barrier_position = 0;
   VectorClock barrier_clock;  // barrier_stream's clock at barrier_position (hb.h)
   std::unique_ptr<ThreadPool> sm;  // the GPU's "multiprocessors": threads that run blocks
+  uint64_t streams_made = 0;       // numbers this GPU's streams for chaos.cpp
 };
 
 struct StreamState {
@@ -80,6 +82,7 @@ struct StreamState {
   std::shared_ptr<const std::string> name;
   std::condition_variable wake;  // the worker waits here for tasks
   std::thread worker;
+  uint64_t chaos_state = 0;  // the worker's own generator of delays (chaos.cpp)
 };
 
 // One cudaEventRecord: immutable; re-recording an event makes a new one.
@@ -123,6 +126,8 @@ class Emulation {
   std::vector<std::unique_ptr<Gpu>> gpus;
   std::string setup_error;
   bool peer_supported = true;  // BRIGADE_EMULATED_GPU_PEER
+  // BRIGADE_EMU_CHAOS (or set_chaos_seed); -1: no delays (chaos.cpp). Read without the lock.
+  std::atomic<int64_t> chaos_seed{-1};
 
   std::map<uintptr_t, Allocation> allocations;  // by start address
   ApiCounts counts;  // cuda_emulation.h
@@ -177,5 +182,20 @@ uint64_t enqueue(StreamState& stream, Task task);
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
 // Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs.
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
+
+// ---- chaos (chaos.cpp): BRIGADE_EMU_CHAOS=SEED, seeded random delays ------------------------
+// The first state of the generator of `gpu`'s stream numbered `number` (0 without chaos).
+uint64_t chaos_state_for_stream(const Gpu& gpu, uint64_t number);
+// In a stream's worker, before each task, without the lock: maybe a pause.
+void chaos_before_task(StreamState& stream);
+// Declared first in a host API call, before its lock: when the call returns, after the lock is
+// released, the calling thread maybe pauses.
+class ChaosAfterCall {
+ public:
+  ChaosAfterCall() = default;
+  ~ChaosAfterCall();
+  ChaosAfterCall(const ChaosAfterCall&) = delete;
+  ChaosAfterCall& operator=(const ChaosAfterCall&) = delete;
+};
 
 }  // namespace brigade::emu::gpu

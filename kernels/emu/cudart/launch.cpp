@@ -31,6 +31,7 @@ std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgumen
 
 cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
                           std::vector<PointerArgument> pointers) {
+  gpu::ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the launch
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const std::string call = "kernel " + config.kernel;

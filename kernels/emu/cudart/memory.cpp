@@ -6,7 +6,8 @@
 // documentation for each):
 //   - cudaMalloc allocates on the thread's current device, up to that GPU's capacity, and the
 //     memory is poisoned: every byte 0xFF, a NaN in every float, so a read before a write
-//     shows;
+//     shows; poison_async (cuda_emulation.h) poisons a block again, stream-ordered, when the
+//     engine's allocator takes it back into its cache;
 //   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
 //     hand out;
 //   - a copy must stay inside the allocations it names, and the direction must match them;
@@ -201,6 +202,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyAsync");
@@ -221,6 +223,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.legacy_memcpy;
@@ -259,6 +262,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                                 size_t count, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyPeerAsync");
@@ -280,6 +284,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 // pending and future asynchronous work in to the current device, srcDevice, and dstDevice."
 cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device,
                            size_t count) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.legacy_memcpy;
@@ -316,6 +321,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaMemsetAsync");
@@ -336,3 +342,24 @@ cudaError_t cudaMemset(void* ptr, int value, size_t count) {
 }
 
 }  // extern "C"
+
+// ---- cuda_emulation.h -----------------------------------------------------------------------
+
+namespace brigade::emu::gpu {
+
+cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  auto s = stream_of(stream, "poison_async");
+  if (!s) return cudaPeekAtLastError();
+  if (where(memory, bytes).kind != Where::device)
+    return fail(cudaErrorInvalidValue, "poison_async(" + hex(memory) + ", " +
+                                           std::to_string(bytes) +
+                                           " bytes): not inside one device allocation");
+  if (bytes > 0)
+    enqueue(*s, Task{[memory, bytes] { std::memset(memory, kPoison, bytes); },
+                     "the poisoning of a block returned to the allocator's cache"});
+  return ok();
+}
+
+}  // namespace brigade::emu::gpu

@@ -32,6 +32,7 @@ void worker_loop(std::shared_ptr<StreamState> self) {
     self->queue.pop_front();
     if (self->gpu->fault == cudaSuccess) {  // a faulted GPU runs nothing more
       lock.unlock();
+      chaos_before_task(*self);  // BRIGADE_EMU_CHAOS: maybe late
       std::string error;
       try {
         task.run();
@@ -59,6 +60,7 @@ std::shared_ptr<StreamState> make_stream(Gpu& gpu, bool legacy, bool blocking) {
   s->name = std::make_shared<const std::string>(
       name_of(gpu) + (legacy ? " legacy stream"
                              : (blocking ? " stream #" : " non-blocking stream #") + std::to_string(s->id)));
+  s->chaos_state = chaos_state_for_stream(gpu, gpu.streams_made++);
   s->worker = std::thread(worker_loop, s);
   s->worker.detach();  // ends by itself once destroyed and drained; it holds `s` alive
   std::erase_if(gpu.streams, [](const auto& weak) { return weak.expired(); });
@@ -199,6 +201,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.stream_synchronize;
@@ -212,6 +215,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamQuery");
@@ -223,6 +227,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamWaitEvent");
@@ -266,6 +271,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 // "cudaEventRecord() will fail if the input event and input stream are associated to
 // different devices" (CUDA Programming Guide, "Stream and Event Behavior").
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
@@ -290,6 +296,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
@@ -302,6 +309,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (e.live_events.count(event) == 0)

@@ -1,9 +1,12 @@
 // What emulated GPUs offer beyond the CUDA API: for tests of the code above the runtime, which
-// need a GPU to be busy at a known point (a real GPU is busy for a while nobody controls).
-// Not part of CUDA; only tests include it, in emulated builds (BRIGADE_CUDA_EMULATED).
+// need a GPU to be busy at a known point (a real GPU is busy for a while nobody controls), and
+// for the engine's allocator, which poisons the blocks it takes back (poison_async).
+// Not part of CUDA; included only in emulated builds (BRIGADE_CUDA_EMULATED).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "cuda_runtime_api.h"
 
@@ -22,6 +25,21 @@ struct ApiCounts {
   uint64_t legacy_memcpy = 0;       // cudaMemcpy, cudaMemcpyPeer (the legacy stream's copies)
 };
 ApiCounts api_counts();
+
+// Fills `bytes` bytes of device memory from `memory` with the pattern of fresh cudaMalloc
+// memory (every byte 0xFF: a NaN in every float, -1 in every int32), as a task of `stream`:
+// after the stream's earlier work, before its later work. The engine's allocator calls it when
+// a block returns to its cache, so a use the allocator's stream rules do not order after the
+// free (a read on a stream never declared with record_stream, a reuse without the wait) reads
+// NaN on an emulated GPU, where a real one would read stale data that usually looks right.
+// Unlike a launch it needs no current device: the allocator frees blocks from any thread.
+// cudaErrorInvalidValue unless the range lies in one device allocation; a faulted GPU's fault.
+cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream);
+
+// BRIGADE_EMU_CHAOS=SEED from a test (a seed from 0 to 2^62 - 1): streams created from now on,
+// and every host thread, draw their random delays from `seed`; none stops the delays. Returns
+// the seed before. kernels/emu/cudart/chaos.cpp says what the delays are.
+std::optional<uint64_t> set_chaos_seed(std::optional<uint64_t> seed);
 
 // Stops `stream` at this point of its work until the hold is released (or destroyed): work
 // enqueued after it stays pending, so queries answer cudaErrorNotReady for as long as a test
