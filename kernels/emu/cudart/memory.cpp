@@ -8,6 +8,9 @@
 //     memory is poisoned: every byte 0xFF, a NaN in every float, so a read before a write
 //     shows; poison_async (cuda_emulation.h) poisons a block again, stream-ordered, when the
 //     engine's allocator takes it back into its cache;
+//   - an allocation is exactly as long as asked (a real GPU rounds it up, and a read past the
+//     end lands in the slack unseen): the copy checks here, and AddressSanitizer in a
+//     sanitized build, see the first byte past it;
 //   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
 //     hand out;
 //   - a copy must stay inside the allocations it names, and the direction must match them;
@@ -38,6 +41,19 @@ namespace {
 
 constexpr uint64_t kAlignment = 256;  // cudaMalloc's guarantee
 constexpr unsigned char kPoison = 0xFF;
+
+// What an allocation of `size` bytes takes of its GPU's memory: whole 256-byte units, as the
+// alignment a real GPU gives costs it.
+uint64_t footprint(uint64_t size) {
+  return (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// `size` bytes (at least 1) aligned to kAlignment, and not one more: posix_memalign, unlike
+// aligned_alloc, takes a size that is not a multiple of the alignment.
+void* allocate_exactly(uint64_t size) {
+  void* p = nullptr;
+  return posix_memalign(&p, kAlignment, std::max<uint64_t>(size, 1)) == 0 ? p : nullptr;
+}
 
 std::string hex(const void* p) {
   char text[32];
@@ -121,16 +137,16 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   ++e.counts.malloc;
   Gpu* gpu = current_gpu("cudaMalloc");  // memory of the calling thread's current device
   if (gpu == nullptr) return cudaPeekAtLastError();
-  const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  if (gpu->in_use + bytes > gpu->capacity)
+  const uint64_t bytes = std::max<uint64_t>(size, 1);
+  if (gpu->in_use + footprint(bytes) > gpu->capacity)
     return fail(cudaErrorMemoryAllocation,
                 "cudaMalloc(" + std::to_string(size) + ") on " + name_of(*gpu) + ": " +
                     std::to_string(gpu->in_use) + " of " + std::to_string(gpu->capacity) +
                     " bytes in use (BRIGADE_EMULATED_GPU_MEMORY)");
-  void* p = std::aligned_alloc(kAlignment, bytes);
+  void* p = allocate_exactly(bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "the host has no memory left");
   std::memset(p, kPoison, bytes);  // fresh device memory is garbage: here, NaN
-  gpu->in_use += bytes;
+  gpu->in_use += footprint(bytes);
   e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu, {}};
   *ptr = p;
   return ok();
@@ -149,7 +165,7 @@ cudaError_t cudaFree(void* ptr) {
   const auto again = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (again == e.allocations.end())
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): freed twice");
-  gpu.in_use -= again->second.bytes;
+  gpu.in_use -= footprint(again->second.bytes);
   e.allocations.erase(again);
   std::free(ptr);
   return fault_of(gpu);
@@ -162,8 +178,8 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   ++e.counts.host_alloc;
   if (flags != cudaHostAllocDefault)
     return fail(cudaErrorInvalidValue, "cudaHostAlloc: only cudaHostAllocDefault is emulated");
-  const uint64_t bytes = (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, bytes);
+  const uint64_t bytes = std::max<uint64_t>(size, 1);
+  void* p = allocate_exactly(bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc: the host has no memory left");
   e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr, {}};
   *ptr = p;

@@ -145,9 +145,12 @@ TEST_CASE("a pageable cudaMemcpy lands in time for a blocking stream") {
 TEST_CASE("a copy must stay inside its allocation and match its direction") {
   float* p = device_floats(0, 4);
   float host[8] = {};
-  // cudaMalloc rounds up to 256 bytes; 300 bytes runs past the block.
-  CHECK(cudaMemcpy(host, p, 300, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
-  CHECK(cudaMemcpy(host, p, sizeof(host), cudaMemcpyHostToDevice) ==
+  // A GPU rounds the 16 bytes up to 256 and would copy 17 without a word; the emulated one
+  // keeps the allocation exactly as asked, so one byte past the tensor is already out.
+  CHECK(cudaMemcpy(host, p, 4 * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(cudaMemcpy(host, p, 4 * sizeof(float) + 1, cudaMemcpyDeviceToHost) ==
+        cudaErrorInvalidValue);
+  CHECK(cudaMemcpy(host, p, 4 * sizeof(float), cudaMemcpyHostToDevice) ==
         cudaErrorInvalidMemcpyDirection);
   (void)cudaGetLastError();
   CHECK(cudaFree(p) == cudaSuccess);

@@ -42,7 +42,8 @@ float value_at(const float* device) {
   return host;
 }
 
-// How the check names an allocation: "emulated cuda:1 memory 0x... (an allocation of 256 bytes)".
+// How the check names an allocation: "emulated cuda:1 memory 0x... (an allocation of 4 bytes)",
+// as many bytes as asked (the emulated cudaMalloc does not round up).
 std::string allocation_name(int device, const void* start, size_t bytes) {
   char address[32];
   std::snprintf(address, sizeof(address), "0x%llx",
@@ -89,7 +90,7 @@ TEST_CASE("the same program without cudaStreamWaitEvent stops, naming both kerne
   CHECK(launch(consumer, "copy_first", copy_first, value, result) == cudaSuccess);
   CHECK(cudaStreamSynchronize(consumer) == cudaErrorLaunchFailure);
   const std::string text = last_error_text();
-  CHECK(contains(text, "a data race on " + allocation_name(1, value, 256)));
+  CHECK(contains(text, "a data race on " + allocation_name(1, value, sizeof(float))));
   CHECK(contains(text, "kernel copy_first on emulated cuda:1 non-blocking stream #"));
   CHECK(contains(text, "reads it while kernel store_seven on emulated cuda:1 non-blocking stream #"));
   CHECK(contains(text, "writes it, and nothing orders the two"));
@@ -132,7 +133,7 @@ TEST_CASE("a kernel parameter that is not pointer-to-const is a write, even if i
                  second_result) == cudaSuccess);
   CHECK(cudaStreamSynchronize(second) == cudaErrorLaunchFailure);
   const std::string text = last_error_text();
-  CHECK(contains(text, "a data race on " + allocation_name(4, value, 256)));
+  CHECK(contains(text, "a data race on " + allocation_name(4, value, sizeof(float))));
   CHECK(contains(text, "kernel copy_first_through_mutable on emulated cuda:4 non-blocking stream #"));
 }
 
@@ -184,7 +185,7 @@ TEST_CASE("a copy on one stream racing a kernel's store on another stops the run
   CHECK(cudaMemcpyAsync(copy, value, sizeof(float), cudaMemcpyDeviceToDevice, copies) == cudaSuccess);
   CHECK(cudaStreamSynchronize(copies) == cudaErrorLaunchFailure);
   const std::string text = last_error_text();
-  CHECK(contains(text, "a data race on " + allocation_name(2, value, 256)));
+  CHECK(contains(text, "a data race on " + allocation_name(2, value, sizeof(float))));
   CHECK(contains(text, "cudaMemcpyAsync (its source) on emulated cuda:2 non-blocking stream #"));
   CHECK(contains(text, "reads it while kernel store_seven on emulated cuda:2 non-blocking stream #"));
 }
@@ -200,7 +201,7 @@ TEST_CASE("a non-blocking stream is not ordered after a pageable cudaMemcpy to t
   CHECK(cudaMemcpyAsync(early.data(), p, 64 * sizeof(float), cudaMemcpyDeviceToHost, fast) ==
         cudaErrorLaunchFailure);
   const std::string text = last_error_text();
-  CHECK(contains(text, "a data race on " + allocation_name(3, p, 256)));
+  CHECK(contains(text, "a data race on " + allocation_name(3, p, 64 * sizeof(float))));
   CHECK(contains(text, "cudaMemcpyAsync (its source) on emulated cuda:3 non-blocking stream #"));
   CHECK(contains(text, "reads it while cudaMemcpy (its destination) on emulated cuda:3 legacy "
                        "stream writes it"));
@@ -222,7 +223,7 @@ TEST_CASE("an emulated cuBLAS call's output is a write: a copy racing it stops t
   CHECK(cudaMemcpyAsync(copy, c, 4 * sizeof(float), cudaMemcpyDeviceToDevice, copies) == cudaSuccess);
   CHECK(cudaStreamSynchronize(copies) == cudaErrorLaunchFailure);
   const std::string text = last_error_text();
-  CHECK(contains(text, "a data race on " + allocation_name(6, c, 256)));
+  CHECK(contains(text, "a data race on " + allocation_name(6, c, 4 * sizeof(float))));
   CHECK(contains(text, "reads it while cublasSgemm (C) on emulated cuda:6 non-blocking stream #"));
 }
 
