@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "engine/error.h"
 
@@ -61,6 +63,18 @@ uint64_t Allocator::round_size(uint64_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+bool Allocator::caching() {
+  static const bool on = [] {
+    const char* off = std::getenv("BRIGADE_NO_MEMORY_CACHING");
+    return off == nullptr || std::string_view(off).empty() || std::string_view(off) == "0";
+  }();
+  return on;
+}
+
+uint64_t Allocator::block_size(uint64_t bytes) {
+  return caching() ? round_size(bytes) : std::max<uint64_t>(bytes, 1);
+}
+
 Allocator& Allocator::of(const Device& device) {
   check_device_available(device);
   static std::mutex* mutex = new std::mutex;
@@ -95,12 +109,15 @@ Allocator::Allocator(Device device, bool pinned) : device_(device), pinned_(pinn
 std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
                                                     << ", a stream of another device");
-  const uint64_t size = round_size(bytes);
+  const uint64_t size = block_size(bytes);
   void* data = nullptr;
   Event owner_before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    data = take_from_cache_locked(size, stream, &owner_before);
+    if (caching())
+      data = take_from_cache_locked(size, stream, &owner_before);
+    else
+      free_ready_locked();  // what was freed since, and whose work is done
     if (!data) {
       const uint64_t cap = capacity();
       auto fits = [&] { return cap == 0 || reserved_ + size <= cap; };
@@ -197,6 +214,7 @@ void Allocator::release(Block* block) {
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_ -= size;
     if (cacheable) cache_[size].push_back(std::move(cached));
+    if (!caching()) free_ready_locked();  // the cache only holds blocks still in flight
   }
   delete block;  // drops its stream handles, outside the lock
 }

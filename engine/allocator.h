@@ -23,6 +23,13 @@
 // Freeing therefore never waits; the waiting is in the reuse test and in the first
 // record_stream of another stream.
 //
+// BRIGADE_NO_MEMORY_CACHING=1 turns the cache off, for finding memory bugs (as PyTorch's
+// PYTORCH_NO_CUDA_MEMORY_CACHING does): each block is exactly as large as asked and goes back
+// to the system as soon as the events above say its work is done, never to another tensor.
+// AddressSanitizer (and the emulated GPUs' bounds checks) then see a read one byte past a
+// tensor, and a use of memory after its tensor was freed. Slower: on a GPU each return is a
+// cudaFree, which waits for the device.
+//
 // Counters: in use (bytes of live blocks), reserved (in use + cached), peak in use. A CPU
 // device may have a capacity (configure_cpu_device); a CUDA device's is its memory.
 // Going over it first releases the cache blocks that are ready, then throws
@@ -55,7 +62,7 @@ class Allocator;
 class Block {
  public:
   void* data() const { return data_; }
-  uint64_t size() const { return size_; }  // the bin size, >= the request
+  uint64_t size() const { return size_; }  // Allocator::block_size of the request
   Device device() const { return stream_.device(); }
   const Stream& stream() const { return stream_; }  // the owner stream
 
@@ -100,6 +107,11 @@ class Allocator {
   // The bin of a request: multiples of 512 B up to 2 KiB, then four bins per power of two
   // (2.0, 2.5, 3.0, 3.5 KiB, 4 KiB, 5 KiB, ...): at most 25% of a block is slack.
   static uint64_t round_size(uint64_t bytes);
+  // False under BRIGADE_NO_MEMORY_CACHING=1 (read once, at the first call).
+  static bool caching();
+  // The size of the block a request of `bytes` gets: its bin, or without caching `bytes`
+  // itself (at least 1).
+  static uint64_t block_size(uint64_t bytes);
 
   Device device() const { return device_; }
 

@@ -17,6 +17,8 @@ using brigade::testing::Deadline;
 using brigade::testing::Gate;
 
 constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+// The cases about reuse need the cache: BRIGADE_NO_MEMORY_CACHING=1 turns it off.
+const bool caching = Allocator::caching();
 
 TEST_CASE("sizes round up into bins: 512 B steps to 2 KiB, then four bins per power of two") {
   CHECK(Allocator::round_size(0) == 512);
@@ -37,7 +39,7 @@ TEST_CASE("sizes round up into bins: 512 B steps to 2 KiB, then four bins per po
   }
 }
 
-TEST_CASE("a freed block is reused by its own stream, and counters follow") {
+TEST_CASE("a freed block is reused by its own stream, and counters follow" * doctest::skip(!caching)) {
   Deadline deadline("own-stream reuse");
   const Device dev = Device::cpu(20);
   Allocator& alloc = Allocator::of(dev);
@@ -60,7 +62,7 @@ TEST_CASE("a freed block is reused by its own stream, and counters follow") {
   CHECK(alloc.stats().reserved == 0);
 }
 
-TEST_CASE("a block still used by another stream is not handed to a third before that work is done") {
+TEST_CASE("a block still used by another stream is not handed to a third before that work is done" * doctest::skip(!caching)) {
   Deadline deadline("stream-safe reuse");
   const Device dev = Device::cpu(21);
   Allocator& alloc = Allocator::of(dev);
@@ -85,7 +87,7 @@ TEST_CASE("a block still used by another stream is not handed to a third before 
   CHECK(again->data() == memory);  // once every user is done, anyone may have it
 }
 
-TEST_CASE("a block freed with owner work pending goes to its owner at once, to others later") {
+TEST_CASE("a block freed with owner work pending goes to its owner at once, to others later" * doctest::skip(!caching)) {
   Deadline deadline("owner ordering");
   const Device dev = Device::cpu(22);
   Allocator& alloc = Allocator::of(dev);
@@ -107,7 +109,7 @@ TEST_CASE("a block freed with owner work pending goes to its owner at once, to o
 // another stream is declared to write it (a GPU staging buffer filled by a host stream, a
 // receive buffer filled by the sender's copy). That write must wait for the owner's earlier
 // work, which still reads the old contents.
-TEST_CASE("a block the owner took back early is written by another stream only after the owner's work") {
+TEST_CASE("a block the owner took back early is written by another stream only after the owner's work" * doctest::skip(!caching)) {
   Deadline deadline("owner's early reuse, another writer");
   const Device dev = Device::cpu(25);
   Allocator& alloc = Allocator::of(dev);
@@ -133,6 +135,34 @@ TEST_CASE("a block the owner took back early is written by another stream only a
   CHECK_FALSE(wrote_before_the_owner_read);
   CHECK(read == 1);
   CHECK(memory[0] == 2);
+}
+
+// BRIGADE_NO_MEMORY_CACHING=1 (CI runs the engine suite both ways): a block exactly as asked,
+// never handed to another tensor, its memory back to the system once its work is done.
+TEST_CASE("without caching a block is exactly as asked and goes back once its work is done" *
+          doctest::skip(caching)) {
+  Deadline deadline("no caching");
+  const Device dev = Device::cpu(26);
+  Allocator& alloc = Allocator::of(dev);
+  Stream s = Stream::create(dev);
+  auto a = alloc.allocate(1000, s);
+  CHECK(a->size() == 1000);
+  CHECK(Allocator::block_size(0) == 1);
+  CHECK(alloc.stats().reserved == 1000);
+  Gate gate;  // holds the stream: the block's work is still in flight when it is freed
+  s.enqueue(gate.blocker());
+  a.reset();
+  CHECK(alloc.stats().in_use == 0);
+  CHECK(alloc.stats().reserved == 1000);  // kept until its stream is past the work
+  auto b = alloc.allocate(1000, s);       // a new block: the old one is not reused
+  CHECK(alloc.stats().reserved == 2000);
+  gate.open();
+  s.synchronize();
+  CHECK(alloc.stats().reserved == 2000);  // nothing has asked since: the old block waits
+  b.reset();
+  s.synchronize();
+  auto c = alloc.allocate(10, s);  // frees every block whose work is done: both are gone
+  CHECK(alloc.stats().reserved == 10);
 }
 
 TEST_CASE("going over a device's capacity throws an error naming device, request and usage") {

@@ -102,7 +102,8 @@ TEST_CASE("a CPU stream and a CUDA stream order each other through events" * doc
   CHECK(back.to_vector() == expected);
 }
 
-TEST_CASE("the CUDA allocator reuses a block on its stream and counts it" * doctest::skip(no_gpu)) {
+TEST_CASE("the CUDA allocator reuses a block on its stream and counts it" *
+          doctest::skip(no_gpu || !brigade::Allocator::caching())) {
   Deadline deadline("cuda allocator");
   Stream s = Stream::create(Device::cuda(0));
   auto& alloc = brigade::Allocator::of(Device::cuda(0));
@@ -156,7 +157,7 @@ TEST_CASE("event records reuse pooled cudaEvent_t objects" * doctest::skip(no_gp
 
 // The host side of GPU copies is page-locked memory of its own allocator, cached like any other.
 TEST_CASE("pinned host tensors: page-locked, cached, and copied to a GPU and back exactly" *
-          doctest::skip(no_gpu)) {
+          doctest::skip(no_gpu || !brigade::Allocator::caching())) {
   Deadline deadline("pinned host tensors");
   Stream cpu = Stream::create(Device::cpu(0));
   Stream gpu = Stream::create(Device::cuda(0));
@@ -199,7 +200,7 @@ TEST_CASE("polling pending CUDA work leaves no error for the next checked call" 
 // allocator's owner rule), then filled by a host stream, as the trainer's staging buffers are
 // (allocator.h): the host stream's copy must wait for the owner's read of the old contents.
 TEST_CASE("a GPU block the owner took back early is filled by a host stream only after the "
-          "owner's earlier work" * doctest::skip(no_gpu)) {
+          "owner's earlier work" * doctest::skip(no_gpu || !brigade::Allocator::caching())) {
   Deadline deadline("GPU staging buffer reuse");
   Stream owner = Stream::create(Device::cuda(0)), host = Stream::create(Device::cpu(0));
   const std::vector<float> old_values(1024, 1.0f), new_values(1024, 2.0f);
@@ -251,7 +252,8 @@ static std::vector<float> read_after_free(bool declared) {
 }
 
 TEST_CASE("a block freed while another stream still reads it: poison reaches an undeclared "
-          "reader, a declared one reads the values" * doctest::skip(no_gpu)) {
+          "reader, a declared one reads the values" *
+          doctest::skip(no_gpu || !brigade::Allocator::caching())) {
   Deadline deadline("poison on return to the cache");
   const std::vector<float> undeclared = read_after_free(/*declared=*/false);
   CHECK_MESSAGE(std::all_of(undeclared.begin(), undeclared.end(), [](float v) { return std::isnan(v); }),

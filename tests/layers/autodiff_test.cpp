@@ -192,13 +192,13 @@ TEST_CASE("halves release what they no longer need; no-grad mode saves nothing")
     ForwardContext ctx;  // training (dropout on), but no tape
     Tensor y = m->forward(x, ctx);
     s.synchronize();
-    CHECK(alloc.stats().in_use - before == Allocator::round_size(y.nbytes()));
+    CHECK(alloc.stats().in_use - before == Allocator::block_size(y.nbytes()));
 
     Tape tape;  // the same forward with a tape holds its saved activations
     ctx.tape = &tape;
     Tensor y2 = m->forward(x, ctx);
     s.synchronize();
-    CHECK(alloc.stats().in_use - before > 2 * Allocator::round_size(y.nbytes()));
+    CHECK(alloc.stats().in_use - before > 2 * Allocator::block_size(y.nbytes()));
   }
 }
 
