@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "pipeline/schedule/generators/generators.h"
-#include "tests/pipeline/runtime_model.h"
+#include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
 
 namespace brigade::pipeline {
