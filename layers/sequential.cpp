@@ -78,18 +78,32 @@ void Sequential::add_spec(model::LayerSpec spec, Device device) {
 std::unique_ptr<Sequential> Sequential::from_spec(const model::ModelSpec& spec,
                                                   const std::vector<Device>& devices,
                                                   uint64_t seed) {
+  std::vector<Device> layer_devices;
+  layer_devices.reserve(spec.layers.size());
+  for (const model::LayerSpec& l : spec.layers) {
+    BRIGADE_CHECK(l.device >= 0 && static_cast<size_t>(l.device) < devices.size(),
+                  l.name << " is in device block " << l.device << " but only " << devices.size()
+                         << " devices were given");
+    layer_devices.push_back(devices[static_cast<size_t>(l.device)]);
+  }
+  return placed(spec, layer_devices, seed);
+}
+
+std::unique_ptr<Sequential> Sequential::placed(const model::ModelSpec& spec,
+                                               const std::vector<Device>& layer_devices,
+                                               uint64_t seed) {
+  BRIGADE_CHECK(layer_devices.size() == spec.layers.size(),
+                layer_devices.size() << " layer devices for a model of " << spec.layers.size()
+                                     << " layers");
   auto model = std::make_unique<Sequential>(seed);
   model->spec_.input = spec.input;
   model->spec_.layers.reserve(spec.layers.size());
   model->shapes_.layers.reserve(spec.layers.size());
   model->modules_.reserve(spec.layers.size());
-  for (const model::LayerSpec& l : spec.layers) {
-    BRIGADE_CHECK(l.device >= 0 && static_cast<size_t>(l.device) < devices.size(),
-                  l.name << " is in device block " << l.device << " but only " << devices.size()
-                         << " devices were given");
-    model::LayerSpec copy = l;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    model::LayerSpec copy = spec.layers[i];
     copy.line = 0;  // the C++ form has no lines; keep specs comparable
-    model->add_spec(copy, devices[static_cast<size_t>(l.device)]);
+    model->add_spec(copy, layer_devices[i]);
   }
   return model;
 }

@@ -6,10 +6,11 @@
 // (3, 3) does not fit input (1, 64, 2, 2) with padding valid". Nothing is added when add()
 // throws.
 //
-// Placement. Each layer lives on a device: the DeviceScope's at add() time (keras.h), or,
-// from a ModelSpec, devices[K] for the layers of block `device K`. Device blocks are
-// numbered by first appearance, so the C++ and the model-file forms of the question's
-// network give the same ModelSpec (spec()).
+// Placement. Each layer lives on a device: the DeviceScope's at add() time (keras.h); from a
+// ModelSpec, devices[K] for the layers of block `device K` (from_spec), or the device a
+// pipeline's plan gives each layer (placed). Device blocks are numbered by first appearance,
+// so the C++ and the model-file forms of the question's network give the same ModelSpec
+// (spec()).
 //
 // Stages. forward(x, ctx, begin, end) runs the contiguous range [begin, end) of layers: a
 // pipeline stage runs its range on one micro-batch with a Tape of its own in ctx, and later
@@ -46,6 +47,11 @@ class Sequential {
   static std::unique_ptr<Sequential> from_spec(const model::ModelSpec& spec,
                                                const std::vector<Device>& devices,
                                                uint64_t seed = 0);
+  // The same layers with layer i on layer_devices[i], whatever blocks the spec names (a
+  // pipeline's cut, pipeline/runtime/partition.h's layer_devices).
+  static std::unique_ptr<Sequential> placed(const model::ModelSpec& spec,
+                                            const std::vector<Device>& layer_devices,
+                                            uint64_t seed = 0);
 
   size_t size() const { return modules_.size(); }
   Module& layer(size_t i) { return *modules_.at(i); }

@@ -245,17 +245,16 @@ std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind)
   return out;
 }
 
-model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices,
-                       Placement placement) {
-  BRIGADE_CHECK(devices >= 1, "place: " << devices << " devices");
-  BRIGADE_CHECK(!partition.stages.empty() && partition.stages.back().end == spec.layers.size(),
-                "place: the partition covers " << (partition.stages.empty() ? 0 : partition.stages.back().end)
-                                               << " layers but the model has " << spec.layers.size());
-  model::ModelSpec out = spec;
-  for (int s = 0; s < partition.count(); ++s)
-    for (size_t i = partition.stages[s].begin; i < partition.stages[s].end; ++i)
-      out.layers[i].device = stage_device(s, devices, placement);
-  out.device_count = std::min(devices, partition.count());
+std::vector<Device> layer_devices(const Partition& partition, const std::vector<Device>& devices,
+                                  Placement placement) {
+  BRIGADE_CHECK(!devices.empty(), "layer_devices: no devices");
+  std::vector<Device> out;
+  out.reserve(partition.stages.empty() ? 0 : partition.stages.back().end);
+  for (int s = 0; s < partition.count(); ++s) {
+    const int d = stage_device(s, static_cast<int>(devices.size()), placement);
+    out.insert(out.end(), partition.stages[static_cast<size_t>(s)].size(),
+               devices[static_cast<size_t>(d)]);
+  }
   return out;
 }
 

@@ -14,14 +14,15 @@
 // layer_costs) or from measuring each layer's forward + backward (profile.h); the cut itself
 // never runs the model.
 //
-// A model must be BUILT for its partition: a module's parameters live on one device. place()
-// rewrites a ModelSpec's device blocks so that stage s's layers sit in the block of its device
-// (the schedule's placement, pipeline/schedule/schedule.h), for Sequential::from_spec to build
-// (plan.h's build_model); the Runtime is given the devices and checks the model against them.
+// A model must be BUILT for its partition: a module's parameters live on one device.
+// layer_devices() says which device each layer lives on when stage s runs on its device (the
+// schedule's placement, pipeline/schedule/schedule.h), for Sequential::placed to build (plan.h's
+// build_model); the Runtime is given the devices and checks the model against them.
 #pragma once
 #include <cstddef>
 #include <string>
 #include <vector>
+#include "engine/device.h"
 #include "layers/model_file.h"
 #include "pipeline/schedule/schedule.h"  // Placement
 
@@ -82,9 +83,10 @@ enum class CostKind { params, activations, flops };
 // One cost per layer from the model's inferred shapes.
 std::vector<double> layer_costs(const model::ModelShapes& shapes, CostKind kind);
 
-// A copy of `spec` whose layers of stage s are in the device block of its device.
-model::ModelSpec place(const model::ModelSpec& spec, const Partition& partition, int devices,
-                       Placement placement = Placement::looped);
+// [layer]: the device each layer lives on, stage s's layers on
+// devices[stage_device(s, devices.size(), placement)]. Throws when `devices` is empty.
+std::vector<Device> layer_devices(const Partition& partition, const std::vector<Device>& devices,
+                                  Placement placement = Placement::looped);
 
 // One line per stage: "stage 1 (device 1): conv2d_3 maxpool2d_2 ...  cost 12.5 (41.7 %)".
 std::string format_partition(const Partition& partition, const model::ModelSpec& spec,

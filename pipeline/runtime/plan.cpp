@@ -210,9 +210,8 @@ Plan make_plan(const model::ModelSpec& spec, const PlanRequest& r) {
 
 std::unique_ptr<layers::Sequential> build_model(const model::ModelSpec& spec, const Plan& plan,
                                                 uint64_t seed) {
-  const model::ModelSpec placed =
-      place(spec, plan.cut, static_cast<int>(plan.devices.size()), plan.placement);
-  return layers::Sequential::from_spec(placed, plan.devices, seed);
+  return layers::Sequential::placed(spec, layer_devices(plan.cut, plan.devices, plan.placement),
+                                   seed);
 }
 
 namespace {

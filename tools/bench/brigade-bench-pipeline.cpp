@@ -130,8 +130,7 @@ void print_split_costs(Bench& bench, const std::vector<int>& ms, int batch) {
 // both alike. Medians in ms. Isolates what splitting costs in compute from everything else.
 void print_split_probe(const model::ModelSpec& spec, Device device, const HostBatch& batch,
                        const Partition& cut, const std::vector<int>& ms, int reps) {
-  auto whole =
-      layers::Sequential::from_spec(place(spec, at_cuts(spec.layers.size(), {}), 1), {device}, 1);
+  auto whole = layers::Sequential::placed(spec, std::vector<Device>(spec.layers.size(), device), 1);
   const Stream stream = Stream::default_for(device);
   auto ms_since = [](auto t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

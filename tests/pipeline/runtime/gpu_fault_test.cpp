@@ -86,8 +86,8 @@ TEST_CASE("a GPU that faults: the step's diagnosis, one line from the allocator,
   // cuda:1, which faults between two steps.
   const Partition partition = at_cuts(8, {2, 6});
   const std::vector<Device> devices = {Device::cuda(0), Device::cuda(1), Device::cuda(0)};
-  auto model = layers::Sequential::from_spec(place(test::small_spec(), partition, 3), devices,
-                                             test::kModelSeed);
+  auto model = layers::Sequential::placed(test::small_spec(), layer_devices(partition, devices),
+                                          test::kModelSeed);
   auto runtime = std::make_unique<Runtime>(*model, devices, partition, make_schedule("1f1b", 3, 4),
                                            test::sgd, RuntimeOptions{.seed = test::kDropoutSeed});
   const HostBatch batch = test::random_batch(8, 3);

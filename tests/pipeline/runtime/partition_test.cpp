@@ -228,19 +228,37 @@ TEST_CASE("the question's device blocks are its three stages") {
   CHECK(text.find("cost 112510 ") != std::string::npos);
 }
 
-TEST_CASE("place puts stage s in block s mod p") {
+TEST_CASE("layer_devices puts stage s on device s mod p") {
   const model::ModelSpec spec = test::small_spec();
-  const model::ModelSpec placed = place(spec, at_cuts(spec.layers.size(), {2, 4, 6}), 2);
+  const std::vector<Device> devices = {Device::cpu(0), Device::cpu(1)};
+  const std::vector<Device> got = layer_devices(at_cuts(spec.layers.size(), {2, 4, 6}), devices);
   const std::vector<int> want = {0, 0, 1, 1, 0, 0, 1, 1};
-  for (size_t i = 0; i < want.size(); ++i) CHECK(placed.layers[i].device == want[i]);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == devices[want[i]]);
 }
 
-TEST_CASE("place puts a V's stages in the blocks of their devices: 0 1 1 0") {
+TEST_CASE("layer_devices puts a V's stages on their devices: 0 1 1 0") {
   const model::ModelSpec spec = test::small_spec();
-  const model::ModelSpec placed =
-      place(spec, at_cuts(spec.layers.size(), {2, 4, 6}), 2, Placement::v_shape);
+  const std::vector<Device> devices = {Device::cpu(0), Device::cpu(1)};
+  const std::vector<Device> got =
+      layer_devices(at_cuts(spec.layers.size(), {2, 4, 6}), devices, Placement::v_shape);
   const std::vector<int> want = {0, 0, 1, 1, 1, 1, 0, 0};
-  for (size_t i = 0; i < want.size(); ++i) CHECK(placed.layers[i].device == want[i]);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == devices[want[i]]);
+}
+
+TEST_CASE("a placed model leaves the spec it was built from as it was") {
+  // The cut reaches the model as devices; the spec's own blocks are the user's and stay.
+  const model::ModelSpec spec = test::small_spec();
+  const std::vector<Device> devices = {Device::cpu(0), Device::cpu(1)};
+  const model::ModelSpec before = spec;
+  auto model = layers::Sequential::placed(
+      spec, layer_devices(at_cuts(spec.layers.size(), {2, 4, 6}), devices), 1);
+  CHECK(spec == before);
+  CHECK(model->layer(2).device() == Device::cpu(1));
+  CHECK(model->layer(4).device() == Device::cpu(0));
+  CHECK_THROWS_WITH_AS(layers::Sequential::placed(spec, devices, 1),
+                       "2 layer devices for a model of 8 layers", Error);
 }
 
 }  // namespace

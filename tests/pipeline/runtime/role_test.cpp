@@ -60,8 +60,8 @@ Rank make_rank(const Partition& partition, const Schedule& schedule, int d, Devi
   std::vector<Device> blocks(static_cast<size_t>(schedule.devices), Device::cpu(0));
   blocks[static_cast<size_t>(d)] = local;
   Rank r;
-  r.model = layers::Sequential::from_spec(place(test::small_spec(), partition, schedule.devices),
-                                          blocks, test::kModelSeed);
+  r.model = layers::Sequential::placed(test::small_spec(), layer_devices(partition, blocks),
+                                       test::kModelSeed);
   r.initial = test::params_of(*r.model);
   role.devices = {d};
   r.runtime = std::make_unique<Runtime>(*r.model, blocks, partition, schedule, test::sgd,

@@ -106,8 +106,9 @@ inline Device reference_device() { return on_cuda() ? Device::cuda(0) : Device::
 inline std::unique_ptr<layers::Sequential> placed_model(const Partition& partition, int p,
                                                         int first_device,
                                                         Placement placement = Placement::looped) {
-  return layers::Sequential::from_spec(place(small_spec(), partition, p, placement),
-                                       test_devices(p, first_device), kModelSeed);
+  return layers::Sequential::placed(
+      small_spec(), layer_devices(partition, test_devices(p, first_device), placement),
+      kModelSeed);
 }
 
 // Accumulates into `model`'s .grad the samples [begin, begin + n) of `b`, cut into m
