@@ -1,6 +1,6 @@
 // Module: one layer of a Sequential, with its parameters, placed on one device.
 //
-// A module is made from a LayerSpec (layers/layer_spec.h: what the Keras call or the model
+// A module is made from a LayerSpec (layers/model/layer_spec.h: what the Keras call or the model
 // file said) and its LayerShape (the per-sample shapes shape inference found), so that every
 // size check lives in one place, infer_shapes(). forward() checks only that the batch it is
 // given has the per-sample shape the model was built for.
@@ -33,7 +33,7 @@
 
 #include "engine/device.h"
 #include "engine/tensor.h"
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 #include "layers/tape.h"
 
 namespace brigade::layers {

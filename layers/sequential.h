@@ -27,7 +27,7 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "layers/keras.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/module.h"
 #include "layers/tape.h"
 

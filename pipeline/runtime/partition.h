@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <string>
 #include <vector>
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/schedule/schedule.h"  // Placement
 
 namespace brigade::pipeline {
