@@ -38,6 +38,22 @@
 
 namespace brigade::layers {
 
+// Who applies a ReLU's mask (dy where y > 0) in the backward. By default the layer whose output
+// goes through the ReLU: a ReLU layer, or a Conv2D/Dense with activation "relu". That is a
+// pass over the layer's whole output; a max-pool or a convolution right after it can apply the
+// same mask in a pass it makes anyway, with the same bits (module.cpp says why): the max-pool
+// by its own output (a quarter of the size for a 2x2 pool, and the ReLU's output is then freed
+// after the forward), the convolution as it writes its input gradient. Sequential, which knows
+// both layers (relu_mask_moves), tells each at forward time:
+struct ReluHandoff {
+  bool masked_by_next = false;  // this layer's ReLU: the next layer applies its mask
+  bool input_relu = false;      // this layer's input is a ReLU's output: apply its mask here
+};
+
+// True when `next`, run right after `layer` on its output, can apply the mask of `layer`'s
+// ReLU in its own backward.
+bool relu_mask_moves(const model::LayerSpec& layer, const model::LayerSpec& next);
+
 class Module {
  public:
   Module(model::LayerSpec spec, model::LayerShape shape, Device device, uint32_t index)
@@ -55,11 +71,13 @@ class Module {
   std::vector<Parameter*> parameters();
 
   // x: (N, ...) with the per-sample shape shape().input, on device(). Runs on
-  // ctx.stream_for(device()); records a node on ctx.tape if there is one.
-  Tensor forward(const Tensor& x, ForwardContext& ctx);
+  // ctx.stream_for(device()); records a node on ctx.tape if there is one (none for a ReLU
+  // layer whose mask the next layer applies).
+  Tensor forward(const Tensor& x, ForwardContext& ctx, ReluHandoff relu = {});
 
  protected:
-  virtual Tensor run(const Tensor& x, const Stream& stream, ForwardContext& ctx) = 0;
+  virtual Tensor run(const Tensor& x, const Stream& stream, ForwardContext& ctx,
+                     ReluHandoff relu) = 0;
   std::vector<Parameter> params_;
 
  private:
