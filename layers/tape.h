@@ -35,8 +35,8 @@ struct Parameter {
 };
 
 // One op's backward. A node knows its own op only: where a fact spans two layers (a ReLU's
-// mask, applied by the layer after it), the module that knows both passes it in at forward
-// time, and the nodes are built accordingly (module.h, ReluHandoff).
+// mask, applied by the layer after it), Sequential, which knows both, passes it to their
+// modules at forward time, and they build their nodes accordingly (module.h, ReluHandoff).
 class Node {
  public:
   virtual ~Node() = default;
