@@ -10,7 +10,7 @@
 //   { DeviceScope on(Device::parse("cpu:1")); model.add(Dropout(0.25)); model.add(Flatten());
 //     model.add(Dense(10, "softmax")); }
 //
-// Each constructor returns a LayerDef: the LayerSpec (layers/layer_spec.h) the call
+// Each constructor returns a LayerDef: the LayerSpec (layers/model/layer_spec.h) the call
 // describes, plus Keras' optional input_shape (H, W, C) for the first layer. Strides and
 // padding are set with .strides(s) / .padding("same"). Activations: "", "linear", "relu",
 // "softmax" (on Dense: logits out, softmax fused into the loss; see module.h).
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 
 namespace brigade::layers {
 

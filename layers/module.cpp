@@ -10,13 +10,33 @@ namespace brigade::layers {
 using model::Activation;
 using model::LayerKind;
 
+namespace {
+bool has_relu_output(const model::LayerSpec& l) {
+  return l.kind == LayerKind::relu ||
+         ((l.kind == LayerKind::conv2d || l.kind == LayerKind::dense) &&
+          l.activation == Activation::relu);
+}
+bool can_mask_relu_input(const model::LayerSpec& l) {
+  return l.kind == LayerKind::maxpool2d || l.kind == LayerKind::conv2d;
+}
+}  // namespace
+
+// Why the bits are the same. A convolution masks the input gradient it writes: the same test
+// (y > 0) on the same values, y being its input. A max-pool masks its output gradient by its
+// own output: a window's winner is an element y of the ReLU's output and the window's output
+// is that y, so "y > 0" is the same test; every other input element receives 0 either way, and
+// an element won by several windows gets their gradients masked alike, added in the same order.
+bool relu_mask_moves(const model::LayerSpec& layer, const model::LayerSpec& next) {
+  return has_relu_output(layer) && can_mask_relu_input(next);
+}
+
 std::vector<Parameter*> Module::parameters() {
   std::vector<Parameter*> out;
   for (Parameter& p : params_) out.push_back(&p);
   return out;
 }
 
-Tensor Module::forward(const Tensor& x, ForwardContext& ctx) {
+Tensor Module::forward(const Tensor& x, ForwardContext& ctx, ReluHandoff relu) {
   BRIGADE_CHECK(x.defined() && x.device() == device_,
                 name() << ": input " << x.str() << " is not on the layer's device " << device_);
   // The per-sample shape the model was built for: (1, C, H, W) or (1, F).
@@ -26,7 +46,10 @@ Tensor Module::forward(const Tensor& x, ForwardContext& ctx) {
   for (size_t i = 1; fits && i < got.size(); ++i) fits = got[i] == want[i];
   BRIGADE_CHECK(fits, name() << ": input " << x.shape() << " does not match the layer's input "
                              << model::format_dims(want) << " (N, ...)");
-  return run(x, ctx.stream_for(device_), ctx);
+  BRIGADE_CHECK((!relu.masked_by_next || has_relu_output(spec_)) &&
+                    (!relu.input_relu || can_mask_relu_input(spec_)),
+                name() << ": a ReLU's mask handed to or from a layer that cannot apply it");
+  return run(x, ctx.stream_for(device_), ctx, relu);
 }
 
 namespace {
@@ -46,7 +69,8 @@ Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, De
 // ---- Conv2D and Dense: a weighted op with an optional fused ReLU --------------------------
 
 // What both halves of a Conv2D/Dense backward need: dy', the gradient before the fused
-// ReLU (dy where y > 0), computed by whichever half runs first.
+// ReLU (dy where y > 0, unless the next layer applies that mask), computed by whichever half
+// runs first.
 class WeightedNode : public Node {
  public:
   WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
@@ -57,11 +81,6 @@ class WeightedNode : public Node {
   }
   std::string name() const override { return name_; }
   bool has_params() const override { return true; }
-  Tensor relu_output() const override { return relu_ ? y_ : Tensor(); }
-  void relu_masked_downstream() override {
-    relu_ = false;
-    y_ = Tensor();  // the mask was all this node kept it for
-  }
 
  protected:
   const Tensor& pre_activation_grad(const Tensor& dy) {
@@ -69,8 +88,8 @@ class WeightedNode : public Node {
     return dpre_;
   }
   std::string name_;
-  Tensor x_, y_, dpre_;
-  bool relu_;
+  Tensor x_, y_, dpre_;  // y_ kept for the ReLU's mask only
+  bool relu_;            // apply the fused ReLU's mask
   Parameter* w_;
   Parameter* b_;
   Stream stream_;
@@ -78,17 +97,12 @@ class WeightedNode : public Node {
 
 class ConvNode : public WeightedNode {
  public:
+  // mask_input: x is a ReLU's output, and the input gradient goes through its mask in the
+  // pass that writes it (ReluHandoff).
   ConvNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
-           Stream stream, ops::Conv2dArgs args)
+           Stream stream, ops::Conv2dArgs args, bool mask_input)
       : WeightedNode(std::move(name), std::move(x), std::move(y), relu, w, b, std::move(stream)),
-        args_(args) {}
-  // conv(relu) -> conv: this node's input gradient goes through the previous ReLU's mask in
-  // the same pass (tape.h), x being that ReLU's output.
-  bool take_relu_mask_of_input(const Tensor& relu_y) override {
-    mask_input_ = relu_y.defined() && relu_y.storage() == x_.storage() &&
-                  relu_y.shape() == x_.shape();
-    return mask_input_;
-  }
+        args_(args), mask_input_(mask_input) {}
   Tensor backward_input(const Tensor& dy) override {
     return ops::conv2d_backward_data(pre_activation_grad(dy), w_->value, x_.shape(), args_,
                                      stream_, mask_input_ ? x_ : Tensor());
@@ -99,7 +113,7 @@ class ConvNode : public WeightedNode {
 
  private:
   ops::Conv2dArgs args_;
-  bool mask_input_ = false;
+  bool mask_input_;
 };
 
 class DenseNode : public WeightedNode {
@@ -132,12 +146,13 @@ class Conv2DModule : public Module {
   }
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
     Tensor y = ops::conv2d_forward(x, params_[0].value, params_[1].value, args_, relu, s);
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu, &params_[0], &params_[1],
-                                                  s, args_));
+      ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu && !handoff.masked_by_next,
+                                                  &params_[0], &params_[1], s, args_,
+                                                  handoff.input_relu));
     return y;
   }
 
@@ -157,13 +172,13 @@ class DenseModule : public Module {
   }
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
     Tensor y = ops::dense_forward(x, params_[0].value, params_[1].value, relu, s);
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu, &params_[0], &params_[1],
-                                                   s));
+      ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu && !handoff.masked_by_next,
+                                                   &params_[0], &params_[1], s));
     return y;
   }
 };
@@ -189,22 +204,18 @@ void record(ForwardContext& ctx, const std::string& name, Backward backward) {
   if (ctx.tape) ctx.tape->record(std::make_unique<LambdaNode<Backward>>(name, std::move(backward)));
 }
 
-// A max-pool's backward; when its input is the output of a fused ReLU just before it on the
-// tape, it also applies that ReLU's backward, by masking dy with its own output (tape.h).
+// A max-pool's backward; when its input is a ReLU's output (ReluHandoff), it also applies that
+// ReLU's backward, by masking dy with its own output.
 class MaxPoolNode : public Node {
  public:
-  MaxPoolNode(std::string name, const Tensor& x, ops::PoolResult fwd, ops::Pool2dArgs args,
-              Stream stream)
-      : name_(std::move(name)), input_block_(x.storage().get()), input_shape_(x.shape()),
-        fwd_(std::move(fwd)), args_(args), stream_(std::move(stream)) {}
-  std::string name() const override { return name_; }
-  bool take_relu_mask_of_input(const Tensor& relu_y) override {
-    relu_mask_ = relu_y.defined() && relu_y.storage().get() == input_block_ &&
-                 relu_y.shape() == input_shape_;
+  MaxPoolNode(std::string name, ops::PoolResult fwd, ops::Pool2dArgs args, Stream stream,
+              bool relu_mask)
+      : name_(std::move(name)), fwd_(std::move(fwd)), args_(args), stream_(std::move(stream)),
+        relu_mask_(relu_mask) {
     // The output y is the mask's test; otherwise only cuDNN's backward reads it (and x).
     if (!relu_mask_ && !fwd_.x.defined()) fwd_.y = Tensor();
-    return relu_mask_;
   }
+  std::string name() const override { return name_; }
   Tensor backward_input(const Tensor& dy) override {
     // y is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
     return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor());
@@ -212,12 +223,10 @@ class MaxPoolNode : public Node {
 
  private:
   std::string name_;
-  const Block* input_block_;  // identifies the input (not owned: x may be freed)
-  Shape input_shape_;
-  ops::PoolResult fwd_;       // y kept while the ReLU mask or cuDNN needs it
+  ops::PoolResult fwd_;  // y kept while the ReLU mask or cuDNN needs it
   ops::Pool2dArgs args_;
   Stream stream_;
-  bool relu_mask_ = false;
+  bool relu_mask_;
 };
 
 class MaxPool2DModule : public Module {
@@ -225,14 +234,16 @@ class MaxPool2DModule : public Module {
   using Module::Module;
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     BRIGADE_CHECK(shape().stride_h == shape().stride_w,
                   name() << ": strides " << shape().stride_h << "x" << shape().stride_w
                          << " differ; the kernels take one stride for both directions");
     const ops::Pool2dArgs a{spec().pool_h, spec().pool_w, shape().stride_h};
     ops::PoolResult r = ops::maxpool2d_forward(x, a, s);
     Tensor y = r.y;
-    if (ctx.tape) ctx.tape->record(std::make_unique<MaxPoolNode>(name(), x, std::move(r), a, s));
+    if (ctx.tape)
+      ctx.tape->record(
+          std::make_unique<MaxPoolNode>(name(), std::move(r), a, s, handoff.input_relu));
     return y;
   }
 };
@@ -242,7 +253,7 @@ class DropoutModule : public Module {
   using Module::Module;
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff) override {
     if (!ctx.training) return x;
     const float rate = static_cast<float>(spec().rate);
     const DropoutKey key{ctx.seed, ctx.step, index()};
@@ -260,39 +271,23 @@ class FlattenModule : public Module {
   using Module::Module;
 
  protected:
-  Tensor run(const Tensor& x, const Stream&, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream&, ForwardContext& ctx, ReluHandoff) override {
     record(ctx, name(), [x_shape = x.shape()](const Tensor& dy) { return dy.reshape(x_shape); });
     return x.reshape(batch_of(x.shape()[0], shape().output));
   }
 };
 
-// A standalone ReLU's backward; the max-pool or convolution after it may take the mask over
-// (tape.h), and then this node passes dy through.
-class ReLUNode : public Node {
- public:
-  ReLUNode(std::string name, Tensor y, Stream stream)
-      : name_(std::move(name)), y_(std::move(y)), stream_(std::move(stream)) {}
-  std::string name() const override { return name_; }
-  Tensor relu_output() const override { return y_; }
-  void relu_masked_downstream() override { y_ = Tensor(); }
-  Tensor backward_input(const Tensor& dy) override {
-    return y_.defined() ? ops::relu_backward(y_, dy, stream_) : dy;
-  }
-
- private:
-  std::string name_;
-  Tensor y_;  // the output, or undefined once the next node masks
-  Stream stream_;
-};
-
+// A standalone ReLU. When the next layer applies its mask (ReluHandoff), its backward is the
+// identity, and it records nothing.
 class ReLUModule : public Module {
  public:
   using Module::Module;
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     Tensor y = ops::relu_forward(x, s);
-    if (ctx.tape) ctx.tape->record(std::make_unique<ReLUNode>(name(), y, s));
+    if (!handoff.masked_by_next)
+      record(ctx, name(), [y, s](const Tensor& dy) { return ops::relu_backward(y, dy, s); });
     return y;
   }
 };
@@ -302,7 +297,7 @@ class SoftmaxModule : public Module {
   using Module::Module;
 
  protected:
-  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx) override {
+  Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff) override {
     Tensor y = ops::softmax_forward(x, s);
     record(ctx, name(), [y, s](const Tensor& dy) { return ops::softmax_backward(y, dy, s); });
     return y;

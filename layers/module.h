@@ -1,6 +1,6 @@
 // Module: one layer of a Sequential, with its parameters, placed on one device.
 //
-// A module is made from a LayerSpec (layers/layer_spec.h: what the Keras call or the model
+// A module is made from a LayerSpec (layers/model/layer_spec.h: what the Keras call or the model
 // file said) and its LayerShape (the per-sample shapes shape inference found), so that every
 // size check lives in one place, infer_shapes(). forward() checks only that the batch it is
 // given has the per-sample shape the model was built for.
@@ -33,10 +33,26 @@
 
 #include "engine/device.h"
 #include "engine/tensor.h"
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 #include "layers/tape.h"
 
 namespace brigade::layers {
+
+// Who applies a ReLU's mask (dy where y > 0) in the backward. By default the layer whose output
+// goes through the ReLU: a ReLU layer, or a Conv2D/Dense with activation "relu". That is a
+// pass over the layer's whole output; a max-pool or a convolution right after it can apply the
+// same mask in a pass it makes anyway, with the same bits (module.cpp says why): the max-pool
+// by its own output (a quarter of the size for a 2x2 pool, and the ReLU's output is then freed
+// after the forward), the convolution as it writes its input gradient. Sequential, which knows
+// both layers (relu_mask_moves), tells each at forward time:
+struct ReluHandoff {
+  bool masked_by_next = false;  // this layer's ReLU: the next layer applies its mask
+  bool input_relu = false;      // this layer's input is a ReLU's output: apply its mask here
+};
+
+// True when `next`, run right after `layer` on its output, can apply the mask of `layer`'s
+// ReLU in its own backward.
+bool relu_mask_moves(const model::LayerSpec& layer, const model::LayerSpec& next);
 
 class Module {
  public:
@@ -55,11 +71,13 @@ class Module {
   std::vector<Parameter*> parameters();
 
   // x: (N, ...) with the per-sample shape shape().input, on device(). Runs on
-  // ctx.stream_for(device()); records a node on ctx.tape if there is one.
-  Tensor forward(const Tensor& x, ForwardContext& ctx);
+  // ctx.stream_for(device()); records a node on ctx.tape if there is one (none for a ReLU
+  // layer whose mask the next layer applies).
+  Tensor forward(const Tensor& x, ForwardContext& ctx, ReluHandoff relu = {});
 
  protected:
-  virtual Tensor run(const Tensor& x, const Stream& stream, ForwardContext& ctx) = 0;
+  virtual Tensor run(const Tensor& x, const Stream& stream, ForwardContext& ctx,
+                     ReluHandoff relu) = 0;
   std::vector<Parameter> params_;
 
  private:

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 
 namespace brigade::layers {
 

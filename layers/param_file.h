@@ -1,4 +1,4 @@
-// A model's parameters in a safetensors file (layers/safetensors.h), under PyTorch's names
+// A model's parameters in a safetensors file (layers/model/safetensors.h), under PyTorch's names
 // and layouts: `<layer>.weight` (conv OIHW (K, C, R, S), dense (out, in)) and `<layer>.bias`,
 // float32 ("F32"), so torch.nn.Module.load_state_dict takes them after a name map.
 //

@@ -126,10 +126,17 @@ Tensor Sequential::forward(const Tensor& x, ForwardContext& ctx, size_t begin, s
                                                                          << modules_.size()
                                                                          << " layers");
   Tensor h = x;
+  bool input_relu = false;  // h is a ReLU's output whose mask layer i applies
   for (size_t i = begin; i < end; ++i) {
     Module& m = *modules_[i];
     h = to_device(h, ctx.stream_for(m.device()), ctx.tape);
-    h = m.forward(h, ctx);
+    // Knowing both layers, hand a ReLU's mask to the next one where it can apply it
+    // (module.h): when both record on this tape, on one device (no copy between them).
+    const bool masked_by_next = ctx.tape && i + 1 < end &&
+                                modules_[i + 1]->device() == m.device() &&
+                                relu_mask_moves(m.spec(), modules_[i + 1]->spec());
+    h = m.forward(h, ctx, {.masked_by_next = masked_by_next, .input_relu = input_relu});
+    input_relu = masked_by_next;
   }
   return h;
 }

@@ -16,6 +16,8 @@
 // pipeline stage runs its range on one micro-batch with a Tape of its own in ctx, and later
 // calls tape.backward_input / backward_params (tape.h). When consecutive layers sit on
 // different devices, the activation is copied across (and the gradient back) in stream order.
+// Within a range, on one device, a ReLU's mask is handed to the layer after it where that one
+// applies it more cheaply (module.h, ReluHandoff); never across a range's end.
 #pragma once
 
 #include <array>
@@ -28,7 +30,7 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "layers/keras.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/module.h"
 #include "layers/tape.h"
 

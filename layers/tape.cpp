@@ -7,15 +7,6 @@ namespace brigade::layers {
 void Tape::record(std::unique_ptr<Node> node) {
   BRIGADE_CHECK(!propagated_, "Tape: cannot record " << node->name()
                                                      << " after a backward half has run");
-  // A ReLU, then a node that applies its mask itself (tape.h). A convolution masks the input
-  // gradient it writes: the same test on the same values. A max-pool masks by its own
-  // output: a window's winner is an element y of the ReLU's output and the window's output
-  // is that y, so "y > 0" is the same test; every other input element receives 0 either way,
-  // and an element won by several windows gets their gradients masked alike, added in the
-  // same order. Every node is asked (with an undefined tensor when nothing precedes it), so
-  // that one that would take the mask knows when it will not.
-  const Tensor relu_y = nodes_.empty() ? Tensor() : nodes_.back()->relu_output();
-  if (node->take_relu_mask_of_input(relu_y)) nodes_.back()->relu_masked_downstream();
   nodes_.push_back(std::move(node));
 }
 

@@ -34,6 +34,9 @@ struct Parameter {
   Tensor grad;       // accumulated by backward_params; zero_grad() clears it
 };
 
+// One op's backward. A node knows its own op only: where a fact spans two layers (a ReLU's
+// mask, applied by the layer after it), Sequential, which knows both, passes it to their
+// modules at forward time, and they build their nodes accordingly (module.h, ReluHandoff).
 class Node {
  public:
   virtual ~Node() = default;
@@ -41,19 +44,6 @@ class Node {
   virtual Tensor backward_input(const Tensor& dy) = 0;
   virtual bool has_params() const { return false; }
   virtual void backward_params(const Tensor& /*dy*/) {}
-
-  // A ReLU's backward moved into the next node (Tape::record arranges it). The mask y > 0 of
-  // a ReLU is a pass over the layer's whole output; a max-pool right after it applies the
-  // same mask by its own output, a quarter of the size, and a convolution in the pass that
-  // writes its input gradient, both with the same bits (tape.cpp says why). A node whose
-  // output went through a ReLU offers that output and, when the next node takes the mask
-  // over, stops applying it itself.
-  virtual Tensor relu_output() const { return {}; }
-  virtual void relu_masked_downstream() {}
-  // Asked once, when the node is recorded, with the previous node's relu_output() (undefined
-  // when there is none): true when `relu_y` is this node's input and the node will mask its
-  // input gradient by relu_y > 0 from now on.
-  virtual bool take_relu_mask_of_input(const Tensor& /*relu_y*/) { return false; }
 };
 
 class Tape {

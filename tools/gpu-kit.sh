@@ -7,7 +7,7 @@
 #
 # What is in it, and why (each package's files under .gpu-kit/usr/...):
 #   doctest-dev                       tests/: every suite is a doctest executable
-#   nlohmann-json3-dev                layers/, pipeline/, tools/: JSON (safetensors, traces, metrics)
+#   nlohmann-json3-dev                layers/model/, pipeline/, tools/: JSON (safetensors, traces, metrics)
 #   libcli11-dev                      tools/: the command lines
 #   libopenblas0-pthread, -pthread-dev kernels/cpu: SGEMM (the pthread build: kernels/cpu/meson.build)
 #   libgfortran5, libquadmath0        what libopenblas.so.0 needs at link and run time

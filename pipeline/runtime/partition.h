@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 #include "engine/device.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/schedule/schedule.h"  // Placement
 
 namespace brigade::pipeline {

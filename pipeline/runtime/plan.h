@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/schedule/cost_model.h"

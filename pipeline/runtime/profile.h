@@ -7,7 +7,7 @@
 
 #include "engine/device.h"
 #include "engine/tensor.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/partition.h"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "layers/optimizers.h"
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tools/train/checkpoint.h"
 

@@ -1,4 +1,4 @@
-// Fuzz target: the model-file parser (layers/model_file.h) and the shape inference behind it.
+// Fuzz target: the model-file parser (layers/model/model_file.h) and the shape inference behind it.
 //
 // Any input either parses or throws ModelFileError with a short, printable message; any
 // other exception, a sanitizer report or a hang is a bug. An input that parses must also
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace model = brigade::model;

@@ -1,4 +1,4 @@
-// Fuzz target: the safetensors reader (layers/safetensors.h), on a whole file in memory.
+// Fuzz target: the safetensors reader (layers/model/safetensors.h), on a whole file in memory.
 //
 // Any input either parses or throws safetensors::Error with a short, printable message. An
 // input that parses must keep the reader's promises: the tensors tile the byte buffer in
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace st = brigade::safetensors;

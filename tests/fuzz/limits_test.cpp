@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "layers/model_file.h"
-#include "layers/safetensors.h"
+#include "layers/model/model_file.h"
+#include "layers/model/safetensors.h"
 #include "tests/tools/data/idx_files.h"
 #include "tools/data/idx.h"
 

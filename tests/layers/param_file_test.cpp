@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "layers/sequential.h"
 
 namespace brigade::layers {

@@ -11,8 +11,8 @@
 
 #include "kernels/ops.h"
 #include "layers/init.h"
-#include "layers/model_file.h"
-#include "tests/layers/seed_network.h"
+#include "layers/model/model_file.h"
+#include "tests/layers/model/seed_network.h"
 #include "tests/support/deadline.h"
 #include "tests/support/error_text.h"
 

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/ops.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
 #include "tests/support/deadline.h"

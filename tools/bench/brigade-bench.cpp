@@ -18,7 +18,7 @@
 
 #include "engine/device.h"
 #include "engine/error.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"

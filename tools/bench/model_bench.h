@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 
 namespace brigade::bench {
 

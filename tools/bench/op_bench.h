@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 
 namespace brigade::bench {
 

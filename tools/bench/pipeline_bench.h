@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/profile.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "tools/train/divergence.h"
 
 namespace brigade::train {

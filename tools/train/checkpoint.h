@@ -1,6 +1,6 @@
 // Checkpoints: everything a run needs to continue exactly where it stopped, in ONE
 // safetensors file, DIR/checkpoint.safetensors, written to a temporary file and renamed
-// (layers/safetensors.h), so a crash mid-write leaves the previous checkpoint intact.
+// (layers/model/safetensors.h), so a crash mid-write leaves the previous checkpoint intact.
 //
 //   tensors   every parameter under its own name ("conv2d_1.weight"), then the optimizer's
 //             state ("adam.m.conv2d_1.weight", "adam.v.…", or "sgd.momentum.…")
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/optimizers.h"
 #include "layers/tape.h"
 

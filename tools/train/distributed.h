@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/schedule/schedule.h"

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 #include "layers/param_file.h"
 
 namespace brigade::train {

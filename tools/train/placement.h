@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/runtime/plan.h"
 #include "tools/train/options.h"
 

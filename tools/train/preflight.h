@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "layers/layer_spec.h"
-#include "layers/model_file.h"
+#include "layers/model/layer_spec.h"
+#include "layers/model/model_file.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/schedule/schedule.h"
 #include "tools/train/options.h"

@@ -3,7 +3,7 @@
 // synthetic); and the recipe, the settings a checkpoint must agree on to resume exactly.
 #pragma once
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "tools/data/dataset.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
@@ -11,7 +11,7 @@
 namespace brigade::train {
 
 // --model NAME|FILE: an existing file, else tools/models/NAME.model (tools/models/find_model.h).
-// Throws UsageError for neither; a malformed file throws as layers/model_file.h says.
+// Throws UsageError for neither; a malformed file throws as layers/model/model_file.h says.
 model::ModelSpec load_model(const std::string& name);
 
 // The model must read the data's images and give one logit per class; throws UsageError

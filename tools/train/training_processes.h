@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/runtime.h"

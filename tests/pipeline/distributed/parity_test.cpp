@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "tests/tools/train/run_binary.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/runtime/partition.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 

@@ -19,7 +19,7 @@
 #include "engine/stream.h"
 #include "kernels/ops.h"
 #include "layers/grad_clip.h"
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/runtime.h"

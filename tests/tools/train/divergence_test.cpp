@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
-#include "layers/safetensors.h"
+#include "layers/model/model_file.h"
+#include "layers/model/safetensors.h"
 #include "layers/sequential.h"
 #include "tests/tools/train/run_binary.h"
 #include "tools/train/checkpoint.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 #include "tests/tools/train/run_binary.h"
 
 using namespace brigade::train::test;

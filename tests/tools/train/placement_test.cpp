@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/plan.h"
 #include "tests/tools/train/run_binary.h"

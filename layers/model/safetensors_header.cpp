@@ -1,4 +1,4 @@
-#include "layers/safetensors_header.h"
+#include "layers/model/safetensors_header.h"
 
 #include "engine/error.h"
 
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 
 namespace brigade::safetensors::detail {
 

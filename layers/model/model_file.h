@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 
 namespace brigade::model {
 

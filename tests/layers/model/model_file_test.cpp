@@ -1,6 +1,6 @@
 // Model files: the shipped seed_cnn.model against the hand-built network, the printer's
 // round trip, and every error a person can make, with its exact message.
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <map>
 #include <fstream>
 
-#include "tests/layers/seed_network.h"
+#include "tests/layers/model/seed_network.h"
 
 using namespace brigade::model;
 

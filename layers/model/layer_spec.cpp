@@ -1,10 +1,10 @@
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 
 #include <array>
 #include <cstdio>
 #include <optional>
 
-#include "layers/checked_math.h"
+#include "layers/model/checked_math.h"
 
 namespace brigade::model {
 

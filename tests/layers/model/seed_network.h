@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 
 namespace brigade::model::test {
 

@@ -1,10 +1,10 @@
 // Shape inference: the question's network against issue 3's table and hand-computed counts,
 // Keras' window arithmetic, and every way a layer can fail to fit.
-#include "layers/layer_spec.h"
+#include "layers/model/layer_spec.h"
 
 #include <doctest/doctest.h>
 
-#include "tests/layers/seed_network.h"
+#include "tests/layers/model/seed_network.h"
 
 using namespace brigade::model;
 using brigade::model::test::seed_layers;

@@ -1,4 +1,4 @@
-#include "layers/model_file.h"
+#include "layers/model/model_file.h"
 
 #include <cerrno>
 #include <charconv>

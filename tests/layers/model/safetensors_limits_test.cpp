@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 
 namespace st = brigade::safetensors;
 

@@ -1,6 +1,6 @@
 // Safetensors: a file assembled by hand from the spec, the writer's bit-exact round trip,
 // the check that reports every mismatch, and the atomic write that never loses a file.
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -15,8 +15,8 @@
 #include <iterator>
 #include <random>
 
-#include "layers/layer_spec.h"
-#include "tests/layers/seed_network.h"
+#include "layers/model/layer_spec.h"
+#include "tests/layers/model/seed_network.h"
 
 namespace st = brigade::safetensors;
 

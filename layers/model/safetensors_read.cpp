@@ -4,7 +4,7 @@
 // (nesting at most {name: {key: [numbers]}}, no duplicate keys); every tensor's dtype, shape
 // and offsets (overflow-checked); then that the tensors tile the byte buffer exactly. Only
 // then is the buffer read, and its size is then the sum of sizes the header declared.
-#include "layers/safetensors.h"
+#include "layers/model/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "layers/checked_math.h"
-#include "layers/safetensors_header.h"
+#include "layers/model/checked_math.h"
+#include "layers/model/safetensors_header.h"
 
 namespace brigade::safetensors {
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "layers/checked_math.h"
-#include "layers/safetensors.h"
-#include "layers/safetensors_header.h"
+#include "layers/model/checked_math.h"
+#include "layers/model/safetensors.h"
+#include "layers/model/safetensors_header.h"
 
 namespace brigade::safetensors {
 
