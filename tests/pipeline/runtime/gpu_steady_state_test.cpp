@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/allocator.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
@@ -41,7 +42,9 @@ TEST_CASE("a step on GPUs: no cudaFree, device sync, legacy copy, stream or even
   const emu::gpu::ApiCounts before = emu::gpu::api_counts();
   runtime.step(data[2], 2);
   const emu::gpu::ApiCounts after = emu::gpu::api_counts();
-  CHECK(after.free == before.free);
+  // BRIGADE_NO_MEMORY_CACHING=1 gives every block back once its work is done: cudaFree is its
+  // point there.
+  if (Allocator::caching()) CHECK(after.free == before.free);
   CHECK(after.event_destroy == before.event_destroy);
   CHECK(after.stream_create == before.stream_create);
   CHECK(after.stream_destroy == before.stream_destroy);
