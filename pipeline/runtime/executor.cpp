@@ -137,7 +137,8 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     for (int i = 0; i < m; ++i) {
       const MicroBatchWork& w = step.work.back()[static_cast<size_t>(i)];
       result.loss += w.loss.to_vector().at(0);
-      result.correct += ops::accuracy_count(w.logits, step.inputs.labels[static_cast<size_t>(i)], last);
+      result.correct +=
+          options_.loss->correct(w.logits, step.inputs.labels[static_cast<size_t>(i)], last);
     }
   }
   result.timeline = step.trace.timeline(schedule_);
@@ -220,9 +221,9 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
   if (stage.last()) {
     // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
     const ops::LossResult loss =
-        ops::softmax_cross_entropy(y, step.inputs.labels[static_cast<size_t>(mb)],
-                                   static_cast<float>(step.inputs.batch_size), mine.compute);
-    check_labels(mine, a, loss);  // a CUDA kernel cannot throw for a bad label: the cause first
+        options_.loss->apply(y, step.inputs.labels[static_cast<size_t>(mb)],
+                             static_cast<float>(step.inputs.batch_size), mine.compute);
+    check_labels(mine, a, options_.loss, y.shape(), loss);  // a kernel cannot throw: cause first
     if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
     work.loss = loss.loss;
     work.dy = loss.dlogits;

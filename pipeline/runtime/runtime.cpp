@@ -37,6 +37,8 @@ Runtime::Runtime(layers::Sequential& model, std::vector<Device> devices, Partiti
       devices_(std::move(devices)) {
   validate(schedule_);
   validate(lowered_);  // every transfer matched; no device can wait on itself
+  BRIGADE_CHECK(options_.loss, "runtime: RuntimeOptions::loss is null (the default is "
+                               "SoftmaxCrossEntropy)");
   const int stages = schedule_.stages();
   BRIGADE_CHECK(stages == partition_.count(),
                 "runtime: schedule '" << schedule_.name << "' has " << stages << " stages ("

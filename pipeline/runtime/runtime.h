@@ -2,7 +2,7 @@
 // is given, by interpreting a schedule's LOWERED lists (schedule/lowering.h): the very lists the
 // validator proved free of deadlock and the simulator timed. Each device has a compute, a send
 // and a receive stream (device_streams.h) and one host thread (executor.cpp) that issues its
-// list in order — F, B, W, BW on the stage (stage.h; the last stage adds the loss), SF/SB and
+// list in order — F, B, W, BW on the stage (stage.h; the last stage adds the loss, loss.h), SF/SB and
 // RF/RB through the Links (link.h). pipeline/README.md, "How a step runs", walks one step.
 //
 // What a caller can rely on:
@@ -34,6 +34,7 @@
 #include "layers/sequential.h"
 #include "pipeline/runtime/device_streams.h"
 #include "pipeline/runtime/link.h"
+#include "pipeline/runtime/loss.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/process_role.h"
 #include "pipeline/runtime/stage.h"
@@ -57,6 +58,8 @@ struct RuntimeOptions {
   // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
   // early and peaks depend on timing. In lockstep a device's peak is a function of its list.
   bool lockstep = false;
+  // What the last stage applies to each micro-batch's output (loss.h); shared, never changed.
+  std::shared_ptr<const Loss> loss = std::make_shared<SoftmaxCrossEntropy>();
 };
 
 using OptimizerFactory =
@@ -84,8 +87,8 @@ struct StagedBatch {
 std::vector<int64_t> microbatch_rows(int64_t n, int m);
 
 struct StepResult {
-  double loss = 0;                   // mean cross-entropy over the mini-batch
-  int64_t correct = 0;               // samples whose largest logit is their label
+  double loss = 0;                   // the loss's mean over the mini-batch (RuntimeOptions::loss)
+  int64_t correct = 0;               // samples it counts as correct (accuracy's numerator)
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
   // Per device this process runs, by name ("cuda:1"): the allocator's peak in use during
   // the step (a --metrics line's peak_memory).

@@ -43,12 +43,13 @@ void check_finite(const DeviceStreams& streams, const Action& a, const Tensor& t
   });
 }
 
-void check_labels(const DeviceStreams& streams, const Action& a, const ops::LossResult& loss) {
-  if (!loss.status.defined()) return;  // a CPU loss: its task throws for a bad label
-  const int64_t classes = loss.dlogits.shape()[1];
-  check_on_host(streams, loss.status, [a, classes](const Tensor& host) {
+void check_labels(const DeviceStreams& streams, const Action& a,
+                  std::shared_ptr<const Loss> loss, const Shape& output,
+                  const ops::LossResult& result) {
+  if (!result.status.defined()) return;  // a CPU loss: its task throws for a bad label
+  check_on_host(streams, result.status, [a, loss, output](const Tensor& host) {
     try {
-      ops::check_loss_status(host, classes);
+      loss->check_status(host, output);
     } catch (const Error& e) {
       throw FailedCheck(std::string("the loss: ") + e.what(), a);
     }

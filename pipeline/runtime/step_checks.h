@@ -14,6 +14,7 @@
 //        asks for the verdict (check_verdict) before any parameter changes.
 #pragma once
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "engine/tensor.h"
 #include "kernels/ops.h"
 #include "pipeline/runtime/device_streams.h"
+#include "pipeline/runtime/loss.h"
 #include "pipeline/schedule/action.h"
 
 namespace brigade::pipeline {
@@ -37,9 +39,12 @@ class FailedCheck : public Error {
 // Checks `t`, written by `a` on streams.compute ("the output of stage 2", "the loss").
 void check_finite(const DeviceStreams& streams, const Action& a, const Tensor& t,
                   const std::string& what);
-// Checks the labels of `loss`, computed by `a` on streams.compute: a CUDA loss's status (see
-// above); nothing for a CPU loss, whose task throws for itself.
-void check_labels(const DeviceStreams& streams, const Action& a, const ops::LossResult& loss);
+// Checks the labels of `result`, which `loss` computed for `a`'s output (of shape `output`) on
+// streams.compute: a CUDA loss's status (see above); nothing for a CPU loss, whose task throws
+// for itself.
+void check_labels(const DeviceStreams& streams, const Action& a,
+                  std::shared_ptr<const Loss> loss,
+                  const Shape& output, const ops::LossResult& result);
 
 struct CheckVerdict {
   std::exception_ptr error;  // null: every check passed

@@ -1,0 +1,74 @@
+// The Runtime applies the loss it is given (RuntimeOptions::loss, loss.h), not one of its own:
+// a loss that counts twice the cross-entropy trains exactly as the cross-entropy does at twice
+// the learning rate (both scale the update by 2, a power of two, so the bits agree), and what
+// it counts as correct is what a step reports.
+#include <doctest/doctest.h>
+
+#include <memory>
+
+#include "pipeline/runtime/loss.h"
+#include "pipeline/schedule/generators/generators.h"
+#include "tests/pipeline/runtime/runtime_model.h"
+
+namespace brigade::pipeline {
+namespace {
+
+// Twice the cross-entropy (its normaliser halved), and every sample counted correct.
+class DoubledCrossEntropy final : public Loss {
+ public:
+  ops::LossResult apply(const Tensor& output, const Tensor& targets, float normaliser,
+                        const Stream& stream) const override {
+    return plain_.apply(output, targets, normaliser / 2, stream);
+  }
+  void check_status(const Tensor& host_status, const Shape& output) const override {
+    plain_.check_status(host_status, output);
+  }
+  int64_t correct(const Tensor& output, const Tensor&, const Stream&) const override {
+    return output.shape()[0];
+  }
+
+ private:
+  SoftmaxCrossEntropy plain_;
+};
+
+std::unique_ptr<layers::Optimizer> sgd_at(double lr, std::vector<layers::Parameter*> params) {
+  return std::make_unique<layers::SGD>(std::move(params), SgdParams{.lr = lr});
+}
+
+struct Trained {
+  StepResult result;
+  std::vector<std::vector<float>> params;
+};
+
+// One 1f1b step of the test model over two devices, m = 3, with `loss` and SGD at `lr`.
+Trained one_step(std::shared_ptr<const Loss> loss, double lr) {
+  const Partition partition = at_cuts(test::small_spec().layers.size(), {4});
+  auto model = test::placed_model(partition, 2, /*first_device=*/70);
+  Runtime runtime(*model, test::test_devices(2, 70), partition, make_schedule("1f1b", 2, 3),
+                  [lr](auto params) { return sgd_at(lr, std::move(params)); },
+                  {.seed = test::kDropoutSeed, .loss = std::move(loss)});
+  Trained t;
+  t.result = runtime.step(test::random_batch(12, 500), 0);
+  t.params = test::params_of(*model);
+  return t;
+}
+
+TEST_CASE("the runtime trains on the loss it is given, and counts what it calls correct") {
+  const Trained plain = one_step(std::make_shared<SoftmaxCrossEntropy>(), 0.2);
+  const Trained doubled = one_step(std::make_shared<DoubledCrossEntropy>(), 0.1);
+  CHECK(doubled.result.loss == doctest::Approx(2 * plain.result.loss).epsilon(1e-6));
+  CHECK(doubled.result.correct == 12);
+  CHECK(plain.result.correct < 12);  // three classes, an untrained model: some are wrong
+  test::check_close(doubled.params, plain.params, /*exact=*/!test::on_cuda());
+}
+
+TEST_CASE("a runtime without a loss is refused, naming the option") {
+  const Partition partition = at_cuts(test::small_spec().layers.size(), {});
+  auto model = test::placed_model(partition, 1, /*first_device=*/70);
+  CHECK_THROWS_WITH_AS(Runtime(*model, test::test_devices(1, 70), partition,
+                               make_schedule("1f1b", 1, 2), test::sgd, {.loss = nullptr}),
+                       doctest::Contains("RuntimeOptions::loss is null"), Error);
+}
+
+}  // namespace
+}  // namespace brigade::pipeline
