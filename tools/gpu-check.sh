@@ -26,12 +26,12 @@
 #   build       the executables of the GPU steps (ninja -k 0); the CPU reference of `train`
 #               starts in the background as soon as brigade-train exists
 #   kernels-*   tests/kernels/cuda: the hand-written kernels natively and cuBLAS/cuDNN, against
-#               brigade::ref; tests/kernels/emu: the emulator and the native proof kernels
+#               brigade::ref; tests/kernels/emu: the emulator and the native lesson kernels
 #   memcheck    compute-sanitizer --tool memcheck on tests/kernels/cuda (both paths), with
 #               --report-api-errors no: an API error cuDNN or cuBLAS returns to itself inside a
 #               call is theirs (Brigade checks every status it gets back)
 #   racecheck   compute-sanitizer --tool racecheck on the op kernels (tests/kernels/cuda) and the
-#               native proof kernels (tests/kernels/emu)
+#               native lesson kernels (tests/kernels/emu)
 #   parity-*    the runtime's parity matrix with every stage on cuda:0 (BRIGADE_TEST_DEVICES=cuda),
 #               on each path (BRIGADE_CUDA_PATH=vendor, =handwritten)
 #   train       brigade-train on cuda:0, TRAIN_STEPS steps of seed_cnn on synthetic data, on each
@@ -430,11 +430,11 @@ fi
 san=(compute-sanitizer --error-exitcode 1 --print-limit 20 "${ours[@]}")
 memcheck=("${san[@]}" --tool memcheck --report-api-errors no "$BUILD/tests/kernels/cuda/test_cuda_vendor")
 # shellcheck disable=SC2016  # expanded by the child bash: "$@" is compute-sanitizer's command
-racecheck=(bash -c '"$@" "$BUILD/tests/kernels/cuda/test_cuda_vendor" && "$@" "$BUILD/tests/kernels/emu/test_emu" -tc="native proof kernels*"'
+racecheck=(bash -c '"$@" "$BUILD/tests/kernels/cuda/test_cuda_vendor" && "$@" "$BUILD/tests/kernels/emu/test_emu" -tc="native lesson kernels*"'
            racecheck "${san[@]}" --tool racecheck)
 if [ $emulated -eq 1 ]; then  # the emulated GPUs run every kernel as host code: nothing to instrument
   result memcheck SKIP "compute-sanitizer instruments native kernels on a GPU; here it would run: ${memcheck[*]}"
-  result racecheck SKIP "compute-sanitizer needs a GPU; here it would run: ${san[*]} --tool racecheck on tests/kernels/cuda/test_cuda_vendor, then on tests/kernels/emu/test_emu -tc='native proof kernels*'"
+  result racecheck SKIP "compute-sanitizer needs a GPU; here it would run: ${san[*]} --tool racecheck on tests/kernels/cuda/test_cuda_vendor, then on tests/kernels/emu/test_emu -tc='native lesson kernels*'"
 elif have compute-sanitizer; then
   bin tests/kernels/cuda/test_cuda_vendor memcheck && step memcheck 120 "${memcheck[@]}"
   bin tests/kernels/cuda/test_cuda_vendor racecheck && bin tests/kernels/emu/test_emu racecheck &&

@@ -1,5 +1,5 @@
 // SGEMM with shared-memory tiles, transposes, alpha/beta and leading dimensions: the
-// general form of proof_matmul_tiled.cu, on which dense.cu and conv2d.cu are built.
+// general form of lesson_matmul_tiled.cu, on which dense.cu and conv2d.cu are built.
 //
 //   C (M, N) = alpha · op(A) (M, K) · op(B) (K, N) + beta · C      (row-major, see gemm.h)
 //

@@ -28,7 +28,7 @@ class Stream;
 
 // The emulator's compilation: launches are grids on a CPU stream.
 namespace brigade::emu {
-#include "kernels/cuda/proof.h"
+#include "kernels/cuda/lessons.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/relu.h"
 #include "kernels/cuda/dropout.h"
@@ -43,7 +43,7 @@ namespace brigade::emu {
 // The native compilation: launches on a CUDA stream.
 #if defined(BRIGADE_HAVE_CUDA)
 namespace brigade::cuda {
-#include "kernels/cuda/proof.h"
+#include "kernels/cuda/lessons.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/relu.h"
 #include "kernels/cuda/dropout.h"

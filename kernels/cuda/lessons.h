@@ -1,4 +1,4 @@
-// The proof kernels: the textbook's first CUDA lessons, which exercise every feature of the
+// The lesson kernels: the textbook's first CUDA lessons, which exercise every feature of the
 // emulator (kernels/emu/). Each .cu is compiled twice, so each launcher exists twice:
 //
 //   brigade::cuda::f   nvcc's compilation; needs a CUDA stream (BRIGADE_HAVE_CUDA builds)

@@ -1,4 +1,4 @@
-// The proof kernels of kernels/cuda/, run through the emulator on a CPU stream and compared
+// The lesson kernels of kernels/cuda/, run through the emulator on a CPU stream and compared
 // with plain loops, on sizes that are not multiples of the block or tile size.
 //
 // Two kinds of input:
@@ -130,7 +130,7 @@ TEST_CASE("tiled shared-memory matmul matches a loop") {
   }
 }
 
-TEST_CASE("proof kernels reject negative sizes with a message naming the kernel") {
+TEST_CASE("lesson kernels reject negative sizes with a message naming the kernel") {
   Stream stream = Stream::create(Device::cpu(0));
   float out = 0.0f;
   CHECK_THROWS_WITH(brigade::emu::reduce_sum_warp(&out, -1, &out, stream),
@@ -144,7 +144,7 @@ TEST_CASE("proof kernels reject negative sizes with a message naming the kernel"
 
 // The nvcc compilation of the same sources, linked into this same binary.
 
-TEST_CASE("native proof kernels refuse a CPU stream: no silent fallback") {
+TEST_CASE("native lesson kernels refuse a CPU stream: no silent fallback") {
   Stream stream = Stream::create(Device::cpu(0));
   float out = 0.0f;
   // The stream is checked before any CUDA call, so this runs on machines without a GPU.
@@ -177,12 +177,12 @@ struct DeviceBuffer {
 };
 }  // namespace
 
-TEST_CASE("native proof kernels match the loops on a GPU") {
+TEST_CASE("native lesson kernels match the loops on a GPU") {
   if (brigade::cuda_device_count() == 0) {
     MESSAGE("no GPU here: the native kernels were compiled and linked, not run");
     return;
   }
-  Deadline deadline("native proof kernels");
+  Deadline deadline("native lesson kernels");
   Stream stream = Stream::create(Device::cuda(0));
   for (int64_t n : kSizes) {
     for (bool integers : {true, false}) {
