@@ -1,5 +1,6 @@
 #include "engine/device.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <map>
@@ -60,6 +61,23 @@ Device Device::parse(std::string_view text, int cuda_devices) {
                   std::to_string(cuda_devices - 1) + ")");
   }
   return device;
+}
+
+std::vector<Device> Device::parse_list(std::string_view list) {
+  const std::string quoted = "device list \"" + std::string(list) + "\": ";
+  std::vector<Device> devices;
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string_view entry = list.substr(begin, comma - begin);
+    if (entry.empty())
+      throw Error(quoted + (list.empty() ? "empty (expected e.g. cpu:0,cpu:1)" : "an empty entry"));
+    const Device d = parse(entry);
+    if (std::find(devices.begin(), devices.end(), d) != devices.end())
+      throw Error(quoted + d.str() + " is listed twice");
+    devices.push_back(d);
+    begin = comma + 1;
+  }
+  return devices;
 }
 
 void check_device_available(const Device& device) {

@@ -17,6 +17,7 @@
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace brigade {
 
@@ -38,6 +39,10 @@ struct Device {
   static Device parse(std::string_view text);
   // The same, against a given number of GPUs (for tests and for tools that plan ahead).
   static Device parse(std::string_view text, int cuda_devices);
+  // A comma-separated list, "cpu:0,cpu:1" or "cuda:0,cuda:1": each entry parsed as above, in
+  // order. An empty list or entry, or a device named twice, is a brigade::Error naming the
+  // list.
+  static std::vector<Device> parse_list(std::string_view list);
 
   bool is_cpu() const { return kind == DeviceKind::cpu; }
   bool is_cuda() const { return kind == DeviceKind::cuda; }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/error.h"
@@ -45,6 +46,26 @@ TEST_CASE("bad device names are refused with a message that says what was expect
         "invalid device \"cuda:1\": this machine has 1 CUDA device (cuda:0 to cuda:0)");
   CHECK(parse_error("cuda:0", 0) ==
         "invalid device \"cuda:0\": this machine has no usable CUDA device");
+}
+
+TEST_CASE("a device list parses in order, and a malformed one is refused naming the list") {
+  CHECK(Device::parse_list("cpu:2,cpu:0") == std::vector<Device>{Device::cpu(2), Device::cpu(0)});
+  CHECK(Device::parse_list("cpu") == std::vector<Device>{Device::cpu(0)});
+  const auto refused = [](const std::string& list) {
+    try {
+      Device::parse_list(list);
+    } catch (const brigade::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(refused("") == "device list \"\": empty (expected e.g. cpu:0,cpu:1)");
+  CHECK(refused("cpu:0,") == "device list \"cpu:0,\": an empty entry");
+  CHECK(refused(",cpu:0") == "device list \",cpu:0\": an empty entry");
+  CHECK(refused("cpu:0,cpu:1,cpu:0") == "device list \"cpu:0,cpu:1,cpu:0\": cpu:0 is listed twice");
+  CHECK(refused("cpu:0,cpu") == "device list \"cpu:0,cpu\": cpu:0 is listed twice");
+  // An entry that is not a device: Device::parse's own message, which quotes the entry.
+  CHECK(refused("cpu:0,gpu0").starts_with("invalid device \"gpu0\""));
 }
 
 TEST_CASE("cuda:0 on this machine agrees with cuda_device_count(), and never crashes") {

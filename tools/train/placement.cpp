@@ -3,30 +3,24 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 namespace brigade::train {
 
 std::vector<Device> resolve_devices(const std::string& list, int model_blocks) {
   std::vector<Device> devices;
-  if (list == "auto") {
-    const int gpus = cuda_device_count();
-    if (gpus > 0)
-      for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
-    else
-      for (int i = 0; i < model_blocks; ++i) devices.push_back(Device::cpu(i));
-    return devices;
+  if (list != "auto") {
+    try {
+      return Device::parse_list(list);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--devices: ") + e.what());
+    }
   }
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) throw UsageError("--devices '" + list + "': an empty entry");
-    const Device d = Device::parse(item);  // brigade::Error for a missing cuda:N
-    if (std::find(devices.begin(), devices.end(), d) != devices.end())
-      throw UsageError("--devices '" + list + "': " + d.str() + " is listed twice");
-    devices.push_back(d);
-  }
-  if (devices.empty()) throw UsageError("--devices is empty (expected auto or e.g. cpu:0,cpu:1)");
+  const int gpus = cuda_device_count();
+  if (gpus > 0)
+    for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
+  else
+    for (int i = 0; i < model_blocks; ++i) devices.push_back(Device::cpu(i));
   return devices;
 }
 

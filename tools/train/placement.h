@@ -29,8 +29,8 @@ struct RunDevices {
   std::string describe_threads() const;
 };
 
-// The devices of `list` ("auto" or a comma-separated list). Throws UsageError or
-// brigade::Error (an unavailable CUDA device).
+// The devices of `list`: "auto" (every GPU, else a CPU device per device block of the model)
+// or a list for Device::parse_list. Throws UsageError naming what is wrong with it.
 std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 
 // A flag that takes one count for every device or one per device of --devices (e.g. 2,1):
