@@ -65,10 +65,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   // A rank runs one device; the CPU devices standing for the others are never used, so the
   // step's memory is weighed where one process runs them all.
   if (!processes.distributed())
-    check_step_memory(o,
-                      step_memory(o, spec, devices.devices, s.plan.cut, s.plan.placement, m,
-                                  step_rows),
-                      devices.devices, s.plan.schedule, step_rows);
+    check_step_fits(pipeline::step_loads(spec, s.plan, step_rows, optimizer_states(o), o.seed),
+                    step_rows, o.batch);
   s.model = pipeline::build_model(spec, s.plan, o.seed);
   s.runner = processes.make_runner(*s.model, s.plan, o);
   s.placement = pipeline::describe_stages(s.plan, spec);

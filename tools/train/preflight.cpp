@@ -8,10 +8,7 @@
 #include <thread>
 
 #include "engine/allocator.h"
-#include "pipeline/schedule/simulator.h"
 #include "tools/train/checkpoint.h"
-#include "kernels/ops.h"
-#include "layers/sequential.h"
 
 namespace brigade::train {
 
@@ -107,73 +104,7 @@ void check_threads_per_device(int threads) {
                      "than cores only take turns on them");
 }
 
-uint64_t activation_bytes_per_sample(const model::ModelShapes& shapes, size_t begin, size_t end) {
-  uint64_t sum = 0, largest = 0;
-  const auto elements = [](const std::vector<int64_t>& dims) {
-    uint64_t n = 1;
-    for (int64_t d : dims) n *= static_cast<uint64_t>(d);
-    return n;
-  };
-  if (begin < end) sum = elements(shapes.layers[begin].input);
-  for (size_t i = begin; i < end; ++i) {
-    const uint64_t out = elements(shapes.layers[i].output);
-    sum += out;
-    largest = std::max(largest, out);
-  }
-  return 4 * (sum + largest);
-}
-
-uint64_t parameter_bytes(const model::ModelShapes& shapes, size_t begin, size_t end, int states) {
-  uint64_t params = 0;
-  for (size_t i = begin; i < end; ++i) params += static_cast<uint64_t>(shapes.layers[i].params);
-  return 4 * params * static_cast<uint64_t>(2 + states);  // value, gradient, state
-}
-
-uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed) {
-  constexpr int64_t kFew = 8, kMore = 64;  // rows of the two probes
-  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const size_t n = spec.layers.size();
-  const uint64_t budget = machine_memory_bytes() / 8;  // a probe must stay small beside the run
-  if (activation_bytes_per_sample(shapes, 0, n) * kMore > budget ||
-      parameter_bytes(shapes, 0, n, 0) > budget)
-    return 0;
-  // A CPU device no run uses, with the whole model on it; its memory is given back after.
-  constexpr int kScratch = 1 << 20;
-  const Device scratch = Device::cpu(kScratch);
-  configure_cpu_device(kScratch, {.threads = hardware_threads()});
-  model::ModelSpec one = spec;
-  for (model::LayerSpec& l : one.layers) l.device = 0;
-  one.device_count = 1;
-  auto model = layers::Sequential::from_spec(one, {scratch}, seed);
-  const Stream stream = Stream::default_for(scratch);
-  const auto peak = [&](int64_t rows) {
-    std::vector<int64_t> dims = spec.input;
-    dims[0] = rows;  // (rows, C, H, W) or (rows, F)
-    Allocator::of(scratch).reset_peak();
-    layers::Tape tape;
-    layers::ForwardContext ctx;
-    ctx.tape = &tape;
-    const Tensor logits = model->forward(Tensor::zeros(Shape(dims), scratch), ctx);
-    const Tensor labels = ops::labels_tensor(std::vector<int32_t>(static_cast<size_t>(rows), 0), stream);
-    const ops::LossResult loss =
-        ops::softmax_cross_entropy(logits, labels, static_cast<float>(rows), stream);
-    tape.backward(loss.dlogits, /*need_input_grad=*/false);
-    stream.synchronize();
-    return Allocator::of(scratch).stats().peak_in_use;
-  };
-  const uint64_t few = peak(kFew), more = peak(kMore);
-  model.reset();
-  Allocator::of(scratch).empty_cache();
-  return more > few ? (more - few) / (kMore - kFew) : 0;
-}
-
-uint64_t machine_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
-                               : UINT64_MAX;
-}
-
-void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, int64_t batch_flag) {
+void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t step_rows, int64_t batch_flag) {
   const std::string batch = "--batch " + std::to_string(batch_flag) +
                             (batch_flag > step_rows
                                  ? " (" + std::to_string(step_rows) + " samples: the whole set)"
@@ -181,10 +112,10 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
   // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory),
   // with the loads of every pipeline device it runs summed: stages that share a GPU share its
   // memory.
-  std::vector<DeviceLoad> per_device;
-  for (const DeviceLoad& l : loads) {
+  std::vector<pipeline::DeviceLoad> per_device;
+  for (const pipeline::DeviceLoad& l : loads) {
     auto same = std::find_if(per_device.begin(), per_device.end(),
-                             [&](const DeviceLoad& p) { return p.device == l.device; });
+                             [&](const pipeline::DeviceLoad& p) { return p.device == l.device; });
     if (same == per_device.end()) {
       per_device.push_back(l);
       continue;
@@ -193,7 +124,7 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
     same->parameter_bytes += l.parameter_bytes;
     same->staged_bytes += l.staged_bytes;
   }
-  for (const DeviceLoad& l : per_device) {
+  for (const pipeline::DeviceLoad& l : per_device) {
     const uint64_t capacity = Allocator::of(l.device).stats().capacity;
     const uint64_t need = l.activation_bytes + l.parameter_bytes + l.staged_bytes;
     if (capacity != 0 && need > capacity)
@@ -211,10 +142,10 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
   // CPU devices share this machine's memory; a step may take 3/4 of it (the rest is the
   // system's, the data's and the evaluation's: past it, the kernel's OOM killer ends the run).
   uint64_t activations = 0, parameters = 0;
-  for (const DeviceLoad& l : loads)
+  for (const pipeline::DeviceLoad& l : loads)
     if (l.device.is_cpu())
       activations += l.activation_bytes + l.staged_bytes, parameters += l.parameter_bytes;
-  const uint64_t memory = machine_memory_bytes(), limit = memory / 4 * 3;
+  const uint64_t memory = pipeline::machine_memory_bytes(), limit = memory / 4 * 3;
   if (activations + parameters > limit)
     throw UsageError(batch + ": one step would hold about " +
                      format_size(activations + parameters) + " in CPU devices (" +
@@ -225,60 +156,6 @@ void check_step_fits(const std::vector<DeviceLoad>& loads, int64_t step_rows, in
 
 int optimizer_states(const Options& o) {
   return o.optimizer == "adam" ? 2 : o.momentum != 0 ? 1 : 0;
-}
-
-StepMemory step_memory(const Options& o, const model::ModelSpec& spec,
-                       const std::vector<Device>& devices, const pipeline::Partition& partition,
-                       pipeline::Placement placement, int m, int64_t step_rows) {
-  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const int states = optimizer_states(o);
-  // The analytic bytes per sample, scaled by what a probe step measures for the whole model
-  // on a CPU device (on GPUs alone the probe, a CPU's, is not run: the analytic bytes, a
-  // lower bound, are compared with their memory).
-  const size_t n = spec.layers.size();
-  const bool any_cpu = std::any_of(devices.begin(), devices.end(),
-                                   [](const Device& d) { return d.is_cpu(); });
-  const double scale =
-      !any_cpu ? 1.0
-               : std::max(1.0, static_cast<double>(measured_bytes_per_sample(spec, o.seed)) /
-                                   static_cast<double>(std::max<uint64_t>(
-                                       1, activation_bytes_per_sample(shapes, 0, n))));
-  const uint64_t rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // one micro-batch
-  StepMemory out;
-  out.parameter_bytes.assign(devices.size(), 0);
-  // Two slots of a whole step's images (float32) on the first stage's device, of its labels
-  // (int32) on the last's.
-  out.staged_bytes.assign(devices.size(), 0);
-  uint64_t image = 1;
-  for (size_t i = 1; i < spec.input.size(); ++i) image *= static_cast<uint64_t>(spec.input[i]);
-  const int p = static_cast<int>(devices.size());
-  const auto step = static_cast<uint64_t>(step_rows);
-  const auto device_of = [&](int stage) {
-    return static_cast<size_t>(pipeline::stage_device(stage, p, placement));
-  };
-  out.staged_bytes[device_of(0)] += 2 * 4 * step * image;
-  out.staged_bytes[device_of(partition.count() - 1)] += 2 * 4 * step;
-  for (int st = 0; st < partition.count(); ++st) {
-    const pipeline::StageRange& r = partition.stages[static_cast<size_t>(st)];
-    const auto per_sample = static_cast<uint64_t>(
-        scale * static_cast<double>(activation_bytes_per_sample(shapes, r.begin, r.end)));
-    out.stage_activation_bytes.push_back(static_cast<double>(per_sample * rows));
-    out.parameter_bytes[device_of(st)] += parameter_bytes(shapes, r.begin, r.end, states);
-  }
-  return out;
-}
-
-void check_step_memory(const Options& o, const StepMemory& memory,
-                       const std::vector<Device>& devices, const pipeline::Schedule& schedule,
-                       int64_t step_rows) {
-  const pipeline::TimelineStats stats =
-      pipeline::measure(pipeline::simulate(schedule, {}).timeline, memory.stage_activation_bytes);
-  std::vector<DeviceLoad> loads;
-  for (size_t d = 0; d < devices.size(); ++d)
-    loads.push_back({devices[d], 0, memory.parameter_bytes[d], memory.staged_bytes[d]});
-  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
-    loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
-  check_step_fits(loads, step_rows, o.batch);
 }
 
 void check_outputs(const Options& o) {

@@ -138,7 +138,7 @@ TEST_CASE("preflight: a batch that cannot fit a device or this machine is refuse
 // Pipeline devices that are one device (stages sharing a GPU) share its memory: their loads are
 // summed before the comparison, never each compared with the whole device.
 TEST_CASE("preflight: the loads of pipeline devices that are one device are summed") {
-  using brigade::train::DeviceLoad;
+  using brigade::pipeline::DeviceLoad;
   constexpr int kIndex = 57;  // a CPU device no other case uses, of 1 MiB
   brigade::configure_cpu_device(kIndex, {.threads = 1, .capacity_bytes = 1 << 20});
   const brigade::Device device = brigade::Device::cpu(kIndex);
