@@ -44,9 +44,6 @@ std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor&
 DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Device>& devices,
                             const std::vector<int>& threads, const std::vector<float>& probe,
                             const Shape& shape, uint64_t seed) {
-  model::ModelSpec whole = spec;  // every layer in one block, on the device profiled
-  for (model::LayerSpec& l : whole.layers) l.device = 0;
-  whole.device_count = 1;
   DeviceCosts times;
   std::map<std::pair<bool, int>, size_t> profiled;  // (is CPU, threads) -> its row
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -55,7 +52,9 @@ DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Devi
       times.push_back(times[it->second]);
       continue;
     }
-    const auto model = layers::Sequential::from_spec(whole, {devices[d]}, seed);
+    // The whole model on the device profiled, whatever blocks the spec names.
+    const auto model = layers::Sequential::placed(
+        spec, std::vector<Device>(spec.layers.size(), devices[d]), seed);
     times.push_back(profile_layer_times(*model, Tensor::from_vector(probe, shape, devices[d])));
     profiled[kind] = times.size() - 1;
   }
