@@ -130,7 +130,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(at_least(0));
 
   app.add_option("--devices", o.devices,
-                 "auto (every GPU, else one CPU device per device block of the model) or a "
+                 "auto (the GPUs, at most one per device block of the model, or per layer "
+                 "with a --balance by cost; without a GPU one CPU device per block) or a "
                  "list like cpu:0,cpu:1,cpu:2 or cuda:0,cuda:1; fewer devices than blocks "
                  "merge neighbouring blocks, one device trains without a pipeline");
   app.add_option("--threads-per-device", o.threads_per_device,

@@ -25,9 +25,14 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks) {
 }
 
 RunDevices choose_devices(const Options& o, const model::ModelSpec& model) {
-  const std::vector<Device> devices = resolve_devices(o.devices, model.device_count);
-  const int blocks = model.device_count, d = static_cast<int>(devices.size());
+  std::vector<Device> devices = resolve_devices(o.devices, model.device_count);
+  const int blocks = model.device_count;
   const size_t layers = model.layers.size();
+  // auto on a machine with more GPUs than the cut can use: the first ones it can (a cut by
+  // blocks uses one device per block; a cut by cost one per layer), not a refusal.
+  const size_t usable = o.balance == "blocks" ? static_cast<size_t>(blocks) : layers;
+  if (o.devices == "auto" && devices.size() > usable) devices.resize(usable);
+  const int d = static_cast<int>(devices.size());
   if (static_cast<size_t>(d) > layers)
     throw UsageError(std::to_string(d) + " devices (" + o.devices + ") but the model has only " +
                      std::to_string(layers) + " layers: a stage needs at least one layer");

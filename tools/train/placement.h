@@ -38,8 +38,9 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,
                             const Options& options, size_t devices);
 
-// Resolves the devices against the model and configures every CPU device (threads and
-// --device-memory). Throws UsageError for impossible combinations.
+// Resolves the devices against the model (auto: no more GPUs than the cut can use) and
+// configures every CPU device (threads and --device-memory). Throws UsageError for impossible
+// combinations.
 RunDevices choose_devices(const Options& options, const model::ModelSpec& model);
 
 // A device under this share of the work is all but idle, and the others wait for it.

@@ -1,6 +1,7 @@
 // The trainer's command line and placement, without running anything.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -125,6 +126,24 @@ TEST_CASE("placement: auto without a GPU is one CPU device per block") {
   CHECK(d.devices ==
         std::vector<brigade::Device>{brigade::Device::cpu(0), brigade::Device::cpu(1),
                                      brigade::Device::cpu(2)});
+}
+
+TEST_CASE("placement: auto on GPUs is the GPUs the cut can use") {
+  const int gpus = brigade::cuda_device_count();
+  if (gpus == 0) return;  // auto means CPU devices here (the case above)
+  const auto first_gpus = [](int n) {
+    std::vector<brigade::Device> d;
+    for (int i = 0; i < n; ++i) d.push_back(brigade::Device::cuda(i));
+    return d;
+  };
+  Options o;
+  // By blocks: one GPU per block at most (3 blocks), not a refusal on a machine with more.
+  CHECK(choose_devices(o, three_blocks()).devices == first_gpus(std::min(gpus, 3)));
+  CHECK(choose_devices(o, brigade::model::parse_model("input 8\ndense units=3\n", "one.model"))
+            .devices == first_gpus(1));
+  // By cost: one GPU per layer at most (4 layers).
+  o.balance = "flops";
+  CHECK(choose_devices(o, three_blocks()).devices == first_gpus(std::min(gpus, 4)));
 }
 
 TEST_CASE("placement: impossible device lists") {
