@@ -42,7 +42,9 @@ class StreamImpl;
 }
 
 // The sticky error of a stream, rethrown by synchronize(): "cpu:1 stream#3: task failed:
-// <what>". cause() is the original exception.
+// <what>", the first cause first; an error that reached this stream through event waits
+// then names them, oldest first: " [passed on by the waits of cpu:2 stream#5 on event#7,
+// cpu:0 stream#4 on event#9]". cause() is the original exception.
 class StreamError : public Error {
  public:
   StreamError(const std::string& message, std::exception_ptr cause)

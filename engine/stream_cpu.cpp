@@ -16,6 +16,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/stream.h"
@@ -28,6 +29,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct CpuRecord;
+
+// How a stream failed: where the error began, and the event waits that passed it on to this
+// stream. The message says the cause first: in a pipeline a failure travels through several
+// streams before anyone synchronizes, and a message built by wrapping each hop around the
+// last ("X: waited on event#7 whose work failed: Y: waited on ...") put the one line that
+// matters after seven of plumbing.
+struct Failure {
+  std::string cause;               // "cpu:1 stream#3: task failed: <what>"
+  std::vector<std::string> route;  // oldest first: "cpu:2 stream#5 on event#7", ...
+
+  // "<cause> [passed on by the waits of cpu:2 stream#5 on event#7, cpu:0 stream#4 on event#9]"
+  std::string message() const {
+    std::string text = cause;
+    for (size_t i = 0; i < route.size(); ++i)
+      text += (i == 0 ? " [passed on by the waits of " : ", ") + route[i];
+    return route.empty() ? text : text + "]";
+  }
+};
 
 // The state shared by a stream's handle, its worker thread and its event records (a record
 // may outlive the stream: it keeps this alive, not the worker).
@@ -51,7 +70,7 @@ struct CpuQueue {
 
   // The sticky error: the first task failure, and its position (0 = none).
   std::exception_ptr error;
-  std::string error_message;
+  Failure failure;
   uint64_t error_position = 0;
 
   // What the worker is doing, for describe(): the item being run (0 = idle).
@@ -70,7 +89,7 @@ struct CpuQueue {
   }
   [[noreturn]] void throw_error() {
     std::lock_guard<std::mutex> lock(mutex);
-    throw StreamError(error_message, error);
+    throw StreamError(failure.message(), error);
   }
 };
 
@@ -104,9 +123,9 @@ struct CpuRecord final : EventRecord {
   Clock::time_point when;  // written by the worker when it reaches the marker
 };
 
-// Runs one item; sets *error and *message if it failed (a thrown task, a failed wait).
+// Runs one item; sets *error and *failure if it failed (a thrown task, a failed wait).
 void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
-              std::exception_ptr* error, std::string* message) {
+              std::exception_ptr* error, Failure* failure) {
   using Kind = CpuQueue::Item::Kind;
   switch (item.kind) {
     case Kind::marker:  // markers run even on a failed stream: waiters must not hang
@@ -118,7 +137,7 @@ void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
         item.task();
       } catch (...) {
         *error = std::current_exception();
-        *message = q.name + ": task failed: " + what_of(*error);
+        failure->cause = q.name + ": task failed: " + what_of(*error);
       }
       return;
     case Kind::wait:
@@ -128,8 +147,8 @@ void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
         if (cpu->queue.get() != &q && cpu->queue->failed_before(cpu->position)) {
           std::lock_guard<std::mutex> lock(cpu->queue->mutex);
           *error = cpu->queue->error;
-          *message = q.name + ": waited on event#" + std::to_string(cpu->event_id) +
-                     " whose work failed: " + cpu->queue->error_message;
+          *failure = cpu->queue->failure;
+          failure->route.push_back(q.name + " on event#" + std::to_string(cpu->event_id));
         }
         return;
       }
@@ -138,8 +157,8 @@ void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
         item.wait_on->synchronize();
       } catch (...) {
         *error = std::current_exception();
-        *message = q.name + ": waiting on event#" + std::to_string(item.wait_on->event_id) +
-                   " failed: " + what_of(*error);
+        failure->cause = q.name + ": waiting on event#" + std::to_string(item.wait_on->event_id) +
+                         " failed: " + what_of(*error);
       }
       return;
   }
@@ -161,15 +180,15 @@ void worker_loop(const std::shared_ptr<CpuQueue>& queue) {
       if (item.kind == CpuQueue::Item::Kind::wait) q.blocked_on = item.wait_on;
     }
     std::exception_ptr error;
-    std::string message;
-    run_item(q, item, failed, &error, &message);
+    Failure failure;
+    run_item(q, item, failed, &error, &failure);
     const uint64_t position = item.position;
     item = {};  // destroy the task's captures here, before the position counts as run
     {
       std::lock_guard<std::mutex> lock(q.mutex);
       if (error && q.error_position == 0) {
         q.error = error;
-        q.error_message = message;
+        q.failure = std::move(failure);
         q.error_position = position;
       }
       q.running_position = 0;
@@ -257,7 +276,7 @@ class CpuStream final : public StreamImpl {
     std::string text = q.name + ": ";
     if (q.error_position != 0)
       text += "FAILED at position " + std::to_string(q.error_position) + " (" +
-              q.error_message + "); ";
+              q.failure.message() + "); ";
     if (q.blocked_on)
       text += "blocked on event#" + std::to_string(q.blocked_on->event_id) + " (" +
               q.blocked_on->where() + ")";

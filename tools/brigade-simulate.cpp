@@ -41,6 +41,7 @@
 #include "pipeline/schedule/simulator.h"
 #include "pipeline/schedule/svg.h"
 #include "pipeline/schedule/validate.h"
+#include "tools/command_line.h"
 
 namespace bp = brigade::pipeline;
 
@@ -62,14 +63,15 @@ struct Options {
   std::optional<int> max_live;
 };
 
-// "f=1,b=2,w=1,comm=0.5,act=1" -> the device-share costs; unknown keys are an error.
+// "f=1,b=2,w=1,comm=0.5,act=1" -> the device-share costs; unknown keys are an error (a
+// malformed flag: cli::UsageError, exit 2, as CLI11's own).
 bp::StageCost parse_cost(const std::string& text, double& comm) {
   bp::StageCost c;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--cost: '" + item + "' is not key=value");
+      throw brigade::cli::UsageError("--cost: '" + item + "' is not key=value");
     const std::string key = item.substr(0, eq);
     double value = 0;
     try {
@@ -77,15 +79,15 @@ bp::StageCost parse_cost(const std::string& text, double& comm) {
       value = std::stod(item.substr(eq + 1), &used);
       if (used != item.size() - eq - 1) throw std::invalid_argument("trailing");
     } catch (const std::exception&) {
-      throw std::invalid_argument("--cost: '" + item + "' has no number after '='");
+      throw brigade::cli::UsageError("--cost: '" + item + "' has no number after '='");
     }
-    if (value < 0) throw std::invalid_argument("--cost: '" + item + "' is negative");
+    if (value < 0) throw brigade::cli::UsageError("--cost: '" + item + "' is negative");
     if (key == "f") c.f = value;
     else if (key == "b") c.b = value;
     else if (key == "w") c.w = value;
     else if (key == "comm") comm = value;
     else if (key == "act") c.activation_bytes = value;
-    else throw std::invalid_argument("--cost: unknown key '" + key + "' (f, b, w, comm, act)");
+    else throw brigade::cli::UsageError("--cost: unknown key '" + key + "' (f, b, w, comm, act)");
   }
   return c;
 }
@@ -200,7 +202,7 @@ int run(const Options& o) {
   if (o.schedule_file.empty())
     names = o.schedule == "all" ? bp::schedule_names() : split(o.schedule);
   if (o.print_schedule && o.schedule_file.empty() && names.size() != 1)
-    throw std::invalid_argument("--print-schedule writes one schedule: name it with --schedule");
+    throw brigade::cli::UsageError("--print-schedule writes one schedule: name it with --schedule");
 
   if (!o.schedule_file.empty()) {
     const bp::LoweredSchedule lowered = bp::load_schedule(o.schedule_file, o.max_live);
@@ -255,27 +257,30 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"brigade-simulate: generate, validate, simulate and draw pipeline schedules"};
+  brigade::cli::show_defaults(app);
   Options o;
   auto* name = app.add_option(
       "--schedule", o.schedule,
       "a schedule (naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-auto, "
-      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), several joined by commas, or all "
-      "(default all)");
+      "interleaved-zb, zb-v, v-half, v-min, dualpipe-v), several joined by commas, or all");
   auto* stages =
-      app.add_option("--stages", o.devices, "pipeline devices p, one stage each (default 4)")
+      app.add_option("--stages", o.devices, "pipeline devices p, one stage each")
           ->check(CLI::Range(1, 1 << 16));
   auto* micro =
-      app.add_option("--microbatches", o.microbatches, "micro-batches m per step (default 8)")
+      app.add_option("--microbatches", o.microbatches, "micro-batches m per step")
           ->check(CLI::Range(1, 1 << 16));
   app.add_option("--chunks", o.chunks,
                  "chunks per device v for interleaved-1f1b, looped-bfs and interleaved-zb "
-                 "(default 2; the V shapes have 2)")
+                 "(the V shapes have 2)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cost", o.cost, "device-share costs: f=1,b=1,w=1,comm=0[,act=1]");
   app.add_option("--device-weights", o.device_weights, "cost multiplier per device, e.g. 1,1,2,1")
+      ->default_str("1 each")
       ->delimiter(',');
-  app.add_option("--svg", o.svg, "write an SVG timeline (all schedules stacked)");
-  app.add_option("--trace", o.trace, "write a Chrome-trace JSON (one per schedule with 'all')");
+  app.add_option("--svg", o.svg, "write an SVG timeline (all schedules stacked)")
+      ->default_str(brigade::cli::kNotGiven);
+  app.add_option("--trace", o.trace, "write a Chrome-trace JSON (one per schedule with 'all')")
+      ->default_str(brigade::cli::kNotGiven);
   app.add_flag("--no-grid", o.quiet_grid, "do not print the dry-run grids");
   app.add_flag("--lowered", o.lowered,
                "with sends and receives: print, draw and simulate the lowered lists");
@@ -283,21 +288,27 @@ int main(int argc, char** argv) {
       "--print-schedule", o.print_schedule,
       "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
   app.add_option("--format", o.format,
-                 "with --print-schedule: brigade (the default) or pytorch-csv, the CSV "
+                 "with --print-schedule: brigade or pytorch-csv, the CSV "
                  "torch.distributed.pipelining loads and dumps (compute-only; with --lowered, "
                  "its compute_comms form)")
       ->check(CLI::IsMember({"brigade", "pytorch-csv"}))
       ->needs(print);
   auto* file = app.add_option("--schedule-file", o.schedule_file,
                               "read the schedule from FILE (its header says p, v and m; a "
-                              "FILE.csv is PyTorch's schedule CSV, which says them by itself)");
+                              "FILE.csv is PyTorch's schedule CSV, which says them by itself)")
+                  ->default_str(brigade::cli::kNotGiven);
   app.add_option("--max-live", o.max_live,
                  "refuse lowered lists where a device holds more live activations")
+      ->default_str("no bound")
       ->check(CLI::Range(1, 1 << 30));
   file->excludes(name)->excludes(stages)->excludes(micro);  // the file's header says them
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = brigade::cli::parse_or_exit_status(app, argc, argv, "brigade-simulate"))
+    return *status;
   try {
     return run(o);
+  } catch (const brigade::cli::UsageError& e) {
+    std::cerr << "brigade-simulate: " << e.what() << "\n";
+    return brigade::cli::kUsageStatus;
   } catch (const std::exception& e) {
     std::cerr << "brigade-simulate: " << e.what() << "\n";
     return 1;

@@ -39,7 +39,7 @@
 #               each within |cuda - cpu| <= 1e-4 + 1e-2 |cpu|
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
 #               the same GPU (tools/compare/pytorch_gpu_bench.py); then per-op ms, hand-written
-#               against cuDNN/cuBLAS (brigade-bench --ops)
+#               against cuDNN/cuBLAS (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
 #   build-rest, suite the rest of the build, then the whole meson test suite
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
@@ -515,7 +515,7 @@ if [ $emulated -eq 1 ]; then
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
 if bin tools/brigade-bench bench-brigade; then
-  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --model --batches $bench_batches --threads "$JOBS" \
+  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model --batches $bench_batches --threads "$JOBS" \
     --reps $bench_reps --steps $bench_steps --json "$RESULTS/bench-model.json"
 fi
 REHEARSAL=
@@ -531,7 +531,7 @@ else
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
-  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
+  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
     --reps $bench_reps --json "$RESULTS/bench-ops.json"
   python3 - "$RESULTS/bench-ops.json" $bench_batch <<'EOF' | tee -a "$SUMMARY"
 import collections, json, os, sys

@@ -30,9 +30,9 @@ namespace {
 // The longest failure text a link carries (a notice's bound, faults.cpp).
 constexpr size_t failure_max_bytes = 2000;
 
-// What a producer's failure says first: the task that failed, not the chain of streams that
-// waited on it ("waited on event#7 whose work failed: ..."); a failed NaN check names its
-// stage, action and micro-batch.
+// What a producer's failure says first: the task that failed, not the streams that waited on
+// it ("[passed on by the waits of ...]", engine/stream.h); a failed NaN check names its stage,
+// action and micro-batch.
 std::string first_cause(std::exception_ptr error) {
   for (;;) {
     try {

@@ -174,10 +174,34 @@ TEST_CASE("an event recorded before the failure is clean; a waiter inherits a la
   b.wait(after);
   bool ran = false;
   b.enqueue([&] { ran = true; });
-  const std::string expected = b.str() + ": waited on " + after.str() +
-                               " whose work failed: " + a.str() + ": task failed: stage 0 exploded";
+  // The first cause first, then the wait that passed it on.
+  const std::string expected = a.str() + ": task failed: stage 0 exploded [passed on by the "
+                               "waits of " + b.str() + " on " + after.str() + "]";
   CHECK_THROWS_WITH_AS(b.synchronize(), expected.c_str(), brigade::StreamError);
   CHECK_FALSE(ran);
+}
+
+TEST_CASE("an error passed on through several waits names its first cause first, then the waits") {
+  Deadline deadline("error chain");
+  Stream a = Stream::create(Device::cpu(0));
+  Stream b = Stream::create(Device::cpu(1));
+  Stream c = Stream::create(Device::cpu(0));
+  Event a_done, b_done;
+  a.enqueue([] { throw std::runtime_error("the loss is nan"); });
+  a_done.record(a);
+  b.wait(a_done);
+  b_done.record(b);
+  c.wait(b_done);
+  const std::string expected = a.str() + ": task failed: the loss is nan [passed on by the waits "
+                               "of " + b.str() + " on " + a_done.str() + ", " + c.str() + " on " +
+                               b_done.str() + "]";
+  CHECK_THROWS_WITH_AS(c.synchronize(), expected.c_str(), brigade::StreamError);
+  try {
+    c.synchronize();
+  } catch (const brigade::StreamError& error) {  // the original exception travels too
+    CHECK_THROWS_WITH_AS(std::rethrow_exception(error.cause()), "the loss is nan",
+                         std::runtime_error);
+  }
 }
 
 TEST_CASE("synchronize from a task of the same stream is refused instead of deadlocking") {

@@ -22,11 +22,13 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "kernels/ops.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/svg.h"
 #include "tools/bench/pipeline_bench.h"
+#include "tools/command_line.h"
 #include "tools/models/find_model.h"
 
 using namespace brigade;
@@ -213,6 +215,7 @@ void print_summary(const std::vector<Row>& rows) {
 
 int main(int argc, char** argv) {
   CLI::App app{"samples/s of every pipeline schedule on virtual CPU devices"};
+  cli::show_defaults(app);
   std::string model_path = "seed_cnn";
   int p = 2, batch = 128, steps = 3, train_steps = 0;
   std::vector<int> ms = {4, 8, 16};
@@ -221,36 +224,38 @@ int main(int argc, char** argv) {
   std::string trace;
   std::vector<int> threads;  // per device; empty: one each
   app.add_option("--model", model_path,
-                 "model: NAME (tools/models/NAME.model) or a model FILE")->capture_default_str();
+                 "model: NAME (tools/models/NAME.model) or a model FILE");
   app.add_option("--devices", p, "CPU devices, one compute thread each")->check(CLI::Range(1, 8));
   app.add_option("--threads-per-device", threads,
                  "compute threads of each device, e.g. 2,1: devices of different speeds, cut for "
                  "their speeds and, in a last table, against the cut made as if they were alike")
+      ->default_str("1 each")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   app.add_option("--batch", batch, "mini-batch size")->check(CLI::Range(1, 4096));
   app.add_option("--microbatches", ms, "micro-batch counts")->delimiter(',');
   app.add_option("--schedules", schedules, "schedules")->delimiter(',');
   app.add_option("--steps", steps, "timed steps per row (after one warm-up)")->check(CLI::Range(1, 100));
-  app.add_option("--train", train_steps, "instead: train the model file's own placement N steps");
-  app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--train", train_steps,
+                 "instead: train the model file's own placement N steps (0: measure)");
+  app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step")
+      ->default_str(cli::kNotGiven);
+  if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench-pipeline"))
+    return *status;
+  if (!threads.empty() && static_cast<int>(threads.size()) != p) {
+    std::fprintf(stderr, "brigade-bench-pipeline: --threads-per-device has %zu counts for %d "
+                 "devices\n", threads.size(), p);
+    return cli::kUsageStatus;
+  }
+  const std::optional<model::ModelSpec> model_spec =
+      models::load_model_or_say_why(model_path, BRIGADE_MODELS_DIR, "brigade-bench-pipeline");
+  if (!model_spec) return cli::kUsageStatus;
+  const model::ModelSpec& spec = *model_spec;
   try {
-    const std::string file = models::find_model(model_path, BRIGADE_MODELS_DIR);
-    if (file.empty()) {
-      std::fprintf(stderr, "brigade-bench-pipeline: --model '%s': no such file, and no model of "
-                   "that name in %s (%s)\n", model_path.c_str(), BRIGADE_MODELS_DIR,
-                   models::shipped_models(BRIGADE_MODELS_DIR).c_str());
-      return 2;
-    }
-    const model::ModelSpec spec = model::load_model_file(file);
     if (train_steps > 0) return train(spec, train_steps, trace);
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
     std::printf("%s\nload average at the start: %s\n", command.c_str(), load_average().c_str());
-    if (!threads.empty() && static_cast<int>(threads.size()) != p)
-      throw std::invalid_argument("--threads-per-device has " + std::to_string(threads.size()) +
-                                  " counts for " + std::to_string(p) + " devices");
     const data::Dataset ds = data::make_synthetic(data::Split::train, 3, batch);
     const std::vector<Device> devices = cpu_devices(p, threads);
     // Balance by measured time: profile every layer on each device (once per thread count),

@@ -3,8 +3,9 @@
 //
 //   brigade-bench                      # peak, every op, the model at batch 32/128/512, 1 and 2 threads
 //   brigade-bench --quick              # the same, smaller: about a minute
-//   brigade-bench --ops --impls cpu --threads 1 --batch 128
-//   brigade-bench --model --batches 128 --threads 1,2 --json bench.json
+//   brigade-bench --level ops --impls cpu --threads 1 --batch 128
+//   brigade-bench --level model --batches 128 --threads 1,2 --json bench.json
+//   brigade-bench --model tools/models/tiny_cnn.model --quick   # another model: NAME or FILE
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
 // per implementation), model_bench.h (samples/s of a training step), then this file.
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"
+#include "tools/command_line.h"
 #include "tools/models/find_model.h"
 
 using namespace brigade;
@@ -60,27 +63,33 @@ double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"Brigade's op and training throughput against this machine's measured peak"};
-  std::string network = "seed_cnn", json_path;
-  bool only_ops = false, only_model = false, quick = false;
+  cli::show_defaults(app);
+  std::string model_name = "seed_cnn", level = "both", json_path;
+  bool quick = false;
   OpBenchOptions op;
   ModelBenchOptions mo;
   std::vector<int> threads = {1, 2};
   int reps = 5;
-  app.add_option("--network", network,
-                 "model whose layers are benchmarked: NAME (tools/models/NAME.model) or a FILE")
-      ->capture_default_str();
-  app.add_flag("--ops", only_ops, "op level only");
-  app.add_flag("--model", only_model, "model level only");
+  app.add_option("--model", model_name,
+                 "model whose layers and training step are measured: NAME "
+                 "(tools/models/NAME.model) or a model FILE, as brigade-train's --model");
+  app.add_option("--level", level,
+                 "what to measure: ops (each layer's kernels), model (training steps of the "
+                 "whole model) or both")
+      ->check(CLI::IsMember({"ops", "model", "both"}));
   app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
-  app.add_option("--batch", op.batch, "op level: batch")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--batch", op.batch, "op level: batch")->check(CLI::Range(1, 4096));
   app.add_option("--batches", mo.batches, "model level: batches")->delimiter(',')->check(CLI::Range(1, 4096));
   app.add_option("--threads", threads, "CPU thread counts")->delimiter(',')->check(CLI::Range(1, 256));
-  app.add_option("--impls", op.impls, "op level: reference,cpu,handwritten,vendor")
+  app.add_option("--impls", op.impls, "op level: reference,cpu,handwritten,vendor (the CUDA two "
+                 "only where a GPU is)")
       ->delimiter(',')->check(CLI::IsMember({"reference", "cpu", "handwritten", "vendor"}));
-  app.add_option("--reps", reps, "repetitions (the median is reported)")->capture_default_str()->check(CLI::Range(1, 100));
-  app.add_option("--steps", mo.steps, "model level: steps per repetition")->capture_default_str()->check(CLI::Range(1, 1000));
-  app.add_option("--json", json_path, "also write every figure to this JSON file");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--reps", reps, "repetitions (the median is reported)")->check(CLI::Range(1, 100));
+  app.add_option("--steps", mo.steps, "model level: steps per repetition")->check(CLI::Range(1, 1000));
+  app.add_option("--json", json_path, "also write every figure to this JSON file")
+      ->default_str(cli::kNotGiven);
+  if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
+    return *status;
   if (quick) {
     reps = std::min(reps, 3);
     op.warmup = 1, op.reference_batch = 2, op.min_repetition_s = 0.02;
@@ -89,7 +98,7 @@ int main(int argc, char** argv) {
   }
   op.repetitions = mo.repetitions = reps;
   op.threads = mo.threads = threads;
-  const bool run_ops = !only_model || only_ops, run_model = !only_ops || only_model;
+  const bool run_ops = level != "model", run_model = level != "ops";
   // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
   // exits 0 would look like a result (issue 20). By default they are skipped quietly.
   if (app.count("--impls") && run_ops && cuda_device_count() == 0)
@@ -97,21 +106,17 @@ int main(int argc, char** argv) {
       if (impl == "handwritten" || impl == "vendor") {
         std::fprintf(stderr, "brigade-bench: --impls %s needs a CUDA device, and this machine "
                      "has none (here: --impls reference,cpu)\n", impl.c_str());
-        return 2;
+        return cli::kUsageStatus;
       }
 
+  const std::optional<model::ModelSpec> model_spec =
+      models::load_model_or_say_why(model_name, BRIGADE_MODELS_DIR, "brigade-bench");
+  if (!model_spec) return cli::kUsageStatus;
+  const model::ModelSpec& spec = *model_spec;
   try {
-    const std::string file = models::find_model(network, BRIGADE_MODELS_DIR);
-    if (file.empty()) {
-      std::fprintf(stderr, "brigade-bench: --network '%s': no such file, and no model of that "
-                   "name in %s (%s)\n", network.c_str(), BRIGADE_MODELS_DIR,
-                   models::shipped_models(BRIGADE_MODELS_DIR).c_str());
-      return 2;
-    }
-    const model::ModelSpec spec = model::load_model_file(file);
     const int gpus = cuda_device_count();
-    std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); network %s\n",
-                cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, network.c_str());
+    std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); model %s\n",
+                cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, model_name.c_str());
 
     // The yardstick: the peak on each thread count, on the same kind of pool the kernels use.
     std::map<int, Peak> peaks;
@@ -128,7 +133,7 @@ int main(int argc, char** argv) {
     std::string cmd;
     for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
     out["command"] = cmd;
-    out["network"] = network;
+    out["model_file"] = models::find_model(model_name, BRIGADE_MODELS_DIR);  // the file measured
     for (const auto& [t, p] : peaks)
       out["peak"].push_back({{"threads", t}, {"isa", p.isa}, {"fma_gflops", p.fma_gflops},
                              {"sgemm_gflops", p.sgemm_gflops}, {"sgemm_n", p.sgemm_n}});
@@ -158,7 +163,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "model level:\n");
       const std::vector<ModelRow> rows = bench_model(spec, mo);
       std::printf("\nModel level: training steps of %s on one device (SGD momentum; %.1f MFLOP per"
-                  " sample)\n", network.c_str(), training_flops_per_sample(spec) * 1e-6);
+                  " sample)\n", model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
       std::printf("%-7s %-12s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "thr", "batch",
                   "step ms", "samples/s", "GFLOP/s", "%peak");
       for (const ModelRow& r : rows) {

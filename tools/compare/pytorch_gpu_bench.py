@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's training samples/s of a Brigade model file on one GPU: the figure tools/gpu-check.sh
-puts beside `brigade-bench --model` on cuda:0.
+puts beside `brigade-bench --level model` on cuda:0.
 
   python3 tools/compare/pytorch_gpu_bench.py                     # seed_cnn.model, batch 128 and 512
   python3 tools/compare/pytorch_gpu_bench.py --batches 128 --json out.json
-  python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --model --json bench.json
+  python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --level model --json bench.json
 
-The step is brigade-bench --model's (tools/bench/model_bench.h): zero_grad, forward with dropout
+The step is brigade-bench --level model's (tools/bench/model_bench.h): zero_grad, forward with dropout
 on, softmax + cross-entropy, backward, SGD with momentum 0.9 and lr 0.01, on two synthetic
 batches already on the GPU. FP32 with TF32 off, as Brigade computes (tools/gpu-check.sh also
 sets NVIDIA_TF32_OVERRIDE=0). Each repetition is --steps steps between two synchronisations; the
@@ -108,7 +108,7 @@ def samples_per_s(model_file, batch, device, warmup, reps, steps):
 
 
 def print_beside(bench_json, info):
-    """One table: Brigade's rows of `brigade-bench --model --json` (cpu, hand-written and vendor
+    """One table: Brigade's rows of `brigade-bench --level model --json` (cpu, hand-written and vendor
     on cuda:0) beside PyTorch's, per batch, and the best of each side's ratio."""
     rows = json.load(open(bench_json)).get("model", [])
     b = {(r["impl"], r["batch"]): r["samples_per_s"] for r in rows}
@@ -135,7 +135,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json", help="also write the rows here")
-    p.add_argument("--beside", help="brigade-bench --model --json output: print both in one table")
+    p.add_argument("--beside", help="brigade-bench --level model --json output: print both in one table")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():

@@ -7,7 +7,7 @@
               the same order, and every step's loss and every final parameter tensor must agree
               to --rtol (1e-4). Prints a PASS/FAIL table; exits 1 on FAIL.
   throughput  PyTorch's training samples/s beside Brigade's (build/tools/brigade-bench
-              --model) at the same batch and thread count, runs alternating, and the ratio.
+              --level model) at the same batch and thread count, runs alternating, and the ratio.
 
   /usr/bin/python3 tools/compare/pytorch_seed_cnn.py parity
   /usr/bin/python3 tools/compare/pytorch_seed_cnn.py throughput --threads 1,2 --rounds 3
@@ -227,7 +227,7 @@ def parity(a):
 # ---- throughput ------------------------------------------------------------------------------
 
 def torch_samples_per_s(model_file, batch, threads, warmup, reps, steps):
-    """Median samples/s of PyTorch training steps (the same step as brigade-bench --model:
+    """Median samples/s of PyTorch training steps (the same step as brigade-bench --level model:
     zero_grad, forward with dropout on, cross-entropy, backward, SGD momentum): per wall second
     and per second of process CPU time."""
     torch.set_num_threads(threads)
@@ -259,7 +259,7 @@ def torch_samples_per_s(model_file, batch, threads, warmup, reps, steps):
 
 def brigade_samples_per_s(bench, model_file, batch, threads, reps, steps):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([bench, "--model", "--network", model_file, "--batches", str(batch),
+        subprocess.run([bench, "--level", "model", "--model", model_file, "--batches", str(batch),
                         "--threads", str(threads), "--reps", str(reps), "--steps", str(steps),
                         "--json", f.name], check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)

@@ -1,13 +1,19 @@
 // --model NAME|FILE, the same in every tool that takes a model: an existing file, or a path
 // (a '/' or a ".model" ending), else the shipped tools/models/NAME.model — found through the
 // directory the build was configured in (BRIGADE_MODELS_DIR), so a tool finds its models from
-// any working directory, not only from the repository root.
+// any working directory, not only from the repository root. load_model() reads it, with the
+// same message in every tool for a name that is neither.
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "layers/model/model_file.h"
+#include "tools/command_line.h"
 
 namespace brigade::models {
 
@@ -32,6 +38,36 @@ inline std::string shipped_models(const std::string& models_dir) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// The model --model `name` means, read and checked (layers/model/model_file.h). Throws
+// cli::UsageError naming the shipped models when `name` is neither a file nor one of them
+// (the same words in every tool), model::ModelFileError for a file that is not a model.
+inline model::ModelSpec load_model(const std::string& name, const std::string& models_dir) {
+  const std::string file = find_model(name, models_dir);
+  if (file.empty())
+    throw cli::UsageError("--model '" + name + "': no such file, and no model of that name in " +
+                          models_dir + " (" + shipped_models(models_dir) + ")");
+  return model::load_model_file(file);
+}
+
+// load_model() for a program that has nothing to do without its model: the model, or nullopt
+// after printing "program: why" on stderr, for the program to exit with cli::kUsageStatus (a
+// model file that is not one is bad input, as a bad flag is).
+inline std::optional<model::ModelSpec> load_model_or_say_why(const std::string& name,
+                                                             const std::string& models_dir,
+                                                             const char* program) {
+  const auto say_why = [program](const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+  };
+  try {
+    return load_model(name, models_dir);
+  } catch (const cli::UsageError& e) {
+    say_why(e);
+  } catch (const model::ModelFileError& e) {
+    say_why(e);
+  }
+  return std::nullopt;
 }
 
 }  // namespace brigade::models

@@ -11,26 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "tools/command_line.h"
 #include "tools/plot/plot.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"brigade-plot: loss and accuracy against steps from brigade-train --metrics "
                "files, several runs overlaid, as one SVG"};
+  brigade::cli::show_defaults(app);
   std::vector<std::string> files;
   std::string output, title;
   app.add_option("metrics", files, "metrics files (JSON lines of brigade-train --metrics)")
       ->required();
   app.add_option("-o,--output", output, "the SVG to write")->required();
-  app.add_option("--title", title, "the picture's title (default: the files' names)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "brigade-plot: %s (see --help)\n", e.what());
-    return 2;
-  }
+  app.add_option("--title", title, "the picture's title")->default_str("the files' names");
+  if (const auto status = brigade::cli::parse_or_exit_status(app, argc, argv, "brigade-plot"))
+    return *status;
   if (!output.ends_with(".svg")) {
     std::fprintf(stderr, "brigade-plot: -o '%s': the name must end in .svg\n", output.c_str());
     return 2;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -116,15 +115,17 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       "brigade-train: train a model file on Fashion-MNIST (or synthetic data), pipelined over\n"
       "the devices of this machine, with progress, evaluation, checkpoints and resume.\n"
       "Example: brigade-train --devices cpu:0,cpu:1,cpu:2 --epochs 5 --metrics run.jsonl"};
-  app.option_defaults()->always_capture_default()->multi_option_policy(
-      CLI::MultiOptionPolicy::TakeLast);  // a flag given twice: the last one counts
+  cli::show_defaults(app);
+  // A flag given twice: the last one counts.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string device_memory = "0";
 
   app.add_option("--model", o.model,
                  "model: NAME (tools/models/NAME.model) or a model FILE (tools/models/README.md)");
   app.add_option("--data", o.data, "data set")->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
   app.add_option("--data-dir", o.data_dir,
-                 "directory of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)");
+                 "directory of the Fashion-MNIST IDX files")
+      ->default_str("/usr/share/datasets/fashion-mnist");
   app.add_option("--synthetic-count", o.synthetic_count,
                  "training samples of --data synthetic (0: 60000, as Fashion-MNIST)")
       ->check(at_least(0));
@@ -138,6 +139,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "compute threads of each CPU device, or one count per device of --devices "
                  "(e.g. 2,1: devices of different speeds, cut and scheduled for them); 0: the "
                  "cores shared evenly")
+      ->default_str("0")
       ->delimiter(',')
       ->check(at_least(0));
   app.add_option("--device-memory", device_memory,
@@ -153,6 +155,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "brigade-simulate --print-schedule [--lowered] writes one), validated before the "
                  "first step and run as written; its devices, chunks and microbatches must be "
                  "this run's")
+      ->default_str(cli::kNotGiven)
       ->check(CLI::ExistingFile)
       ->excludes("--schedule");
   std::string microbatches = "auto";
@@ -168,6 +171,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "of the model), or one count per device of --devices (e.g. 2,1: a device with "
                  "less memory): zb-auto plans within it, any other schedule is refused if it "
                  "holds more (0: no bound)")
+      ->default_str("0")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--balance", o.balance,
@@ -203,20 +207,27 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "off a terminal, print one progress line every N steps")
       ->check(above_zero());
   app.add_option("--trace", o.trace,
-                 "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)");
+                 "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)")
+      ->default_str(cli::kNotGiven);
   app.add_option("--metrics", o.metrics,
                  "JSON lines: one per step (loss, accuracy, samples/s, peak memory per device) "
-                 "and one per evaluation");
+                 "and one per evaluation")
+      ->default_str(cli::kNotGiven);
   app.add_option("--plot", o.plot,
                  "FILE.svg: loss and accuracy against steps, test points per evaluation, drawn "
                  "at the end (or when stopped); with --metrics, that file's whole history "
-                 "(brigade-plot draws old runs, several at once)");
-  app.add_option("--save-initial", o.save_initial, "write the initial parameters (safetensors)");
-  app.add_option("--save", o.save, "write the final parameters (safetensors)");
-  app.add_option("--init-from", o.init_from, "start from these parameters (safetensors)");
+                 "(brigade-plot draws old runs, several at once)")
+      ->default_str(cli::kNotGiven);
+  app.add_option("--save-initial", o.save_initial, "write the initial parameters (safetensors)")
+      ->default_str(cli::kNotGiven);
+  app.add_option("--save", o.save, "write the final parameters (safetensors)")
+      ->default_str(cli::kNotGiven);
+  app.add_option("--init-from", o.init_from, "start from these parameters (safetensors)")
+      ->default_str(cli::kNotGiven);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "write checkpoints here (every --checkpoint-every steps, on SIGINT/SIGTERM, "
-                 "at the end)");
+                 "at the end)")
+      ->default_str(cli::kNotGiven);
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "steps between checkpoints (0: only on a signal and at the end)")
       ->check(at_least(0));
@@ -227,14 +238,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--data-parallel", o.data_parallel,
                  "replicas of the pipeline, each on 1/D of every mini-batch (with --distributed)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(std::string(e.what()) + " (see --help)");
-  }
+  if (!cli::parse(app, argc, argv)) return std::nullopt;  // --help
 
   for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
   o.device_memory = parse_size(device_memory);

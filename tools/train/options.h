@@ -1,9 +1,10 @@
 // The trainer's command line: every flag of brigade-train, its default, and the checks that
 // need no model or data (the others run where the model and the devices are known).
 //
-// parse_options() is CLI11 (libcli11-dev) over an Options struct; `--help` prints every flag
-// with its default. A user error (an unknown flag, a value out of range, a size like
-// "256Mb") becomes a UsageError with one clear message; main() prints it and exits with 2.
+// parse_options() is CLI11 (libcli11-dev) over an Options struct, parsed the way every tool
+// parses (tools/command_line.h); `--help` prints every flag with its default. A user error (an
+// unknown flag, a value out of range, a size like "256Mb") becomes a UsageError with one clear
+// message; main() prints it and exits with 2.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "tools/command_line.h"
+
 namespace brigade::train {
 
 // A mistake on the command line or a combination that cannot run. what() is the message.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using UsageError = cli::UsageError;
 
 struct Options {
   // What to train, on what.

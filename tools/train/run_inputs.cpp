@@ -15,12 +15,7 @@
 namespace brigade::train {
 
 model::ModelSpec load_model(const std::string& name) {
-  const std::string file = models::find_model(name, BRIGADE_MODELS_DIR);
-  if (file.empty())
-    throw UsageError("--model '" + name + "': no such file, and no model of that name in " +
-                     std::string(BRIGADE_MODELS_DIR) + " (" +
-                     models::shipped_models(BRIGADE_MODELS_DIR) + ")");
-  return model::load_model_file(file);
+  return models::load_model(name, BRIGADE_MODELS_DIR);
 }
 
 void check_model_fits_data(const model::ModelSpec& spec, const data::Dataset& d) {

@@ -2,6 +2,8 @@
 // epochs.
 #include "tools/train/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -84,7 +86,9 @@ void Training::set_up_pipeline() {
 void Training::announce() {
   if (!reporter_) quiet_.reset(std::fopen("/dev/null", "w"));
   const bool live = reporter_ && live_terminal(o_.distributed);
-  progress_.emplace(reporter_ ? stdout : quiet_.get(), live, o_.print_every);
+  // On a terminal, lines fit its width; in a file, every field (nothing there wraps).
+  const int width = reporter_ && isatty(STDOUT_FILENO) ? terminal_width() : 0;
+  progress_.emplace(reporter_ ? stdout : quiet_.get(), live, o_.print_every, width);
   progress_->line("brigade-train: " + o_.model + " (" + std::to_string(model().parameter_count()) +
                   " parameters) on " + train_.name + " (" + std::to_string(train_.count) +
                   " samples), batch " + std::to_string(o_.batch) + ", " + o_.optimizer + " lr " +

@@ -251,6 +251,12 @@ TEST_CASE("divergence: --check-finite names the step, stage and action; healthy 
     CHECK(r.output.find(", action ") != std::string::npos);
     CHECK(r.output.find("non-finite value") != std::string::npos);
     CHECK(count(r.output, "training diverged (try a smaller --lr)") == 1);
+    // The first cause first: the failed check, then the streams it passed through.
+    CHECK(r.output.find("task failed: non-finite value") != std::string::npos);
+    const size_t route = r.output.find("passed on by the waits of");
+    if (devices != "cpu:0") CHECK(route != std::string::npos);  // the loss's check is on cpu:1
+    if (route != std::string::npos) CHECK(r.output.find("non-finite value") < route);
+    CHECK(r.output.find("whose work failed") == std::string::npos);
 
     // A run that does not diverge: the check only reads, the losses are those without it
     // (cpu:0 with the check runs through the runtime, one micro-batch: equal within rounding).

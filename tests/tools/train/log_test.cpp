@@ -112,3 +112,28 @@ TEST_CASE("log: no control codes in a pseudo-terminal under mpirun or with TERM=
                                "\" /dev/null");
   CHECK(live.output.find("\033[K") != std::string::npos);
 }
+
+TEST_CASE("log: the live bar fits an 80-column terminal") {
+  const fs::path dir = temp_dir("log-narrow");
+  std::string args;
+  for (const std::string& a : quick(dir, {"--steps", "3"})) args += " '" + a + "'";
+  // stty sizes script(1)'s pseudo-terminal as a person's 80-column window.
+  const Run live = run_command("env TERM=xterm script -qec \"stty cols 80; " + train_binary() +
+                               args + "\" /dev/null");
+  CAPTURE(live.output);
+  REQUIRE(live.status == 0);
+  int bars = 0;
+  // Each redraw is "\r\033[K" and the line: what follows the code up to the next \r or \n.
+  const std::string redraw = "\r\033[K";
+  for (size_t at = live.output.find(redraw); at != std::string::npos;
+       at = live.output.find(redraw, at + 1)) {
+    const size_t begin = at + redraw.size();
+    const std::string line = live.output.substr(begin, live.output.find_first_of("\r\n", begin) - begin);
+    if (!line.starts_with("epoch ")) continue;
+    ++bars;
+    CAPTURE(line);
+    CHECK(line.size() < 80);
+    CHECK(line.find("loss ") != std::string::npos);
+  }
+  CHECK(bars == 3);
+}

@@ -1,5 +1,6 @@
-// Running the built brigade-train from a test: its path comes in the environment
-// (BRIGADE_TRAIN, set by tests/tools/train/meson.build), its output and exit status come back.
+// Running the built brigade-train (and the other tools) from a test: its path comes in the
+// environment (BRIGADE_TRAIN, BRIGADE_BENCH, ..., set by tests/tools/train/meson.build), its
+// output and exit status come back.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -20,11 +21,14 @@ struct Run {
   std::string output;  // stdout and stderr together
 };
 
-inline std::string train_binary() {
-  const char* path = std::getenv("BRIGADE_TRAIN");
-  REQUIRE_MESSAGE(path != nullptr, "BRIGADE_TRAIN is not set: run through meson test");
+// The path of a built tool, from the environment variable meson sets (e.g. BRIGADE_BENCH).
+inline std::string tool_binary(const std::string& variable) {
+  const char* path = std::getenv(variable.c_str());
+  REQUIRE_MESSAGE(path != nullptr, variable << " is not set: run through meson test");
   return path;
 }
+
+inline std::string train_binary() { return tool_binary("BRIGADE_TRAIN"); }
 
 // Runs a shell command line, stdin empty, stdout not a terminal.
 inline Run run_command(const std::string& line) {

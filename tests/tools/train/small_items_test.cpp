@@ -68,12 +68,12 @@ TEST_CASE("small: brigade-bench finds models from any directory, refuses GPU ker
   REQUIRE_MESSAGE(bench != nullptr, "BRIGADE_BENCH is not set: run through meson test");
   // From /: a name that is no model, answered with the shipped ones (found through the
   // configured directory, not the working one).
-  const Run unknown = run_command(std::string("cd / && ") + bench + " --network no_such_model");
+  const Run unknown = run_command(std::string("cd / && ") + bench + " --model no_such_model");
   CAPTURE(unknown.output);
   CHECK(unknown.status == 2);
   CHECK(unknown.output.find("mlp, seed_cnn, tiny_cnn") != std::string::npos);
   if (brigade::cuda_device_count() > 0) return;  // the GPU kernels exist here
-  const Run r = run_command(std::string(bench) + " --ops --impls handwritten");
+  const Run r = run_command(std::string(bench) + " --level ops --impls handwritten");
   CAPTURE(r.output);
   CHECK(r.status == 2);
   CHECK(r.output.find("--impls handwritten needs a CUDA device") != std::string::npos);
