@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "pipeline/schedule/generators/generators.h"
+#include "pipeline/schedule/generators/squeeze.h"
 #include "pipeline/schedule/simulator.h"
 
 namespace brigade::pipeline {
@@ -50,7 +51,12 @@ class ListScheduler {
   struct Device {
     std::vector<int> stages;  // ascending; stages.front() admits micro-batches
     std::deque<std::pair<int, int>> pending_w;  // (stage, micro-batch), oldest first
-    int held = 0;  // chunk-micro-batches reserved (admission reserves every chunk)
+    int held = 0;  // chunk-micro-batches held: from the start of their F to the end of their W
+    // [admitted micro-batch, oldest first]: its chunks on this device whose F has not started;
+    // dropped from the front once 0. Later chunks run in micro-batch order, so the front is the
+    // micro-batch the next later-chunk F belongs to.
+    std::deque<int> owed;
+    int first_owing = 0;  // the micro-batch owed.front() counts
     double free_at = 0;
   };
   struct Stage {
@@ -77,9 +83,20 @@ class ListScheduler {
     if (st + 1 == s_.stages()) return stage(st).f_end[static_cast<size_t>(mb)];
     return arrival(st, st + 1, stage(st + 1).b_end[static_cast<size_t>(mb)]);
   }
-  // A device's first stage admits a new micro-batch only with room for all its chunks.
+  // Any F needs room for its own chunk. A device's first stage admits a new micro-batch only
+  // with room besides for the later chunks of the micro-batches the policy reserves for (the
+  // new one's included): all of them by default, so that every admitted micro-batch can finish.
   bool admits(int d, int st) {
-    return st != dev(d).stages.front() || dev(d).held + s_.chunks <= problem_.budget_of(d);
+    const Device& v = dev(d);
+    if (st != v.stages.front()) return v.held + 1 <= problem_.budget_of(d);
+    std::vector<int> owed(v.owed.begin(), v.owed.end());
+    owed.push_back(s_.chunks - 1);
+    const size_t reserved = policy_.reserved == 0
+                                ? owed.size()
+                                : std::min(owed.size(), static_cast<size_t>(policy_.reserved));
+    int room = v.held + 1;
+    for (size_t i = 0; i < reserved; ++i) room += owed[i];
+    return room <= problem_.budget_of(d);
   }
   bool full(int d) { return !admits(d, dev(d).stages.front()); }
 
@@ -95,7 +112,8 @@ class ListScheduler {
     if (f_stage) return Action{*f_stage, Op::F, stage(*f_stage).next_f};
     if (v.pending_w.empty()) return std::nullopt;
     const Action w{v.pending_w.front().first, Op::W, v.pending_w.front().second};
-    const bool room_needed = full(d) && stage(v.stages.front()).next_f < s_.microbatches;
+    const bool room_needed = (full(d) && stage(v.stages.front()).next_f < s_.microbatches) ||
+                             v.held >= problem_.budget_of(d);
     if (room_needed || !policy_.w_fits) return w;
     double next_input = kNever;
     for (int st : v.stages) {
@@ -131,7 +149,14 @@ class ListScheduler {
     const auto mb = static_cast<size_t>(a.microbatch);
     switch (a.op) {
       case Op::F:
-        if (a.stage == v.stages.front()) v.held += s_.chunks;
+        ++v.held;
+        if (a.stage == v.stages.front()) {
+          if (v.owed.empty()) v.first_owing = a.microbatch;
+          v.owed.push_back(s_.chunks - 1);
+        } else {
+          --v.owed.at(static_cast<size_t>(a.microbatch - v.first_owing));
+        }
+        while (!v.owed.empty() && v.owed.front() == 0) v.owed.pop_front(), ++v.first_owing;
         st.f_end[mb] = end;
         ++st.next_f;
         break;
@@ -210,25 +235,90 @@ Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy) {
   return ListScheduler(problem, policy).run();
 }
 
-Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule> hand_made) {
-  std::vector<Schedule> candidates;
+namespace {
+
+// Every policy's run; runs with a partial reservation that stalled are left out.
+std::vector<Schedule> policy_runs(const ListProblem& problem) {
+  std::vector<Schedule> runs;
   for (bool forward_first : {false, true})
     for (Fuse fuse : {Fuse::never, Fuse::first_stage, Fuse::upstream_busy, Fuse::always})
       for (bool w_fits : {false, true})
-        for (bool deepest : {false, true}) {
-          if (deepest && problem.chunks == 1) continue;  // one stage per device: no choice
-          candidates.push_back(list_schedule(problem, {forward_first, fuse, w_fits, deepest}));
-        }
+        for (bool deepest : {false, true})
+          for (int reserved : {0, 1, 2}) {
+            // One stage per device: no choice of F, nothing later to reserve for.
+            if ((deepest || reserved > 0) && problem.chunks == 1) continue;
+            try {
+              runs.push_back(
+                  list_schedule(problem, {forward_first, fuse, w_fits, deepest, reserved}));
+            } catch (const std::logic_error&) {  // a partial reservation that stalled
+              if (reserved == 0) throw;
+            }
+          }
+  return runs;
+}
+
+// How a candidate ranks: the makespan; between equally short ones, the makespan when every
+// backward costs twice as much (B ≈ 2F is the usual ratio: an order planned for equal costs
+// should hold up there), then the most any device holds.
+struct Rank {
+  double makespan, heavy_makespan;
+  int memory;
+};
+bool ranks_before(const Rank& a, const Rank& b) {
+  const auto less = [](double x, double y) { return x < y * (1 - 1e-12); };
+  if (less(a.makespan, b.makespan) || less(b.makespan, a.makespan))
+    return less(a.makespan, b.makespan);
+  if (less(a.heavy_makespan, b.heavy_makespan) || less(b.heavy_makespan, a.heavy_makespan))
+    return less(a.heavy_makespan, b.heavy_makespan);
+  return a.memory < b.memory;
+}
+
+}  // namespace
+
+Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule> hand_made) {
+  std::vector<Schedule> candidates = policy_runs(problem);
   const size_t policies = candidates.size();
   for (Schedule& s : hand_made) candidates.push_back(std::move(s));
+  std::vector<Simulation> sims;
+  for (const Schedule& s : candidates) sims.push_back(simulate(s, problem.costs));
 
+  // The few shortest orders again, with their idle units filled (squeeze.h) each way squeeze
+  // moves, within the memory each order holds itself (the paper's squeeze of its building
+  // block: faster for no more memory). Only a few: squeezing is the slow part, and a long
+  // order's idle units rarely make the shortest schedule.
+  constexpr size_t kSqueezed = 6;
+  std::vector<size_t> shortest(candidates.size());
+  for (size_t i = 0; i < shortest.size(); ++i) shortest[i] = i;
+  std::stable_sort(shortest.begin(), shortest.end(), [&](size_t a, size_t b) {
+    return sims[a].stats.makespan < sims[b].stats.makespan;
+  });
+  shortest.resize(std::min(shortest.size(), kSqueezed));
+  for (size_t i : shortest) {
+    std::vector<int> held;
+    for (int d = 0; d < problem.devices; ++d)
+      held.push_back(std::min(problem.budget_of(d),
+                              sims[i].stats.devices[static_cast<size_t>(d)].peak_in_flight));
+    for (Squeeze order : {Squeeze::in_time, Squeeze::backwards_first, Squeeze::backwards_only}) {
+      candidates.push_back(squeeze(candidates[i], held, order));
+      sims.push_back(simulate(candidates.back(), problem.costs));
+    }
+  }
+
+  // The first best ranked (policies before hand-made ones, orders before their squeezes); all
+  // but the policies' runs only within the budget.
+  CostModel heavy_backward = problem.costs;
+  heavy_backward.uniform.b *= 2;
+  for (StageCost& c : heavy_backward.stages) c.b *= 2;
   std::optional<size_t> best;
-  double best_makespan = 0;
+  Rank best_rank{};
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const Simulation sim = simulate(candidates[i], problem.costs);
-    if (i >= policies && !within_budgets(sim, problem)) continue;
-    if (!best || sim.stats.makespan < best_makespan * (1 - 1e-12))
-      best = i, best_makespan = sim.stats.makespan;
+    if (i >= policies && !within_budgets(sims[i], problem)) continue;
+    Rank rank{sims[i].stats.makespan, 0, 0};
+    if (best && rank.makespan > best_rank.makespan * (1 + 1e-12)) continue;  // cannot win
+    rank.heavy_makespan = simulate(candidates[i], heavy_backward).stats.makespan;
+    for (const DeviceStats& d : sims[i].stats.devices)
+      rank.memory = std::max(rank.memory, d.peak_in_flight);
+    if (!best || ranks_before(rank, best_rank)) best = i, best_rank = rank;
   }
   Schedule s = std::move(candidates[*best]);  // the policies' runs are always candidates
   s.name = problem.name;

@@ -24,7 +24,10 @@
 // micro-batch will hold there; its later chunks' F's then never wait for memory. Without the
 // reservation a V-shaped device could fill up with first chunks whose backwards wait for second
 // chunks it has no room for: a deadlock. So no device ever holds more than the budget, and a
-// budget of v (one whole micro-batch) is all that progress needs.
+// budget of v (one whole micro-batch) is all that progress needs. A policy may reserve for
+// fewer micro-batches (ListPolicy::reserved): the published ZB-V's device 0 runs ~2p first
+// chunks before the first micro-batch comes back, which full reservations forbid at 1F1B's
+// memory. Such a run can stall; it is then dropped, and the full-reservation runs remain.
 #pragma once
 
 #include <vector>
@@ -41,6 +44,13 @@ struct ListPolicy {
   Fuse fuse = Fuse::never;
   bool w_fits = false;           // an optional W only where it ends before the next input
   bool deepest_forward = false;  // several F's ready (chunks): the deepest stage's
+  // Room an admission keeps for the later chunks of admitted micro-batches: for every one of
+  // them (0, the safe rule the header describes), or only for the `reserved` oldest. Later
+  // chunks run in micro-batch order, so room for the oldest is what the next one needs; a
+  // smaller reservation lets a V's device 0 fill its warm-up with first chunks while the
+  // micro-batch comes back, as the published ZB-V does. It may stall: the runs that do are
+  // dropped (shortest_list_schedule).
+  int reserved = 0;
 };
 
 struct ListProblem {
@@ -62,10 +72,12 @@ struct ListProblem {
 // budgets not one per device, or a cost model of the wrong size.
 Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy);
 
-// Every policy (chunks > 1 adds deepest_forward's two choices), plus `hand_made` (schedules of
-// the same shape the caller knows, e.g. 1f1b, zb-h1 or a building-block pattern) where they stay
-// within the budget; the shortest by the simulator (ties: the first, policies before
-// hand-made ones), named problem.name.
+// Every policy (chunks > 1 adds deepest_forward's two choices and reservations for 1 and 2
+// micro-batches besides every one), plus `hand_made` (schedules of the same shape the caller
+// knows, e.g. 1f1b, zb-h1 or a building-block pattern) where they stay within the budget, plus
+// the few shortest of those squeezed within the memory each holds (squeeze.h). The shortest by
+// the simulator; between equally short ones the shortest with every B twice as long, then the
+// one holding least (then the first: policies before hand-made ones); named problem.name.
 Schedule shortest_list_schedule(const ListProblem& problem,
                                 std::vector<Schedule> hand_made = {});
 

@@ -11,26 +11,29 @@
 //
 // Each is the list scheduler (list_scheduler.h) under that budget, in chunk-micro-batches of a
 // device: zb-v 2p, v-half p + 2, v-min ceil(2p/3) + 2. v-half and v-min also try the paper's
-// own construction, a building block repeated every micro-batch (below), and keep whichever
-// the simulator finds shorter with F = B = W. The building block: in a steady state every
-// device runs 6 actions per micro-batch (F, B and W of two chunks, a unit each), so micro-batch
-// k's actions sit at fixed offsets + 6k; the offsets (F of chunk 0, F of chunk 1, B of chunk 1,
-// B of chunk 0) make every dependency land after its producer and the lifespans add up to the
-// memory asked for, and the W's fill the free units, oldest first:
+// own construction, a building block repeated every micro-batch (below), as it is and
+// squeezed (squeeze.h), and keep whichever the simulator finds shorter with F = B = W. The
+// building block: in a steady state every device runs 6 actions per micro-batch (F, B and W
+// of two chunks, a unit each), so micro-batch k's actions sit at fixed offsets + 6k; the
+// offsets (F of chunk 0, F of chunk 1, B of chunk 1, B of chunk 0) make every dependency land
+// after its producer and the lifespans add up to the memory asked for, and the W's fill the
+// free units, oldest first:
 //
 //   v-min,  device i: i,   2p - 1 - i,  2p + g + i,      4p + g - 1 - i      (g = 2 if 3 | p)
 //   v-half, device i: 2i,  3p - 2 - i,  3p + g + 2i - 1,  6p + g - 2 - i      (g = 3 if 2 | p)
 //
-// The paper then moves actions earlier into idle units where memory allows (its "reordering");
-// that pass is not here, and the list scheduler's runs are what close the gap at p = 4
-// (docs/schedules.md gives the table).
+// The block leaves idle units in its warm-up and cool-down; the paper moves actions earlier
+// into them where memory allows (its "reordering"), which is squeeze(). With it v-half is as
+// short as the authors' generator gives (docs/schedules.md has the table).
 #include <array>
-#include <deque>
+#include <algorithm>
 #include <map>
 #include <string>
 
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/generators/list_scheduler.h"
+#include "pipeline/schedule/generators/squeeze.h"
+#include "pipeline/schedule/simulator.h"
 
 namespace brigade::pipeline {
 
@@ -49,35 +52,42 @@ std::array<int, 4> block_offsets(Block block, int p, int i) {
   return {2 * i, 3 * p - 2 - i, 3 * p + g + 2 * i - 1, 6 * p + g - 2 - i};
 }
 
-// The building block laid out for m micro-batches; W's in the free units, oldest first.
-Schedule from_building_block(const char* name, Block block, int p, int m) {
-  Schedule s = detail::empty_schedule(name, p, m, 2);
-  s.placement = Placement::v_shape;
+// The building block's F's and B's for m micro-batches, each in its unit.
+UnitTimes building_block_units(Block block, int p, int m) {
+  UnitTimes units(static_cast<size_t>(p));
   for (int i = 0; i < p; ++i) {
     const int first = i, second = 2 * p - 1 - i;  // device i's stages
     const std::array<int, 4> at = block_offsets(block, p, i);
-    std::map<int, Action> unit;  // time unit -> the F or B placed there
+    std::map<int, Action>& unit = units[static_cast<size_t>(i)];
     for (int k = 0; k < m; ++k) {
       unit[at[0] + 6 * k] = {first, Op::F, k};
       unit[at[1] + 6 * k] = {second, Op::F, k};
       unit[at[2] + 6 * k] = {second, Op::B, k};
       unit[at[3] + 6 * k] = {first, Op::B, k};
     }
-    std::vector<Action>& list = s.lists[static_cast<size_t>(i)];
-    std::deque<Action> pending_w;
-    int t = 0;
-    for (const auto& [when, a] : unit) {  // in time order; W's fill the free units before it
-      for (; t < when && !pending_w.empty(); ++t) {
-        list.push_back(pending_w.front());
-        pending_w.pop_front();
-      }
-      t = when + 1;
-      list.push_back(a);
-      if (a.op == Op::B) pending_w.push_back({a.stage, Op::W, a.microbatch});
-    }
-    list.insert(list.end(), pending_w.begin(), pending_w.end());
   }
-  return s;
+  return units;
+}
+
+// The building block as it is (W's in the free units, oldest first), and squeezed (squeeze.h)
+// within the budget and within the block's own memory, each way squeeze moves: the paper's
+// V-Half and V-Min are the block squeezed within its own memory.
+std::vector<Schedule> building_block_schedules(const char* name, Block block, int p, int m,
+                                               int budget) {
+  Schedule shape = detail::empty_schedule(name, p, m, 2);
+  shape.placement = Placement::v_shape;
+  const UnitTimes units = building_block_units(block, p, m);
+  Schedule as_built = shape;
+  for (int d = 0; d < p; ++d)
+    as_built.lists[static_cast<size_t>(d)] = with_weights(units[static_cast<size_t>(d)]);
+  std::vector<int> own;
+  for (const DeviceStats& d : simulate(as_built, CostModel{}).stats.devices)
+    own.push_back(std::min(budget, d.peak_in_flight));
+  std::vector<Schedule> out = {as_built};
+  for (Squeeze order : {Squeeze::in_time, Squeeze::backwards_first, Squeeze::backwards_only})
+    for (const std::vector<int>& budgets : {std::vector<int>(static_cast<size_t>(p), budget), own})
+      out.push_back(squeeze(shape, units, budgets, order));
+  return out;
 }
 
 // p and m are checked by the first schedule made: the building block, or list_schedule's.
@@ -95,12 +105,14 @@ Schedule zb_v(int devices, int microbatches) {
 
 Schedule v_half(int devices, int microbatches) {
   return v_schedule("v-half", devices, microbatches, devices + 2,
-                    {from_building_block("v-half", Block::v_half, devices, microbatches)});
+                    building_block_schedules("v-half", Block::v_half, devices, microbatches,
+                                             devices + 2));
 }
 
 Schedule v_min(int devices, int microbatches) {
-  return v_schedule("v-min", devices, microbatches, (2 * devices + 2) / 3 + 2,
-                    {from_building_block("v-min", Block::v_min, devices, microbatches)});
+  const int budget = (2 * devices + 2) / 3 + 2;
+  return v_schedule("v-min", devices, microbatches, budget,
+                    building_block_schedules("v-min", Block::v_min, devices, microbatches, budget));
 }
 
 }  // namespace brigade::pipeline
