@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/output_file.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/svg.h"
 #include "tools/train/divergence.h"
@@ -14,8 +15,8 @@ namespace brigade::train {
 namespace {
 
 void write_trace(const std::string& path, const pipeline::Timeline& t) {
-  if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
-  else pipeline::write_chrome_trace(t, path);
+  write_whole_file(path, path.ends_with(".svg") ? pipeline::timeline_svg({t})
+                                                : pipeline::chrome_trace_json(t) + "\n");
 }
 
 }  // namespace
@@ -79,9 +80,10 @@ void Training::report_busy_times() {
 void Training::draw() {
   if (o_.plot.empty() || !reporter_) return;
   const plot::Series run = o_.metrics.empty() ? drawn_ : plot::read_metrics(o_.metrics);
-  plot::write_svg({run}, "brigade-train: " + o_.model + ", " + o_.optimizer + " lr " +
-                             format_number(o_.lr) + ", batch " + std::to_string(o_.batch),
-                  o_.plot);
+  write_whole_file(o_.plot, plot::render_svg({run}, "brigade-train: " + o_.model + ", " +
+                                                        o_.optimizer + " lr " +
+                                                        format_number(o_.lr) + ", batch " +
+                                                        std::to_string(o_.batch)));
   progress_->line("plot of the run: " + o_.plot);
 }
 
