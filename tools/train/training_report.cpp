@@ -26,6 +26,7 @@ int Training::report() {
   // Stopped early by --steps: still say how good.
   if (resume_point_.batch != 0) evaluate_now(resume_point_.epoch);
   checkpoint();
+  metrics_.close();  // its last line written: synced and closed, checked
   const double wall = std::chrono::duration<double>(Clock::now() - started_).count();
   report_busy_times();
   if (!o_.trace.empty() && !last_timeline_.events.empty() && reporter_) {
@@ -48,6 +49,7 @@ int Training::report() {
 // shell reports a killed program.
 int Training::report_stop(int sig) {
   checkpoint();
+  metrics_.close();
   const std::string saved = o_.checkpoint_dir.empty()
                                 ? " (no --checkpoint-dir: nothing saved)"
                                 : "; checkpoint in " + checkpoint_path(o_.checkpoint_dir);
