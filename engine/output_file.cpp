@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -43,11 +45,20 @@ bool is_special(const std::string& path) {
   return ::stat(path.c_str(), &s) == 0 && !S_ISREG(s.st_mode) && !S_ISDIR(s.st_mode);
 }
 
+// The file that `path` names: a symbolic link's target (so that the link keeps pointing where
+// it did, at the new file), else `path` itself (a dangling link is replaced by the file).
+std::string target_of(const std::string& path) {
+  struct stat s {};
+  if (::lstat(path.c_str(), &s) != 0 || !S_ISLNK(s.st_mode)) return path;
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) ? std::string(resolved) : path;
+}
+
 }  // namespace
 
-WholeFile::WholeFile(std::string path) : path_(std::move(path)) {
-  const bool in_place = is_special(path_);
-  tmp_ = in_place ? path_ : path_ + ".tmp." + std::to_string(::getpid());
+WholeFile::WholeFile(std::string path) : path_(std::move(path)), target_(target_of(path_)) {
+  const bool in_place = is_special(target_);
+  tmp_ = in_place ? target_ : target_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CLOEXEC | (in_place ? 0 : O_CREAT | O_TRUNC), 0666);
   if (fd_ < 0)
     throw Error(in_place ? "cannot open '" + path_ + "' to write: " + std::strerror(errno)
@@ -58,7 +69,7 @@ WholeFile::WholeFile(std::string path) : path_(std::move(path)) {
 WholeFile::~WholeFile() {
   if (fd_ < 0) return;
   ::close(fd_);
-  if (tmp_ != path_) ::unlink(tmp_.c_str());
+  if (tmp_ != target_) ::unlink(tmp_.c_str());
 }
 
 void WholeFile::write(std::span<const unsigned char> bytes) {
@@ -73,15 +84,15 @@ void WholeFile::write(std::string_view text) {
 void WholeFile::commit() {
   BRIGADE_CHECK(fd_ >= 0, path_ << ": committed twice, or after it failed");
   // A device or a pipe has no blocks to flush (fsync says EINVAL) and nothing to rename.
-  const bool in_place = tmp_ == path_;
+  const bool in_place = tmp_ == target_;
   if (!in_place && ::fsync(fd_) != 0) fail("fsync");
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) fail("close");
   if (in_place) return;
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename");
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail("rename");
   // Make the rename durable. Best effort: the new file is already complete and in place,
   // and some file systems refuse fsync on a directory.
-  const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     (void)::fsync(dir);
     ::close(dir);
@@ -91,7 +102,7 @@ void WholeFile::commit() {
 void WholeFile::fail(const std::string& what) {
   const int saved = errno;
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-  if (tmp_ == path_) throw Error(path_ + ": " + what + " failed: " + std::strerror(saved));
+  if (tmp_ == target_) throw Error(path_ + ": " + what + " failed: " + std::strerror(saved));
   ::unlink(tmp_.c_str());
   throw Error(path_ + ": " + what + " failed while writing '" + tmp_ + "': " +
               std::strerror(saved) + " (the previous file, if any, is untouched)");

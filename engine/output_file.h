@@ -9,7 +9,8 @@
 //                over `path`: a reader sees the old file or the new one, never a part. On
 //                failure the temporary is removed and `path` is as it was (absent, or the old
 //                file). A path that names a device or a pipe (/dev/null, /dev/stdout) is
-//                written in place: there is nothing to rename over.
+//                written in place: there is nothing to rename over. A symbolic link is
+//                followed: the file it names is replaced, and the link stays.
 //   GrowingFile  a file that grows one record at a time while a run goes on (--metrics' JSON
 //                lines, read as they come by `tail -f` or pandas). Each append is written whole
 //                or not at all: a failed one is cut off again, so the file ends with the last
@@ -44,7 +45,9 @@ class WholeFile {
  private:
   [[noreturn]] void fail(const std::string& what);  // cleans up, throws with errno's reason
 
-  std::string path_, tmp_;  // tmp_ == path_ when written in place (a device, a pipe)
+  std::string path_;    // as given: what messages name
+  std::string target_;  // the file replaced: path_, or the file a symbolic link path_ names
+  std::string tmp_;     // beside target_; target_ itself when written in place (a device, a pipe)
   int fd_ = -1;
 };
 

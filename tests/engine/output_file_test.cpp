@@ -84,6 +84,17 @@ TEST_CASE("output file: a whole file is written, replaces the old one, and leave
   CHECK(dir.names() == std::vector<std::string>{"out.json"});
 }
 
+TEST_CASE("output file: a symbolic link keeps pointing at the file, which is replaced") {
+  TempDir dir("link");
+  const std::string real = dir.file("run7.safetensors"), link = dir.file("latest.safetensors");
+  write_whole_file(real, "old");
+  fs::create_symlink(real, link);
+  write_whole_file(link, "new");
+  CHECK(fs::is_symlink(link));
+  CHECK(slurp(real) == "new");
+  CHECK(dir.names() == std::vector<std::string>{"latest.safetensors", "run7.safetensors"});
+}
+
 TEST_CASE("output file: a write that fails part-way leaves the old file, or none, and no temporary") {
   TempDir dir("cut");
   const std::string path = dir.file("out.svg");
