@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/output_file.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/grid.h"
@@ -182,7 +183,8 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
   t.title = s.name + fmt(":  makespan %.2f", sim.stats.makespan) +
             fmt(", bubble %.1f%%", 100 * sim.stats.bubble_fraction);
   if (!o.trace.empty())
-    bp::write_chrome_trace(t, one_of_many ? with_suffix(o.trace, s.name) : o.trace);
+    brigade::write_whole_file(one_of_many ? with_suffix(o.trace, s.name) : o.trace,
+                              bp::chrome_trace_json(t) + "\n");
   report.timelines.push_back(std::move(t));
 }
 
@@ -243,7 +245,7 @@ int run(const Options& o) {
             << " (a chunk costs 1/v of it)\n"
             << report.table;
   if (!o.svg.empty()) {
-    bp::write_svg(report.timelines, o.svg);
+    brigade::write_whole_file(o.svg, bp::timeline_svg(report.timelines));
     std::cout << "wrote " << o.svg << "\n";
   }
   if (!o.trace.empty())

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/error.h"
+
 namespace brigade::safetensors {
 
 // The dtypes Brigade reads and writes (the spec's names). Sub-byte and 8-bit float types
@@ -40,10 +42,10 @@ std::optional<Dtype> parse_dtype(std::string_view name);
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 // A malformed or mismatching file; what() names the file and, where one is at fault, the
-// tensor.
-class Error : public std::runtime_error {
+// tensor. A brigade::Error, as a failed write is (engine/output_file.h).
+class Error : public brigade::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using brigade::Error::Error;
 };
 
 // One tensor to write: its bytes are dtype_size * product(shape), row-major little-endian.
@@ -73,8 +75,10 @@ struct File {
 };
 
 // Writes `tensors` (in this order) and `metadata` to `path` atomically: to
-// `path.tmp.<pid>`, fsync, rename over `path`, fsync the directory. On any failure the
-// temporary file is removed, `path` is left as it was, and Error says what failed.
+// `path.tmp.<pid>`, fsync, rename over `path`, fsync the directory (brigade::WholeFile). A
+// tensor that does not fit its shape throws Error before anything is written; a failed
+// write, fsync, close or rename throws brigade::Error naming `path` and the system's reason.
+// Either way the temporary file is removed and `path` is left as it was.
 void write_file(const std::string& path, std::span<const TensorToWrite> tensors,
                 const std::map<std::string, std::string>& metadata = {});
 

@@ -1,17 +1,14 @@
 // Writing safetensors atomically, and checking a file against what a model expects.
 //
-// A checkpoint must never be half-written over a good one: the bytes go to
-// `path.tmp.<pid>`, are fsync'ed, and only then renamed over `path` (rename is atomic on
-// POSIX file systems); the directory is fsync'ed so the rename itself survives a crash.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+// A checkpoint must never be half-written over a good one: WholeFile (engine/output_file.h)
+// writes the bytes to `path.tmp.<pid>`, fsyncs them, and only then renames them over `path`
+// (rename is atomic on POSIX file systems), then fsyncs the directory so the rename itself
+// survives a crash.
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/output_file.h"
 #include "layers/model/checked_math.h"
 #include "layers/model/safetensors.h"
 #include "layers/model/safetensors_header.h"
@@ -24,18 +21,6 @@ std::string dims_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-// Writes all of `bytes` to fd, retrying short writes; false with errno set on failure.
-bool write_all(int fd, const uint8_t* bytes, size_t count) {
-  while (count > 0) {
-    const ssize_t put = ::write(fd, bytes, count);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    bytes += put;
-    count -= static_cast<size_t>(put);
-  }
-  return true;
 }
 
 // The 8-byte length and the JSON header, padded with spaces to a multiple of 8 bytes (as
@@ -76,49 +61,15 @@ std::string header_bytes(const std::string& path, std::span<const TensorToWrite>
   return out + text;
 }
 
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 void write_file(const std::string& path, std::span<const TensorToWrite> tensors,
                 const std::map<std::string, std::string>& metadata) {
   const std::string head = header_bytes(path, tensors, metadata);  // validates before any I/O
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error("cannot create '" + tmp + "' to write " + path + ": " + std::strerror(errno));
-  auto fail = [&](const std::string& what) {
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": " + what + " failed while writing '" + tmp + "': " + std::strerror(saved) +
-                " (the previous file, if any, is untouched)");
-  };
-  if (!write_all(fd, reinterpret_cast<const uint8_t*>(head.data()), head.size())) fail("write");
-  for (const TensorToWrite& t : tensors)
-    if (!write_all(fd, t.bytes.data(), t.bytes.size())) fail("write");
-  if (::fsync(fd) != 0) fail("fsync");
-  if (::close(fd) != 0) {
-    const int saved = errno;
-    ::unlink(tmp.c_str());
-    throw Error(path + ": close failed while writing '" + tmp + "': " + std::strerror(saved));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(saved));
-  }
-  // Make the rename durable. Best effort: the new file is already complete and in place,
-  // and some file systems refuse fsync on a directory.
-  const int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    (void)::fsync(dir);
-    ::close(dir);
-  }
+  WholeFile file(path);  // a temporary, renamed over `path` once whole (engine/output_file.h)
+  file.write(head);
+  for (const TensorToWrite& t : tensors) file.write(t.bytes);
+  file.commit();
 }
 
 std::vector<std::string> mismatches(const File& file, std::span<const Expected> expected) {

@@ -1,8 +1,6 @@
 #include "pipeline/schedule/chrome_trace.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 
 namespace brigade::pipeline {
 
@@ -47,13 +45,6 @@ std::string chrome_trace_json(const Timeline& t) {
               {"displayTimeUnit", "ms"},
               {"otherData", {{"title", t.title}, {"unit", t.unit}}}};
   return doc.dump(1);
-}
-
-void write_chrome_trace(const Timeline& t, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot open '" + path + "' to write a Chrome trace");
-  out << chrome_trace_json(t) << "\n";
-  if (!out) throw std::runtime_error("writing the Chrome trace to '" + path + "' failed");
 }
 
 }  // namespace brigade::pipeline

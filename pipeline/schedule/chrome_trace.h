@@ -12,8 +12,8 @@
 
 namespace brigade::pipeline {
 
+// The trace as JSON text. Writing it is the program's business (engine/output_file.h): this
+// library makes data and text only, and stands on no other Brigade library.
 std::string chrome_trace_json(const Timeline& t);
-// Writes chrome_trace_json(t) to path; throws std::runtime_error naming the path on failure.
-void write_chrome_trace(const Timeline& t, const std::string& path);
 
 }  // namespace brigade::pipeline

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 
 namespace brigade::pipeline {
@@ -171,13 +170,6 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
   return "<svg xmlns='http://www.w3.org/2000/svg' width='" + num(width) + "' height='" +
          num(y) + "' font-family='sans-serif'>\n<rect width='100%' height='100%' "
          "fill='white'/>\n" + body + "</svg>\n";
-}
-
-void write_svg(const std::vector<Timeline>& panels, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot open '" + path + "' to write an SVG timeline");
-  out << timeline_svg(panels);
-  if (!out) throw std::runtime_error("writing the SVG timeline to '" + path + "' failed");
 }
 
 }  // namespace brigade::pipeline

@@ -15,8 +15,8 @@
 
 namespace brigade::pipeline {
 
+// The picture as text. Writing it is the program's business (engine/output_file.h): this
+// library makes data and text only, and stands on no other Brigade library.
 std::string timeline_svg(const std::vector<Timeline>& panels);
-// Writes timeline_svg(panels) to path; throws std::runtime_error naming the path on failure.
-void write_svg(const std::vector<Timeline>& panels, const std::string& path);
 
 }  // namespace brigade::pipeline

@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "kernels/ops.h"
+#include "engine/output_file.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/svg.h"
 #include "tools/bench/pipeline_bench.h"
@@ -53,8 +54,8 @@ int train(const model::ModelSpec& spec, int steps, const std::string& trace) {
     std::printf("step %3d  loss %.4f\n", s, r.loss);
   }
   if (!trace.empty()) {
-    write_svg({r.timeline}, trace + ".svg");
-    write_chrome_trace(r.timeline, trace + ".json");
+    brigade::write_whole_file(trace + ".svg", timeline_svg({r.timeline}));
+    brigade::write_whole_file(trace + ".json", chrome_trace_json(r.timeline) + "\n");
     std::printf("wrote %s.svg and %s.json\n", trace.c_str(), trace.c_str());
   }
   return 0;

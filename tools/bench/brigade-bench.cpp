@@ -20,6 +20,7 @@
 
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/output_file.h"
 #include "layers/model/model_file.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
@@ -179,9 +180,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!json_path.empty()) {
-      std::ofstream f(json_path);
-      f << out.dump(2) << "\n";
-      if (!f) throw Error("brigade-bench: cannot write " + json_path);
+      write_whole_file(json_path, out.dump(2) + "\n");
       std::printf("\nwrote %s\n", json_path.c_str());
     }
   } catch (const std::exception& e) {

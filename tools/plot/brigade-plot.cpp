@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/output_file.h"
 #include "tools/command_line.h"
 #include "tools/plot/plot.h"
 
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   if (title.empty())
     for (const brigade::plot::Series& r : runs) title += (title.empty() ? "" : " vs ") + r.name;
   try {
-    brigade::plot::write_svg(runs, title, output);
+    brigade::write_whole_file(output, brigade::plot::render_svg(runs, title));
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "brigade-plot: %s in %zu file%s\n", e.what(), files.size(),
                  files.size() == 1 ? "" : "s");

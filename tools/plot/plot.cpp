@@ -257,12 +257,4 @@ std::string render_svg(const std::vector<Series>& runs, const std::string& title
   return os.str();
 }
 
-void write_svg(const std::vector<Series>& runs, const std::string& title, const std::string& path) {
-  const std::string svg = render_svg(runs, title);
-  std::ofstream out(path, std::ios::binary);
-  out << svg;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write the plot '" + path + "'");
-}
-
 }  // namespace brigade::plot

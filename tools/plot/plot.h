@@ -59,7 +59,4 @@ std::vector<double> nice_ticks(double lo, double hi, int count);
 // The SVG text. Throws std::invalid_argument when no run has a step.
 std::string render_svg(const std::vector<Series>& runs, const std::string& title);
 
-// render_svg to `path`; throws std::runtime_error naming the path when it cannot be written.
-void write_svg(const std::vector<Series>& runs, const std::string& title, const std::string& path);
-
 }  // namespace brigade::plot

@@ -1,14 +1,10 @@
 #include "tools/train/metrics.h"
 
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 
 namespace brigade::train {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
-  if (!out_) throw std::runtime_error("--metrics: cannot open '" + path + "' for writing");
-}
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : out_(path, append) {}
 
 void MetricsWriter::step(int64_t step, int64_t epoch, int64_t batch, double loss,
                          double accuracy, double samples_per_s,
@@ -17,7 +13,7 @@ void MetricsWriter::step(int64_t step, int64_t epoch, int64_t batch, double loss
   nlohmann::json j = {{"kind", "step"}, {"step", step},   {"epoch", epoch},
                       {"batch", batch}, {"loss", loss},   {"samples_per_s", samples_per_s},
                       {"accuracy", accuracy}, {"peak_memory", peak_memory}};
-  out_ << j.dump() << '\n' << std::flush;
+  out_.append(j.dump() + '\n');
 }
 
 void MetricsWriter::eval(int64_t step, int64_t epoch, double test_loss, double test_accuracy) {
@@ -27,7 +23,7 @@ void MetricsWriter::eval(int64_t step, int64_t epoch, double test_loss, double t
                             {"epoch", epoch},
                             {"test_loss", test_loss},
                             {"test_accuracy", test_accuracy}};
-  out_ << j.dump() << '\n' << std::flush;
+  out_.append(j.dump() + '\n');
 }
 
 }  // namespace brigade::train

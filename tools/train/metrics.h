@@ -1,5 +1,7 @@
-// --metrics FILE: JSON lines (nlohmann-json), one object per line, flushed as written, so a
-// run that is stopped leaves a readable file and `jq`/pandas read it as it grows.
+// --metrics FILE: JSON lines (nlohmann-json), one object per line, each written to the file
+// at once (brigade::GrowingFile), so a run that is stopped leaves a readable file and
+// `jq`/pandas read it as it grows. A line that cannot be written (a full disk) throws naming
+// the file and the reason, and the run stops there: the file keeps its whole lines only.
 //
 //   {"kind":"step","step":12,"epoch":0,"batch":12,"loss":0.71,"accuracy":0.77,
 //    "samples_per_s":1450.2,"peak_memory":{"cpu:0":31457280,"cpu:1":...}}
@@ -11,9 +13,10 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <string>
+
+#include "engine/output_file.h"
 
 namespace brigade::train {
 
@@ -26,10 +29,11 @@ class MetricsWriter {
             double accuracy, double samples_per_s,
             const std::map<std::string, uint64_t>& peak_memory);
   void eval(int64_t step, int64_t epoch, double test_loss, double test_accuracy);
+  // The run's end: the file synced and closed, checked. Before reading it back (--plot).
+  void close() { out_.close(); }
 
  private:
-  std::ofstream out_;
-  std::string path_;
+  GrowingFile out_;
 };
 
 }  // namespace brigade::train

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/output_file.h"
 #include "pipeline/schedule/chrome_trace.h"
 #include "pipeline/schedule/svg.h"
 #include "tools/train/divergence.h"
@@ -14,8 +15,8 @@ namespace brigade::train {
 namespace {
 
 void write_trace(const std::string& path, const pipeline::Timeline& t) {
-  if (path.ends_with(".svg")) pipeline::write_svg({t}, path);
-  else pipeline::write_chrome_trace(t, path);
+  write_whole_file(path, path.ends_with(".svg") ? pipeline::timeline_svg({t})
+                                                : pipeline::chrome_trace_json(t) + "\n");
 }
 
 }  // namespace
@@ -25,6 +26,7 @@ int Training::report() {
   // Stopped early by --steps: still say how good.
   if (resume_point_.batch != 0) evaluate_now(resume_point_.epoch);
   checkpoint();
+  metrics_.close();  // its last line written: synced and closed, checked
   const double wall = std::chrono::duration<double>(Clock::now() - started_).count();
   report_busy_times();
   if (!o_.trace.empty() && !last_timeline_.events.empty() && reporter_) {
@@ -47,6 +49,7 @@ int Training::report() {
 // shell reports a killed program.
 int Training::report_stop(int sig) {
   checkpoint();
+  metrics_.close();
   const std::string saved = o_.checkpoint_dir.empty()
                                 ? " (no --checkpoint-dir: nothing saved)"
                                 : "; checkpoint in " + checkpoint_path(o_.checkpoint_dir);
@@ -79,9 +82,10 @@ void Training::report_busy_times() {
 void Training::draw() {
   if (o_.plot.empty() || !reporter_) return;
   const plot::Series run = o_.metrics.empty() ? drawn_ : plot::read_metrics(o_.metrics);
-  plot::write_svg({run}, "brigade-train: " + o_.model + ", " + o_.optimizer + " lr " +
-                             format_number(o_.lr) + ", batch " + std::to_string(o_.batch),
-                  o_.plot);
+  write_whole_file(o_.plot, plot::render_svg({run}, "brigade-train: " + o_.model + ", " +
+                                                        o_.optimizer + " lr " +
+                                                        format_number(o_.lr) + ", batch " +
+                                                        std::to_string(o_.batch)));
   progress_->line("plot of the run: " + o_.plot);
 }
 

@@ -213,7 +213,7 @@ TEST_CASE("a failed write leaves the previous file intact and no temporary behin
     std::filesystem::create_directory(tmp);  // a directory squats on the temporary's name
     CHECK_THROWS_WITH_AS(st::write_file(path, second),
                          ("cannot create '" + tmp + "' to write " + path + ": Is a directory").c_str(),
-                         st::Error);
+                         brigade::Error);
     std::filesystem::remove(tmp);
   }
   SUBCASE("a write fails half-way (the file-size limit is hit)") {
@@ -228,7 +228,7 @@ TEST_CASE("a failed write leaves the previous file intact and no temporary behin
     std::string message;
     try {
       st::write_file(path, second);
-    } catch (const st::Error& e) {
+    } catch (const brigade::Error& e) {  // an I/O failure, not a malformed file
       message = e.what();
     }
     ::setrlimit(RLIMIT_FSIZE, &old);

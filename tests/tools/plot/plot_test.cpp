@@ -22,11 +22,6 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The x of every test dot, in document order.
 std::vector<double> dot_xs(const std::string& svg) {
   // (No std::regex: GCC 12 warns falsely inside it under -O2 with the sanitizers.)

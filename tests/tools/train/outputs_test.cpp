@@ -25,13 +25,6 @@ std::vector<std::string> quick(const fs::path& dir, const std::string& devices,
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 }  // namespace
 
 TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, parameters") {

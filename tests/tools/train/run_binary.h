@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,12 @@ inline std::filesystem::path temp_dir(const std::string& name) {
 inline std::string write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
   return path.string();
+}
+
+// A file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // A small model for quick runs on synthetic data, in two device blocks: 40 + 1,450 = 1,490 parameters.
