@@ -32,7 +32,10 @@ uint64_t parameter_bytes(const model::ModelShapes& shapes, size_t begin, size_t 
 // whole model on a scratch CPU device, a forward with a tape, the loss and the backward on a
 // few rows of zeros and then on more; the slope of the allocator's peak. It counts what the
 // analytic activation_bytes_per_sample does not (gradients, saved masks, allocator rounding):
-// about 2.5x that for the question's network. 0 when the probe itself would be too large.
+// about 2.5x that for the question's network. 0 when the probe itself would be too large. A
+// measurement: the peak depends on how far the host runs ahead of the device's stream (a
+// tensor is freed when its last task has run), so it varies a little between runs, and on a
+// loaded machine it can come out below the analytic bytes (step_loads never scales below them).
 uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed);
 // This machine's physical memory.
 uint64_t machine_memory_bytes();
