@@ -1,0 +1,266 @@
+// Emulated NCCL (kernels/emu/nccl) through NVIDIA's API, under mpirun with 2 and 3 ranks
+// (tests/kernels/emu/nccl/meson.build): data between the emulated GPUs of different ranks, the
+// all-reduce against a sum formed on the host, a send holding its stream until its receive is
+// posted, a group that pairs a send with a receive, abort, and the errors. Each rank is its own
+// process with its own emulated GPUs, and uses its cuda:0 (cuda:1 is the wrong device).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#define OMPI_SKIP_MPICXX 1  // MPI's C API alone (Open MPI's C++ bindings warn)
+#include <mpi.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// Every rank of the job in one communicator on its cuda:0, the id made by rank 0 and broadcast:
+// NCCL's own recipe.
+ncclComm_t everyone() {
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  ncclUniqueId id{};
+  if (world_rank() == 0) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  REQUIRE(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, world_size(), id, world_rank()) == ncclSuccess);
+  return comm;
+}
+
+cudaStream_t stream_on(int device) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  return s;
+}
+
+// `host` copied into new memory of cuda:0, in `stream`'s order.
+float* upload(const std::vector<float>& host, cudaStream_t stream) {
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, host.size() * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
+                          stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // the pageable source is copied
+  return static_cast<float*>(p);
+}
+std::vector<float> download(const float* p, size_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  REQUIRE(cudaMemcpyAsync(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost, stream) ==
+          cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  return host;
+}
+
+// Values no other rank or tensor has, and sums that round differently in another order.
+std::vector<float> values(int rank, size_t n, float salt) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = salt + static_cast<float>(rank + 1) / 3.0f + static_cast<float>(i) / 7.0f;
+  return v;
+}
+
+bool says(const char* text, const std::string& part) { return std::string(text).find(part) != std::string::npos; }
+
+// An event recorded on `stream` now: once it has completed, the work enqueued after it has
+// started (cudaEventSynchronize on it, then the stream is inside that work or past it).
+cudaEvent_t mark(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  REQUIRE(cudaEventRecord(e, stream) == cudaSuccess);
+  return e;
+}
+void reached(cudaEvent_t mark) {
+  REQUIRE(cudaEventSynchronize(mark) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(mark) == cudaSuccess);
+}
+
+}  // namespace
+
+TEST_CASE("ncclSend / ncclRecv: a round trip between the GPUs of ranks 0 and 1") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  const size_t n = 1000;
+  const std::vector<float> sent = values(0, n, 0.5f);
+  float* buffer = upload(world_rank() == 0 ? sent : std::vector<float>(n, -1.0f), stream);
+  if (world_rank() == 0) {
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
+    REQUIRE(cudaMemsetAsync(buffer, 0, n * sizeof(float), stream) == cudaSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
+  } else if (world_rank() == 1) {
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
+  }
+  const std::vector<float> got = download(buffer, n, stream);
+  if (world_rank() < 2) CHECK(got == sent);
+  REQUIRE(cudaFree(buffer) == cudaSuccess);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("a group with a send and a receive completes: to the same peer, and around a ring") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  const int r = world_rank(), n = world_size();
+  const size_t count = 300;
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  float* mine = upload(values(r, count, 2.0f), stream);
+  float* theirs = upload(std::vector<float>(count, -1.0f), stream);
+  // On one stream, a send then a receive without a group would wait for each other on every
+  // rank (each send holds the stream until its receive is posted); in a group they are posted
+  // together. With 2 ranks right = left: the same peer both ways.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclSend(mine, count, ncclFloat, right, comm, stream) == ncclSuccess);
+  REQUIRE(ncclRecv(theirs, count, ncclFloat, left, comm, stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  CHECK(download(theirs, count, stream) == values(left, count, 2.0f));
+  REQUIRE(cudaFree(mine) == cudaSuccess);
+  REQUIRE(cudaFree(theirs) == cudaSuccess);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("ncclAllReduce (ncclSum): every rank gets the sum formed on the host, in place or not") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  const int r = world_rank(), n = world_size();
+  const size_t count = 517;
+  std::vector<float> sum = values(0, count, 0.25f);  // in rank order: the emulation's order
+  for (int q = 1; q < n; ++q) {
+    const std::vector<float> v = values(q, count, 0.25f);
+    for (size_t i = 0; i < count; ++i) sum[i] += v[i];
+  }
+  float* in_place = upload(values(r, count, 0.25f), stream);
+  float* source = upload(values(r, count, 0.25f), stream);
+  float* result = upload(std::vector<float>(count, -1.0f), stream);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(in_place, in_place, count, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclAllReduce(source, result, count, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  CHECK(download(in_place, count, stream) == sum);
+  CHECK(download(result, count, stream) == sum);
+  CHECK(download(source, count, stream) == values(r, count, 0.25f));
+  for (float* p : {in_place, source, result}) REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("a send holds its stream until the peer's receive is posted") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  const size_t n = 64;
+  float* buffer = upload(values(world_rank(), n, 1.0f), stream);
+  int go = 0;
+  if (world_rank() == 0) {
+    cudaEvent_t before = mark(stream);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
+    reached(before);  // the send has started on the stream; rank 1 has posted nothing yet
+    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    CHECK(cudaGetLastError() == cudaErrorNotReady);  // a query's answer is the last error too
+    REQUIRE(MPI_Send(&go, 1, MPI_INT, 1, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+  } else if (world_rank() == 1) {
+    REQUIRE(MPI_Recv(&go, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
+  }
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // rank 0's send is done now
+  const std::vector<float> got = download(buffer, n, stream);
+  if (world_rank() == 1) CHECK(got == values(0, n, 1.0f));
+  REQUIRE(cudaFree(buffer) == cudaSuccess);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("two ranks that both send first deadlock, as on GPUs; ncclCommAbort ends the sends") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  const size_t n = 16;
+  float* buffer = upload(values(world_rank(), n, 3.0f), stream);
+  if (world_rank() < 2) {
+    // Each rank's send, then its receive, on one stream and not in a group: neither receive is
+    // ever posted, because each stream is held by its send.
+    cudaEvent_t before = mark(stream);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1 - world_rank(), comm, stream) == ncclSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1 - world_rank(), comm, stream) == ncclSuccess);
+    reached(before);
+  }
+  // Both ranks' sends have started, and neither stream can move.
+  REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
+  if (world_rank() < 2) {
+    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    cudaGetLastError();
+  }
+  REQUIRE(ncclCommAbort(comm) == ncclSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);  // the stream runs again, data unmoved
+  CHECK(download(buffer, n, stream) == values(world_rank(), n, 3.0f));
+  CHECK(ncclSend(buffer, n, ncclFloat, 0, comm, stream) == ncclInvalidArgument);  // it is gone
+  REQUIRE(cudaFree(buffer) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
+}
+
+TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulation's reason") {
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0), other_gpu = stream_on(1);
+  float* buffer = upload(std::vector<float>(8, 1.0f), stream);
+
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  CHECK(says(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN"));
+  CHECK(says(ncclGetErrorString(ncclInvalidUsage), "no ncclGroupStart is open"));
+  CHECK(std::string(ncclGetErrorString(ncclSuccess)) == "no error");
+
+  // The communicator belongs to cuda:0, the device current at its init.
+  CHECK(ncclSend(buffer, 8, ncclFloat, 0, comm, other_gpu) == ncclInvalidUsage);
+  CHECK(says(ncclGetErrorString(ncclInvalidUsage), "the stream belongs to emulated cuda:1"));
+  CHECK(ncclRecv(buffer, 8, ncclFloat, world_size(), comm, stream) == ncclInvalidArgument);
+  CHECK(says(ncclGetErrorString(ncclInvalidArgument), "peer"));
+  CHECK(ncclAllReduce(buffer, buffer, 8, static_cast<ncclDataType_t>(8), ncclSum, comm, stream) ==
+        ncclInvalidArgument);
+  CHECK(ncclAllReduce(buffer, buffer, 8, ncclFloat, static_cast<ncclRedOp_t>(2), comm, stream) ==
+        ncclInvalidArgument);
+
+  ncclUniqueId forged{};
+  ncclComm_t none = nullptr;
+  CHECK(ncclCommInitRank(&none, 2, forged, 0) == ncclInvalidArgument);
+  CHECK(says(ncclGetErrorString(ncclInvalidArgument), "not made by ncclGetUniqueId"));
+  CHECK(ncclCommInitRank(&none, 2, forged, 2) == ncclInvalidArgument);
+
+  // Nothing was enqueued by the refused calls: the communicator is as new, and all-reduces.
+  REQUIRE(ncclAllReduce(buffer, buffer, 8, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
+  CHECK(download(buffer, 8, stream) == std::vector<float>(8, static_cast<float>(world_size())));
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);
+  REQUIRE(cudaFree(buffer) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other_gpu) == cudaSuccess);
+}
+
+// Every rank runs every case; the exit status is non-zero on every rank when any rank failed.
+int main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS ||
+      provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "MPI without MPI_THREAD_MULTIPLE\n");
+    return 1;
+  }
+  doctest::Context context(argc, argv);
+  if (world_rank() != 0) context.setOption("minimal", true);
+  context.setOption("no-colors", true);
+  const int failed = context.run() != 0 ? 1 : 0;
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any;
+}
