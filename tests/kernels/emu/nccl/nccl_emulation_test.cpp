@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/deadline.h"
+
+using brigade::testing::Deadline;
+
 namespace {
 
 int world_rank() {
@@ -91,6 +95,7 @@ void reached(cudaEvent_t mark) {
 }  // namespace
 
 TEST_CASE("ncclSend / ncclRecv: a round trip between the GPUs of ranks 0 and 1") {
+  Deadline deadline("ncclSend / ncclRecv: a round trip betwee", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0);
   const size_t n = 1000;
@@ -112,6 +117,7 @@ TEST_CASE("ncclSend / ncclRecv: a round trip between the GPUs of ranks 0 and 1")
 }
 
 TEST_CASE("a group with a send and a receive completes: to the same peer, and around a ring") {
+  Deadline deadline("a group with a send and a receive comple", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0);
   const int r = world_rank(), n = world_size();
@@ -134,6 +140,7 @@ TEST_CASE("a group with a send and a receive completes: to the same peer, and ar
 }
 
 TEST_CASE("ncclAllReduce (ncclSum): every rank gets the sum formed on the host, in place or not") {
+  Deadline deadline("ncclAllReduce (ncclSum): every rank gets", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0);
   const int r = world_rank(), n = world_size();
@@ -159,6 +166,7 @@ TEST_CASE("ncclAllReduce (ncclSum): every rank gets the sum formed on the host, 
 }
 
 TEST_CASE("a send holds its stream until the peer's receive is posted") {
+  Deadline deadline("a send holds its stream until the peer's", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0);
   const size_t n = 64;
@@ -184,6 +192,7 @@ TEST_CASE("a send holds its stream until the peer's receive is posted") {
 }
 
 TEST_CASE("two ranks that both send first deadlock, as on GPUs; ncclCommAbort ends the sends") {
+  Deadline deadline("two ranks that both send first deadlock,", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0);
   const size_t n = 16;
@@ -212,6 +221,7 @@ TEST_CASE("two ranks that both send first deadlock, as on GPUs; ncclCommAbort en
 }
 
 TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulation's reason") {
+  Deadline deadline("errors: NCCL's codes, and ncclGetErrorSt", std::chrono::seconds(30));
   ncclComm_t comm = everyone();
   cudaStream_t stream = stream_on(0), other_gpu = stream_on(1);
   float* buffer = upload(std::vector<float>(8, 1.0f), stream);
