@@ -104,6 +104,23 @@ ncclResult_t find_members(const IdContents& id, int nranks, int rank, std::vecto
   return ncclSuccess;
 }
 
+// Destroy or abort: the handle is gone at once; then, once no operation can touch the members'
+// MPI communicator (all ended; after an abort, none running), that is freed too.
+ncclResult_t retire(ncclComm_t comm, const char* call, bool abort) {
+  auto state = live(comm, call);
+  if (!state) return ncclInvalidArgument;
+  {
+    std::lock_guard lock(handles_mutex);
+    handles().erase(comm);
+  }
+  delete comm;
+  std::unique_lock lock(state->mutex);
+  state->aborted = state->aborted || abort;
+  state->changed.wait(lock, [&] { return abort ? state->running == 0 : state->unfinished == 0; });
+  NCCL_EMU_MPI(MPI_Comm_free(&state->mpi));
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t fail(ncclResult_t code, const std::string& detail) {
@@ -223,35 +240,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 // NCCL's ncclCommDestroy finishes the operations issued first (ncclCommFinalize); so does this,
 // and waits for them as long as they take: an ncclSend whose receive never comes waits forever,
 // as on a GPU. ncclCommAbort is for that case.
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  auto state = live(comm, "ncclCommDestroy");
-  if (!state) return ncclInvalidArgument;
-  {
-    std::lock_guard lock(handles_mutex);
-    handles().erase(comm);
-  }
-  delete comm;
-  std::unique_lock lock(state->mutex);
-  state->changed.wait(lock, [&] { return state->unfinished == 0; });
-  NCCL_EMU_MPI(MPI_Comm_free(&state->mpi));
-  return ncclSuccess;
-}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return retire(comm, "ncclCommDestroy", false); }
 
 // Operations running now end without moving their data (their MPI requests cancelled or let
 // go); those not yet started do nothing when their streams reach them.
-ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  auto state = live(comm, "ncclCommAbort");
-  if (!state) return ncclInvalidArgument;
-  {
-    std::lock_guard lock(handles_mutex);
-    handles().erase(comm);
-  }
-  delete comm;
-  std::unique_lock lock(state->mutex);
-  state->aborted = true;
-  state->changed.wait(lock, [&] { return state->running == 0; });
-  NCCL_EMU_MPI(MPI_Comm_free(&state->mpi));
-  return ncclSuccess;
-}
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return retire(comm, "ncclCommAbort", true); }
 
 }  // extern "C"

@@ -2,15 +2,7 @@
 // and how a call fails. Internal to kernels/emu/nccl/ (README.md there is the overview).
 #pragma once
 
-// MPI's C API alone: Open MPI's C++ bindings, which the standard dropped, do not compile
-// warning-free.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include <mpi.h>  // the C API alone (meson.build: OMPI_SKIP_MPICXX)
 
 #include <condition_variable>
 #include <cstdint>

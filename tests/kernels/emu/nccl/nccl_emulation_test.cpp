@@ -5,7 +5,6 @@
 // process with its own emulated GPUs, and uses its cuda:0 (cuda:1 is the wrong device).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
-#define OMPI_SKIP_MPICXX 1  // MPI's C API alone (Open MPI's C++ bindings warn)
 #include <mpi.h>
 
 #include <cuda_runtime_api.h>
@@ -52,23 +51,6 @@ cudaStream_t stream_on(int device) {
   return s;
 }
 
-// `host` copied into new memory of cuda:0, in `stream`'s order.
-float* upload(const std::vector<float>& host, cudaStream_t stream) {
-  void* p = nullptr;
-  REQUIRE(cudaMalloc(&p, host.size() * sizeof(float)) == cudaSuccess);
-  REQUIRE(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
-                          stream) == cudaSuccess);
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // the pageable source is copied
-  return static_cast<float*>(p);
-}
-std::vector<float> download(const float* p, size_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  REQUIRE(cudaMemcpyAsync(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost, stream) ==
-          cudaSuccess);
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  return host;
-}
-
 // Values no other rank or tensor has, and sums that round differently in another order.
 std::vector<float> values(int rank, size_t n, float salt) {
   std::vector<float> v(n);
@@ -92,57 +74,81 @@ void reached(cudaEvent_t mark) {
   REQUIRE(cudaEventDestroy(mark) == cudaSuccess);
 }
 
+// A case's setup: a deadline, every rank in one communicator on its cuda:0 with a stream
+// there, and the device buffers it uploads; finish() frees them and destroys both.
+struct Job {
+  Deadline deadline;
+  ncclComm_t comm = everyone();
+  cudaStream_t stream = stream_on(0);
+  std::vector<float*> buffers;
+
+  explicit Job(const char* name) : deadline(name, std::chrono::seconds(30)) {}
+
+  // `host` copied into new memory of cuda:0, in the stream's order.
+  float* upload(const std::vector<float>& host) {
+    void* p = nullptr;
+    REQUIRE(cudaMalloc(&p, host.size() * sizeof(float)) == cudaSuccess);
+    buffers.push_back(static_cast<float*>(p));
+    REQUIRE(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
+                            stream) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // the pageable source is copied
+    return static_cast<float*>(p);
+  }
+  std::vector<float> download(const float* p, size_t n) const {
+    std::vector<float> host(n);
+    REQUIRE(cudaMemcpyAsync(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost, stream) ==
+            cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    return host;
+  }
+  // `destroy`: false when the case has aborted the communicator itself.
+  void finish(bool destroy = true) {
+    for (float* p : buffers) REQUIRE(cudaFree(p) == cudaSuccess);
+    if (destroy) REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ncclSend / ncclRecv: a round trip between the GPUs of ranks 0 and 1") {
-  Deadline deadline("ncclSend / ncclRecv: a round trip betwee", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0);
+  Job job("round trip");
   const size_t n = 1000;
   const std::vector<float> sent = values(0, n, 0.5f);
-  float* buffer = upload(world_rank() == 0 ? sent : std::vector<float>(n, -1.0f), stream);
+  float* buffer = job.upload(world_rank() == 0 ? sent : std::vector<float>(n, -1.0f));
   if (world_rank() == 0) {
-    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
-    REQUIRE(cudaMemsetAsync(buffer, 0, n * sizeof(float), stream) == cudaSuccess);
-    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, job.comm, job.stream) == ncclSuccess);
+    REQUIRE(cudaMemsetAsync(buffer, 0, n * sizeof(float), job.stream) == cudaSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1, job.comm, job.stream) == ncclSuccess);
   } else if (world_rank() == 1) {
-    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
-    REQUIRE(ncclSend(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, job.comm, job.stream) == ncclSuccess);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 0, job.comm, job.stream) == ncclSuccess);
   }
-  const std::vector<float> got = download(buffer, n, stream);
+  const std::vector<float> got = job.download(buffer, n);
   if (world_rank() < 2) CHECK(got == sent);
-  REQUIRE(cudaFree(buffer) == cudaSuccess);
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  job.finish();
 }
 
 TEST_CASE("a group with a send and a receive completes: to the same peer, and around a ring") {
-  Deadline deadline("a group with a send and a receive comple", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0);
+  Job job("group");
   const int r = world_rank(), n = world_size();
   const size_t count = 300;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  float* mine = upload(values(r, count, 2.0f), stream);
-  float* theirs = upload(std::vector<float>(count, -1.0f), stream);
+  float* mine = job.upload(values(r, count, 2.0f));
+  float* theirs = job.upload(std::vector<float>(count, -1.0f));
   // On one stream, a send then a receive without a group would wait for each other on every
   // rank (each send holds the stream until its receive is posted); in a group they are posted
   // together. With 2 ranks right = left: the same peer both ways.
   REQUIRE(ncclGroupStart() == ncclSuccess);
-  REQUIRE(ncclSend(mine, count, ncclFloat, right, comm, stream) == ncclSuccess);
-  REQUIRE(ncclRecv(theirs, count, ncclFloat, left, comm, stream) == ncclSuccess);
+  REQUIRE(ncclSend(mine, count, ncclFloat, right, job.comm, job.stream) == ncclSuccess);
+  REQUIRE(ncclRecv(theirs, count, ncclFloat, left, job.comm, job.stream) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
-  CHECK(download(theirs, count, stream) == values(left, count, 2.0f));
-  REQUIRE(cudaFree(mine) == cudaSuccess);
-  REQUIRE(cudaFree(theirs) == cudaSuccess);
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  CHECK(job.download(theirs, count) == values(left, count, 2.0f));
+  job.finish();
 }
 
 TEST_CASE("ncclAllReduce (ncclSum): every rank gets the sum formed on the host, in place or not") {
-  Deadline deadline("ncclAllReduce (ncclSum): every rank gets", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0);
+  Job job("all-reduce");
   const int r = world_rank(), n = world_size();
   const size_t count = 517;
   std::vector<float> sum = values(0, count, 0.25f);  // in rank order: the emulation's order
@@ -150,81 +156,73 @@ TEST_CASE("ncclAllReduce (ncclSum): every rank gets the sum formed on the host, 
     const std::vector<float> v = values(q, count, 0.25f);
     for (size_t i = 0; i < count; ++i) sum[i] += v[i];
   }
-  float* in_place = upload(values(r, count, 0.25f), stream);
-  float* source = upload(values(r, count, 0.25f), stream);
-  float* result = upload(std::vector<float>(count, -1.0f), stream);
+  float* in_place = job.upload(values(r, count, 0.25f));
+  float* source = job.upload(values(r, count, 0.25f));
+  float* result = job.upload(std::vector<float>(count, -1.0f));
   REQUIRE(ncclGroupStart() == ncclSuccess);
-  REQUIRE(ncclAllReduce(in_place, in_place, count, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
-  REQUIRE(ncclAllReduce(source, result, count, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclAllReduce(in_place, in_place, count, ncclFloat, ncclSum, job.comm, job.stream) ==
+          ncclSuccess);
+  REQUIRE(ncclAllReduce(source, result, count, ncclFloat, ncclSum, job.comm, job.stream) ==
+          ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
-  CHECK(download(in_place, count, stream) == sum);
-  CHECK(download(result, count, stream) == sum);
-  CHECK(download(source, count, stream) == values(r, count, 0.25f));
-  for (float* p : {in_place, source, result}) REQUIRE(cudaFree(p) == cudaSuccess);
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  CHECK(job.download(in_place, count) == sum);
+  CHECK(job.download(result, count) == sum);
+  CHECK(job.download(source, count) == values(r, count, 0.25f));
+  job.finish();
 }
 
 TEST_CASE("a send holds its stream until the peer's receive is posted") {
-  Deadline deadline("a send holds its stream until the peer's", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0);
+  Job job("a send holds its stream");
   const size_t n = 64;
-  float* buffer = upload(values(world_rank(), n, 1.0f), stream);
+  float* buffer = job.upload(values(world_rank(), n, 1.0f));
   int go = 0;
   if (world_rank() == 0) {
-    cudaEvent_t before = mark(stream);
-    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, comm, stream) == ncclSuccess);
+    cudaEvent_t before = mark(job.stream);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1, job.comm, job.stream) == ncclSuccess);
     reached(before);  // the send has started on the stream; rank 1 has posted nothing yet
-    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    CHECK(cudaStreamQuery(job.stream) == cudaErrorNotReady);
     CHECK(cudaGetLastError() == cudaErrorNotReady);  // a query's answer is the last error too
     REQUIRE(MPI_Send(&go, 1, MPI_INT, 1, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
   } else if (world_rank() == 1) {
     REQUIRE(MPI_Recv(&go, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, comm, stream) == ncclSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 0, job.comm, job.stream) == ncclSuccess);
   }
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // rank 0's send is done now
-  const std::vector<float> got = download(buffer, n, stream);
+  REQUIRE(cudaStreamSynchronize(job.stream) == cudaSuccess);  // rank 0's send is done now
+  const std::vector<float> got = job.download(buffer, n);
   if (world_rank() == 1) CHECK(got == values(0, n, 1.0f));
-  REQUIRE(cudaFree(buffer) == cudaSuccess);
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  job.finish();
 }
 
 TEST_CASE("two ranks that both send first deadlock, as on GPUs; ncclCommAbort ends the sends") {
-  Deadline deadline("two ranks that both send first deadlock,", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0);
+  Job job("deadlock and abort");
   const size_t n = 16;
-  float* buffer = upload(values(world_rank(), n, 3.0f), stream);
+  float* buffer = job.upload(values(world_rank(), n, 3.0f));
   if (world_rank() < 2) {
     // Each rank's send, then its receive, on one stream and not in a group: neither receive is
     // ever posted, because each stream is held by its send.
-    cudaEvent_t before = mark(stream);
-    REQUIRE(ncclSend(buffer, n, ncclFloat, 1 - world_rank(), comm, stream) == ncclSuccess);
-    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1 - world_rank(), comm, stream) == ncclSuccess);
+    cudaEvent_t before = mark(job.stream);
+    REQUIRE(ncclSend(buffer, n, ncclFloat, 1 - world_rank(), job.comm, job.stream) == ncclSuccess);
+    REQUIRE(ncclRecv(buffer, n, ncclFloat, 1 - world_rank(), job.comm, job.stream) == ncclSuccess);
     reached(before);
   }
   // Both ranks' sends have started, and neither stream can move.
   REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
   if (world_rank() < 2) {
-    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    CHECK(cudaStreamQuery(job.stream) == cudaErrorNotReady);
     cudaGetLastError();
   }
-  REQUIRE(ncclCommAbort(comm) == ncclSuccess);
-  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);  // the stream runs again, data unmoved
-  CHECK(download(buffer, n, stream) == values(world_rank(), n, 3.0f));
-  CHECK(ncclSend(buffer, n, ncclFloat, 0, comm, stream) == ncclInvalidArgument);  // it is gone
-  REQUIRE(cudaFree(buffer) == cudaSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(ncclCommAbort(job.comm) == ncclSuccess);
+  CHECK(cudaStreamSynchronize(job.stream) == cudaSuccess);  // it runs again, the data unmoved
+  CHECK(job.download(buffer, n) == values(world_rank(), n, 3.0f));
+  CHECK(ncclSend(buffer, n, ncclFloat, 0, job.comm, job.stream) == ncclInvalidArgument);  // gone
+  job.finish(/*destroy=*/false);
   REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
 }
 
 TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulation's reason") {
-  Deadline deadline("errors: NCCL's codes, and ncclGetErrorSt", std::chrono::seconds(30));
-  ncclComm_t comm = everyone();
-  cudaStream_t stream = stream_on(0), other_gpu = stream_on(1);
-  float* buffer = upload(std::vector<float>(8, 1.0f), stream);
+  Job job("errors");
+  cudaStream_t other_gpu = stream_on(1);
+  float* buffer = job.upload(std::vector<float>(8, 1.0f));
 
   CHECK(ncclGroupEnd() == ncclInvalidUsage);
   CHECK(says(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN"));
@@ -232,14 +230,14 @@ TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulatio
   CHECK(std::string(ncclGetErrorString(ncclSuccess)) == "no error");
 
   // The communicator belongs to cuda:0, the device current at its init.
-  CHECK(ncclSend(buffer, 8, ncclFloat, 0, comm, other_gpu) == ncclInvalidUsage);
+  CHECK(ncclSend(buffer, 8, ncclFloat, 0, job.comm, other_gpu) == ncclInvalidUsage);
   CHECK(says(ncclGetErrorString(ncclInvalidUsage), "the stream belongs to emulated cuda:1"));
-  CHECK(ncclRecv(buffer, 8, ncclFloat, world_size(), comm, stream) == ncclInvalidArgument);
+  CHECK(ncclRecv(buffer, 8, ncclFloat, world_size(), job.comm, job.stream) == ncclInvalidArgument);
   CHECK(says(ncclGetErrorString(ncclInvalidArgument), "peer"));
-  CHECK(ncclAllReduce(buffer, buffer, 8, static_cast<ncclDataType_t>(8), ncclSum, comm, stream) ==
-        ncclInvalidArgument);
-  CHECK(ncclAllReduce(buffer, buffer, 8, ncclFloat, static_cast<ncclRedOp_t>(2), comm, stream) ==
-        ncclInvalidArgument);
+  CHECK(ncclAllReduce(buffer, buffer, 8, static_cast<ncclDataType_t>(8), ncclSum, job.comm,
+                      job.stream) == ncclInvalidArgument);
+  CHECK(ncclAllReduce(buffer, buffer, 8, ncclFloat, static_cast<ncclRedOp_t>(2), job.comm,
+                      job.stream) == ncclInvalidArgument);
 
   ncclUniqueId forged{};
   ncclComm_t none = nullptr;
@@ -248,12 +246,10 @@ TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulatio
   CHECK(ncclCommInitRank(&none, 2, forged, 2) == ncclInvalidArgument);
 
   // Nothing was enqueued by the refused calls: the communicator is as new, and all-reduces.
-  REQUIRE(ncclAllReduce(buffer, buffer, 8, ncclFloat, ncclSum, comm, stream) == ncclSuccess);
-  CHECK(download(buffer, 8, stream) == std::vector<float>(8, static_cast<float>(world_size())));
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
-  CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);
-  REQUIRE(cudaFree(buffer) == cudaSuccess);
-  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(ncclAllReduce(buffer, buffer, 8, ncclFloat, ncclSum, job.comm, job.stream) == ncclSuccess);
+  CHECK(job.download(buffer, 8) == std::vector<float>(8, static_cast<float>(world_size())));
+  job.finish();
+  CHECK(ncclCommDestroy(job.comm) == ncclInvalidArgument);
   REQUIRE(cudaStreamDestroy(other_gpu) == cudaSuccess);
 }
 
