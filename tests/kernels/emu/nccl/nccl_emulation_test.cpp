@@ -1,8 +1,9 @@
 // Emulated NCCL (kernels/emu/nccl) through NVIDIA's API, under mpirun with 2 and 3 ranks
 // (tests/kernels/emu/nccl/meson.build): data between the emulated GPUs of different ranks, the
 // all-reduce against a sum formed on the host, a send holding its stream until its receive is
-// posted, a group that pairs a send with a receive, abort, and the errors. Each rank is its own
-// process with its own emulated GPUs, and uses its cuda:0 (cuda:1 is the wrong device).
+// posted, a group that pairs a send with a receive, abort, the errors, and the happens-before
+// check seeing a receive's buffer. Each rank is its own process with its own emulated GPUs, and
+// uses its cuda:0 (cuda:1 is the wrong device of the errors, and the GPU the race faults).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
@@ -33,8 +34,8 @@ int world_size() {
 
 // Every rank of the job in one communicator on its cuda:0, the id made by rank 0 and broadcast:
 // NCCL's own recipe.
-ncclComm_t everyone() {
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+ncclComm_t everyone(int device = 0) {
+  REQUIRE(cudaSetDevice(device) == cudaSuccess);
   ncclUniqueId id{};
   if (world_rank() == 0) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   REQUIRE(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
@@ -251,6 +252,31 @@ TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulatio
   job.finish();
   CHECK(ncclCommDestroy(job.comm) == ncclInvalidArgument);
   REQUIRE(cudaStreamDestroy(other_gpu) == cudaSuccess);
+}
+
+// Last: it faults each rank's cuda:1, and a fault is sticky for the process, as on a GPU.
+TEST_CASE("the happens-before check sees NCCL's buffers: an unordered copy of a receive's faults") {
+  Deadline deadline("race with ncclRecv", std::chrono::seconds(30));
+  ncclComm_t comm = everyone(1);
+  cudaStream_t receiving = stream_on(1), copying = stream_on(1);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  void* buffer = nullptr;
+  REQUIRE(cudaMalloc(&buffer, 4 * sizeof(float)) == cudaSuccess);
+  // A receive (from a peer that never sends) writes the buffer on one stream; another stream
+  // reads it with nothing between them: a race, whatever the timing.
+  REQUIRE(ncclRecv(buffer, 4, ncclFloat, (world_rank() + 1) % world_size(), comm, receiving) ==
+          ncclSuccess);
+  float host[4];
+  // To pageable memory the copy returns when it is done: here, with the fault it caused.
+  CHECK(cudaMemcpyAsync(host, buffer, sizeof host, cudaMemcpyDeviceToHost, copying) ==
+        cudaErrorLaunchFailure);
+  CHECK(cudaStreamSynchronize(copying) == cudaErrorLaunchFailure);
+  const std::string why = cudaGetErrorString(cudaErrorLaunchFailure);
+  CHECK_MESSAGE(says(why.c_str(), "a data race"), why);
+  CHECK_MESSAGE(says(why.c_str(), "ncclRecv from rank"), why);
+  CHECK_MESSAGE(says(why.c_str(), "(recvbuff)"), why);
+  REQUIRE(ncclCommAbort(comm) == ncclSuccess);  // the receive, if it started, ends
+  REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
 }
 
 // Every rank runs every case; the exit status is non-zero on every rank when any rank failed.
