@@ -1,7 +1,10 @@
 // One emulated NCCL operation's MPI messages, as the task of its stream runs it (operation.h).
 #include "kernels/emu/nccl/operation.h"
 
+#include "kernels/emu/nccl/include/nccl_emulation.h"
+
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 
@@ -36,6 +39,12 @@ std::mutex abandoned_mutex;
 std::vector<std::vector<float>>& abandoned() {
   static auto* all = new std::vector<std::vector<float>>();
   return *all;
+}
+
+std::mutex hook_mutex;
+std::function<void(const char*)>& send_waits_hook() {  // under hook_mutex
+  static auto* hook = new std::function<void(const char*)>();  // never freed: workers outlive main
+  return *hook;
 }
 
 }  // namespace
@@ -99,7 +108,17 @@ void Operation::step() {
     if (phase == 0) {  // wait for the receiver: a send holds its stream until then
       post(false, &clear_to_send, 1, MPI_INT, peer, tag_of(number, kClearToSend));
       phase = 1;
-    } else if (phase == 1 && requests_done()) {
+    } else if (phase == 1 && !requests_done()) {
+      if (!said_it_waits) {  // the receiver has not posted its receive: tell a test
+        said_it_waits = true;
+        std::function<void(const char*)> hook;
+        {
+          std::lock_guard lock(hook_mutex);
+          hook = send_waits_hook();
+        }
+        if (hook) hook(what().c_str());
+      }
+    } else if (phase == 1) {
       staged.emplace_back(in, in + count);  // a copy: an abort may have to let it go
       post(true, staged.back().data(), n, MPI_FLOAT, peer, tag_of(number, kData));
       phase = 2;
@@ -180,3 +199,8 @@ void Operation::abandon() {
 }
 
 }  // namespace brigade::emu::nccl
+
+void brigade::emu::set_nccl_send_waits_hook(std::function<void(const char* what)> hook) {
+  std::lock_guard lock(brigade::emu::nccl::hook_mutex);
+  brigade::emu::nccl::send_waits_hook() = std::move(hook);
+}

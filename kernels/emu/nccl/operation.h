@@ -32,6 +32,7 @@ struct Operation {
   std::vector<Request> requests;
   std::vector<std::vector<float>> staged;  // copies sent, or contributions received
   int clear_to_send = 0;
+  bool said_it_waits = false;  // a send's set_nccl_send_waits_hook call (nccl_emulation.h)
 
   static Operation make(Type type, const float* in, float* out, size_t count, int peer);
   std::string what() const;  // "ncclSend to rank 1", "ncclAllReduce over 3 ranks"

@@ -10,8 +10,11 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <nccl_emulation.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -178,9 +181,23 @@ TEST_CASE("a send holds its stream until the peer's receive is posted") {
   float* buffer = job.upload(values(world_rank(), n, 1.0f));
   int go = 0;
   if (world_rank() == 0) {
-    cudaEvent_t before = mark(job.stream);
+    // The emulation says when the send finds no receive posted and starts to wait: only that
+    // makes "the stream is busy" mean "held by the send", rather than "not done yet".
+    std::mutex mutex;
+    std::condition_variable said;
+    std::string waiting;
+    brigade::emu::set_nccl_send_waits_hook([&](const char* what) {
+      std::lock_guard lock(mutex);
+      waiting = what;
+      said.notify_all();
+    });
     REQUIRE(ncclSend(buffer, n, ncclFloat, 1, job.comm, job.stream) == ncclSuccess);
-    reached(before);  // the send has started on the stream; rank 1 has posted nothing yet
+    {
+      std::unique_lock lock(mutex);
+      said.wait(lock, [&] { return !waiting.empty(); });  // a send that never waits: the Deadline
+    }
+    brigade::emu::set_nccl_send_waits_hook({});
+    CHECK(waiting == "ncclSend to rank 1");
     CHECK(cudaStreamQuery(job.stream) == cudaErrorNotReady);
     CHECK(cudaGetLastError() == cudaErrorNotReady);  // a query's answer is the last error too
     REQUIRE(MPI_Send(&go, 1, MPI_INT, 1, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
