@@ -65,18 +65,30 @@ std::vector<float> values(int rank, size_t n, float salt) {
 
 bool says(const char* text, const std::string& part) { return std::string(text).find(part) != std::string::npos; }
 
-// An event recorded on `stream` now: once it has completed, the work enqueued after it has
-// started (cudaEventSynchronize on it, then the stream is inside that work or past it).
-cudaEvent_t mark(cudaStream_t stream) {
-  cudaEvent_t e = nullptr;
-  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
-  REQUIRE(cudaEventRecord(e, stream) == cudaSuccess);
-  return e;
-}
-void reached(cudaEvent_t mark) {
-  REQUIRE(cudaEventSynchronize(mark) == cudaSuccess);
-  REQUIRE(cudaEventDestroy(mark) == cudaSuccess);
-}
+// The emulation says when a send finds no receive posted and starts to wait (nccl_emulation.h):
+// only that makes "the stream is busy" mean "held by the send", rather than "not done yet".
+// wait() returns the send's name; a send that never waits ends the case at its Deadline.
+class SendWaits {
+ public:
+  SendWaits() {
+    brigade::emu::set_nccl_send_waits_hook([this](const char* what) {
+      std::lock_guard lock(mutex_);
+      what_ = what;
+      said_.notify_all();
+    });
+  }
+  ~SendWaits() { brigade::emu::set_nccl_send_waits_hook({}); }
+  std::string wait() {
+    std::unique_lock lock(mutex_);
+    said_.wait(lock, [&] { return !what_.empty(); });
+    return what_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable said_;
+  std::string what_;
+};
 
 // A case's setup: a deadline, every rank in one communicator on its cuda:0 with a stream
 // there, and the device buffers it uploads; finish() frees them and destroys both.
@@ -181,23 +193,9 @@ TEST_CASE("a send holds its stream until the peer's receive is posted") {
   float* buffer = job.upload(values(world_rank(), n, 1.0f));
   int go = 0;
   if (world_rank() == 0) {
-    // The emulation says when the send finds no receive posted and starts to wait: only that
-    // makes "the stream is busy" mean "held by the send", rather than "not done yet".
-    std::mutex mutex;
-    std::condition_variable said;
-    std::string waiting;
-    brigade::emu::set_nccl_send_waits_hook([&](const char* what) {
-      std::lock_guard lock(mutex);
-      waiting = what;
-      said.notify_all();
-    });
+    SendWaits hook;
     REQUIRE(ncclSend(buffer, n, ncclFloat, 1, job.comm, job.stream) == ncclSuccess);
-    {
-      std::unique_lock lock(mutex);
-      said.wait(lock, [&] { return !waiting.empty(); });  // a send that never waits: the Deadline
-    }
-    brigade::emu::set_nccl_send_waits_hook({});
-    CHECK(waiting == "ncclSend to rank 1");
+    CHECK(hook.wait() == "ncclSend to rank 1");
     CHECK(cudaStreamQuery(job.stream) == cudaErrorNotReady);
     CHECK(cudaGetLastError() == cudaErrorNotReady);  // a query's answer is the last error too
     REQUIRE(MPI_Send(&go, 1, MPI_INT, 1, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
@@ -218,12 +216,12 @@ TEST_CASE("two ranks that both send first deadlock, as on GPUs; ncclCommAbort en
   if (world_rank() < 2) {
     // Each rank's send, then its receive, on one stream and not in a group: neither receive is
     // ever posted, because each stream is held by its send.
-    cudaEvent_t before = mark(job.stream);
+    SendWaits hook;
     REQUIRE(ncclSend(buffer, n, ncclFloat, 1 - world_rank(), job.comm, job.stream) == ncclSuccess);
     REQUIRE(ncclRecv(buffer, n, ncclFloat, 1 - world_rank(), job.comm, job.stream) == ncclSuccess);
-    reached(before);
+    hook.wait();
   }
-  // Both ranks' sends have started, and neither stream can move.
+  // Both ranks' sends wait for their receives, and neither stream can move.
   REQUIRE(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
   if (world_rank() < 2) {
     CHECK(cudaStreamQuery(job.stream) == cudaErrorNotReady);
