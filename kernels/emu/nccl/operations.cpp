@@ -61,7 +61,8 @@ void finish(Operation& op) {
 }
 
 // A task's work: all its operations at once (a group's are posted together), polled until
-// each is done or aborted. The pause grows to 1 ms: a stream waiting on a peer costs little.
+// each is done or aborted. The pause grows to 1 ms while nothing moves (a stream waiting on a
+// peer costs little), and starts again from none when something does.
 void run(std::vector<Operation>& ops) {
   auto pause = std::chrono::microseconds(0);
   try {
@@ -69,7 +70,12 @@ void run(std::vector<Operation>& ops) {
       bool all_done = true;
       for (Operation& op : ops) {
         if (op.phase == Operation::kDone || !still_running(op)) continue;
+        const int before = op.phase;
         op.step();
+        if (op.phase != before) {  // it moved: poll again at once
+          tries = 0;
+          pause = std::chrono::microseconds(0);
+        }
         if (op.phase == Operation::kDone) finish(op);
         else all_done = false;
       }
