@@ -175,8 +175,10 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
     if (i > 0) o.devices += ',';
     o.devices += (i == schedule_device() && gpu >= 0 ? Device::cuda(gpu) : Device::cpu(i)).str();
   }
-  if (o.threads_per_device.empty() || o.threads_per_device[0] == 0) {
-    // The cores of this host, shared by the ranks mpirun started on it.
+  if (gpu < 0 && (o.threads_per_device.empty() || o.threads_per_device[0] == 0)) {
+    // The cores of this host, shared by the ranks mpirun started on it. Not for a GPU rank:
+    // the one count applies to every device of the list, and a GPU has no compute threads
+    // (placement.cpp refuses a count for it), so there the default (0) stays.
     o.threads_per_device = {std::max(
         1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, here.local_size))};
   }

@@ -92,6 +92,23 @@ Refusal check_handle(const Handle* h, const std::string& call) {
   return {};
 }
 
+void enqueue_call(gpu::StreamState& s, const std::string& call,
+                  const std::vector<Operand>& operands, std::function<void()> work) {
+  gpu::Gpu* g = s.gpu;
+  std::string illegal = illegal_access(*g, call, operands);
+  gpu::enqueue(s, gpu::Task{[g, illegal = std::move(illegal), work = std::move(work)] {
+                               if (!illegal.empty()) {
+                                 std::lock_guard l(gpu::Emulation::get().mutex);
+                                 gpu::set_fault(*g, cudaErrorIllegalAddress, illegal);
+                                 return;
+                               }
+                               work();
+                             },
+                             call});
+  for (const Operand& o : operands)
+    if (o.bytes > 0) gpu::record_access(s, o.pointer, o.written, call + " (" + o.name + ")");
+}
+
 Refusal run_on_stream(const Handle* h, const std::string& call,
                       const std::vector<Operand>& operands, std::function<void()> work) {
   {
@@ -107,19 +124,7 @@ Refusal run_on_stream(const Handle* h, const std::string& call,
   Refusal refusal;
   auto s = target_of(h, call, &refusal);
   if (!s) return refusal;
-  gpu::Gpu* g = s->gpu;
-  std::string illegal = illegal_access(*g, call, operands);
-  gpu::enqueue(*s, gpu::Task{[g, illegal = std::move(illegal), work = std::move(work)] {
-                               if (!illegal.empty()) {
-                                 std::lock_guard l(gpu::Emulation::get().mutex);
-                                 gpu::set_fault(*g, cudaErrorIllegalAddress, illegal);
-                                 return;
-                               }
-                               work();
-                             },
-                             call});
-  for (const Operand& o : operands)
-    if (o.bytes > 0) gpu::record_access(*s, o.pointer, o.written, call + " (" + o.name + ")");
+  enqueue_call(*s, call, operands, std::move(work));
   return {};
 }
 
@@ -128,7 +133,7 @@ struct ThreadDetail {
   int code = 0;
   std::string text;
 };
-thread_local ThreadDetail detail_of[2];
+thread_local ThreadDetail detail_of[3];
 }  // namespace
 
 int remember(Library library, int code, const char* nvidia_text, const std::string& detail) {

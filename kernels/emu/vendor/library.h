@@ -1,6 +1,7 @@
 // What emulated cuBLAS and cuDNN share: a library handle, the checks every call makes before
 // it enqueues work on the handle's stream, and each host thread's detailed error text.
-// Internal to kernels/emu/vendor/.
+// Internal to kernels/emu/vendor/ and kernels/emu/nccl/ (emulated NCCL enqueues its calls and
+// keeps its error texts with these too).
 //
 // A call that computes runs as a task on the handle's stream of an emulated GPU, exactly like
 // a kernel launch (kernels/emu/cudart/launch.cpp): enqueued under the emulation's lock, run
@@ -14,6 +15,10 @@
 #include <vector>
 
 #include "kernels/emu/cudart/include/cuda_runtime_api.h"
+
+namespace brigade::emu::gpu {
+struct StreamState;
+}
 
 namespace brigade::emu::vendor {
 
@@ -61,6 +66,12 @@ struct Operand {
 Refusal run_on_stream(const Handle* handle, const std::string& call,
                       const std::vector<Operand>& operands, std::function<void()> work);
 
+// Enqueues `work`, the call `call`, on `stream` with its operands checked (a task that faults
+// the GPU instead of running when one may not be touched) and recorded as accesses; with the
+// emulation's lock held. run_on_stream ends here, and so does each emulated NCCL call.
+void enqueue_call(gpu::StreamState& stream, const std::string& call,
+                  const std::vector<Operand>& operands, std::function<void()> work);
+
 // Checks `handle` only (calls that enqueue nothing but need a live handle: the queries), with
 // the emulation's lock held (Emulation::mutex, kernels/emu/cudart/gpu.h): a handle is read and
 // changed only under it.
@@ -72,7 +83,7 @@ void register_handle(const Handle* handle);
 
 // Each host thread's last failure of one library, for the *GetErrorString / *GetStatusString
 // text: NVIDIA's text, then " [emulated GPU: detail]" for the code this thread was last given.
-enum class Library { cublas, cudnn };
+enum class Library { cublas, cudnn, nccl };
 int remember(Library library, int code, const char* nvidia_text, const std::string& detail);
 const char* text_of(Library library, int code, const char* nvidia_text);
 

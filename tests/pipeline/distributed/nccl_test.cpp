@@ -39,12 +39,17 @@ TEST_CASE("NcclLink: two ranks send to each other first, then receive in reverse
     NcclLink& out = r == 0 ? zero : one;
     NcclLink& in = r == 0 ? one : zero;
     Stream stream = Stream::create(gpu);
+    // Every message is made before the first is sent, and kept: a tensor freed while its send
+    // waits for the peer's receive is the block the next from_vector takes, so that copy waits
+    // for the send, and from_vector's host synchronisation with it; the peer does the same,
+    // and neither reaches its receives (on GPUs as on emulated ones, which found it).
+    std::vector<Message> sent;
     for (int mb = 0; mb < m; ++mb) {
-      Message message{Tensor::from_vector(values_of(r, mb, shape_of(mb, m)), shape_of(mb, m), stream),
-                      Event()};
-      message.ready.record(stream);
-      out.send(mb, message);
+      sent.push_back({Tensor::from_vector(values_of(r, mb, shape_of(mb, m)), shape_of(mb, m), stream),
+                      Event()});
+      sent.back().ready.record(stream);
     }
+    for (int mb = 0; mb < m; ++mb) out.send(mb, sent[static_cast<size_t>(mb)]);
     for (int mb = m - 1; mb >= 0; --mb) {
       Message got = in.receive(mb);
       REQUIRE(got.ready.recorded());

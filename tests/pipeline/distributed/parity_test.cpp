@@ -28,6 +28,7 @@
 
 #include "engine/device.h"
 #include "layers/model/safetensors.h"
+#include "tests/tools/train/metrics_file.h"
 #include "tests/tools/train/run_binary.h"
 
 namespace {
@@ -87,6 +88,14 @@ std::vector<std::string> recipe(const fs::path& dir, int microbatches) {
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The recipe for GPUs: without its thread count, which is a CPU device's (brigade-train refuses
+// one for a GPU).
+std::vector<std::string> on_gpus(std::vector<std::string> a) {
+  const auto at = std::find(a.begin(), a.end(), "--threads-per-device");
+  if (at != a.end()) a.erase(at, at + 2);
   return a;
 }
 
@@ -264,7 +273,7 @@ TEST_CASE("--check-finite: a NaN on rank 1 of 3 (and in a 2 x 2 job) ends every 
 // each process. Without them, the one refusal a user gets here.
 TEST_CASE("GPUs (--devices cuda): 2 ranks save what one process on 2 GPUs saves, or one refusal") {
   const fs::path dir = temp_dir("gpus");
-  const auto base = recipe(dir, 4);
+  const auto base = on_gpus(recipe(dir, 4));
   const int gpus = brigade::cuda_device_count();
 #if defined(BRIGADE_HAVE_CUDA) && BRIGADE_TEST_HAVE_NCCL
   if (gpus >= 2) {
@@ -290,6 +299,46 @@ TEST_CASE("GPUs (--devices cuda): 2 ranks save what one process on 2 GPUs saves,
   CHECK_MESSAGE(count(run.output, refusal) == 1, run.output);
   CHECK_MESSAGE(count(run.output, "--devices cuda with --distributed") == 1, run.output);
 }
+
+#if defined(BRIGADE_CUDA_EMULATED) && BRIGADE_TEST_HAVE_NCCL
+// Emulated GPUs, one per rank, with emulated NCCL (kernels/emu/nccl): the activations and
+// gradients between the stages go by NcclLink, the replicas' gradients by NcclReducer, and
+// every step's loss is the CPU devices' (MPI links and reducer) within 1e-6: the GPU path's
+// kernels (the emulated vendor libraries' references) round differently from the CPU path's.
+TEST_CASE("emulated GPUs: 2 ranks and 2 x 2 replicas over NCCL train as CPU ranks over MPI") {
+  const fs::path dir = temp_dir("emulated-nccl");
+  const fs::path model = dir / "three.model";
+  std::ofstream(model) << kModel;
+  const std::vector<std::string> base = {"--model", model.string(), "--data", "synthetic",
+                                         "--synthetic-count", "320", "--batch", "32", "--steps",
+                                         "4", "--distributed"};
+  for (const int ranks : {2, 4}) {
+    CAPTURE(ranks);
+    const std::vector<std::string> replicas =
+        ranks == 4 ? std::vector<std::string>{"--data-parallel", "2"} : std::vector<std::string>{};
+    const fs::path gpu = dir / ("gpu" + std::to_string(ranks) + ".jsonl"),
+                   cpu = dir / ("cpu" + std::to_string(ranks) + ".jsonl");
+    // Each rank a GPU of its own: its local rank's, among as many as the host has ranks.
+    const Run on_gpus = run_command(
+        "BRIGADE_EMULATED_GPUS=" + std::to_string(ranks) + " timeout 300 " + BRIGADE_MPIRUN +
+        " --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) + " " + BRIGADE_TRAIN +
+        quoted(with(with(base, replicas), {"--devices", "cuda", "--metrics", gpu.string()})));
+    REQUIRE_MESSAGE(on_gpus.status == 0, on_gpus.output);
+    const Run on_cpus = train_mpi(ranks, with(with(base, replicas),
+                                              {"--devices", "cpu", "--threads-per-device", "1",
+                                               "--metrics", cpu.string()}));
+    REQUIRE_MESSAGE(on_cpus.status == 0, on_cpus.output);
+    const std::vector<double> want = brigade::train::test::step_losses(cpu);
+    const std::vector<double> got = brigade::train::test::step_losses(gpu);
+    REQUIRE(want.size() == 4);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(got[i] - want[i]) <= 1e-6);
+    }
+  }
+}
+#endif
 
 TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no hang") {
   const fs::path dir = temp_dir("bad");
