@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/device.h"
@@ -53,6 +55,11 @@ class StreamImpl {
 
   const Device device;
   const uint64_t id;
+
+  // Stream::kept. Members of the base, destroyed after the backend's destructor has run (a
+  // CUDA stream synchronises there), so what is kept outlives the stream's work on it.
+  std::mutex kept_mutex;
+  std::map<const void*, std::shared_ptr<void>> kept;
 };
 
 // Backends. make_cuda_stream exists only in CUDA builds.
