@@ -16,9 +16,13 @@
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
 //
 // cuBLAS also wants scratch memory (its workspace), and cublasSetStream resets it to cuBLAS's
-// own pool. A lease gives each call a workspace of its stream from Brigade's stream-ordered
-// allocator (engine/allocator.h), so no two streams ever share one — the bits of a GEMM then
-// cannot depend on another stream's timing — and the memory is counted with the rest.
+// own pool. Each stream has its own: no two streams ever share one, so the bits of a GEMM cannot
+// depend on another stream's timing, and the calls of one stream reuse it in the stream's
+// order, with no allocation per call (without the allocator's cache that would be a cudaMalloc
+// and a device-wide cudaFree per GEMM). It comes from Brigade's allocator (engine/allocator.h),
+// counted with the rest, at the stream's first cuBLAS call, and goes back when the stream is
+// destroyed (Stream::kept), after its work: a pipeline's streams keep theirs from step to step,
+// and a stream a failed step leaves behind gives its back with it.
 //
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
@@ -49,11 +53,12 @@ class CublasLease {
   CublasLease(const CublasLease&) = delete;
   CublasLease& operator=(const CublasLease&) = delete;
   cublasHandle_t handle() const { return handle_; }
+  void* workspace() const { return workspace_->data(); }  // the stream's
 
  private:
   int device_ = -1;
   cublasHandle_t handle_ = nullptr;
-  std::shared_ptr<Block> workspace_;  // of the lease's stream, back to the allocator after
+  std::shared_ptr<Block> workspace_;  // kept by the lease's stream
 };
 
 class CudnnLease {
