@@ -82,7 +82,8 @@ std::shared_ptr<Block> workspace_of(const Stream& stream) {
     // destroyed: the device's default stream owns it (it lives forever and does no work on it),
     // and `stream` is declared its user, so the allocator knows whose work to wait for.
     const Stream owner = Stream::default_for(stream.device());
-    std::shared_ptr<Block> block = Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);
+    std::shared_ptr<Block> block =
+        Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);
     block->record_stream(stream);
     return std::shared_ptr<void>(std::move(block));
   }));

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -146,9 +147,17 @@ TEST_CASE("a stream's cuBLAS calls reuse its one workspace; destroying the strea
       const int64_t n = 64;
       const std::vector<float> a = test::to_float(test::random_vector(n * n, 31));
       Buffer da(a, stream), dc(std::vector<float>(n * n, NAN), stream);
-      cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f, dc.get(), n, stream);
-      cuda::vendor::sgemm(false, false, n, n, n, 1.0f, dc.get(), n, da.get(), n, 0.0f, dc.get(), n, stream);
-      stream.synchronize();
+      for (int i = 0; i < 2; ++i)
+        cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f, dc.get(),
+                            n, stream);
+      std::vector<double> want(n * n, 0.0), magnitude(n * n, 0.0);  // A·A (any major order)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t k = 0; k < n; ++k) {
+            want[i * n + j] += double{a[i * n + k]} * a[k * n + j];
+            magnitude[i * n + j] += std::fabs(double{a[i * n + k]} * a[k * n + j]);
+          }
+      CHECK(test::all_close("C", dc.to_host().data(), want, test::sum_tolerance(magnitude, n)));
       const uint64_t buffers = 2 * Allocator::block_size(n * n * sizeof(float));
       CHECK(allocator.stats().in_use == base + kCublasWorkspaceBytes + buffers);
     }
