@@ -16,13 +16,11 @@
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
 //
 // cuBLAS also wants scratch memory (its workspace), and cublasSetStream resets it to cuBLAS's
-// own pool. Each stream has its own: no two streams ever share one, so the bits of a GEMM cannot
-// depend on another stream's timing, and the calls of one stream reuse it in the stream's
-// order, with no allocation per call (without the allocator's cache that would be a cudaMalloc
-// and a device-wide cudaFree per GEMM). It comes from Brigade's allocator (engine/allocator.h),
-// counted with the rest, at the stream's first cuBLAS call, and goes back when the stream is
-// destroyed (Stream::kept), after its work: a pipeline's streams keep theirs from step to step,
-// and a stream a failed step leaves behind gives its back with it.
+// own pool. Each stream has one of its own, from Brigade's allocator (counted with the rest),
+// made at its first cuBLAS call and given back when the stream is destroyed, after its work
+// (Stream::kept). No two streams share one, so a GEMM's bits cannot depend on another stream's
+// timing; one stream's calls reuse it in stream order, with no allocation per call (without
+// the allocator's cache that was a cudaMalloc and a device-wide cudaFree per GEMM).
 //
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
