@@ -3,9 +3,11 @@
 // no legacy-stream copy, and creates or destroys no stream or event object — the calls that
 // stall a real GPU or the host, or cost a driver call per use. The emulated runtime counts
 // them (cuda_emulation.h's api_counts); BRIGADE_TEST_DEVICES=cuda:all puts stage s on
-// cuda:(s mod the number of GPUs), cuda puts every stage on cuda:0. (cudaMalloc and cudaEventCreate are not counted here: how far the host runs ahead
-// of the GPU decides how many blocks and events are in flight at once, so the caches may still
-// grow a little in a later step. tests/engine/cuda_test.cpp holds the event pool exactly.)
+// cuda:(s mod the number of GPUs), cuda puts every stage on cuda:0. (cudaMalloc and
+// cudaEventCreate calls are not counted here: how far the host runs ahead of the GPU decides how
+// many blocks and events are in flight at once, so the caches may still grow a little in a
+// later step. tests/engine/cuda_test.cpp holds the event pool exactly. cudaMalloc's bytes are
+// bounded: under one cuBLAS workspace, so a step allocates none.)
 #include <doctest/doctest.h>
 
 #if defined(BRIGADE_CUDA_EMULATED)
