@@ -56,8 +56,10 @@ class StreamImpl {
   const Device device;
   const uint64_t id;
 
-  // Stream::kept. Members of the base, destroyed after the backend's destructor has run (a
-  // CUDA stream synchronises there), so what is kept outlives the stream's work on it.
+  // Stream::kept. Members of the base, destroyed after the backend's destructor has run: a
+  // CUDA stream synchronises there, so what it kept outlives its work. (A CPU stream whose own
+  // task drops its last handle is destroyed while its worker runs on: what it kept may go
+  // before its remaining tasks have run.)
   std::mutex kept_mutex;
   std::map<const void*, std::shared_ptr<void>> kept;
 };
