@@ -80,6 +80,14 @@ void Stream::wait(const Event& event) const {
   impl_->wait(std::move(record));
 }
 
+std::shared_ptr<void> Stream::kept(const void* key,
+                                   const std::function<std::shared_ptr<void>()>& make) const {
+  std::lock_guard<std::mutex> lock(impl_->kept_mutex);
+  std::shared_ptr<void>& slot = impl_->kept[key];
+  if (!slot) slot = make();  // may throw (out of memory): then nothing is kept
+  return slot;
+}
+
 ThreadPool& Stream::thread_pool() const {
   BRIGADE_CHECK(impl_->device.is_cpu(),
                 str() << ": thread_pool() is only for streams of CPU devices");

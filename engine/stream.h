@@ -86,6 +86,14 @@ class Stream {
   cudaStream_t cuda_handle() const;
 #endif
 
+  // What a library keeps per stream for the stream's life (cuBLAS's workspace: per stream, so
+  // that no two streams share one): the first call with `key` keeps what make() returns, later
+  // calls return it. It is dropped when the stream is destroyed, so a CUDA stream's work on it
+  // has run. It must not hold the stream (a Stream, a Block the stream owns): a stream that
+  // keeps a handle to itself is never destroyed.
+  std::shared_ptr<void> kept(const void* key,
+                             const std::function<std::shared_ptr<void>()>& make) const;
+
   friend bool operator==(const Stream& a, const Stream& b) { return a.impl_ == b.impl_; }
   const std::shared_ptr<detail::StreamImpl>& impl() const { return impl_; }
 

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/device.h"
@@ -53,6 +55,13 @@ class StreamImpl {
 
   const Device device;
   const uint64_t id;
+
+  // Stream::kept. Members of the base, destroyed after the backend's destructor has run: a
+  // CUDA stream synchronises there, so what it kept outlives its work. (A CPU stream whose own
+  // task drops its last handle is destroyed while its worker runs on: what it kept may go
+  // before its remaining tasks have run.)
+  std::mutex kept_mutex;
+  std::map<const void*, std::shared_ptr<void>> kept;
 };
 
 // Backends. make_cuda_stream exists only in CUDA builds.

@@ -73,6 +73,22 @@ int cuda_index_of(const Stream& stream, const char* library) {
   return stream.device().index;
 }
 
+// The cuBLAS workspace of `stream`: made at its first call, kept by the stream, given back to
+// the allocator when the stream is destroyed (Stream::kept).
+std::shared_ptr<Block> workspace_of(const Stream& stream) {
+  static const char key = 0;  // its address names the workspace among what a stream keeps
+  return std::static_pointer_cast<Block>(stream.kept(&key, [&] {
+    // A block holds its owner stream, and a stream that kept a block of its own would never be
+    // destroyed: the device's default stream owns it (it lives forever and does no work on it),
+    // and `stream` is declared its user, so the allocator knows whose work to wait for.
+    const Stream owner = Stream::default_for(stream.device());
+    std::shared_ptr<Block> block =
+        Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);
+    block->record_stream(stream);
+    return std::shared_ptr<void>(std::move(block));
+  }));
+}
+
 }  // namespace
 
 CublasLease::CublasLease(const Stream& stream) : device_(cuda_index_of(stream, "cuBLAS")) {
@@ -81,7 +97,7 @@ CublasLease::CublasLease(const Stream& stream) : device_(cuda_index_of(stream, "
   try {
     BRIGADE_CUBLAS_CHECK(cublasSetStream(handle_, stream.cuda_handle()));
     // After the stream: cublasSetStream resets the workspace to cuBLAS's own pool.
-    workspace_ = Allocator::of(stream.device()).allocate(kCublasWorkspaceBytes, stream);
+    workspace_ = workspace_of(stream);
     BRIGADE_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_->data(), kCublasWorkspaceBytes));
   } catch (...) {
     give_back(device_, handle_);

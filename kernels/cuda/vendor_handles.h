@@ -16,9 +16,11 @@
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
 //
 // cuBLAS also wants scratch memory (its workspace), and cublasSetStream resets it to cuBLAS's
-// own pool. A lease gives each call a workspace of its stream from Brigade's stream-ordered
-// allocator (engine/allocator.h), so no two streams ever share one — the bits of a GEMM then
-// cannot depend on another stream's timing — and the memory is counted with the rest.
+// own pool. Each stream has one of its own, from Brigade's allocator (counted with the rest),
+// made at its first cuBLAS call and given back when the stream is destroyed, after its work
+// (Stream::kept). No two streams share one, so a GEMM's bits cannot depend on another stream's
+// timing; one stream's calls reuse it in stream order, with no allocation per call (without
+// the allocator's cache that was a cudaMalloc and a device-wide cudaFree per GEMM).
 //
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
@@ -49,11 +51,12 @@ class CublasLease {
   CublasLease(const CublasLease&) = delete;
   CublasLease& operator=(const CublasLease&) = delete;
   cublasHandle_t handle() const { return handle_; }
+  void* workspace() const { return workspace_->data(); }  // the stream's
 
  private:
   int device_ = -1;
   cublasHandle_t handle_ = nullptr;
-  std::shared_ptr<Block> workspace_;  // of the lease's stream, back to the allocator after
+  std::shared_ptr<Block> workspace_;  // kept by the lease's stream
 };
 
 class CudnnLease {

@@ -147,6 +147,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "the host has no memory left");
   std::memset(p, kPoison, bytes);  // fresh device memory is garbage: here, NaN
   gpu->in_use += footprint(bytes);
+  e.counts.malloc_bytes += bytes;
   e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu, {}};
   *ptr = p;
   return ok();
@@ -166,6 +167,7 @@ cudaError_t cudaFree(void* ptr) {
   if (again == e.allocations.end())
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): freed twice");
   gpu.in_use -= footprint(again->second.bytes);
+  e.counts.free_bytes += again->second.bytes;
   e.allocations.erase(again);
   std::free(ptr);
   return fault_of(gpu);

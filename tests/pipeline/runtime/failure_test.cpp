@@ -180,11 +180,21 @@ size_t live_streams() {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-TEST_CASE("a failed step leaves as many live streams as it found") {
+// The bytes in use on each device of `t`, in the order of its devices (a GPU of two stages
+// appears twice).
+std::vector<uint64_t> in_use(const std::vector<Device>& devices) {
+  std::vector<uint64_t> bytes;
+  for (const Device& d : devices) bytes.push_back(Allocator::of(d).stats().in_use);
+  return bytes;
+}
+
+TEST_CASE("a failed step leaves as many live streams, and as much memory in use, as it found") {
   testing::Deadline deadline("streams after failed steps");
   ThreeStages t(50);
+  const std::vector<Device> devices = test::test_devices(3, 50);
   CHECK(std::isfinite(t.runtime.step(batch(), 0).loss));
   const size_t before = live_streams();
+  const std::vector<uint64_t> memory = in_use(devices);
   HostBatch bad_label = batch();
   bad_label.labels[0] = 7;  // 3 classes: the last stage fails
   for (int i = 0; i < 3; ++i) {
@@ -194,6 +204,9 @@ TEST_CASE("a failed step leaves as many live streams as it found") {
   }
   CHECK(std::isfinite(t.runtime.step(batch(), 0).loss));
   CHECK(live_streams() == before);
+  // The streams a failed step left behind gave back what they kept (on the vendor path, each
+  // compute stream's cuBLAS workspace); the fresh ones have theirs.
+  CHECK(in_use(devices) == memory);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // no legacy-stream copy, and creates or destroys no stream or event object — the calls that
 // stall a real GPU or the host, or cost a driver call per use. The emulated runtime counts
 // them (cuda_emulation.h's api_counts); BRIGADE_TEST_DEVICES=cuda:all puts stage s on
-// cuda:(s mod the number of GPUs), cuda puts every stage on cuda:0. (cudaMalloc and cudaEventCreate are not counted here: how far the host runs ahead
-// of the GPU decides how many blocks and events are in flight at once, so the caches may still
-// grow a little in a later step. tests/engine/cuda_test.cpp holds the event pool exactly.)
+// cuda:(s mod the number of GPUs), cuda puts every stage on cuda:0. (cudaMalloc and
+// cudaEventCreate calls are not counted here: how far the host runs ahead of the GPU decides how
+// many blocks and events are in flight at once, so the caches may still grow a little in a
+// later step. tests/engine/cuda_test.cpp holds the event pool exactly. cudaMalloc's bytes are
+// bounded: under one cuBLAS workspace, so a step allocates none.)
 #include <doctest/doctest.h>
 
 #if defined(BRIGADE_CUDA_EMULATED)
@@ -19,6 +21,7 @@
 #include <utility>
 
 #include "engine/allocator.h"
+#include "kernels/cuda/vendor_handles.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
@@ -43,8 +46,11 @@ TEST_CASE("a step on GPUs: no cudaFree, device sync, legacy copy, stream or even
   runtime.step(data[2], 2);
   const emu::gpu::ApiCounts after = emu::gpu::api_counts();
   // BRIGADE_NO_MEMORY_CACHING=1 gives every block back once its work is done: cudaFree is its
-  // point there.
+  // point there. But not cuBLAS's workspaces (32 MiB each, more than all of a step's tensors
+  // here): each stream keeps its own (kernels/cuda/vendor_handles.h).
   if (Allocator::caching()) CHECK(after.free == before.free);
+  CHECK(after.malloc_bytes - before.malloc_bytes < cuda::vendor::kCublasWorkspaceBytes);
+  CHECK(after.free_bytes - before.free_bytes < cuda::vendor::kCublasWorkspaceBytes);
   CHECK(after.event_destroy == before.event_destroy);
   CHECK(after.stream_create == before.stream_create);
   CHECK(after.stream_destroy == before.stream_destroy);

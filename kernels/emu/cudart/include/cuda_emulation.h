@@ -17,6 +17,7 @@ namespace brigade::emu::gpu {
 // runs a step to warm up, then checks that the next one adds none of them.
 struct ApiCounts {
   uint64_t malloc = 0, free = 0;                 // cudaMalloc, cudaFree
+  uint64_t malloc_bytes = 0, free_bytes = 0;     // their sizes, summed
   uint64_t host_alloc = 0, host_free = 0;        // cudaMallocHost / cudaHostAlloc, cudaFreeHost
   uint64_t event_create = 0, event_destroy = 0;  // cudaEventCreate*, cudaEventDestroy
   uint64_t stream_create = 0, stream_destroy = 0;

@@ -1,24 +1,29 @@
 // Brigade's vendor path (kernels/cuda/vendor_handles.cpp, cudnn_conv.cpp, cublas_gemm.cpp) on
 // emulated cuBLAS and cuDNN: what the library emulation lets a test provoke that a GPU only
 // does on its own — an algorithm refused at execution, two host threads inside the library
-// on one device at once. Emulated builds only (tests/kernels/emu/meson.build).
+// on one device at once — and what it keeps: each stream's cuBLAS workspace. Emulated builds
+// only (tests/kernels/emu/meson.build).
 #include <doctest/doctest.h>
 
+#include <cuda_emulation.h>
 #include <cudnn.h>
 #include <vendor_emulation.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/vendor.h"
+#include "kernels/cuda/vendor_handles.h"
 #include "kernels/reference/conv2d.h"
 #include "tests/kernels/cpu/check.h"
 #include "tests/support/deadline.h"
@@ -110,4 +115,76 @@ TEST_CASE("two host threads are inside cuBLAS calls on one device at once") {
   second.join();
   emu::vendor::set_library_call_hook({});
   CHECK(most == 2);
+}
+
+// cuBLAS's workspace is the stream's (vendor_handles.h). (On cuda:1: the last case of
+// vendor_libraries_test.cpp leaves cuda:2 faulted.)
+TEST_CASE("a stream's cuBLAS calls reuse its one workspace; destroying the stream gives it back") {
+  testing::Deadline deadline("the stream's cuBLAS workspace");
+  using cuda::vendor::CublasLease, cuda::vendor::kCublasWorkspaceBytes;
+  const Device gpu = Device::cuda(1);
+  Allocator& allocator = Allocator::of(gpu);
+  const uint64_t base = allocator.stats().in_use;
+  {
+    const Stream stream = Stream::create(gpu);
+    void* first = nullptr;
+    {
+      const CublasLease lease(stream);
+      first = lease.workspace();
+    }
+    // Kept after the call: the stream's next call finds it.
+    CHECK(allocator.stats().in_use == base + kCublasWorkspaceBytes);
+    const emu::gpu::ApiCounts before = emu::gpu::api_counts();
+    {
+      const CublasLease lease(stream);
+      CHECK(lease.workspace() == first);
+    }
+    const emu::gpu::ApiCounts after = emu::gpu::api_counts();
+    CHECK(after.malloc == before.malloc);  // with the cache or without it
+    CHECK(after.free == before.free);
+    {
+      // Two GEMMs on it (the emulation forms a product this size in the workspace): still one.
+      const int64_t n = 64;
+      const std::vector<float> a = test::to_float(test::random_vector(n * n, 31));
+      Buffer da(a, stream), dc(std::vector<float>(n * n, NAN), stream);
+      for (int i = 0; i < 2; ++i)
+        cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f, dc.get(),
+                            n, stream);
+      std::vector<double> want(n * n, 0.0), magnitude(n * n, 0.0);  // A·A (any major order)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t k = 0; k < n; ++k) {
+            want[i * n + j] += double{a[i * n + k]} * a[k * n + j];
+            magnitude[i * n + j] += std::fabs(double{a[i * n + k]} * a[k * n + j]);
+          }
+      CHECK(test::all_close("C", dc.to_host().data(), want, test::sum_tolerance(magnitude, n)));
+      const uint64_t buffers = 2 * Allocator::block_size(n * n * sizeof(float));
+      CHECK(allocator.stats().in_use == base + kCublasWorkspaceBytes + buffers);
+    }
+  }
+  // The stream and the buffers it owned are gone, and the workspace with them.
+  CHECK(allocator.stats().in_use == base);
+}
+
+// Given back after each call, one stream's workspace would be free for the next stream once the
+// first stream's work is done: the two would then share memory, each racing the other as soon
+// as their calls overlap.
+TEST_CASE("two streams never share a cuBLAS workspace, even one after the other") {
+  testing::Deadline deadline("workspaces of two streams");
+  using cuda::vendor::CublasLease;
+  const Stream one = Stream::create(Device::cuda(1)), two = Stream::create(Device::cuda(1));
+  void* of_one = nullptr;
+  void* of_two = nullptr;
+  {
+    const CublasLease lease(one);
+    of_one = lease.workspace();
+  }
+  one.synchronize();  // nothing of `one` is pending
+  {
+    const CublasLease lease(two);
+    of_two = lease.workspace();
+  }
+  CHECK(of_one != of_two);
+  const CublasLease again(one);
+  CHECK(again.workspace() == of_one);
 }
