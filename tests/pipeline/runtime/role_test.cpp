@@ -29,22 +29,58 @@ constexpr int64_t kBatch = 12;
 
 std::vector<HostBatch> batches() { return test::random_batches(kSteps, kBatch, 300); }
 
-// The links of one replica's pipeline: every runtime asking for "activations 0->1" gets the
-// same Channel, so the sender's and the receiver's ends are one queue.
+// The links of one replica's pipeline, as two processes would see them: the runtimes at the
+// two ends of "activations 0->1" share one Channel (one queue), but each holds its own end.
+// A close is seen by both; the Channel reopens only once BOTH ends have reset after it. An end
+// that reset by itself would reopen the queue under a peer still on its way to a receive of
+// the failed step, which would then wait for a pair that never comes (as with MPI, where each
+// process resets only its own side).
 class SharedLinks {
  public:
   LinkFactory factory() {
     return [this](const LinkEnd& end) -> std::shared_ptr<Link> {
       std::lock_guard<std::mutex> lock(mutex_);
-      std::shared_ptr<Channel>& c = channels_[end.name];
-      if (!c) c = std::make_shared<Channel>(end.name);
-      return c;
+      std::shared_ptr<Shared>& s = shared_[end.name];
+      if (!s) s = std::make_shared<Shared>(end.name);
+      return std::make_shared<End>(s);
     };
   }
 
  private:
+  struct Shared {
+    explicit Shared(const std::string& name) : channel(name) {}
+    Channel channel;
+    std::mutex mutex;
+    bool closed = false;
+    int resets_since_close = 0;
+  };
+  class End final : public Link {
+   public:
+    explicit End(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+    const std::string& name() const override { return shared_->channel.name(); }
+    void send(int microbatch, Message message) override {
+      shared_->channel.send(microbatch, std::move(message));
+    }
+    Message receive(int microbatch) override { return shared_->channel.receive(microbatch); }
+    void close(const std::string& why) override {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      shared_->closed = true;
+      shared_->channel.close(why);
+    }
+    void reset() override {  // a runtime's recover(): at construction, and after a failed step
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      if (!shared_->closed || ++shared_->resets_since_close < 2) return;
+      shared_->channel.reset();
+      shared_->closed = false;
+      shared_->resets_since_close = 0;
+    }
+
+   private:
+    std::shared_ptr<Shared> shared_;
+  };
+
   std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Channel>> channels_;
+  std::map<std::string, std::shared_ptr<Shared>> shared_;
 };
 
 // What one rank builds: the whole model from the same seed, its own device block on its
