@@ -33,7 +33,7 @@ void SGD::step(std::optional<Stream> stream) {
 std::vector<NamedTensor> SGD::state() {
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < buf_.size(); ++i)
-    out.push_back({"sgd.momentum." + params_[i]->name, buf_[i]});
+    out.push_back({std::string(kMomentumPrefix) + params_[i]->name, buf_[i]});
   return out;
 }
 
@@ -60,8 +60,8 @@ void Adam::step(std::optional<Stream> stream) {
 std::vector<NamedTensor> Adam::state() {
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < params_.size(); ++i) {
-    out.push_back({"adam.m." + params_[i]->name, m_[i]});
-    out.push_back({"adam.v." + params_[i]->name, v_[i]});
+    out.push_back({std::string(kFirstMomentPrefix) + params_[i]->name, m_[i]});
+    out.push_back({std::string(kSecondMomentPrefix) + params_[i]->name, v_[i]});
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/stream.h"
@@ -70,6 +71,8 @@ class SGD : public Optimizer {
   void step(std::optional<Stream> stream = std::nullopt) override;
   std::vector<NamedTensor> state() override;
   std::string kind() const override { return "sgd"; }
+  // The prefix of the state's names, one tensor per parameter when there is momentum.
+  static constexpr std::string_view kMomentumPrefix = "sgd.momentum.";
 
  private:
   SgdParams h_;
@@ -83,6 +86,8 @@ class Adam : public Optimizer {
   void step(std::optional<Stream> stream = std::nullopt) override;
   std::vector<NamedTensor> state() override;
   std::string kind() const override { return "adam"; }
+  // The prefixes of the state's names: two tensors per parameter.
+  static constexpr std::string_view kFirstMomentPrefix = "adam.m.", kSecondMomentPrefix = "adam.v.";
 
  private:
   AdamParams h_;

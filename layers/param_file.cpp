@@ -39,4 +39,11 @@ void load_parameters(const std::vector<Parameter*>& params, const std::string& p
   for (Parameter* p : params) p->value.stream().synchronize();
 }
 
+std::vector<st::Expected> parameter_layout(const model::ModelSpec& spec) {
+  std::vector<st::Expected> tensors;
+  for (const model::LayerShape& l : model::infer_shapes(spec.input, spec.layers).layers)
+    for (const model::ParamSpec& p : l.param_specs) tensors.push_back({p.name, st::Dtype::F32, p.shape});
+  return tensors;
+}
+
 }  // namespace brigade::layers

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "layers/model/model_file.h"
+#include "layers/model/safetensors.h"
 #include "layers/tape.h"
 
 namespace brigade::layers {
@@ -21,5 +23,10 @@ void save_parameters(const std::vector<Parameter*>& params, const std::string& p
                      const std::map<std::string, std::string>& metadata = {});
 
 void load_parameters(const std::vector<Parameter*>& params, const std::string& path);
+
+// The tensors save_parameters writes for `spec`'s parameters (names, dtypes and shapes, in its
+// order), from the model's description alone: safetensors::file_size gives what the file will
+// need before any parameter exists.
+std::vector<safetensors::Expected> parameter_layout(const model::ModelSpec& spec);
 
 }  // namespace brigade::layers

@@ -95,6 +95,12 @@ struct Expected {
   std::vector<int64_t> shape;
 };
 
+// The size in bytes of the file write_file writes for tensors of these names, dtypes and
+// shapes (in this order) and this metadata, exactly: what a file system must have free for it.
+// Throws Error as write_file would for a name or shape it refuses.
+uint64_t file_size(std::span<const Expected> tensors,
+                   const std::map<std::string, std::string>& metadata = {});
+
 // Every difference between `file` and `expected` (missing, unexpected, wrong shape, wrong
 // dtype), one per entry, in expected order then file order. Empty when they agree.
 std::vector<std::string> mismatches(const File& file, std::span<const Expected> expected);

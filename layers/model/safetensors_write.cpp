@@ -23,15 +23,17 @@ std::string dims_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// The 8-byte length and the JSON header, padded with spaces to a multiple of 8 bytes (as
-// the reference writer does) so the byte buffer starts 8-byte aligned.
-std::string header_bytes(const std::string& path, std::span<const TensorToWrite> tensors,
-                         const std::map<std::string, std::string>& metadata) {
+// The 8-byte length and the JSON header of a file of `tensors` (names, dtypes and shapes, in
+// this order) and `metadata`, padded with spaces to a multiple of 8 bytes (as the reference
+// writer does) so the byte buffer starts 8-byte aligned. `sizes` gets each tensor's bytes.
+std::string header_bytes(const std::string& path, std::span<const Expected> tensors,
+                         const std::map<std::string, std::string>& metadata,
+                         std::vector<uint64_t>& sizes) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string_view> names;
   uint64_t offset = 0;
-  for (const TensorToWrite& t : tensors) {
+  for (const Expected& t : tensors) {
     const std::string who = path + ": tensor '" + t.name + "'";
     if (t.name == "__metadata__") throw Error(who + ": the name is reserved by the format");
     if (!names.insert(t.name).second) throw Error(who + ": written twice");
@@ -40,14 +42,12 @@ std::string header_bytes(const std::string& path, std::span<const TensorToWrite>
       if (d < 0) throw Error(who + ": negative size in shape " + dims_text(t.shape));
       if (bytes) bytes = checked::mul(*bytes, static_cast<uint64_t>(d));
     }
-    if (!bytes || *bytes != t.bytes.size())
-      throw Error(who + ": shape " + dims_text(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
-                  " needs " + (bytes ? std::to_string(*bytes) : std::string("more than 2^64")) +
-                  " bytes but " + std::to_string(t.bytes.size()) + " were given");
+    if (!bytes) throw Error(who + ": shape " + dims_text(t.shape) + " needs more than 2^64 bytes");
     header[t.name] = {{"dtype", dtype_name(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + *bytes}}};
     offset += *bytes;
+    sizes.push_back(*bytes);
   }
   std::string text;
   try {
@@ -65,11 +65,28 @@ std::string header_bytes(const std::string& path, std::span<const TensorToWrite>
 
 void write_file(const std::string& path, std::span<const TensorToWrite> tensors,
                 const std::map<std::string, std::string>& metadata) {
-  const std::string head = header_bytes(path, tensors, metadata);  // validates before any I/O
+  std::vector<Expected> layout;
+  for (const TensorToWrite& t : tensors) layout.push_back({t.name, t.dtype, t.shape});
+  std::vector<uint64_t> sizes;
+  const std::string head = header_bytes(path, layout, metadata, sizes);  // before any I/O
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].bytes.size() != sizes[i])
+      throw Error(path + ": tensor '" + tensors[i].name + "': shape " + dims_text(tensors[i].shape) +
+                  " of " + std::string(dtype_name(tensors[i].dtype)) + " needs " +
+                  std::to_string(sizes[i]) + " bytes but " + std::to_string(tensors[i].bytes.size()) +
+                  " were given");
   WholeFile file(path);  // a temporary, renamed over `path` once whole (engine/output_file.h)
   file.write(head);
   for (const TensorToWrite& t : tensors) file.write(t.bytes);
   file.commit();
+}
+
+uint64_t file_size(std::span<const Expected> tensors,
+                   const std::map<std::string, std::string>& metadata) {
+  std::vector<uint64_t> sizes;
+  uint64_t total = header_bytes("(a file's size)", tensors, metadata, sizes).size();
+  for (uint64_t bytes : sizes) total += bytes;
+  return total;
 }
 
 std::vector<std::string> mismatches(const File& file, std::span<const Expected> expected) {

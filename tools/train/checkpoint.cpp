@@ -2,10 +2,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "engine/error.h"
 #include "layers/model/safetensors.h"
+#include "layers/param_file.h"
 #include "tools/train/divergence.h"
 
 namespace brigade::train {
@@ -24,6 +26,20 @@ std::vector<layers::NamedTensor> tensors_of(const std::vector<layers::Parameter*
   for (layers::Optimizer* o : optimizers)
     for (layers::NamedTensor& t : o->state()) all.push_back(std::move(t));
   return all;
+}
+
+// The checkpoint's "__metadata__": where the run stands, and what it must agree on to resume.
+std::map<std::string, std::string> metadata(const model::ModelSpec& model, const Recipe& recipe,
+                                            const ResumePoint& resume_point, int64_t optimizer_steps) {
+  std::map<std::string, std::string> meta = {
+      {"brigade", kFormat},
+      {"model", model::print_model(model)},
+      {"step", std::to_string(resume_point.step)},
+      {"epoch", std::to_string(resume_point.epoch)},
+      {"batch", std::to_string(resume_point.batch)},
+      {"optimizer_steps", std::to_string(optimizer_steps)}};
+  for (const auto& [k, v] : recipe) meta["recipe." + k] = v;
+  return meta;
 }
 
 int64_t number(const st::File& file, const std::string& key) {
@@ -92,19 +108,24 @@ void save_checkpoint(const std::string& dir, const model::ModelSpec& model, cons
                ? "; the previous checkpoint stays in " + checkpoint_path(dir)
                : "; no checkpoint written"));
   }
-  std::map<std::string, std::string> meta = {
-      {"brigade", kFormat},
-      {"model", model::print_model(model)},
-      {"step", std::to_string(resume_point.step)},
-      {"epoch", std::to_string(resume_point.epoch)},
-      {"batch", std::to_string(resume_point.batch)},
-      {"optimizer_steps", std::to_string(optimizers.at(0)->steps())}};
-  for (const auto& [k, v] : recipe) meta["recipe." + k] = v;
   try {
-    st::write_file(checkpoint_path(dir), out, meta);
+    st::write_file(checkpoint_path(dir), out,
+                   metadata(model, recipe, resume_point, optimizers.at(0)->steps()));
   } catch (const std::exception& e) {
     throw CheckpointError(std::string("cannot write the checkpoint: ") + e.what());
   }
+}
+
+uint64_t checkpoint_file_size(const model::ModelSpec& model, const Recipe& recipe,
+                              std::span<const std::string_view> state_prefixes) {
+  std::vector<st::Expected> tensors = layers::parameter_layout(model);
+  const size_t params = tensors.size();
+  for (std::string_view prefix : state_prefixes)
+    for (size_t i = 0; i < params; ++i)
+      tensors.push_back({std::string(prefix) + tensors[i].name, st::Dtype::F32, tensors[i].shape});
+  // The counters at their widest: 19 digits, the most a non-negative int64_t has.
+  constexpr int64_t kWidest = std::numeric_limits<int64_t>::max();
+  return st::file_size(tensors, metadata(model, recipe, {kWidest, kWidest, kWidest}, kWidest));
 }
 
 std::string model_difference(const std::string& checkpoint_model, const std::string& run_model) {

@@ -22,8 +22,10 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "layers/model/model_file.h"
@@ -69,6 +71,14 @@ ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& mode
 // Whether `path` is a checkpoint (its metadata says so); false for anything else, a parameter
 // file of --save or a file that cannot be read.
 bool is_checkpoint_file(const std::string& path);
+
+// The size of the file save_checkpoint writes for `model` and `recipe`, with an optimizer
+// whose state is one tensor per parameter per prefix (layers/optimizers.h: SGD's
+// kMomentumPrefix, Adam's two): never less, and at most 80 bytes more (the four counters of
+// where the run stands are taken at their widest). What the free-space check before step 1
+// asks of the file system.
+uint64_t checkpoint_file_size(const model::ModelSpec& model, const Recipe& recipe,
+                              std::span<const std::string_view> state_prefixes);
 
 // The first line where the two model descriptions differ, as a sentence; empty if equal.
 std::string model_difference(const std::string& checkpoint_model, const std::string& run_model);

@@ -8,6 +8,9 @@
 #include <thread>
 
 #include "engine/allocator.h"
+#include "layers/model/safetensors.h"
+#include "layers/optimizers.h"
+#include "layers/param_file.h"
 #include "tools/train/checkpoint.h"
 
 namespace brigade::train {
@@ -154,9 +157,14 @@ void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t ste
                      "machine's " + format_size(memory) + " of memory: use a smaller --batch");
 }
 
-int optimizer_states(const Options& o) {
-  return o.optimizer == "adam" ? 2 : o.momentum != 0 ? 1 : 0;
+std::vector<std::string_view> optimizer_state_prefixes(const Options& o) {
+  using layers::Adam, layers::SGD;
+  if (o.optimizer == "adam") return {Adam::kFirstMomentPrefix, Adam::kSecondMomentPrefix};
+  if (o.momentum != 0) return {SGD::kMomentumPrefix};
+  return {};
 }
+
+int optimizer_states(const Options& o) { return static_cast<int>(optimizer_state_prefixes(o).size()); }
 
 void check_outputs(const Options& o) {
   if (!o.save.empty()) check_output_file("--save", o.save);
@@ -179,17 +187,15 @@ void check_outputs(const Options& o) {
   }
 }
 
-void check_output_space(const Options& o, const model::ModelSpec& spec) {
-  const uint64_t params =
-      4 * static_cast<uint64_t>(model::infer_shapes(spec.input, spec.layers).total_params);
-  constexpr uint64_t kHeader = 1 << 20;  // names, shapes, the model's text, the recipe
+void check_output_space(const Options& o, const model::ModelSpec& spec, const Recipe& recipe) {
   if (!o.checkpoint_dir.empty())
     check_space("--checkpoint-dir", o.checkpoint_dir,
-                params * static_cast<uint64_t>(1 + optimizer_states(o)) + kHeader,
+                checkpoint_file_size(spec, recipe, optimizer_state_prefixes(o)),
                 "a checkpoint (parameters and optimizer state)");
-  if (!o.save.empty()) check_space("--save", o.save, params + kHeader, "the parameters");
-  if (!o.save_initial.empty())
-    check_space("--save-initial", o.save_initial, params + kHeader, "the parameters");
+  if (o.save.empty() && o.save_initial.empty()) return;
+  const uint64_t parameters = safetensors::file_size(layers::parameter_layout(spec));
+  if (!o.save.empty()) check_space("--save", o.save, parameters, "the parameters");
+  if (!o.save_initial.empty()) check_space("--save-initial", o.save_initial, parameters, "the parameters");
 }
 
 }  // namespace brigade::train

@@ -23,6 +23,7 @@
 #include "engine/device.h"
 #include "layers/model/model_file.h"
 #include "pipeline/runtime/step_memory.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
 
 namespace brigade::train {
@@ -31,10 +32,13 @@ namespace brigade::train {
 // --checkpoint-dir), and --init-from not a checkpoint (that is --resume's). Throws UsageError.
 void check_outputs(const Options& options);
 // Room for a checkpoint (parameters and optimizer state, written beside the previous one
-// before the rename) and for --save, on their file systems now. Throws UsageError.
-void check_output_space(const Options& options, const model::ModelSpec& spec);
+// before the rename) and for --save and --save-initial, on their file systems now: each file's
+// size as it will be written (its header too), not a margin. Throws UsageError.
+void check_output_space(const Options& options, const model::ModelSpec& spec, const Recipe& recipe);
 
-// Optimizer tensors per parameter: Adam's two moments, SGD's momentum buffer (if any).
+// The names of the optimizer's state tensors start with these, one tensor per parameter each:
+// Adam's two moments, SGD's momentum buffer (if any). optimizer_states is how many.
+std::vector<std::string_view> optimizer_state_prefixes(const Options& options);
 int optimizer_states(const Options& options);
 
 // A file the run will write, named by its flag in messages. Throws UsageError.

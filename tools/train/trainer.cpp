@@ -32,7 +32,6 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
         "then reconfigure with -Dmpi=enabled)");
   if (reporter_) check_outputs(options);  // the reporter writes every file
   spec_ = load_model(options.model);
-  if (reporter_) check_output_space(options, spec_);
   o_ = processes.pipeline_options(options, spec_);  // under mpirun: P devices, one per rank
   set_up_pipeline();
   announce();
@@ -63,6 +62,9 @@ void Training::set_up_pipeline() {
                      (replicas > 1 ? " times the " + std::to_string(replicas) + " replicas" : "") +
                      ": every micro-batch needs a sample");
 
+  recipe_ = recipe_of(o_, m, replicas);
+  if (reporter_) check_output_space(o_, spec_, recipe_);  // before the data is read
+
   train_ = load_split(o_, data::Split::train);
   test_ = load_split(o_, data::Split::test);
   check_model_fits_data(spec_, train_);
@@ -77,7 +79,6 @@ void Training::set_up_pipeline() {
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
   pipeline_ = build_pipeline(o_, spec_, devices_, m, batcher_->batch_rows(0), processes_);
-  recipe_ = recipe_of(o_, m, replicas);
   busy_ms_.assign(devices_.devices.size(), 0.0);
 }
 

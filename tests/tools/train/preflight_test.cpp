@@ -12,7 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "layers/model/safetensors.h"
+#include "layers/param_file.h"
 #include "tests/tools/train/run_binary.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
 #include "tools/train/preflight.h"
 
@@ -78,6 +81,43 @@ TEST_CASE("preflight: space for a file is compared with what its file system has
       brigade::train::check_space("--save", (dir / "x").string(), free + (uint64_t{1} << 40),
                                   "the parameters"),
       doctest::Contains("the parameters needs"), brigade::train::UsageError);
+}
+
+// What the check asks for is what the files take: a checkpoint of a 21 KB model once needed
+// "1.0 MiB" (a fixed margin for the header), so runs that fit were refused.
+TEST_CASE("preflight: the space asked for a checkpoint and for --save is what the files take") {
+  const fs::path dir = temp_dir("sizes");
+  for (const std::string optimizer : {"adam", "sgd"}) {
+    CAPTURE(optimizer);
+    const fs::path run_dir = dir / optimizer;
+    fs::create_directories(run_dir);
+    std::vector<std::string> flags = {"--optimizer", optimizer,
+                                      "--save", (run_dir / "p.safetensors").string(),
+                                      "--checkpoint-dir", (run_dir / "ckpt").string()};
+    if (optimizer == "sgd") flags.insert(flags.end(), {"--momentum", "0.9"});
+    const Run r = run_train(quick(run_dir, flags));
+    CAPTURE(r.output);
+    REQUIRE(r.status == 0);
+    const brigade::model::ModelSpec spec = brigade::model::load_model_file((run_dir / "small.model").string());
+    // --save: exactly the file's size.
+    CHECK(brigade::safetensors::file_size(brigade::layers::parameter_layout(spec)) ==
+          fs::file_size(run_dir / "p.safetensors"));
+    // A checkpoint, from the run's recipe (as the checkpoint recorded it): never less than the
+    // file, and at most the 80 bytes of counters taken at their widest more.
+    const brigade::safetensors::File checkpoint =
+        brigade::safetensors::read_file((run_dir / "ckpt" / "checkpoint.safetensors").string());
+    brigade::train::Recipe recipe;
+    for (const auto& [key, value] : checkpoint.metadata)
+      if (key.starts_with("recipe.")) recipe[key.substr(7)] = value;
+    brigade::train::Options options;
+    options.optimizer = optimizer;
+    options.momentum = 0.9;
+    const uint64_t asked = brigade::train::checkpoint_file_size(
+        spec, recipe, brigade::train::optimizer_state_prefixes(options));
+    const uint64_t written = fs::file_size(run_dir / "ckpt" / "checkpoint.safetensors");
+    CHECK(asked >= written);
+    CHECK(asked <= written + 80);
+  }
 }
 
 TEST_CASE("preflight: --threads-per-device is bounded by a multiple of the cores") {
