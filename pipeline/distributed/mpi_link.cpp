@@ -115,6 +115,9 @@ void MpiLink::advance_sends() {
         out.header = {kFailedWork, faults_.rank(), static_cast<int64_t>(out.failure.size()), 0,
                       0, 0};
         out.message = Message{};  // the tensor is not needed any more
+        // And this rank hears of it as of another's failure: its host may be waiting in a
+        // receive whose sender waits for this very send, and it stops at its next poll.
+        faults_.hear(faults_.rank(), out.failure);
       }
       post_header(out.header, tags_.message(out.microbatch, 0), &out.requests[0]);
       if (out.failure.empty()) {

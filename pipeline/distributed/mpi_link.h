@@ -12,7 +12,8 @@
 //   payload  tag(link, mb, 1)   n chars: the cause ("activations 1->2: micro-batch 0 not
 //                                sent: action 1F0 (stage 1, micro-batch 0): non-finite ...")
 // The receiver then throws RankFailed at once (and hears it as a fault notice, faults.h),
-// so a failing rank ends the job with its cause instead of leaving its neighbours waiting.
+// and so does the sender's own host at its next wait (FaultLine::hear of its own rank), so
+// a failing rank ends the job with its cause instead of leaving its neighbours waiting.
 // The tag names the micro-batch, so pairs match by micro-batch in any order the receiver
 // asks for them (MPI_Improbe on the header's tag, then the payload's).
 //

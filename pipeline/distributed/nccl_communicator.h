@@ -7,7 +7,9 @@
 // communicator on the same GPU (it refuses or hangs), so neither does Brigade.
 //
 // Waits on the GPU cannot poll for fault notices (faults.h): if a rank fails while its peers'
-// streams wait in NCCL, the failed rank's MPI_Abort (or mpirun, if it died) ends the job.
+// streams wait in NCCL, the failed rank's MPI_Abort (or mpirun, if it died) ends the job, and
+// a peer blocked there is killed without saying why. NcclReducer therefore has the replicas
+// agree by MPI before each all-reduce (nccl_reducer.h).
 #pragma once
 
 #include <nccl.h>

@@ -4,7 +4,47 @@
 
 namespace brigade::distributed {
 
-NcclReducer::NcclReducer(MPI_Comm replicas, Device gpu) : nccl_(replicas, gpu) {}
+namespace {
+MPI_Comm duplicate(MPI_Comm comm) {
+  MPI_Comm copy = MPI_COMM_NULL;
+  BRIGADE_MPI_CHECK(MPI_Comm_dup(comm, &copy));
+  return copy;
+}
+}  // namespace
+
+NcclReducer::NcclReducer(FaultLine& faults, MPI_Comm replicas, Device gpu,
+                         std::chrono::milliseconds timeout)
+    : faults_(faults),
+      agreement_(duplicate(replicas)),
+      timeout_(timeout),
+      nccl_(replicas, gpu) {
+  BRIGADE_MPI_CHECK(MPI_Comm_rank(replicas, &replica_));
+  BRIGADE_MPI_CHECK(MPI_Comm_size(replicas, &replicas_));
+}
+
+int NcclReducer::agree(bool abandoning) {
+  int word = abandoning ? replica_ : replicas_, first = replicas_;
+  MPI_Request request = MPI_REQUEST_NULL;
+  BRIGADE_MPI_CHECK(
+      MPI_Iallreduce(&word, &first, 1, MPI_INT, MPI_MIN, agreement_.get(), &request));
+  auto done = [&] {
+    int here = 0;
+    BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
+    return here != 0;
+  };
+  poll_until(faults_, done, [] { return false; }, timeout_,
+             [] { return std::string("NcclReducer: the replicas' word on their gradients' sum"); });
+  return first < replicas_ ? first : -1;
+}
+
+void NcclReducer::abandon(const std::string& /*why: the failing rank's own report says it*/) {
+  try {
+    agree(true);
+  } catch (const std::exception&) {
+    // Another rank's failure was heard first: the job is ending, and this step's own failure
+    // is what the caller goes on to report.
+  }
+}
 
 void NcclReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
   const Device& gpu = nccl_.device();
@@ -17,6 +57,14 @@ void NcclReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) 
     BRIGADE_CHECK(t.defined() && t.device() == gpu && t.dtype() == DType::float32,
                   "NcclReducer: tensor " << i << " (" << (t.defined() ? t.str() : "undefined")
                                          << ") is not a float32 tensor on " << gpu);
+  }
+  if (const int failed = agree(false); failed >= 0) {
+    // That replica's rank is ending the job and notifies every rank with its cause: wait for
+    // the notice (poll_until throws it as RankFailed) rather than invent a cause here.
+    poll_until(faults_, [] { return false; }, [] { return false; }, timeout_, [&] {
+      return "NcclReducer: replica " + std::to_string(failed) +
+             "'s step failed; waiting for its rank's fault notice";
+    });
   }
   BRIGADE_CUDA_CHECK(cudaSetDevice(gpu.index));
   BRIGADE_NCCL_RANK_CHECK(ncclGroupStart());

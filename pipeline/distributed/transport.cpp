@@ -27,7 +27,7 @@ std::unique_ptr<pipeline::GradientReducer> make_reducer(const MpiSession& sessio
                                                         MPI_Comm replicas, Device device) {
   if (device.is_cuda()) {
 #if defined(BRIGADE_HAVE_NCCL)
-    return std::make_unique<NcclReducer>(replicas, device);
+    return std::make_unique<NcclReducer>(session.faults(), replicas, device);
 #else
     throw Error("the gradients' all-reduce on " + device.str() + ": this build has no NCCL");
 #endif

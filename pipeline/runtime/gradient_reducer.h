@@ -22,8 +22,10 @@ class GradientReducer {
   // replica, so replicas stay bit-identical.
   virtual void sum(const std::vector<Tensor>& tensors, const Stream& stream) = 0;
   // This replica's step failed and it will not call sum() for it: the other replicas must not
-  // wait for it. Between processes, the failing process ends the whole job (faults.h), which
-  // ends every other replica's wait, so the MPI and NCCL reducers need do nothing here.
+  // wait for it. Between processes, the failing process ends the whole job (faults.h), whose
+  // notice ends every other replica's MPI wait, so MpiReducer does nothing here; NcclReducer
+  // gives its word that the round is off, since a GPU waiting in an all-reduce hears no
+  // notice (nccl_reducer.h).
   virtual void abandon(const std::string& why) { (void)why; }
 };
 

@@ -5,6 +5,7 @@
 
 #include "pipeline/distributed/mpi_reducer.h"  // all_reduce_sum
 #include "pipeline/distributed/poll.h"         // default_timeout
+#include "tools/train/fault_injection.h"
 #include "tools/train/optimizer.h"
 
 namespace brigade::train {
@@ -99,10 +100,21 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   // needs only the batch's size).
   staged_ = topology.replicas == 1 && (runtime_->runs(schedule_.device_of(0)) ||
                                        runtime_->runs(schedule_.device_of(stages - 1)));
+  if (const auto injection = nan_injection_from_environment();
+      injection && injection->rank == session.rank())
+    nan_before_step_ = injection->step;
 }
 
 pipeline::StepResult DistributedRunner::run(StagingArea& area, StagingArea::Slot& slot,
                                             uint32_t step) {
+  if (nan_before_step_ && static_cast<int64_t>(step) + 1 == *nan_before_step_) {
+    // A fault on purpose (fault_injection.h): a weight of this rank's first stage with any.
+    bool written = false;
+    for (int s = 0; s < partition_.count() && !written; ++s)
+      if (schedule_.device_of(s) == position_) written = write_nan_into(parameters(s));
+    BRIGADE_CHECK(written, "BRIGADE_INJECT_NAN: this rank trains no stage with parameters to "
+                           "write a NaN into");
+  }
   // Staged: the micro-batches themselves, the runtime's streams waiting on their events.
   pipeline::StepResult r = staged_ ? runtime_->step(slot.staged, step)
                                    : runtime_->step(host_batch(slot.staged), step);

@@ -8,7 +8,9 @@
 // on rank 0 or read from a checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,7 @@ class DistributedRunner final : public StepRunner {
   std::vector<std::unique_ptr<layers::Optimizer>> gathered_;
   std::unique_ptr<pipeline::Runtime> runtime_;
   bool staged_ = false;  // run() hands the runtime the staged micro-batches, else a host batch
+  std::optional<int64_t> nan_before_step_;  // BRIGADE_INJECT_NAN for this rank (fault_injection.h)
 };
 
 }  // namespace brigade::train

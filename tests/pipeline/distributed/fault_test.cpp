@@ -65,6 +65,17 @@ bool failed(const Job& job) {
   return !job.timed_out && !(WIFEXITED(job.status) && WEXITSTATUS(job.status) == 0);
 }
 
+// Each rank of the 3 said why it ends, naming rank 1's failure `cause`: rank 1 "failed", the
+// others "stop" (rank 1 aborts the job only once they have said so, or after 5 s: faults.h).
+void check_every_rank_says(const Job& job, const std::string& cause) {
+  CHECK(job.output.find("brigade: rank 1 failed: " + cause) != std::string::npos);
+  for (int r : {0, 2}) {
+    CAPTURE(r);
+    CHECK(job.output.find("brigade: rank " + std::to_string(r) + " stops: rank 1 failed: " +
+                          cause) != std::string::npos);
+  }
+}
+
 }  // namespace
 
 // The limit is a hang detector, not a timing assertion: these jobs end in a few seconds.
@@ -74,8 +85,7 @@ TEST_CASE("fault: a rank that throws while others wait on its link ends the job,
   const Job job = run_job("throw", limit);
   INFO(job.output);
   CHECK(failed(job));
-  CHECK(job.output.find("brigade: rank 1 failed: out of memory on cpu:0 in stage 1 (a test's "
-                        "failure)") != std::string::npos);
+  check_every_rank_says(job, "out of memory on cpu:0 in stage 1 (a test's failure)");
   CHECK(job.output.find("without an error") == std::string::npos);
 }
 
@@ -83,7 +93,7 @@ TEST_CASE("fault: a rank that throws while the others are in an all-reduce ends 
   const Job job = run_job("throw-reduce", limit);
   INFO(job.output);
   CHECK(failed(job));
-  CHECK(job.output.find("brigade: rank 1 failed: out of memory") != std::string::npos);
+  check_every_rank_says(job, "out of memory on cpu:0 in stage 1 (a test's failure)");
   CHECK(job.output.find("without an error") == std::string::npos);
 }
 
@@ -98,13 +108,15 @@ TEST_CASE("fault: a rank killed by SIGKILL ends the job; mpirun names it") {
 TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause, not a timeout") {
   // Rank 1's host waits in a receive and never sees its stream fail; its neighbours wait on
   // it. Only the link's failure message (mpi_link.h) ends this before BRIGADE_MPI_TIMEOUT_S
-  // (600 s); 30 s is the hang detector.
+  // (600 s): rank 2 receives it, and rank 1's host hears it from its own link, so it ends too
+  // and tells rank 0, which waits on rank 1 for what rank 2 would have sent back. 30 s is
+  // the hang detector.
   const Job job = run_job("stream", std::chrono::seconds(30));
   INFO(job.output);
   CHECK_FALSE(job.timed_out);
   CHECK(failed(job));
-  CHECK(job.output.find("rank 1 failed: activations 1->2: micro-batch 0 not sent: non-finite "
-                        "value in stage 1 (a test's failure)") != std::string::npos);
+  check_every_rank_says(job, "activations 1->2: micro-batch 0 not sent: non-finite value in "
+                             "stage 1 (a test's failure)");
   CHECK(job.output.find("still waiting") == std::string::npos);
   CHECK(job.output.find("without an error") == std::string::npos);
 }

@@ -74,7 +74,7 @@ TEST_CASE("NcclReducer: the exact sum of every rank's gradients, on every rank")
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * (k + 1)) * 0.25f * static_cast<float>(i % 5);
     grads.push_back(Tensor::from_vector(v, Shape{static_cast<int64_t>(v.size())}, stream));
   }
-  NcclReducer reducer(MPI_COMM_WORLD, gpu);
+  NcclReducer reducer(session.faults(), MPI_COMM_WORLD, gpu);
   reducer.sum(grads, stream);
   stream.synchronize();
   for (int k = 0; k < 3; ++k) {
@@ -82,4 +82,32 @@ TEST_CASE("NcclReducer: the exact sum of every rank's gradients, on every rank")
     for (size_t i = 0; i < got.size(); ++i)  // sum over ranks q of (q+1)(k+1)/4 (i mod 5): exact
       CHECK(got[i] == static_cast<float>(n * (n + 1) / 2 * (k + 1)) * 0.25f * static_cast<float>(i % 5));
   }
+}
+
+// A replica whose step failed gives its word in abandon() instead of summing: no replica
+// enqueues an ncclAllReduce that would wait on the GPU forever for it, and each throws the
+// failed rank's notice. Without the agreement the others' streams hang in the all-reduce (the
+// Deadline names it).
+TEST_CASE("NcclReducer: a replica that abandons the round stops every sum, with its cause") {
+  testing::Deadline deadline("NcclReducer's abandoned round", std::chrono::seconds(120));
+  MpiSession& session = testing::mpi_session();
+  const int r = session.rank();
+  const Device gpu = Device::cuda(r);
+  Stream stream = Stream::create(gpu);
+  // A line of its own (the session's must stay clean for the other tests of this process).
+  FaultLine line(r, session.size());
+  const std::vector<float> mine(64, static_cast<float>(r + 1));
+  const std::vector<Tensor> grads = {Tensor::from_vector(mine, Shape{64}, stream)};
+  NcclReducer reducer(line, MPI_COMM_WORLD, gpu);
+  if (r == 1) {
+    reducer.abandon("its NaN check failed");
+    line.notify("non-finite value in stage 0 (a test's failure)");
+  } else {
+    CHECK_THROWS_WITH_AS(reducer.sum(grads, stream),
+                         "rank 1 failed: non-finite value in stage 0 (a test's failure)",
+                         RankFailed);
+    stream.synchronize();
+    CHECK(grads[0].to_vector() == mine);  // nothing was summed
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
