@@ -1,7 +1,9 @@
 // The emulated kernel launch: checks made at the launch, then the grid as a stream task that
-// runs its blocks on the GPU's threads (kernels/emu/grid.cpp's run_grid).
+// runs its blocks on the GPU's threads (kernels/emu/grid.cpp's run_grid), beside the grids of
+// its other streams (kernels/emu/multiprocessors.h).
 #include "kernels/emu/cudart/launch.h"
 
+#include <sstream>
 #include <string>
 
 #include "engine/error.h"
