@@ -115,6 +115,10 @@ struct Allocation {
   AccessHistory history;  // the happens-before check's (hb.h); a new allocation starts empty
 };
 
+// How reports name an allocation (hb.cpp): "emulated cuda:1 memory 0x55951161ec00 (an
+// allocation of 256 bytes)", for the allocation starting at `start`.
+std::string memory_name(const Allocation& a, uintptr_t start);
+
 class Emulation {
  public:
   static Emulation& get();  // made at first use, never destroyed (workers may outlive main)
