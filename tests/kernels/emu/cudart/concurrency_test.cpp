@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/emu/emulated_gpu.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
@@ -111,4 +113,28 @@ TEST_CASE("a missing event wait between two streams reads the value from before 
   CHECK(shared_value.load() == 7.0f);    // and the producer did store, afterwards
   for (cudaStream_t s : {producer, consumer}) CHECK(cudaStreamDestroy(s) == cudaSuccess);
   CHECK(cudaFree(result) == cudaSuccess);
+}
+
+namespace {
+// Counts the blocks that ran; block 5 fails, as a kernel whose block faults.
+std::atomic<int> blocks_run{0};
+void fail_in_block_five(float* out) {
+  if (brigade::emu::threadIdx.x == 0) ++blocks_run;
+  if (brigade::emu::blockIdx.x == 5) throw std::runtime_error("block five gives up");
+  out[brigade::emu::blockIdx.x] = 1.0f;
+}
+}  // namespace
+
+TEST_CASE("a block that fails while the GPU's threads share its grid faults the GPU, once") {
+  Deadline deadline("a failing block");
+  float* out = device_floats(1, 64);  // cuda:1: the fault is sticky
+  cudaStream_t stream = stream_on(1);
+  REQUIRE(launch(stream, "fail_in_block_five", 64, fail_in_block_five, out) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaErrorLaunchFailure);
+  const std::string text = cudaGetErrorString(cudaGetLastError());
+  INFO(text);
+  CHECK(text.find("kernel fail_in_block_five") != std::string::npos);
+  CHECK(text.find("block five gives up") != std::string::npos);
+  // Blocks start in order and every block started runs to its end: 0 to 5 at least.
+  CHECK(blocks_run.load() >= 6);
 }
