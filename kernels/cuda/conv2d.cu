@@ -107,13 +107,15 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s) { return s.C * s.R * s.S *
 void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream) {
   check_conv("im2col", s, col);
   const int64_t total = conv2d_workspace_floats(s);
-  BRIGADE_LAUNCH(im2col_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream, x, col, s);
+  BRIGADE_LAUNCH(im2col_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(x, s.C * s.H * s.W), BRIGADE_EXTENT(col, total), s);
 }
 
 void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream) {
   check_conv("col2im", s, col);
   const int64_t total = s.C * s.H * s.W;
-  BRIGADE_LAUNCH(col2im_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream, col, dx, s);
+  BRIGADE_LAUNCH(col2im_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(col, conv2d_workspace_floats(s)), BRIGADE_EXTENT(dx, total), s);
 }
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
@@ -127,7 +129,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   }
   if (b == nullptr && !relu) return;
   BRIGADE_LAUNCH(channel_bias_kernel, elementwise_blocks(s.y_size()), kElementwiseBlock, 0,
-                 stream, y, b, s.N, s.K, PQ, relu);
+                 stream, BRIGADE_EXTENT(y, s.y_size()), BRIGADE_EXTENT(b, s.K), s.N, s.K, PQ, relu);
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
@@ -157,7 +159,8 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {
   check_conv("conv2d_backward_bias", s, nullptr, false);
   BRIGADE_CHECK(s.K < (int64_t(1) << 31), "conv2d_backward_bias: too many channels " << s.K);
-  BRIGADE_LAUNCH(bias_grad_kernel, static_cast<unsigned>(s.K), kBiasBlock, 0, stream, dy, db, s);
+  BRIGADE_LAUNCH(bias_grad_kernel, static_cast<unsigned>(s.K), kBiasBlock, 0, stream,
+                 BRIGADE_EXTENT(dy, s.y_size()), BRIGADE_EXTENT(db, s.K), s);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -48,7 +48,7 @@ void add_bias_rows(float* y, const float* b, int64_t rows, int64_t cols, bool re
   BRIGADE_CHECK(rows >= 0 && cols >= 1, "add_bias_rows: invalid shape (" << rows << ", " << cols << ")");
   if (rows == 0 || (b == nullptr && !relu)) return;  // nothing to do
   BRIGADE_LAUNCH(add_bias_rows_kernel, elementwise_blocks(rows * cols), kElementwiseBlock, 0,
-                 stream, y, b, rows, cols, relu);
+                 stream, BRIGADE_EXTENT(y, rows * cols), BRIGADE_EXTENT(b, cols), rows, cols, relu);
 }
 
 void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
@@ -76,7 +76,7 @@ void dense_backward_bias(const float* dy, float* db, int64_t N, int64_t out,
   check_dense("dense_backward_bias", N, 1, out);
   if (N == 0) return;
   BRIGADE_LAUNCH(bias_grad_columns_kernel, elementwise_blocks(out), kElementwiseBlock, 0, stream,
-                 dy, db, N, out);
+                 BRIGADE_EXTENT(dy, N * out), BRIGADE_EXTENT(db, out), N, out);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -42,8 +42,9 @@ void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample
   // The scale exactly as the reference computes it in float: 1 / (1 - rate), on the host.
   const float scale = 1.0f / (1.0f - rate);
   const int64_t total = batch * per_sample;
-  BRIGADE_LAUNCH(dropout_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream, x, y,
-                 total, per_sample, sample_offset, rate, scale, key);
+  BRIGADE_LAUNCH(dropout_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(x, total), BRIGADE_EXTENT(y, total), total, per_sample,
+                 sample_offset, rate, scale, key);
 }
 
 void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,

@@ -28,25 +28,29 @@ __global__ void copy_kernel(const float* x /* (n) */, float* y /* (n) */, int64_
 void add_to(const float* x, float* y, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "add_to: n = " << n << " is negative");
   if (n == 0) return;  // a grid of zero blocks is an invalid launch
-  BRIGADE_LAUNCH(add_to_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, x, y, n);
+  BRIGADE_LAUNCH(add_to_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(x, n), BRIGADE_EXTENT(y, n), n);
 }
 
 void scale(float* y, float a, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "scale: n = " << n << " is negative");
   if (n == 0) return;
-  BRIGADE_LAUNCH(scale_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, y, a, n);
+  BRIGADE_LAUNCH(scale_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(y, n), a, n);
 }
 
 void fill(float* y, float a, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "fill: n = " << n << " is negative");
   if (n == 0) return;
-  BRIGADE_LAUNCH(fill_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, y, a, n);
+  BRIGADE_LAUNCH(fill_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(y, n), a, n);
 }
 
 void copy(const float* x, float* y, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "copy: n = " << n << " is negative");
   if (n == 0) return;
-  BRIGADE_LAUNCH(copy_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, x, y, n);
+  BRIGADE_LAUNCH(copy_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(x, n), BRIGADE_EXTENT(y, n), n);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

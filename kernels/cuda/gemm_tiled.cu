@@ -68,6 +68,12 @@ __global__ void gemm_tiled_kernel(bool trans_a, bool trans_b, int64_t M, int64_t
   }
 }
 
+// The elements a row-major (rows, cols) matrix with leading dimension ld spans: the last
+// row needs only its first `cols`.
+inline int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld) {
+  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
 void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                 int64_t ldc, const Stream& stream) {
@@ -85,7 +91,9 @@ void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, flo
                   static_cast<unsigned>((M + kTile - 1) / kTile));
   const dim3 block(kTile, kTile);
   BRIGADE_LAUNCH(gemm_tiled_kernel, grid, block, 0, stream, trans_a, trans_b, M, N, K, alpha,
-                 A, lda, B, ldb, beta, C, ldc);
+                 BRIGADE_EXTENT(A, matrix_extent(trans_a ? K : M, a_cols, lda)), lda,
+                 BRIGADE_EXTENT(B, matrix_extent(trans_b ? N : K, b_cols, ldb)), ldb, beta,
+                 BRIGADE_EXTENT(C, matrix_extent(M, N, ldc)), ldc);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -52,7 +52,8 @@ void matmul_tiled(const float* a, const float* b, float* c, int64_t m, int64_t n
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
                   static_cast<unsigned>((m + kTile - 1) / kTile));
   const dim3 block(kTile, kTile);
-  BRIGADE_LAUNCH(matmul_tiled_kernel, grid, block, 0, stream, a, b, c, m, n, k);
+  BRIGADE_LAUNCH(matmul_tiled_kernel, grid, block, 0, stream, BRIGADE_EXTENT(a, m * k),
+                 BRIGADE_EXTENT(b, k * n), BRIGADE_EXTENT(c, m * n), m, n, k);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

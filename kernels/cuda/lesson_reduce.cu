@@ -61,8 +61,8 @@ void reduce_sum_shared(const float* x, int64_t n, float* workspace, float* out,
   for (;;) {
     const int64_t blocks = blocks_for(count);
     float* sums = blocks == 1 ? out : workspace;  // (blocks)
-    BRIGADE_LAUNCH(block_sum_kernel, static_cast<unsigned>(blocks), kBlock, 0, stream, in,
-                   count, sums);
+    BRIGADE_LAUNCH(block_sum_kernel, static_cast<unsigned>(blocks), kBlock, 0, stream,
+                   BRIGADE_EXTENT(in, count), count, BRIGADE_EXTENT(sums, blocks));
     if (blocks == 1) return;
     in = sums;
     count = blocks;

@@ -57,8 +57,10 @@ __global__ void warp_sum_kernel(const float* x /* (n) */, int64_t n, float* out 
 void reduce_sum_warp(const float* x, int64_t n, float* out, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "reduce_sum_warp: n = " << n << " is negative");
   const int64_t blocks = std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, kMaxBlocks);
-  BRIGADE_LAUNCH(set_zero_kernel, 1, 1, 0, stream, out);  // stream order: before the sums
-  BRIGADE_LAUNCH(warp_sum_kernel, static_cast<unsigned>(blocks), kBlock, 0, stream, x, n, out);
+  BRIGADE_LAUNCH(set_zero_kernel, 1, 1, 0, stream,
+                 BRIGADE_EXTENT(out, 1));  // stream order: before the sums
+  BRIGADE_LAUNCH(warp_sum_kernel, static_cast<unsigned>(blocks), kBlock, 0, stream,
+                 BRIGADE_EXTENT(x, n), n, BRIGADE_EXTENT(out, 1));
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

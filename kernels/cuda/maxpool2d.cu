@@ -100,14 +100,16 @@ void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dSh
                        const Stream& stream) {
   check_pool("maxpool2d_forward", s);
   BRIGADE_LAUNCH(maxpool2d_forward_kernel, elementwise_blocks(s.y_size()), kElementwiseBlock, 0,
-                 stream, x, y, argmax, s);
+                 stream, BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(y, s.y_size()),
+                 BRIGADE_EXTENT(argmax, s.y_size()), s);
 }
 
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
                         const Stream& stream) {
   check_pool("maxpool2d_backward", s);
   BRIGADE_LAUNCH(maxpool2d_backward_kernel, elementwise_blocks(s.x_size()), kElementwiseBlock, 0,
-                 stream, dy, argmax, dx, s);
+                 stream, BRIGADE_EXTENT(dy, s.y_size()), BRIGADE_EXTENT(argmax, s.y_size()),
+                 BRIGADE_EXTENT(dx, s.x_size()), s);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

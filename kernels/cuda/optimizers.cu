@@ -63,8 +63,9 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams
   const float lr = static_cast<float>(h.lr), mu = static_cast<float>(h.momentum);
   const float keep = static_cast<float>(1.0 - h.dampening);
   const float wd = static_cast<float>(h.weight_decay);
-  BRIGADE_LAUNCH(sgd_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, p, g, buf, n, lr,
-                 mu, keep, wd, h.momentum != 0.0, h.nesterov, first_step);
+  BRIGADE_LAUNCH(sgd_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(p, n), BRIGADE_EXTENT(g, n), BRIGADE_EXTENT(buf, n), n, lr, mu,
+                 keep, wd, h.momentum != 0.0, h.nesterov, first_step);
 }
 
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamParams& h,
@@ -82,7 +83,9 @@ void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const 
                       static_cast<float>(1.0 - h.beta2),
                       static_cast<float>(h.eps),
                       h.decoupled};
-  BRIGADE_LAUNCH(adam_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, p, g, m, v, n, a);
+  BRIGADE_LAUNCH(adam_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(p, n), BRIGADE_EXTENT(g, n), BRIGADE_EXTENT(m, n),
+                 BRIGADE_EXTENT(v, n), n, a);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

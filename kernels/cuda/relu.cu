@@ -23,14 +23,15 @@ __global__ void relu_backward_kernel(const float* y /* (n) */, const float* dy /
 void relu_forward(const float* x, float* y, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "relu_forward: n = " << n << " is negative");
   if (n == 0) return;  // a grid of zero blocks is an invalid launch
-  BRIGADE_LAUNCH(relu_forward_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, x, y, n);
+  BRIGADE_LAUNCH(relu_forward_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(x, n), BRIGADE_EXTENT(y, n), n);
 }
 
 void relu_backward(const float* y, const float* dy, float* dx, int64_t n, const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "relu_backward: n = " << n << " is negative");
   if (n == 0) return;
-  BRIGADE_LAUNCH(relu_backward_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream, y,
-                 dy, dx, n);
+  BRIGADE_LAUNCH(relu_backward_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(y, n), BRIGADE_EXTENT(dy, n), BRIGADE_EXTENT(dx, n), n);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

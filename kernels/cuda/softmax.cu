@@ -140,16 +140,17 @@ unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock
 void softmax_forward(const float* x, float* y, int64_t N, int64_t classes, const Stream& stream) {
   check_rows("softmax_forward", N, classes);
   if (N == 0) return;  // a grid of zero blocks is an invalid launch
-  BRIGADE_LAUNCH(softmax_forward_kernel, row_blocks(N), kRowsPerBlock * 32, 0, stream, x, y, N,
-                 classes);
+  BRIGADE_LAUNCH(softmax_forward_kernel, row_blocks(N), kRowsPerBlock * 32, 0, stream,
+                 BRIGADE_EXTENT(x, N * classes), BRIGADE_EXTENT(y, N * classes), N, classes);
 }
 
 void softmax_backward(const float* y, const float* dy, float* dx, int64_t N, int64_t classes,
                       const Stream& stream) {
   check_rows("softmax_backward", N, classes);
   if (N == 0) return;
-  BRIGADE_LAUNCH(softmax_backward_kernel, row_blocks(N), kRowsPerBlock * 32, 0, stream, y, dy,
-                 dx, N, classes);
+  BRIGADE_LAUNCH(softmax_backward_kernel, row_blocks(N), kRowsPerBlock * 32, 0, stream,
+                 BRIGADE_EXTENT(y, N * classes), BRIGADE_EXTENT(dy, N * classes),
+                 BRIGADE_EXTENT(dx, N * classes), N, classes);
 }
 
 int64_t softmax_cross_entropy_workspace_floats(int64_t N) { return N; }
@@ -164,18 +165,23 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* dl
                                                                         << " must be positive");
   if (N > 0)
     BRIGADE_LAUNCH(cross_entropy_rows_kernel, row_blocks(N), kRowsPerBlock * 32, 0, stream,
-                   logits, labels, dlogits, workspace, N, classes, normaliser);
-  BRIGADE_LAUNCH(cross_entropy_total_kernel, 1, kSumBlock, 0, stream, workspace, labels, N,
-                 classes, normaliser, result);
+                   BRIGADE_EXTENT(logits, N * classes), BRIGADE_EXTENT(labels, N),
+                   BRIGADE_EXTENT(dlogits, N * classes), BRIGADE_EXTENT(workspace, N), N, classes,
+                   normaliser);
+  BRIGADE_LAUNCH(cross_entropy_total_kernel, 1, kSumBlock, 0, stream,
+                 BRIGADE_EXTENT(workspace, N), BRIGADE_EXTENT(labels, N), N, classes, normaliser,
+                 BRIGADE_EXTENT(result, 1));
 }
 
 void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
                     unsigned long long* correct, const Stream& stream) {
   check_rows("accuracy_count", N, classes);
-  BRIGADE_LAUNCH(zero_count_kernel, 1, 1, 0, stream, correct);  // stream order: first
+  BRIGADE_LAUNCH(zero_count_kernel, 1, 1, 0, stream,
+                 BRIGADE_EXTENT(correct, 1));  // stream order: first
   if (N == 0) return;
-  BRIGADE_LAUNCH(accuracy_kernel, elementwise_blocks(N), kElementwiseBlock, 0, stream, logits,
-                 labels, N, classes, correct);
+  BRIGADE_LAUNCH(accuracy_kernel, elementwise_blocks(N), kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(logits, N * classes), BRIGADE_EXTENT(labels, N), N, classes,
+                 BRIGADE_EXTENT(correct, 1));
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

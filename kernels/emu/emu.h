@@ -55,7 +55,28 @@
                                 ::brigade::emu::dim3(block), static_cast<size_t>(smem), \
                                 kernel __VA_OPT__(, ) __VA_ARGS__)
 
+// BRIGADE_EXTENT(pointer, elements), written in place of a pointer argument of BRIGADE_LAUNCH:
+// the kernel reads or writes `elements` elements from `pointer`, no more. A launch on an
+// emulated GPU checks that they lie within the pointer's allocation (cudart/launch.h); under
+// nvcc it is the pointer itself, so it costs nothing on a GPU.
+#define BRIGADE_EXTENT(pointer, elements) \
+  ::brigade::emu::make_extent((pointer), static_cast<int64_t>(elements), #pointer)
+
 namespace brigade::emu {
+
+// What BRIGADE_EXTENT makes: the pointer, which the kernel's parameter is converted from, and
+// what the launch checks on an emulated GPU.
+template <class T>
+struct Extent {
+  T* pointer;
+  int64_t elements;
+  const char* written_as;  // the argument as the launch spells it: "y", "out + offset"
+  operator T*() const { return pointer; }  // NOLINT: implicit, it is the argument
+};
+template <class T>
+Extent<T> make_extent(T* pointer, int64_t elements, const char* written_as) {
+  return Extent<T>{pointer, elements, written_as};
+}
 
 // ---- built-in variables -------------------------------------------------------------------
 // Read-only views of the indices of the CUDA thread now running on this OS thread (the

@@ -31,25 +31,47 @@ using namespace ::brigade::emu;  // NOLINT(google-build-using-namespace)
 
 namespace brigade::emu {
 
-// A pointer parameter is a read of its allocation when it points to const, else a write: the
-// happens-before check (kernels/emu/cudart/hb.h) takes the kernel's signature at its word.
 template <class T>
-void collect_pointer(std::vector<PointerArgument>& pointers, const T& value) {
-  if constexpr (std::is_pointer_v<T>)
-    pointers.emplace_back(static_cast<const void*>(value),
-                          !std::is_const_v<std::remove_pointer_t<T>>);
+inline constexpr bool is_extent = false;
+template <class T>
+inline constexpr bool is_extent<Extent<T>> = true;
+
+// A pointer parameter is a read of its allocation when it points to const, else a write: the
+// happens-before check (kernels/emu/cudart/hb.h) takes the kernel's signature at its word. An
+// argument written BRIGADE_EXTENT(p, n) also carries the extent the launch declares.
+template <class Param, class Arg>
+void collect_pointer(std::vector<PointerArgument>& pointers, int position, const Arg& arg) {
+  if constexpr (std::is_pointer_v<Param>) {
+    const Param converted = arg;
+    PointerArgument p(static_cast<const void*>(converted),
+                      !std::is_const_v<std::remove_pointer_t<Param>>);
+    p.position = position;
+    if constexpr (is_extent<Arg>) {
+      p.elements = arg.elements;
+      p.element_bytes = sizeof(*arg.pointer);
+      p.written_as = arg.written_as;
+    }
+    pointers.push_back(p);
+  }
+}
+
+template <class... Params, class... Args, size_t... I>
+std::vector<PointerArgument> collect_pointers(std::index_sequence<I...>, const Args&... args) {
+  std::vector<PointerArgument> pointers;
+  (collect_pointer<std::decay_t<Params>>(pointers, static_cast<int>(I) + 1, args), ...);
+  return pointers;
 }
 
 // The launch of a native kernel on an emulated GPU: arguments converted to the kernel's
 // parameter types and copied now, pointer arguments handed to the runtime to check, each
-// marked read or written by its parameter's type.
+// marked read or written by its parameter's type, with its extent where the launch declares it.
 template <class... Params, class... Args>
 cudaError_t launch_native(cudaStream_t stream, const char* name, dim3 grid, dim3 block,
                           size_t smem, void (*kernel)(Params...), Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
+  std::vector<PointerArgument> pointers =
+      collect_pointers<Params...>(std::index_sequence_for<Params...>{}, args...);
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
-  std::vector<PointerArgument> pointers;
-  std::apply([&](const auto&... p) { (collect_pointer(pointers, p), ...); }, params);
   return launch_on_gpu(stream, LaunchConfig{name, grid, block, smem},
                        [kernel, params = std::move(params)] { std::apply(kernel, params); },
                        std::move(pointers));

@@ -5,6 +5,7 @@
 #include "engine/error.h"
 #include "engine/thread_pool.h"
 #include "kernels/emu/block.h"
+#include "kernels/emu/multiprocessors.h"
 #include "kernels/emu/runtime.h"
 
 namespace brigade::emu {
@@ -40,24 +41,36 @@ void check_launch(const LaunchConfig& c) {
                        << " without an opt-in the emulator does not model");
 }
 
+namespace {
+// Runs block number `b` (x fastest, then y, then z) on this OS thread's BlockRunner.
+void run_block(const LaunchConfig& config, const ThreadBody& body, int64_t b) {
+  const dim3 g = config.grid;
+  const uint3 idx{static_cast<unsigned>(b % g.x), static_cast<unsigned>(b / g.x % g.y),
+                  static_cast<unsigned>(b / (int64_t{g.x} * g.y))};
+  BlockRunner::for_this_thread().run(config, idx, body);
+}
+
+int64_t block_count(const LaunchConfig& config) {
+  return int64_t{config.grid.x} * config.grid.y * config.grid.z;
+}
+}  // namespace
+
 void run_grid(const LaunchConfig& config, const ThreadBody& body, ThreadPool* pool) {
   check_launch(config);
-  const dim3 g = config.grid;
-  const int64_t blocks = int64_t{g.x} * g.y * g.z;
   // Blocks are independent (CUDA gives no order among them), so any split over OS threads
   // is valid; each OS thread runs its blocks one at a time on its own BlockRunner.
   auto run_blocks = [&](int64_t begin, int64_t end) {
-    BlockRunner& runner = BlockRunner::for_this_thread();
-    for (int64_t b = begin; b < end; ++b) {
-      const uint3 idx{static_cast<unsigned>(b % g.x), static_cast<unsigned>(b / g.x % g.y),
-                      static_cast<unsigned>(b / (int64_t{g.x} * g.y))};
-      runner.run(config, idx, body);
-    }
+    for (int64_t b = begin; b < end; ++b) run_block(config, body, b);
   };
   if (pool != nullptr)
-    pool->parallel_for(blocks, run_blocks);
+    pool->parallel_for(block_count(config), run_blocks);
   else
-    run_blocks(0, blocks);
+    run_blocks(0, block_count(config));
+}
+
+void run_grid(const LaunchConfig& config, const ThreadBody& body, Multiprocessors& gpu) {
+  check_launch(config);
+  gpu.run(block_count(config), [&](int64_t b) { run_block(config, body, b); });
 }
 
 }  // namespace brigade::emu

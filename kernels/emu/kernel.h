@@ -14,6 +14,7 @@
 //   namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 //   __global__ void k(...) { ... BRIGADE_DYNAMIC_SHARED(float, buf); ... }
 //   void launcher(..., const Stream& stream) { BRIGADE_LAUNCH(k, grid, block, smem, stream, args...); }
+// where a pointer argument may be BRIGADE_EXTENT(p, n): the kernel touches p[0, n), no more.
 //   }
 // Launching on a stream of the wrong kind (a native kernel on a CPU stream, an emulated
 // one on a CUDA stream) throws brigade::Error naming the kernel and the stream.
@@ -58,6 +59,10 @@ inline cudaStream_t native_launch_stream(const Stream& stream, const char* kerne
     kernel<<<(grid), (block), (smem), brigade_launch_stream_>>>(__VA_ARGS__);                \
     BRIGADE_CUDA_CHECK(cudaGetLastError());                                                  \
   } while (0)
+
+// A pointer argument with the number of elements the kernel touches from it: checked against
+// its allocation by an emulated GPU's launch (emu.h), the bare pointer here.
+#define BRIGADE_EXTENT(pointer, elements) (pointer)
 
 #elif defined(BRIGADE_EMULATED_GPU_KERNELS)
 

@@ -19,6 +19,8 @@ class ThreadPool;
 
 namespace brigade::emu {
 
+class Multiprocessors;
+
 // CUDA's built-in vector types, as vector_types.h spells them. They live in brigade::emu,
 // not the global namespace, so that a program linking both compilations of a kernel (and
 // CUDA's own ::dim3) has one definition of each name.
@@ -65,6 +67,10 @@ void check_launch(const LaunchConfig& config);
 // another on the calling thread. Throws brigade::Error naming the kernel, block and thread
 // when a kernel throws, a barrier or shuffle is divergent, or the launch is invalid.
 void run_grid(const LaunchConfig& config, const ThreadBody& body, ThreadPool* pool = nullptr);
+// The same on an emulated GPU's threads (multiprocessors.h): the calling thread runs blocks of
+// this grid while the GPU's helpers share theirs among every grid in flight, so grids launched
+// from two streams run at the same time.
+void run_grid(const LaunchConfig& config, const ThreadBody& body, Multiprocessors& gpu);
 
 namespace detail {
 

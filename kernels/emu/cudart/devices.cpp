@@ -63,7 +63,7 @@ Emulation::Emulation() {
     gpu->index = i;
     gpu->capacity = static_cast<uint64_t>(memory);
     gpu->peer_enabled.assign(static_cast<size_t>(count), false);
-    gpu->sm = std::make_unique<ThreadPool>(threads > 0 ? static_cast<int>(threads) : 1);
+    gpu->sm = std::make_unique<Multiprocessors>(threads > 0 ? static_cast<int>(threads) : 1);
     gpus.push_back(std::move(gpu));
   }
   peer_supported = peer == 1;

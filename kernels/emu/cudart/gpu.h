@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/thread_pool.h"
 #include "kernels/emu/cudart/hb.h"
 #include "kernels/emu/cudart/include/cuda_emulation.h"
 #include "kernels/emu/cudart/include/cuda_runtime_api.h"
+#include "kernels/emu/multiprocessors.h"
 
 namespace brigade::emu::gpu {
 
@@ -61,7 +61,8 @@ struct Gpu {
   std::shared_ptr<StreamState> barrier_stream;
   uint64_t barrier_position = 0;
   VectorClock barrier_clock;  // barrier_stream's clock at barrier_position (hb.h)
-  std::unique_ptr<ThreadPool> sm;  // the GPU's "multiprocessors": threads that run blocks
+  // The threads that run the GPU's blocks, shared by the grids of all its streams at once.
+  std::unique_ptr<Multiprocessors> sm;
   uint64_t streams_made = 0;       // numbers this GPU's streams for chaos.cpp
 };
 
@@ -113,6 +114,10 @@ struct Allocation {
   Gpu* gpu = nullptr;  // null: pinned host memory (cudaMallocHost)
   AccessHistory history;  // the happens-before check's (hb.h); a new allocation starts empty
 };
+
+// How reports name an allocation (hb.cpp): "emulated cuda:1 memory 0x55951161ec00 (an
+// allocation of 256 bytes)", for the allocation starting at `start`.
+std::string memory_name(const Allocation& a, uintptr_t start);
 
 class Emulation {
  public:

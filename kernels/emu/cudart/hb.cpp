@@ -38,17 +38,19 @@ void inherit_host(StreamState& stream) {
 }
 
 namespace {
-
 std::string hex(uintptr_t address) {
   char text[32];
   std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(address));
   return text;
 }
+}  // namespace
 
 std::string memory_name(const Allocation& a, uintptr_t start) {
   return (a.gpu != nullptr ? name_of(*a.gpu) + " memory " : std::string("pinned host memory ")) +
          hex(start) + " (an allocation of " + std::to_string(a.bytes) + " bytes)";
 }
+
+namespace {
 
 // The text of a race between an earlier access and the one being recorded.
 std::string race_text(const Access& earlier, bool earlier_wrote, const Access& now, bool now_writes,

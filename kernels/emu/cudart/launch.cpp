@@ -1,7 +1,9 @@
 // The emulated kernel launch: checks made at the launch, then the grid as a stream task that
-// runs its blocks on the GPU's threads (kernels/emu/grid.cpp's run_grid).
+// runs its blocks on the GPU's threads (kernels/emu/grid.cpp's run_grid), beside the grids of
+// its other streams (kernels/emu/multiprocessors.h).
 #include "kernels/emu/cudart/launch.h"
 
+#include <sstream>
 #include <string>
 
 #include "engine/error.h"
@@ -10,13 +12,34 @@
 namespace brigade::emu {
 
 namespace {
+
+// Why a pointer argument's declared extent (BRIGADE_EXTENT) leaves its allocation, or "".
+std::string extent_overrun(const gpu::Allocation& a, uintptr_t start, const PointerArgument& p,
+                           const std::string& kernel, const gpu::Gpu& gpu) {
+  if (p.elements < 0) return "";  // not declared
+  const uint64_t offset = reinterpret_cast<uintptr_t>(p.pointer) - start;
+  const uint64_t bytes = static_cast<uint64_t>(p.elements) * p.element_bytes;
+  if (offset + bytes <= a.bytes) return "";
+  const uint64_t past = offset + bytes - a.bytes;
+  std::ostringstream os;
+  os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": argument " << p.position << " ("
+     << p.written_as << ") is declared to touch " << p.elements << " elements of "
+     << p.element_bytes << " bytes from byte " << offset << " of " << gpu::memory_name(a, start)
+     << ", which runs " << past << " bytes";
+  if (const uint64_t whole = past / p.element_bytes; past % p.element_bytes == 0)
+    os << " (" << whole << (whole == 1 ? " element)" : " elements)");
+  os << " past its end";
+  return os.str();
+}
+
 // Why the kernel would touch memory it may not, or "".
 std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgument>& pointers,
                            const std::string& kernel) {
   const gpu::Emulation& e = gpu::Emulation::get();
   for (size_t i = 0; i < pointers.size(); ++i) {
     if (pointers[i].pointer == nullptr) continue;
-    const gpu::Allocation* a = e.find(pointers[i].pointer, 0);
+    uintptr_t start = 0;
+    const gpu::Allocation* a = e.find(pointers[i].pointer, 0, &start);
     const std::string arg = "kernel " + kernel + " on " + gpu::name_of(gpu) + ": pointer argument " +
                             std::to_string(i + 1) + " ";
     if (a == nullptr) return arg + "is not device or pinned memory (pageable host memory?)";
@@ -24,6 +47,8 @@ std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgumen
         !gpu.peer_enabled[static_cast<size_t>(a->gpu->index)])
       return arg + "points into " + gpu::name_of(*a->gpu) +
              " memory, and peer access to it was not enabled (cudaDeviceEnablePeerAccess)";
+    if (std::string overrun = extent_overrun(*a, start, pointers[i], kernel, gpu); !overrun.empty())
+      return overrun;
   }
   return "";
 }
@@ -58,7 +83,7 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                                  gpu::set_fault(*g, cudaErrorIllegalAddress, illegal);
                                  return;
                                }
-                               run_grid(config, body, g->sm.get());
+                               run_grid(config, body, *g->sm);
                              },
                              std::move(what)});
   for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);

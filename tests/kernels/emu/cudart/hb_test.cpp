@@ -18,6 +18,7 @@
 #include "tests/kernels/emu/cudart/cudart_support.h"
 #include "tests/support/deadline.h"
 
+using brigade::testing::allocation_name;
 using brigade::testing::Deadline;
 using brigade::testing::device_floats;
 using brigade::testing::stream_on;
@@ -40,16 +41,6 @@ float value_at(const float* device) {
   float host = 0.0f;
   REQUIRE(cudaMemcpy(&host, device, sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   return host;
-}
-
-// How the check names an allocation: "emulated cuda:1 memory 0x... (an allocation of 4 bytes)",
-// as many bytes as asked (the emulated cudaMalloc does not round up).
-std::string allocation_name(int device, const void* start, size_t bytes) {
-  char address[32];
-  std::snprintf(address, sizeof(address), "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(start)));
-  return "emulated cuda:" + std::to_string(device) + " memory " + address + " (an allocation of " +
-         std::to_string(bytes) + " bytes)";
 }
 
 // The text of the thread's last error, which it resets.
