@@ -36,6 +36,7 @@ const Tool kTools[] = {
     {"brigade-bench-pipeline", "BRIGADE_BENCH_PIPELINE", "", "--batch many"},
     {"brigade-simulate", "BRIGADE_SIMULATE", "", "--stages many"},
     {"brigade-plot", "BRIGADE_PLOT", "m.jsonl -o out.svg", "--title"},
+    {"bench_emu", "BRIGADE_BENCH_EMU", "", "--reps many"},
 };
 
 // The names in executable('NAME', ...) of tools/meson.build and tools/*/meson.build.

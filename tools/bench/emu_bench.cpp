@@ -13,15 +13,18 @@
 // cost that kernels/emu/README.md's "Speed" budget quotes. Every launch's result is checked,
 // so a fast wrong emulator does not pass for a fast one.
 //
-//   build/tests/kernels/emu/bench_emu [repetitions]     (default 5)
+//   build/tools/bench_emu                          every kernel, 5 repetitions each
+//   build/tools/bench_emu --reps 9 --kernels reduce
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/emu/emu.h"
 #include "tools/bench/timing.h"
+#include "tools/command_line.h"
 
 namespace brigade::emu::bench_kernels {
 
@@ -88,7 +91,21 @@ bool check(const char* name, bool ok) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  int reps = 5;
+  std::vector<std::string> kernels = {"scale", "reduce", "shuffle"};
+  CLI::App app{"bench_emu: what one emulated CUDA thread costs, with and without barriers"};
+  brigade::cli::show_defaults(app);
+  app.add_option("--reps", reps, "launches per kernel (the median is reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--kernels", kernels, "which kernels to time")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"scale", "reduce", "shuffle"}));
+  if (const auto status = brigade::cli::parse_or_exit_status(app, argc, argv, "bench_emu"))
+    return *status;
+  const auto wanted = [&](const char* name) {
+    return std::find(kernels.begin(), kernels.end(), name) != kernels.end();
+  };
+
   std::vector<float> x(kThreads), y(kThreads), sums(kThreads / warpSize);
   for (int64_t i = 0; i < kThreads; ++i) x[i] = static_cast<float>(i % 7);  // exact sums
 
@@ -97,11 +114,13 @@ int main(int argc, char** argv) {
   const float* in = x.data();
   bool ok = true;
 
-  auto scale = [&] { run_kernel("scale_kernel", kBlocks, kBlock, 0, scale_kernel, in, y.data()); };
-  report("scale", 2, cpu_time(scale, reps));
-  bool doubled = true;
-  for (int64_t i = 0; i < kThreads; ++i) doubled &= y[i] == 2.0f * x[i];
-  ok &= check("scale", doubled);
+  if (wanted("scale")) {
+    auto scale = [&] { run_kernel("scale_kernel", kBlocks, kBlock, 0, scale_kernel, in, y.data()); };
+    report("scale", 2, cpu_time(scale, reps));
+    bool doubled = true;
+    for (int64_t i = 0; i < kThreads; ++i) doubled &= y[i] == 2.0f * x[i];
+    ok &= check("scale", doubled);
+  }
 
   // Sums of `group` consecutive x: small integers, exact in float whatever the order.
   auto sums_right = [&](const char* name, int64_t group) {
@@ -113,16 +132,19 @@ int main(int argc, char** argv) {
     }
     return check(name, right);
   };
-  auto reduce = [&] {
-    run_kernel("reduce_kernel", kBlocks, kBlock, 0, reduce_kernel, in, sums.data());
-  };
-  report("reduce", 2 + 2 * 9, cpu_time(reduce, reps));
-  ok &= sums_right("reduce", kBlock);
-
-  auto shuffle = [&] {
-    run_kernel("shuffle_kernel", kBlocks, kBlock, 0, shuffle_kernel, in, sums.data());
-  };
-  report("shuffle", 2 + 2 * 5, cpu_time(shuffle, reps));
-  ok &= sums_right("shuffle", warpSize);
+  if (wanted("reduce")) {
+    auto reduce = [&] {
+      run_kernel("reduce_kernel", kBlocks, kBlock, 0, reduce_kernel, in, sums.data());
+    };
+    report("reduce", 2 + 2 * 9, cpu_time(reduce, reps));
+    ok &= sums_right("reduce", kBlock);
+  }
+  if (wanted("shuffle")) {
+    auto shuffle = [&] {
+      run_kernel("shuffle_kernel", kBlocks, kBlock, 0, shuffle_kernel, in, sums.data());
+    };
+    report("shuffle", 2 + 2 * 5, cpu_time(shuffle, reps));
+    ok &= sums_right("shuffle", warpSize);
+  }
   return ok ? 0 : 1;
 }
