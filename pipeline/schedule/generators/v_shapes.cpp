@@ -7,12 +7,14 @@
 //   zb-v    ZB-V (the zero-bubble paper's, ICLR 2024): 1F1B's peak memory, p micro-batches of
 //           a device's share (2p chunks), and next to no bubble;
 //   v-half  about half of 1F1B's memory (p/2 + 1 micro-batches), about half of its bubble;
-//   v-min   about a third of it (p/3 + 1), about 1F1B's bubble.
+//   v-min   about a third of it (floor((p + 1) / 3) + 1), about 1F1B's bubble.
 //
 // Each is the list scheduler (list_scheduler.h) under that budget, in chunk-micro-batches of a
-// device: zb-v 2p, v-half p + 2, v-min ceil(2p/3) + 2. v-half and v-min also try the paper's
-// own construction, a building block repeated every micro-batch (below), as it is and
-// squeezed (squeeze.h), and keep whichever the simulator finds shorter with F = B = W. The
+// device: zb-v 2p, v-half p + 2, v-min 2 floor((p + 1) / 3) + 2 (what the paper's building
+// block below holds: 2 micro-batches at p = 4, as the authors' V-Min). v-half and v-min also
+// try the paper's own construction, a building block repeated every micro-batch (below): as
+// it is, reordered as the authors' generator does, and squeezed (squeeze.h); they keep the
+// order the simulator finds shortest with F = B = W (then with B = 2F: list_scheduler.h). The
 // building block: in a steady state every device runs 6 actions per micro-batch (F, B and W
 // of two chunks, a unit each), so micro-batch k's actions sit at fixed offsets + 6k; the
 // offsets (F of chunk 0, F of chunk 1, B of chunk 1, B of chunk 0) make every dependency land
@@ -23,8 +25,9 @@
 //   v-half, device i: 2i,  3p - 2 - i,  3p + g + 2i - 1,  6p + g - 2 - i      (g = 3 if 2 | p)
 //
 // The block leaves idle units in its warm-up and cool-down; the paper moves actions earlier
-// into them where memory allows (its "reordering"), which is squeeze(). With it v-half is as
-// short as the authors' generator gives (docs/schedules.md has the table).
+// into them where memory allows (its "reordering": reorder_as_published, and squeeze() more
+// generally). With both, v-half and v-min are as short as the authors' orders at F = B = W
+// and at f = 1, b = 2, w = 1, at no more memory (docs/schedules.md has the table).
 #include <array>
 #include <algorithm>
 #include <map>
@@ -69,9 +72,9 @@ UnitTimes building_block_units(Block block, int p, int m) {
   return units;
 }
 
-// The building block as it is (W's in the free units, oldest first), and squeezed (squeeze.h)
-// within the budget and within the block's own memory, each way squeeze moves: the paper's
-// V-Half and V-Min are the block squeezed within its own memory.
+// The building block as it is (W's in the free units, oldest first), reordered as the authors'
+// generator does (their V-Half and V-Min), and squeezed (squeeze.h) within the budget and within
+// the block's own memory, each way squeeze moves.
 std::vector<Schedule> building_block_schedules(const char* name, Block block, int p, int m,
                                                int budget) {
   Schedule shape = detail::empty_schedule(name, p, m, 2);
@@ -83,7 +86,7 @@ std::vector<Schedule> building_block_schedules(const char* name, Block block, in
   std::vector<int> own;
   for (const DeviceStats& d : simulate(as_built, CostModel{}).stats.devices)
     own.push_back(std::min(budget, d.peak_in_flight));
-  std::vector<Schedule> out = {as_built};
+  std::vector<Schedule> out = {as_built, reorder_as_published(shape, units)};
   for (Squeeze order : {Squeeze::in_time, Squeeze::backwards_first, Squeeze::backwards_only})
     for (const std::vector<int>& budgets : {std::vector<int>(static_cast<size_t>(p), budget), own})
       out.push_back(squeeze(shape, units, budgets, order));
@@ -110,7 +113,7 @@ Schedule v_half(int devices, int microbatches) {
 }
 
 Schedule v_min(int devices, int microbatches) {
-  const int budget = (2 * devices + 2) / 3 + 2;
+  const int budget = 2 * ((devices + 1) / 3) + 2;
   return v_schedule("v-min", devices, microbatches, budget,
                     building_block_schedules("v-min", Block::v_min, devices, microbatches, budget));
 }
