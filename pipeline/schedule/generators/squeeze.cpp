@@ -12,33 +12,46 @@ namespace brigade::pipeline {
 
 namespace {
 
-// What with_weights lays out, the unit each of its actions takes, and the most
-// chunk-micro-batches the device then holds (an F's start adds one, a W's end takes it away).
+// What with_weights lays out, and the unit each of its actions takes: the F's and B's where
+// they were, the W's where they fill.
 struct Filled {
   std::vector<Action> list;
-  std::map<int, Action> units;  // the F's and B's where they were, the W's where they fill
-  int peak = 0;
+  std::map<int, Action> units;
 };
 Filled fill_weights(const std::map<int, Action>& units) {
   Filled out;
   std::deque<Action> pending_w;
-  int held = 0, t = 0;
+  int t = 0;
   const auto run_w = [&] {
     out.list.push_back(pending_w.front());
     out.units[t++] = pending_w.front();
     pending_w.pop_front();
-    --held;
   };
   for (const auto& [when, a] : units) {
     while (t < when && !pending_w.empty()) run_w();
     t = when + 1;
     out.list.push_back(a);
     out.units[when] = a;
-    if (a.op == Op::F) out.peak = std::max(out.peak, ++held);
     if (a.op == Op::B) pending_w.push_back({a.stage, Op::W, a.microbatch});
   }
   while (!pending_w.empty()) run_w();
   return out;
+}
+
+// The most chunk-micro-batches a device holds once with_weights has laid out its units (an
+// F's start adds one, a W's end takes it away): counted, not laid out, as the passes below
+// ask it for every unit they try.
+int peak_with_weights(const std::map<int, Action>& units) {
+  int held = 0, peak = 0, pending_w = 0, t = 0;
+  for (const auto& [when, a] : units) {
+    const int ran = std::min(pending_w, std::max(0, when - t));  // W's in the free units
+    held -= ran;
+    pending_w -= ran;
+    t = when + 1;
+    if (a.op == Op::F) peak = std::max(peak, ++held);
+    if (a.op == Op::B) ++pending_w;
+  }
+  return peak;
 }
 
 // The most chunk-micro-batches a device holds whose units have their W's placed already.
@@ -113,10 +126,10 @@ Schedule squeeze(const Schedule& shape, UnitTimes units, const std::vector<int>&
     if (a.microbatch > 0)  // the stage's micro-batch order stays
       earliest = std::max(earliest, unit[{a.stage, phase_of(a.op), a.microbatch - 1}] + 1);
     std::map<int, Action>& mine = units[static_cast<size_t>(d)];
-    const int allowed = std::max(budgets.at(static_cast<size_t>(d)), fill_weights(mine).peak);
+    const int allowed = std::max(budgets.at(static_cast<size_t>(d)), peak_with_weights(mine));
     const bool stays = pass == 1 && order == Squeeze::backwards_only;
     const int now = stays ? when : move_to_first_fit(mine, a, earliest, when, [&](const auto& u) {
-      return fill_weights(u).peak <= allowed;
+      return peak_with_weights(u) <= allowed;
     });
     unit[{a.stage, phase_of(a.op), a.microbatch}] = now;
   }
@@ -138,7 +151,7 @@ enum class Moving { warm_up_and_cool_down, cool_down };
 // One pass of reorder_as_published over `units` (with the W's among them or not).
 void reorder_pass(const Schedule& shape, UnitTimes& units, bool weights_placed, Moving moving) {
   const auto peak = [&](const std::map<int, Action>& u) {
-    return weights_placed ? peak_of_placed(u) : fill_weights(u).peak;
+    return weights_placed ? peak_of_placed(u) : peak_with_weights(u);
   };
   int limit = 0;  // the fullest device's memory
   for (const auto& u : units) limit = std::max(limit, peak(u));

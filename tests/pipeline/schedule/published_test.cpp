@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,31 +31,42 @@ bp::CostModel share_costs(int chunks, double b = 1) {
 }
 
 struct Measured {
-  double makespan;
-  double memory;  // the fullest device's peak, in micro-batches of a device's share
+  double makespan;        // at unit costs
+  double heavy_backward;  // at f = 1, b = 2, w = 1
+  double memory;  // the fullest device's peak at unit costs, in micro-batches of a device's share
 };
 
-Measured measure(const std::string& name, int p, int m, double b = 1) {
+// The schedule is made once for both costs, unless it plans for them (zb-auto): the others
+// give the same lists whatever the costs, and making them is the slow part.
+Measured measure(const std::string& name, int p, int m) {
   const int v = bp::default_chunks(name);
-  const bp::CostModel costs = share_costs(v, b);
-  const bp::Schedule s = bp::make_schedule(name, p, m, v, costs);
+  const bp::CostModel unit = share_costs(v), heavy = share_costs(v, 2);
+  const bp::Schedule s = bp::make_schedule(name, p, m, v, unit);
   bp::validate(s);
-  const bp::Simulation sim = bp::simulate(s, costs);
+  const bp::Simulation sim = bp::simulate(s, unit);
   int peak = 0;
   for (const bp::DeviceStats& d : sim.stats.devices) peak = std::max(peak, d.peak_in_flight);
-  return {sim.stats.makespan, double(peak) / v};
+  const bp::Schedule planned_heavy = bp::schedule_kind(name).needs_costs
+                                         ? bp::make_schedule(name, p, m, v, heavy)
+                                         : s;
+  return {sim.stats.makespan, bp::simulate(planned_heavy, heavy).stats.makespan,
+          double(peak) / v};
 }
 
-// `name` at p, m and unit costs is valid, no longer than `makespan` and holds no more than
-// `memory` on any device.
-void holds_to(const std::string& name, int p, int m, double makespan, double memory) {
+// `name` at p, m is valid, no longer than `makespan` at unit costs and `heavy_backward` at
+// f = 1, b = 2, w = 1, and holds no more than `memory` on any device.
+void holds_to(const std::string& name, int p, int m, double makespan, double memory,
+              double heavy_backward) {
   CAPTURE(name);
   CAPTURE(p);
   CAPTURE(m);
   const Measured ours = measure(name, p, m);
   CHECK(ours.makespan <= makespan + 1e-9);
   CHECK(ours.memory <= memory + 1e-9);
+  CHECK(ours.heavy_backward <= heavy_backward + 1e-9);
 }
+
+constexpr double kNoBound = std::numeric_limits<double>::infinity();
 
 // The published orders at unit costs, as simulated here: makespan and memory, the fullest
 // device's. (The authors' V-Half at p = 8, m = 8 holds 4.5 on device 0 and 5 on the seven
@@ -244,8 +256,8 @@ const Before kBefore[] = {
 }  // namespace
 
 TEST_CASE("v-half, zb-v and interleaved-zb: as short as the published orders, as little memory") {
-  for (const Published& row : kPublished)
-    holds_to(row.name, row.p, row.m, row.makespan, row.memory);
+  for (const Published& row : kPublished)  // (no published figure at b = 2F for these)
+    holds_to(row.name, row.p, row.m, row.makespan, row.memory, kNoBound);
 }
 
 TEST_CASE("reorder_as_published gives the authors' V-Half and V-Min, their times and memory") {
@@ -270,10 +282,8 @@ TEST_CASE("reorder_as_published gives the authors' V-Half and V-Min, their times
 }
 
 TEST_CASE("v-half and v-min: as short as the authors' orders at b = F and b = 2F, no fuller") {
-  for (const Authors& row : kAuthors) {
-    holds_to(row.name, row.p, row.m, row.unit, row.fullest / 2.0);
-    CHECK(measure(row.name, row.p, row.m, 2).makespan <= row.heavy_backward + 1e-9);
-  }
+  for (const Authors& row : kAuthors)
+    holds_to(row.name, row.p, row.m, row.unit, row.fullest / 2.0, row.heavy_backward);
 }
 
 TEST_CASE("no generator is slower, or holds more, than before the published orders were reached") {
@@ -282,11 +292,7 @@ TEST_CASE("no generator is slower, or holds more, than before the published orde
     // where it held 2.5 for 17 and 27.5: a fifth less memory for half a unit (one unit at
     // b = 2F).
     const bool holds_less = std::string(row.name) == "v-min" && row.p == 4 && row.m == 4;
-    holds_to(row.name, row.p, row.m, holds_less ? 17.5 : row.unit, row.memory);
-    CAPTURE(row.name);
-    CAPTURE(row.p);
-    CAPTURE(row.m);
-    CHECK(measure(row.name, row.p, row.m, 2).makespan <=
-          (holds_less ? 28.5 : row.heavy_backward) + 1e-9);
+    holds_to(row.name, row.p, row.m, holds_less ? 17.5 : row.unit, row.memory,
+             holds_less ? 28.5 : row.heavy_backward);
   }
 }
