@@ -66,7 +66,7 @@ TEST_CASE("the new generators validate over a sweep of sizes and keep to their b
           {bp::interleaved_zb(p, m, 3), 3 * p},
           {bp::zb_v(p, m), 2 * p},
           {bp::v_half(p, m), p + 2},
-          {bp::v_min(p, m), (2 * p + 2) / 3 + 2},
+          {bp::v_min(p, m), 2 * ((p + 1) / 3) + 2},
       };
       for (const auto& [s, budget] : zoo) {
         CAPTURE(s.name);
