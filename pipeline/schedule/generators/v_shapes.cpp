@@ -11,7 +11,8 @@
 //
 // Each is the list scheduler (list_scheduler.h) under that budget, in chunk-micro-batches of a
 // device: zb-v 2p, v-half p + 2, v-min 2 floor((p + 1) / 3) + 2 (what the paper's building
-// block below holds: 2 micro-batches at p = 4, as the authors' V-Min). v-half and v-min also
+// block below holds: 2 micro-batches at p = 4, as the authors' V-Min). zb-v also tries the
+// paper's ZB-V as drawn (zb_v_as_drawn, below). v-half and v-min also
 // try the paper's own construction, a building block repeated every micro-batch (below): as
 // it is, reordered as the authors' generator does, and squeezed (squeeze.h); they keep the
 // order the simulator finds shortest with F = B = W (then with B = 2F: list_scheduler.h). The
