@@ -162,7 +162,7 @@ struct StatedGap {
 const std::map<std::string, StatedGap> kStatedGap = {
     {"naive", {0, 0, 0}},         {"gpipe", {0, 0, 0}},           {"1f1b", {0, 0, 3}},
     {"interleaved-1f1b", {0, 0, 3}}, {"looped-bfs", {0, 0, 0}},   {"zb-h1", {0, 10, 13}},
-    {"zb-h2", {0, 0, 1}},         {"zb-auto", {0, 10, 13}},       {"interleaved-zb", {0, 30, 41}},
+    {"zb-h2", {0, 0, 1}},         {"zb-auto", {0, 10, 13}},       {"interleaved-zb", {0, 6, 10}},
     {"zb-v", {0, 10, 13}},        {"v-half", {19, 38, 42}},       {"v-min", {30, 64, 76}},
     {"dualpipe-v", {0, 5, 9}}};
 

@@ -109,26 +109,45 @@ const Authors kAuthors[] = {
     {"v-min", 8, 16, 61.5, 113.5, 7, 8},  {"v-min", 8, 32, 109.5, 209.5, 7, 8},
 };
 
-// PyTorch's ScheduleZBVZeroBubble (the zero-bubble paper's ZB-V as drawn), its lists
-// simulated here: makespan at unit costs and at f = 1, b = 2, w = 1. It holds p micro-batches
-// on its fullest device, 1F1B's memory, as zb-v's budget.
-struct PyTorchZbv {
+// PyTorch's ScheduleZBVZeroBubble (the zero-bubble paper's ZB-V as drawn) and
+// ScheduleInterleavedZeroBubble (v = 2), their lists simulated here: makespan at unit costs and
+// at f = 1, b = 2, w = 1. Each holds p micro-batches on its fullest device, 1F1B's memory, as
+// zb-v's and interleaved-zb's budgets.
+struct PyTorchOrder {
+  const char* name;
   int p, m;
   double unit, heavy_backward;
 };
-const PyTorchZbv kPyTorchZbv[] = {
-    {2, 2, 7, 10},      {2, 4, 12.5, 17},   {2, 8, 24.5, 33},
-    {4, 4, 15, 22},     {4, 8, 25.5, 35},   {4, 16, 49.5, 67},
-    {8, 8, 31, 46},     {8, 16, 51.5, 71},  {8, 32, 99.5, 135},
+const PyTorchOrder kPyTorch[] = {
+    {"zb-v", 2, 2, 7, 10},           {"zb-v", 2, 4, 12.5, 17},
+    {"zb-v", 2, 8, 24.5, 33},        {"zb-v", 4, 4, 15, 22},
+    {"zb-v", 4, 8, 25.5, 35},        {"zb-v", 4, 16, 49.5, 67},
+    {"zb-v", 8, 8, 31, 46},          {"zb-v", 8, 16, 51.5, 71},
+    {"zb-v", 8, 32, 99.5, 135},      {"interleaved-zb", 2, 2, 6.5, 9},
+    {"interleaved-zb", 2, 4, 12.5, 17}, {"interleaved-zb", 2, 8, 24.5, 33},
+    {"interleaved-zb", 4, 4, 13.5, 19}, {"interleaved-zb", 4, 8, 25.5, 35},
+    {"interleaved-zb", 4, 16, 49.5, 67}, {"interleaved-zb", 8, 8, 27.5, 39},
+    {"interleaved-zb", 8, 16, 51.5, 71}, {"interleaved-zb", 8, 32, 99.5, 135},
 };
 
-// Its lists at p = 2, m = 4, as its _calculate_single_rank_operations writes them (I is its
-// backward for the input, Brigade's B).
-const char* kPyTorchZbvP2M4 =
-    "0F0,0F1,0F2,3F0,3I0,3W0,3F1,3I1,3W1,0F3,0I0,0W0,3F2,3I2,3W2,0I1,0W1,3F3,3I3,3W3,0I2,0W2,"
-    "0I3,0W3\n"
-    ",1F0,2F0,1F1,2F1,2I0,2W0,1F2,1I0,1W0,2F2,2I1,2W1,1F3,1I1,1W1,2F3,2I2,2W2,1I2,2I3,1I3,1W2,"
-    "2W3,1W3\n";
+// Their lists at p = 2, m = 4, as their _calculate_single_rank_operations write them (I is
+// PyTorch's backward for the input, Brigade's B), and what they simulate to.
+struct PyTorchFile {
+  const char* csv;
+  double unit, heavy_backward;
+};
+const PyTorchFile kPyTorchFiles[] = {
+    {"0F0,0F1,0F2,3F0,3I0,3W0,3F1,3I1,3W1,0F3,0I0,0W0,3F2,3I2,3W2,0I1,0W1,3F3,3I3,3W3,0I2,0W2,"
+     "0I3,0W3\n"
+     ",1F0,2F0,1F1,2F1,2I0,2W0,1F2,1I0,1W0,2F2,2I1,2W1,1F3,1I1,1W1,2F3,2I2,2W2,1I2,2I3,1I3,1W2,"
+     "2W3,1W3\n",
+     12.5, 17},
+    {"0F0,0F1,2F0,2F1,2I0,2W0,0F2,2I1,2W1,0F3,0I0,0W0,2F2,0I1,0W1,2F3,2I2,2W2,2I3,2W3,0I2,0W2,"
+     "0I3,0W3\n"
+     "1F0,1F1,3F0,3I0,3F1,3I1,3W0,1F2,1I0,3W1,1F3,1I1,1W0,3F2,3I2,1W1,3F3,3I3,3W2,1I2,3W3,1I3,"
+     "1W2,1W3\n",
+     12.5, 17},
+};
 
 // The paper's building block (Qi et al., 2024, and the authors' stable patterns), written here
 // from the paper rather than taken from v_shapes.cpp: device i's F of chunk 0, F of chunk 1,
@@ -283,15 +302,17 @@ TEST_CASE("v-half, zb-v and interleaved-zb: as short as the published orders, as
     holds_to(row.name, row.p, row.m, row.makespan, row.memory, kNoBound);
 }
 
-TEST_CASE("zb-v: as short as PyTorch's ZBV at b = F and at b = 2F, at its memory") {
-  // The figures are PyTorch's lists' own: its file at p = 2, m = 4 simulates to them.
-  const bp::Schedule file =
-      bp::compute_only(bp::parse_pytorch_csv(kPyTorchZbvP2M4, "zbv.csv").lists);
-  CHECK_NOTHROW(bp::validate(file));
-  CHECK(bp::simulate(file, share_costs(2)).stats.makespan == doctest::Approx(12.5));
-  CHECK(bp::simulate(file, share_costs(2, 2)).stats.makespan == doctest::Approx(17));
-  for (const PyTorchZbv& row : kPyTorchZbv)
-    holds_to("zb-v", row.p, row.m, row.unit, row.p, row.heavy_backward);
+TEST_CASE("zb-v and interleaved-zb: as short as PyTorch's orders at b = F and b = 2F") {
+  // The figures are PyTorch's lists' own: its files at p = 2, m = 4 simulate to them.
+  for (const PyTorchFile& f : kPyTorchFiles) {
+    const bp::Schedule file = bp::compute_only(bp::parse_pytorch_csv(f.csv, "pytorch.csv").lists);
+    CHECK_NOTHROW(bp::validate(file));
+    CHECK(bp::simulate(file, share_costs(2)).stats.makespan == doctest::Approx(f.unit));
+    CHECK(bp::simulate(file, share_costs(2, 2)).stats.makespan ==
+          doctest::Approx(f.heavy_backward));
+  }
+  for (const PyTorchOrder& row : kPyTorch)
+    holds_to(row.name, row.p, row.m, row.unit, row.p, row.heavy_backward);
 }
 
 TEST_CASE("reorder_as_published gives the authors' V-Half and V-Min, their times and memory") {
