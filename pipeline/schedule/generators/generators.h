@@ -12,7 +12,8 @@
 //   zb_h1.cpp             Zero Bubble H1 (Qi et al., ICLR 2024): B and W split, W fills the
 //                         cool-down bubbles, 1F1B's peak memory
 //   list_scheduler.h      the greedy list scheduler under a memory budget that the next ones are
-//   squeeze.h             its pass that moves actions into earlier idle units within memory
+//   squeeze.h             its pass that moves actions into earlier idle units within memory,
+//                         and the V-Half / V-Min authors' reordering of their building block
 //   zb_auto.cpp           zero bubble cut to measured costs: W's where a device would wait, B
 //                         and W fused where splitting buys nothing
 //   zb_h2.cpp             Zero Bubble H2: ZB-H1 with twice the memory, no idle inside a device

@@ -89,13 +89,14 @@ class ListScheduler {
   bool admits(int d, int st) {
     const Device& v = dev(d);
     if (st != v.stages.front()) return v.held + 1 <= problem_.budget_of(d);
-    std::vector<int> owed(v.owed.begin(), v.owed.end());
-    owed.push_back(s_.chunks - 1);
+    // The owed chunks of the oldest `reserved` micro-batches, the new one counted last.
+    const size_t admitted = v.owed.size() + 1;
     const size_t reserved = policy_.reserved == 0
-                                ? owed.size()
-                                : std::min(owed.size(), static_cast<size_t>(policy_.reserved));
+                                ? admitted
+                                : std::min(admitted, static_cast<size_t>(policy_.reserved));
     int room = v.held + 1;
-    for (size_t i = 0; i < reserved; ++i) room += owed[i];
+    for (size_t i = 0; i < std::min(reserved, v.owed.size()); ++i) room += v.owed[i];
+    if (reserved == admitted) room += s_.chunks - 1;
     return room <= problem_.budget_of(d);
   }
   bool full(int d) { return !admits(d, dev(d).stages.front()); }

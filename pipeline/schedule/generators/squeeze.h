@@ -42,4 +42,19 @@ Schedule squeeze(const Schedule& shape, UnitTimes units, const std::vector<int>&
 // is returned as it is (a BW is not one unit).
 Schedule squeeze(const Schedule& s, const std::vector<int>& budgets, Squeeze order);
 
+// The reordering the authors' generator applies to its building block (sail-sg's
+// zero-bubble-pipeline-parallelism, zbv_greedy.py), which squeeze() above generalises; it
+// gives their V-Half and V-Min orders. Two passes, each in time order and each within the
+// memory the fullest device holds as the pass begins:
+//   1. the W's laid out in the free units (with_weights), the F's, B's and W's of the warm-up
+//      and the cool-down move to their first free unit after their inputs — the steady state
+//      (from stage 0's first B to the last micro-batch's first F on a device) stays where the
+//      block puts it; then every device runs its list as early as it can (unit costs);
+//   2. without the W's (they fill the free units, oldest first), the cool-down's F's and B's
+//      move earlier again.
+// Its orders differ from squeeze()'s in what moves (the W's, not the steady state) and in the
+// memory (the fullest device's, not each device's own): where the shortest orders tie, theirs
+// may run shorter when B costs more than F (f = 1, b = 2, w = 1).
+Schedule reorder_as_published(const Schedule& shape, const UnitTimes& block);
+
 }  // namespace brigade::pipeline

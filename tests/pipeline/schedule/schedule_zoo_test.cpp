@@ -66,7 +66,7 @@ TEST_CASE("the new generators validate over a sweep of sizes and keep to their b
           {bp::interleaved_zb(p, m, 3), 3 * p},
           {bp::zb_v(p, m), 2 * p},
           {bp::v_half(p, m), p + 2},
-          {bp::v_min(p, m), (2 * p + 2) / 3 + 2},
+          {bp::v_min(p, m), 2 * ((p + 1) / 3) + 2},
       };
       for (const auto& [s, budget] : zoo) {
         CAPTURE(s.name);
@@ -133,11 +133,11 @@ TEST_CASE("the papers' figures with F = B = W, at p=4 m=8 and p=8 m=16") {
     if (p == 4) CHECK(run(bp::zb_v(p, m)).stats.makespan == doctest::Approx(v_bound));
     CHECK(run(bp::dualpipe_v(p, m)).stats.makespan == doctest::Approx(v_bound));
     // V-Half: about half of 1F1B's bubble at p/2 + 1 shares; V-Min: no more bubble than 1F1B
-    // at about p/3 + 1.
+    // at about p/3 + 1 (the paper's building block's memory, 2 floor((p + 1) / 3) + 2 chunks).
     CHECK(idle(bp::v_half(p, m)) <= 0.6 * one_f_one_b);
     CHECK(peak_chunks(bp::v_half(p, m)) <= p + 2);
     CHECK(idle(bp::v_min(p, m)) <= one_f_one_b);
-    CHECK(peak_chunks(bp::v_min(p, m)) <= (2 * p + 2) / 3 + 2);
+    CHECK(peak_chunks(bp::v_min(p, m)) <= 2 * ((p + 1) / 3) + 2);
     // Interleaved zero bubble: less bubble than interleaved 1F1B, at 1F1B's memory.
     CHECK(idle(bp::interleaved_zb(p, m, 2)) < idle(bp::interleaved_1f1b(p, m, 2)));
     CHECK(peak_chunks(bp::interleaved_zb(p, m, 2)) <= 2 * p);
