@@ -1,7 +1,9 @@
 // Every command brigade-train prints runs (tools/train/suggested_command.h): the imbalance
 // warning's command is taken from the output and run as printed, in one process, after a
-// --resume (whose checkpoint fixes the micro-batch count) and under mpirun. The question's
-// network has a third block of 0.6 % of the work, so its default three devices always warn.
+// --resume (whose checkpoint fixes the micro-batch count) and under mpirun; the flags that
+// --init-from of a checkpoint points to continue that run. (A checkpoint directory already
+// used points to --resume: bad_input_test runs that.) The question's network has a third
+// block of 0.6 % of the work, so its default three devices always warn.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -78,6 +80,31 @@ TEST_CASE("suggestions: after --resume, the command keeps the checkpoint's micro
   CHECK(balanced.output.find("of the work") == std::string::npos);  // no imbalance warning
   fs::remove_all(dir);
   fs::remove_all(kept);
+}
+
+TEST_CASE("suggestions: --init-from given a checkpoint names the --resume that continues it") {
+  const fs::path dir = test::temp_dir("suggest-init");
+  const std::string base = test::train_binary() +
+                           " --data synthetic --synthetic-count 128 --batch 32 --devices cpu:0";
+  const std::string ckpt = (dir / "ckpt").string();
+  REQUIRE(test::run_command(base + " --steps 1 --checkpoint-dir " + ckpt).status == 0);
+  const Run refused = test::run_command(base + " --steps 2 --init-from " + ckpt +
+                                        "/checkpoint.safetensors");
+  CAPTURE(refused.output);
+  REQUIRE(refused.status == 2);
+  // The flags it gives, in --init-from's place, continue the run: step 2 after step 1.
+  const std::string give = "to continue that run, give ";
+  const size_t at = refused.output.find(give);
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + give.size();
+  const std::string flags = refused.output.substr(from, refused.output.find(';', from) - from);
+  CHECK(flags == "--checkpoint-dir " + ckpt + " --resume");
+  const Run resumed = test::run_command(base + " --steps 2 " + flags);
+  CAPTURE(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from " + ckpt) != std::string::npos);
+  CHECK(resumed.output.find("done: 1 step") != std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("suggestions: under mpirun, the command keeps mpirun, one rank per device, no --devices") {
