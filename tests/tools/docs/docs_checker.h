@@ -27,6 +27,9 @@ struct CheckSetup {
   std::map<std::string, std::string> tools;   // "brigade-train" -> the built program
   bool have_mpi = false;                      // --distributed is built
   int deadline_s = 120;                       // per command
+  // As root: each mpirun command runs once more as `nobody` (Open MPI treats root apart: a
+  // command must work for both), through this prefix, e.g. "setpriv --reuid=65534 ...".
+  std::string as_not_root;
   std::filesystem::path scratch;              // where the pages' directories go
 };
 
@@ -62,19 +65,24 @@ inline void prepare_directory(const CheckSetup& setup, const std::filesystem::pa
     const auto wrapper = dir / "build" / "tools" / name;
     std::ofstream(wrapper) << "#!/bin/sh\nexec '" << setup.capped_tool.string() << "' '" << program
                            << "' \"$@\"\n";
-    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add);
+    using std::filesystem::perms;  // rwxr-xr-x: another user runs it too
+    std::filesystem::permissions(wrapper, perms::owner_all | perms::group_read |
+                                              perms::group_exec | perms::others_read |
+                                              perms::others_exec);
   }
   std::filesystem::create_directory_symlink(setup.source_root / "tools", dir / "tools");
   for (const DocFile& file : files) std::ofstream(dir / file.name) << file.text;
 }
 
 // Runs one command in `dir` through bash; returns (exit status, stdout and stderr).
+// `as` prefixes bash (another user), or is "".
 inline std::pair<int, std::string> run_in(const std::filesystem::path& dir,
-                                          const std::string& command, int deadline_s) {
+                                          const std::string& command, int deadline_s,
+                                          const std::string& as = "") {
   std::ofstream(dir / ".docs-command.sh") << command << "\n";
   const std::string line = "cd '" + dir.string() + "' && timeout --kill-after=10 " +
-                           std::to_string(deadline_s) + " bash .docs-command.sh 2>&1 </dev/null";
+                           std::to_string(deadline_s) + " " + as + " bash .docs-command.sh 2>&1 "
+                           "</dev/null";
   std::string output;
   std::FILE* pipe = popen(line.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
@@ -121,14 +129,20 @@ inline CheckResult check_pages(const CheckSetup& setup, const std::filesystem::p
         result.not_run.push_back(where + " (" + reason + ")");
         continue;
       }
-      const auto [status, output] = run_in(dir, command.text, setup.deadline_s);
-      result.ran.push_back(where);
-      if (status == 124 || status == 137)
-        result.failures.push_back(where + "\n  ran past its " + std::to_string(setup.deadline_s) +
-                                  " s deadline" + output_tail(output, 15));
-      else if (status != 0)
-        result.failures.push_back(where + "\n  exited " + std::to_string(status) +
-                                  output_tail(output, 15));
+      std::vector<std::pair<std::string, std::string>> users = {{"", ""}};  // (who, prefix)
+      if (!setup.as_not_root.empty() && command.text.rfind("mpirun", 0) == 0)
+        users.emplace_back(" as nobody", setup.as_not_root);
+      for (const auto& [who, as] : users) {
+        const auto [status, output] = run_in(dir, command.text, setup.deadline_s, as);
+        result.ran.push_back(where + who);
+        if (status == 124 || status == 137)
+          result.failures.push_back(where + "\n  ran" + who + " past its " +
+                                    std::to_string(setup.deadline_s) + " s deadline" +
+                                    output_tail(output, 15));
+        else if (status != 0)
+          result.failures.push_back(where + "\n  exited " + std::to_string(status) + who +
+                                    output_tail(output, 15));
+      }
     }
   }
   for (size_t i = 0; i < skip.size(); ++i)
