@@ -59,6 +59,23 @@ double tick_step(double span) {
   return 10 * power;
 }
 
+bool is_receive_lane(const Timeline& t, int lane) {
+  return lane >= 0 && static_cast<size_t>(lane) < t.lanes.size() && t.lanes[lane] == "recv";
+}
+
+// A receive is of an activation (F) or of a gradient (B): stripes of that colour on white.
+std::string receive_pattern(Op op) { return op == Op::F ? "receive-F" : "receive-B"; }
+
+std::string receive_patterns() {
+  std::string defs = "<defs>\n";
+  for (Op op : {Op::F, Op::B})
+    defs += "<pattern id='" + receive_pattern(op) + "' width='6' height='6' "
+            "patternUnits='userSpaceOnUse' patternTransform='rotate(45)'><rect width='6' "
+            "height='6' fill='white'/><rect width='3' height='6' fill='" + colour(op) +
+            "'/></pattern>\n";
+  return defs + "</defs>\n";
+}
+
 double end_of(const Timeline& t) {
   double end = 0;
   for (const auto& e : t.events) end = std::max(end, e.end);
@@ -120,8 +137,13 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
       const double ry = row_y(e.device, e.lane);
       const int chunk = e.action.stage / std::max(t.devices, 1);
       const double opacity = t.chunks > 1 ? 1.0 - 0.5 * chunk / (t.chunks - 1) : 1.0;
+      // A receive's bar spans the wait for its tensor and the arrival: striped, not solid,
+      // so that it does not read as work.
+      const bool receive = is_receive_lane(t, e.lane);
+      const std::string fill = receive ? "url(#" + receive_pattern(e.action.op) + ")"
+                                       : std::string(colour(e.action.op));
       body += "<rect x='" + num(x) + "' y='" + num(ry) + "' width='" + num(w) + "' height='" +
-              num(kRowHeight) + "' fill='" + colour(e.action.op) + "' fill-opacity='" +
+              num(kRowHeight) + "' fill='" + fill + "' fill-opacity='" +
               num(opacity) + "' stroke='white' stroke-width='1'><title>" +
               event_name(t, e) + " [" + num(e.start) + ", " + num(e.end) + ")</title></rect>\n";
       if (w >= 10)
@@ -159,17 +181,27 @@ std::string timeline_svg(const std::vector<Timeline>& panels) {
             "' font-size='12'>" + what[static_cast<int>(op)] + "</text>\n";
     x += 130;
   }
-  bool chunked = false;
-  for (const Timeline& t : panels) chunked = chunked || t.chunks > 1;
+  bool chunked = false, receives = false;
+  for (const Timeline& t : panels) {
+    chunked = chunked || t.chunks > 1;
+    for (const TimelineEvent& e : t.events) receives = receives || is_receive_lane(t, e.lane);
+  }
   body += "<text x='" + num(x) + "' y='" + num(y + 11) +
           "' font-size='12'>number = micro-batch; white = idle (bubble)" +
           (chunked ? "; lighter = later chunk" : "") + "</text>\n";
   y += kLegendHeight;
+  if (receives) {
+    body += "<rect x='" + num(left) + "' y='" + num(y) + "' width='18' height='14' fill='url(#" +
+            receive_pattern(Op::F) + ")'/>\n<text x='" + num(left + 24) + "' y='" + num(y + 11) +
+            "' font-size='12'>striped, on a recv row = a receive: from when it is posted, waiting "
+            "for its tensor, to the tensor's arrival (not work)</text>\n";
+    y += kLegendHeight;
+  }
 
   const double width = left + std::max(plot_width, 900.0) + kRight + 120;
   return "<svg xmlns='http://www.w3.org/2000/svg' width='" + num(width) + "' height='" +
-         num(y) + "' font-family='sans-serif'>\n<rect width='100%' height='100%' "
-         "fill='white'/>\n" + body + "</svg>\n";
+         num(y) + "' font-family='sans-serif'>\n" + (receives ? receive_patterns() : "") +
+         "<rect width='100%' height='100%' fill='white'/>\n" + body + "</svg>\n";
 }
 
 }  // namespace brigade::pipeline

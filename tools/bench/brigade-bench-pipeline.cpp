@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "kernels/ops.h"
 #include "engine/output_file.h"
@@ -30,6 +31,7 @@
 #include "pipeline/schedule/svg.h"
 #include "tools/bench/pipeline_bench.h"
 #include "tools/command_line.h"
+#include "tools/machine_load.h"
 #include "tools/models/find_model.h"
 
 using namespace brigade;
@@ -84,13 +86,6 @@ void print_uneven(Bench& aware, Bench alike, const std::vector<int>& ms) {
                   predicted_fitted, predicted_fitted / predicted_even);
       std::fflush(stdout);
     }
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  in >> one >> five >> fifteen;
-  return in ? one + " " + five + " " + fifteen : "unknown";
 }
 
 // Split against fused backward, per stage, and what the simulator makes of it: does zb-h1
@@ -256,7 +251,12 @@ int main(int argc, char** argv) {
     if (train_steps > 0) return train(spec, train_steps, trace);
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-    std::printf("%s\nload average at the start: %s\n", command.c_str(), load_average().c_str());
+    const std::optional<tools::LoadAverage> load = tools::read_load_average();
+    std::printf("%s\nload average at the start: %s\n", command.c_str(),
+                tools::describe_load(load).c_str());
+    const std::string busy =
+        tools::busy_machine_warning(load, static_cast<int>(std::thread::hardware_concurrency()));
+    if (!busy.empty()) std::fprintf(stderr, "%s\n", busy.c_str());
     const data::Dataset ds = data::make_synthetic(data::Split::train, 3, batch);
     const std::vector<Device> devices = cpu_devices(p, threads);
     // Balance by measured time: profile every layer on each device (once per thread count),
@@ -295,7 +295,8 @@ int main(int argc, char** argv) {
     if (p > 1) print_split_costs(bench, ms, batch);
     if (p > 1) print_split_probe(spec, devices[0], batch_of(ds, 0, batch), bench.partition(p), ms, 7);
     print_summary(rows);
-    std::printf("load average at the end: %s\n", load_average().c_str());
+    std::printf("load average at the end: %s\n",
+                tools::describe_load(tools::read_load_average()).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brigade-bench-pipeline: %s\n", e.what());
     return 1;

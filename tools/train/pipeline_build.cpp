@@ -70,7 +70,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   s.model = pipeline::build_model(spec, s.plan, o.seed);
   s.runner = processes.make_runner(*s.model, s.plan, o);
   s.placement = pipeline::describe_stages(s.plan, spec);
-  s.warning = imbalance_warning(s.plan, spec, o.command);
+  s.warning = imbalance_warning(s.plan, spec, o, m);
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.
   const std::string shared =
       processes.distributed() ? "" : shared_cores_warning(devices, hardware_threads());

@@ -111,19 +111,10 @@ std::string shares(const std::vector<double>& sums) {
   return out;
 }
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) {
-    const bool plain = !w.empty() && w.find_first_of(" \t'\"$\\") == std::string::npos;
-    out += (out.empty() ? "" : " ") + (plain ? w : "'" + w + "'");
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
-                              const std::vector<std::string>& command) {
+                              const Options& options, int microbatches) {
   const std::optional<pipeline::Imbalance> found =
       pipeline::find_imbalance(plan, model.layers.size(), kMinDeviceShare);
   if (!found) return "";
@@ -136,14 +127,11 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
                     "): it idles, and a step takes as long as " + devices[i.heaviest].str() +
                     "'s share.";
   if (i.devices == 0) return out;  // no cut at all: more stages than layers on every count
-  std::vector<std::string> fix = command;
+  Suggestion fix;
+  fix.pipeline_devices = static_cast<int>(devices.size());
+  fix.microbatches = microbatches;
   if (i.devices < devices.size()) {
-    std::string list;
-    for (size_t k = 0; k < i.devices; ++k) {
-      if (k) list += ',';
-      list += devices[k].str();
-    }
-    fix = with_option(fix, "--devices", list);
+    fix.fewer_devices = std::vector<Device>(devices.begin(), devices.begin() + i.devices);
     out += " No cut over " + std::to_string(devices.size()) + " devices gives each " +
            pipeline::format_percent(kMinDeviceShare, 1.0) + "; over " +
            std::to_string(i.devices) + ":";
@@ -151,25 +139,8 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
     out += " Cut by " + plan.work_name + " it is " + shares(i.balanced) + ":";
   }
   if (i.devices > 1)
-    fix = with_option(fix, "--balance", plan.balance == pipeline::Balance::time ? "time" : "flops");
-  return out + "\n  " + joined(fix);
-}
-
-std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
-                                     const std::string& value) {
-  for (size_t i = 1; i < command.size(); ++i) {
-    if (command[i] == flag && i + 1 < command.size()) {
-      command[i + 1] = value;
-      return command;
-    }
-    if (command[i].starts_with(flag + "=")) {
-      command[i] = flag + "=" + value;
-      return command;
-    }
-  }
-  command.push_back(flag);
-  command.push_back(value);
-  return command;
+    fix.flags.emplace_back("--balance", plan.balance == pipeline::Balance::time ? "time" : "flops");
+  return out + "\n  " + suggested_command(options, fix);
 }
 
 }  // namespace brigade::train

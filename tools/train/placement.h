@@ -15,6 +15,7 @@
 #include "layers/model/model_file.h"
 #include "pipeline/runtime/plan.h"
 #include "tools/train/options.h"
+#include "tools/train/suggested_command.h"
 
 namespace brigade::train {
 
@@ -47,20 +48,17 @@ RunDevices choose_devices(const Options& options, const model::ModelSpec& model)
 inline constexpr double kMinDeviceShare = 0.05;
 
 // Over 2+ devices, the warning when a device has under kMinDeviceShare of the plan's work
-// (pipeline::find_imbalance), with the command that balances it: `command` (the words of this
-// run) with --balance flops (or time), whose shares it states, or with fewer devices when no
-// cut over these gives every device its share. Empty when the cut is balanced enough.
+// (pipeline::find_imbalance), with the command that balances it: this run's command
+// (suggested_command.h, which keeps mpirun and a resumed run's micro-batch count) with
+// --balance flops (or time), whose shares it states, or with fewer devices when no cut over
+// these gives every device its share. Empty when the cut is balanced enough.
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
-                              const std::vector<std::string>& command);
+                              const Options& options, int microbatches);
 
 // For CPU devices of different speeds, the warning when their compute threads together are
 // more than the machine's `hardware_threads`: they then take turns on the same cores, each
 // slowing the others, and the cut made for their speeds (each profiled while the others
 // rest) can be slower than an even one (docs/benchmarks.md measures it). Empty otherwise.
 std::string shared_cores_warning(const RunDevices& devices, int hardware_threads);
-
-// `command` with `flag VALUE` set: an earlier `flag X` or `flag=X` replaced, else appended.
-std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
-                                     const std::string& value);
 
 }  // namespace brigade::train

@@ -50,7 +50,9 @@ void check_output_file(const std::string& flag, const std::string& path) {
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::exists(dir, ec))
     throw UsageError(quoted(flag, path) + ": the directory '" + dir.string() +
-                     "' does not exist (create it first: the run writes there only at its end)");
+                     "' does not exist (create it first: brigade-train creates no "
+                     "directories, and checks every output before the first step rather than "
+                     "fail on one later)");
   if (!fs::is_directory(dir, ec))
     throw UsageError(quoted(flag, path) + ": '" + dir.string() + "' is not a directory");
   if (fs::exists(p, ec) ? !writable(p) : !writable(dir))

@@ -115,8 +115,10 @@ std::string Progress::format_duration(double seconds) {
   return buf;
 }
 
-void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch) {
+void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch,
+                           int64_t stop_batch) {
   epoch_ = epoch, epochs_ = epochs, batches_ = batches, first_batch_ = first_batch;
+  stop_batch_ = stop_batch;
   last_k_ = -1, last_printed_ = true;
   loss_sum_ = 0, rows_ = 0, correct_ = 0;
   start_ = std::chrono::steady_clock::now();
@@ -137,7 +139,8 @@ ProgressFields Progress::fields() const {
   f.bar = live_;
   if (live_) {
     const double done = static_cast<double>(last_k_ + 1 - first_batch_);
-    f.eta_s = done > 0 ? elapsed / done * static_cast<double>(batches_ - last_k_ - 1) : 0;
+    const double left = static_cast<double>(std::max<int64_t>(0, stop_batch_ - last_k_ - 1));
+    f.eta_s = done > 0 ? elapsed / done * left : 0;
   }
   return f;
 }

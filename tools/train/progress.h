@@ -35,7 +35,7 @@ struct ProgressFields {
   std::optional<double> accuracy_percent;  // none before any sample was counted
   double samples_per_s = 0;
   bool bar = false;               // the live bar ("[###...] k/n"), else "step k/n"
-  std::optional<double> eta_s;    // the live bar's estimate of the epoch's end
+  std::optional<double> eta_s;    // the live bar's estimate of the epoch's end (or --steps')
 };
 
 // The progress line in at most `width` columns (0: no limit, every field). Fields go, in
@@ -57,7 +57,10 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch);
+  // `stop_batch`: the batch the run stops before in this epoch (`batches`, or sooner by
+  // --steps), where the live bar's ETA counts to.
+  void start_epoch(int64_t epoch, int64_t epochs, int64_t batches, int64_t first_batch,
+                   int64_t stop_batch);
   // After batch k (0-based) of the epoch: its rows, loss, correct count.
   void step(int64_t k, int64_t rows, double loss, int64_t correct);
   // The epoch (or the run) ends: off a terminal, the last step's line if not printed yet.
@@ -75,7 +78,7 @@ class Progress {
   bool live_;
   int64_t print_every_;
   int width_;
-  int64_t epoch_ = 0, epochs_ = 0, batches_ = 0, first_batch_ = 0;
+  int64_t epoch_ = 0, epochs_ = 0, batches_ = 0, first_batch_ = 0, stop_batch_ = 0;
   int64_t last_k_ = -1;     // the last batch seen this epoch
   bool last_printed_ = true;
   bool first_of_run_ = true;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "layers/param_file.h"
+#include "tools/machine_load.h"
 #include "tools/train/divergence.h"
 #include "tools/train/preflight.h"
 #include "tools/train/run_inputs.h"
@@ -102,6 +104,13 @@ void Training::announce() {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", pipeline_.warning.c_str());
   }
+  // Read as setup ends: the 1-minute average moves slowly, so it still counts the others.
+  const std::string busy =
+      tools::busy_machine_warning(tools::read_load_average(), hardware_threads());
+  if (!busy.empty() && reporter_) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", busy.c_str());
+  }
   progress_->line(runner().describe());
 }
 
@@ -145,7 +154,13 @@ void Training::epochs() {
 
 // The steps of `epoch` from resume_point_.batch on, until its end, --steps or a stop signal.
 void Training::epoch(int64_t epoch) {
-  progress_->start_epoch(epoch, o_.epochs, batches_, resume_point_.batch);
+  // The batch this run stops before in this epoch: its end, or sooner by --steps.
+  int64_t stop_batch = batches_;
+  if (o_.steps > 0) {
+    const int64_t steps_left = std::max<int64_t>(0, o_.steps - resume_point_.step);
+    stop_batch = std::min(stop_batch, resume_point_.batch + steps_left);
+  }
+  progress_->start_epoch(epoch, o_.epochs, batches_, resume_point_.batch, stop_batch);
   for (int64_t k = resume_point_.batch; k < batches_; ++k) {
     if (processes_.stop_requested() || limit_reached(resume_point_.step)) break;
     step(epoch, k);
@@ -224,8 +239,10 @@ void Training::evaluate_now(int64_t epoch) {
           throw std::runtime_error(
               diverged(resume_point_.step, "the test loss after it is " + format_value(e.loss)));
         char line[160];
-        std::snprintf(line, sizeof line, "epoch %lld: test loss %.4f, test accuracy %.2f%%",
-                      static_cast<long long>(epoch + 1), e.loss, 100 * e.accuracy);
+        std::snprintf(line, sizeof line,
+                      "step %lld (epoch %lld): test loss %.4f, test accuracy %.2f%%",
+                      static_cast<long long>(resume_point_.step), static_cast<long long>(epoch + 1),
+                      e.loss, 100 * e.accuracy);
         progress_->line(line);
         metrics_.eval(resume_point_.step, epoch, e.loss, e.accuracy);
         drawn_.evals.push_back({resume_point_.step, e.loss, e.accuracy});

@@ -121,4 +121,17 @@ TEST_CASE("Chrome trace of lowered lists: send and receive lanes, an arrow per t
   const std::string svg = bp::timeline_svg({sim.timeline});
   CHECK(count(svg, ">device 2 recv<") == 1);
   CHECK(count(svg, "<title>1RF0 [") == 1);
+  // A receive's bar is waiting, then arrival: striped, with a legend that says so. Every event
+  // on a recv lane, and only those, is drawn with a pattern.
+  int receives = 0;
+  for (const bp::TimelineEvent& e : sim.timeline.events) receives += e.lane == 2;
+  REQUIRE(receives > 0);
+  CHECK(count(svg, "fill='url(#receive-") == receives + 1);  // + the legend's swatch
+  CHECK(count(svg, "<pattern id='receive-F'") == 1);
+  CHECK(count(svg, "striped, on a recv row = a receive") == 1);
+  // A timeline without transfer lanes has neither.
+  const bp::Simulation compute_only = bp::simulate(bp::gpipe(2, 3), bp::CostModel{});
+  const std::string plain = bp::timeline_svg({compute_only.timeline});
+  CHECK(count(plain, "url(#receive-") == 0);
+  CHECK(count(plain, "striped") == 0);
 }

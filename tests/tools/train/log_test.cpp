@@ -137,3 +137,38 @@ TEST_CASE("log: the live bar fits an 80-column terminal") {
   }
   CHECK(bars == 3);
 }
+
+TEST_CASE("log: --eval-every names each evaluation by its step, as --metrics records it") {
+  const fs::path dir = temp_dir("log-eval");
+  const Run r = run_train(quick(dir, {"--steps", "6", "--eval-every", "2"}));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::vector<nlohmann::json> evals = lines_of(dir / "m.jsonl", "eval");
+  REQUIRE(evals.size() == 3);  // after steps 2, 4 and 6 (the run stops inside epoch 1 of 10 steps)
+  for (const nlohmann::json& e : evals) {
+    const double loss = e["test_loss"], accuracy = e["test_accuracy"];
+    const std::string line = "step " + std::to_string(e["step"].get<int64_t>()) +
+                             " (epoch 1): test loss " + fixed("%.4f", loss) +
+                             ", test accuracy " + fixed("%.2f", 100 * accuracy) + "%";
+    CHECK(r.output.find(line) != std::string::npos);
+  }
+  CHECK(r.output.find("epoch 1: test") == std::string::npos);
+}
+
+TEST_CASE("log: the live bar's ETA counts to the step where --steps stops the run") {
+  // The question's network on 6,400 synthetic samples: 200 steps of 32 an epoch, of which
+  // --steps 3 runs 3. Counted to the epoch's end, the last bar would say 197 steps' time,
+  // seconds on any machine; counted to --steps, nothing is left.
+  const fs::path dir = temp_dir("log-eta");
+  const std::string args = " --data synthetic --synthetic-count 6400 --batch 32 --devices cpu:0 "
+                           "--steps 3";
+  const Run live = run_command("env TERM=xterm script -qec \"stty cols 200; " + train_binary() +
+                               args + "\" /dev/null");
+  CAPTURE(live.output);
+  REQUIRE(live.status == 0);
+  const size_t last_bar = live.output.rfind("3/200");
+  REQUIRE(last_bar != std::string::npos);
+  const size_t eta = live.output.find("ETA ", last_bar);
+  REQUIRE(eta != std::string::npos);
+  CHECK(live.output.substr(eta, 8) == "ETA 0:00");
+}

@@ -57,6 +57,12 @@ TEST_CASE("preflight: an output that cannot be written is refused before the fir
                       "--trace '" + nodir + "/x.svg': the directory");
   check_refused_early(run_train(quick(dir, {"--metrics", dir.string()})),
                       "--metrics '" + dir.string() + "' is a directory");
+  // --metrics is written from the first step on: the message says nothing of "its end".
+  const Run metrics = run_train(quick(dir, {"--metrics", nodir + "/run.jsonl"}));
+  check_refused_early(metrics, "--metrics '" + nodir + "/run.jsonl': the directory '" + nodir +
+                                   "' does not exist (create it first: brigade-train creates no "
+                                   "directories, and checks every output before the first step");
+  CHECK(metrics.output.find("only at its end") == std::string::npos);
   check_refused_early(run_train(quick(dir, {"--checkpoint-dir", file})),
                       "--checkpoint-dir '" + file + "' is a file, not a directory");
   check_refused_early(run_train(quick(dir, {"--checkpoint-dir", file + "/ckpt"})),

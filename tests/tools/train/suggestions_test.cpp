@@ -1,0 +1,136 @@
+// Every command brigade-train prints runs (tools/train/suggested_command.h): the imbalance
+// warning's command is taken from the output and run as printed, in one process, after a
+// --resume (whose checkpoint fixes the micro-batch count) and under mpirun; the flags that
+// --init-from of a checkpoint points to continue that run. (A checkpoint directory already
+// used points to --resume: bad_input_test runs that.) The question's network has a third
+// block of 0.6 % of the work, so its default three devices always warn.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "tests/tools/train/run_binary.h"
+#include "tools/train/options.h"
+#include "tools/train/suggested_command.h"
+
+using namespace brigade::train;
+using brigade::train::test::Run;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kImbalance = "warning: cpu:2 has 0.6 % of the work";
+
+// The command printed on the line after the imbalance warning ("" when there is none).
+std::string suggestion_in(const std::string& output) {
+  const size_t at = output.find(kImbalance);
+  if (at == std::string::npos) return "";
+  const size_t start = output.find("\n  ", at);
+  if (start == std::string::npos) return "";
+  return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
+}
+
+// A quick run of the question's network: 1 step of 32 synthetic samples.
+std::string quick_args() {
+  return " --data synthetic --synthetic-count 128 --batch 32 --steps 1";
+}
+
+bool have_mpi() {
+  const char* v = std::getenv("BRIGADE_HAVE_MPI");
+  return v != nullptr && std::string(v) == "true";
+}
+
+}  // namespace
+
+TEST_CASE("suggestions: the imbalance warning's command runs as printed, on fewer devices") {
+  const Run r = test::run_command(test::train_binary() + quick_args());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string fix = suggestion_in(r.output);
+  CHECK(fix == test::train_binary() + quick_args() + " --balance flops --devices cpu:0,cpu:1");
+  const Run balanced = test::run_command(fix);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+  CHECK(balanced.output.find("of the work") == std::string::npos);  // no imbalance warning
+}
+
+TEST_CASE("suggestions: after --resume, the command keeps the checkpoint's micro-batch count") {
+  const fs::path dir = test::temp_dir("suggest-resume"), kept = test::temp_dir("suggest-kept");
+  const std::string base = test::train_binary() + quick_args() + " --checkpoint-dir " + dir.string();
+  REQUIRE(test::run_command(base).status == 0);  // step 1 on 3 devices: auto = 6 micro-batches
+  fs::copy(dir, kept, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+
+  const std::string resume = test::train_binary() + " --data synthetic --synthetic-count 128 "
+                             "--batch 32 --steps 2 --checkpoint-dir " + dir.string() + " --resume";
+  const Run r = test::run_command(resume);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string fix = suggestion_in(r.output);
+  // On 2 devices auto would be 4 micro-batches, which the checkpoint refuses.
+  CHECK(fix == resume + " --balance flops --devices cpu:0,cpu:1 --microbatches 6");
+
+  // Run it from the same checkpoint as the warned run: it resumes and trains step 2.
+  fs::copy(kept, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  const Run balanced = test::run_command(fix);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+  CHECK(balanced.output.find("resumed from") != std::string::npos);
+  CHECK(balanced.output.find("done: 1 step") != std::string::npos);
+  CHECK(balanced.output.find("of the work") == std::string::npos);  // no imbalance warning
+  fs::remove_all(dir);
+  fs::remove_all(kept);
+}
+
+TEST_CASE("suggestions: --init-from given a checkpoint names the --resume that continues it") {
+  const fs::path dir = test::temp_dir("suggest-init");
+  const std::string base = test::train_binary() +
+                           " --data synthetic --synthetic-count 128 --batch 32 --devices cpu:0";
+  const std::string ckpt = (dir / "ckpt").string();
+  REQUIRE(test::run_command(base + " --steps 1 --checkpoint-dir " + ckpt).status == 0);
+  const Run refused = test::run_command(base + " --steps 2 --init-from " + ckpt +
+                                        "/checkpoint.safetensors");
+  CAPTURE(refused.output);
+  REQUIRE(refused.status == 2);
+  // The flags it gives, in --init-from's place, continue the run: step 2 after step 1.
+  const std::string give = "to continue that run, give ";
+  const size_t at = refused.output.find(give);
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + give.size();
+  const std::string flags = refused.output.substr(from, refused.output.find(';', from) - from);
+  CHECK(flags == "--checkpoint-dir " + ckpt + " --resume");
+  const Run resumed = test::run_command(base + " --steps 2 " + flags);
+  CAPTURE(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from " + ckpt) != std::string::npos);
+  CHECK(resumed.output.find("done: 1 step") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("suggestions: under mpirun, the command keeps mpirun, one rank per device, no --devices") {
+  if (!have_mpi()) {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  // 3 ranks on this machine's cores: --oversubscribe, as the docs say.
+  const std::string train = test::train_binary() + " --distributed" + quick_args();
+  const Run r = test::run_command("mpirun --allow-run-as-root --oversubscribe -np 3 " + train);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string fix = suggestion_in(r.output);
+  CHECK(fix.starts_with("mpirun "));
+  CHECK(fix.ends_with(" -np 2 " + train + " --balance flops"));
+  const Run balanced = test::run_command(fix);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+  CHECK(balanced.output.find("2 stages on 2 ranks") != std::string::npos);
+  CHECK(balanced.output.find("of the work") == std::string::npos);  // no imbalance warning
+}
+
+TEST_CASE("suggestions: with_option replaces a flag or adds it; shell_words quotes what needs it") {
+  CHECK(with_option({"x", "--a", "1"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
+  CHECK(with_option({"x", "--a=1"}, "--a", "2") == std::vector<std::string>{"x", "--a=2"});
+  CHECK(with_option({"x"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
+  CHECK(shell_words({"x", "--model", "my model.model", "--lr", "1e-3"}) ==
+        "x --model 'my model.model' --lr 1e-3");
+}

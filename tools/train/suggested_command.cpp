@@ -1,0 +1,65 @@
+#include "tools/train/suggested_command.h"
+
+#include <unistd.h>
+
+#include "tools/train/preflight.h"
+
+namespace brigade::train {
+
+std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
+                                     const std::string& value) {
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i] == flag && i + 1 < command.size()) {
+      command[i + 1] = value;
+      return command;
+    }
+    if (command[i].starts_with(flag + "=")) {
+      command[i] = flag + "=" + value;
+      return command;
+    }
+  }
+  command.push_back(flag);
+  command.push_back(value);
+  return command;
+}
+
+std::string shell_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    const bool plain = !w.empty() && w.find_first_of(" \t'\"$\\") == std::string::npos;
+    out += (out.empty() ? "" : " ") + (plain ? w : "'" + w + "'");
+  }
+  return out;
+}
+
+std::string suggested_command(const Options& o, const Suggestion& s) {
+  std::vector<std::string> words = o.command;
+  for (const auto& [flag, value] : s.flags) words = with_option(words, flag, value);
+  if (s.fewer_devices && !o.distributed) {
+    std::string list;
+    for (const Device& d : *s.fewer_devices) list += (list.empty() ? "" : ",") + d.str();
+    words = with_option(words, "--devices", list);
+  }
+  if (o.resume) words = with_option(words, "--microbatches", std::to_string(s.microbatches));
+
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  try {
+    parse_options(static_cast<int>(argv.size()), argv.data());
+  } catch (const UsageError& e) {
+    return "(no command to suggest: `" + shell_words(words) + "` is refused: " + e.what() + ")";
+  }
+  if (!o.distributed) return shell_words(words);
+
+  const size_t devices = s.fewer_devices ? s.fewer_devices->size() : s.pipeline_devices;
+  const int ranks = static_cast<int>(devices) * o.data_parallel;
+  std::vector<std::string> launcher = {"mpirun"};
+  if (::geteuid() == 0) launcher.push_back("--allow-run-as-root");  // Open MPI refuses root without
+  if (ranks > hardware_threads()) launcher.push_back("--oversubscribe");  // ... and more ranks than cores
+  launcher.push_back("-np");
+  launcher.push_back(std::to_string(ranks));
+  words.insert(words.begin(), launcher.begin(), launcher.end());
+  return shell_words(words);
+}
+
+}  // namespace brigade::train
