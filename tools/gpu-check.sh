@@ -41,7 +41,7 @@
 #               the same GPU (tools/compare/pytorch_gpu_bench.py); then per-op ms, hand-written
 #               against cuDNN/cuBLAS (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
-#   build-rest, suite the rest of the build, then the whole meson test suite
+#   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
 # --emulated: a rehearsal of the whole run without a GPU, every step in the same order under the
 #   same budget into the same summary, against an emulated-GPU build (-Dcuda=emulated; BUILD
@@ -577,9 +577,11 @@ rm -f "$BUILD/meson-logs/gpu-check-suite.json"
 if ! step build-rest "$rest_share" ninja -C "$BUILD" -k 0 -j "$JOBS"; then  # meson test needs every program
   if budget_skip; then result suite SKIP "the rest of the build did not finish within the budget (every GPU step had passed)"
   else result suite NOT-RUN "the rest of the build did not finish"; fi
-# (Emulated: not the nccl_emu suite, which .ci/run runs on its own, and test_nccl ran above.)
+# (Emulated: not the nccl_emu suite, which .ci/run runs on its own, and test_nccl ran above.
+# Never the docs suite: it runs the pages' commands, some on a whole data set, minutes on a GPU
+# box's default devices, where the train suite covers the same code in seconds.)
 elif step suite 120 "${MESON_CMD[@]}" test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
-     $([ $emulated -eq 1 ] && echo --no-suite nccl_emu) --logbase gpu-check-suite; [ -f "$BUILD/meson-logs/gpu-check-suite.json" ]; then
+     --no-suite docs $([ $emulated -eq 1 ] && echo --no-suite nccl_emu) --logbase gpu-check-suite; [ -f "$BUILD/meson-logs/gpu-check-suite.json" ]; then
   python3 - "$BUILD/meson-logs/gpu-check-suite.json" <<'EOF' >>"$SUMMARY"
 import json, sys
 for t in map(json.loads, open(sys.argv[1])):
