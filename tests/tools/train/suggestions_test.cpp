@@ -31,12 +31,13 @@ std::string suggestion_in(const std::string& output) {
   return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
 }
 
-// A quick run of the question's network: 1 step of 32 synthetic samples, on the three CPU
-// devices its model file asks for (named, so that a machine with GPUs, where the devices
-// would be its GPUs, runs the same test).
-std::string quick_args() {
-  return " --data synthetic --synthetic-count 128 --batch 32 --steps 1 --devices cpu:0,cpu:1,cpu:2";
-}
+// A quick run of the question's network: 1 step of 32 synthetic samples.
+const std::string kQuick = " --data synthetic --synthetic-count 128 --batch 32 --steps 1";
+// In one process, on the three CPU devices its model file asks for: named, so that a machine
+// with GPUs (where the default devices are its GPUs) runs the same test. (Under --distributed,
+// each rank's device is a CPU device unless --devices cuda says otherwise.)
+const std::string kThreeCpus = " --devices cpu:0,cpu:1,cpu:2";
+std::string quick_args() { return kQuick + kThreeCpus; }
 
 bool have_mpi() {
   const char* v = std::getenv("BRIGADE_HAVE_MPI");
@@ -50,9 +51,7 @@ TEST_CASE("suggestions: the imbalance warning's command runs as printed, on fewe
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const std::string fix = suggestion_in(r.output);
-  CHECK(fix == test::train_binary() +
-                   " --data synthetic --synthetic-count 128 --batch 32 --steps 1"
-                   " --devices cpu:0,cpu:1 --balance flops");
+  CHECK(fix == test::train_binary() + kQuick + " --devices cpu:0,cpu:1 --balance flops");
   const Run balanced = test::run_command(fix);
   CAPTURE(balanced.output);
   CHECK(balanced.status == 0);
@@ -120,7 +119,7 @@ TEST_CASE("suggestions: under mpirun, the command keeps mpirun, one rank per dev
     return;
   }
   // 3 ranks on this machine's cores: --oversubscribe, as the docs say.
-  const std::string train = test::train_binary() + " --distributed" + quick_args();
+  const std::string train = test::train_binary() + " --distributed" + kQuick;
   const Run r = test::run_command("mpirun --allow-run-as-root --oversubscribe -np 3 " + train);
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
