@@ -22,6 +22,8 @@ void cuda_raw_free(const Device& device, void* data);
 // on its owner stream, after the users' work.
 void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
                           const std::vector<Event>& users_done);
+// Emulated GPUs only: how many bytes of the block the tensor asked for; 0: back in the cache.
+void cuda_lend(void* data, uint64_t bytes);
 void* cuda_pinned_allocate(uint64_t size);  // null when out of memory
 void cuda_pinned_free(void* data);
 uint64_t cuda_total_memory(const Device& device);
@@ -142,6 +144,9 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
     in_use_ += size;
     peak_in_use_ = std::max(peak_in_use_, in_use_);
   }
+#if defined(BRIGADE_HAVE_CUDA)
+  if (device_.is_cuda() || pinned_) detail::cuda_lend(data, bytes);
+#endif
   return std::shared_ptr<Block>(new Block(data, size, stream, std::move(owner_before)),
                                 [this](Block* block) { release(block); });
 }
@@ -196,6 +201,7 @@ void Allocator::release(Block* block) {
     // keeps its contents.
     if (device_.is_cuda() && !pinned_ && !host_user)
       detail::cuda_poison_returned(block->data_, size, block->stream_, cached.users_done);
+    if (device_.is_cuda() || pinned_) detail::cuda_lend(block->data_, 0);
 #endif
     cached.owner_done.record(block->stream_);  // after the poison: reuse waits for it too
   } catch (const std::exception& e) {

@@ -26,9 +26,10 @@
 // BRIGADE_NO_MEMORY_CACHING=1 turns the cache off, for finding memory bugs (as PyTorch's
 // PYTORCH_NO_CUDA_MEMORY_CACHING does): each block is exactly as large as asked and goes back
 // to the system as soon as the events above say its work is done, never to another tensor.
-// AddressSanitizer (and the emulated GPUs' bounds checks) then see a read one byte past a
-// tensor, and a use of memory after its tensor was freed. Slower: on a GPU each return is a
-// cudaFree, which waits for the device.
+// AddressSanitizer then sees a read one byte past a tensor, and a use of memory after its
+// tensor was freed. Slower: on a GPU each return is a cudaFree, which waits for the device.
+// Emulated GPUs see both with the cache on too: the allocator tells them how many bytes of a
+// block its tensor asked for, and when the block is back in the cache (allocator_cuda.cpp).
 //
 // Counters: in use (bytes of live blocks), reserved (in use + cached), peak in use. A CPU
 // device may have a capacity (configure_cpu_device); a CUDA device's is its memory.

@@ -37,8 +37,8 @@ void cuda_raw_free(const Device& device, void* data) {
 // correct program never reads the poison and a use the allocator's rules do not order after
 // the free reads NaN (cuda_emulation.h). A real GPU skips it all: a fill per free would cost a
 // kernel and memory bandwidth, and the waits would serialise streams, for nothing.
-// The engine's only test of BRIGADE_CUDA_EMULATED (here and at the include above): the
-// emulated runtime's extension exists only in that build.
+// The engine's only tests of BRIGADE_CUDA_EMULATED (here, in cuda_lend and at the include
+// above): the emulated runtime's extensions exist only in that build.
 void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
                           const std::vector<Event>& users_done) {
 #if defined(BRIGADE_CUDA_EMULATED)
@@ -47,6 +47,17 @@ void cuda_poison_returned(void* data, uint64_t size, const Stream& owner,
   BRIGADE_CUDA_CHECK(brigade::emu::gpu::poison_async(data, size, owner.cuda_handle()));
 #else
   (void)data, (void)size, (void)owner, (void)users_done;
+#endif
+}
+
+// Emulated GPUs only: the bytes of a block its tensor asked for, 0 when it returns to the cache
+// (cuda_emulation.h's lend), so the emulator's bounds checks stop at the tensor's end, not at
+// the end of its rounded-up block.
+void cuda_lend(void* data, uint64_t bytes) {
+#if defined(BRIGADE_CUDA_EMULATED)
+  BRIGADE_CUDA_CHECK(brigade::emu::gpu::lend(data, bytes));
+#else
+  (void)data, (void)bytes;
 #endif
 }
 

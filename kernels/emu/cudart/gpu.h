@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -113,10 +114,17 @@ struct Allocation {
   uint64_t bytes = 0;
   Gpu* gpu = nullptr;  // null: pinned host memory (cudaMallocHost)
   AccessHistory history;  // the happens-before check's (hb.h); a new allocation starts empty
+  // What the engine's allocator has lent of it (cuda_emulation.h's lend): the bytes the
+  // tensor in it asked for, 0 while it waits in the allocator's cache. Unset for memory the
+  // allocator never lent (a test's own cudaMalloc): then the whole allocation may be used.
+  std::optional<uint64_t> lent;
+  uint64_t usable() const { return lent.value_or(bytes); }
 };
 
 // How reports name an allocation (hb.cpp): "emulated cuda:1 memory 0x55951161ec00 (an
-// allocation of 256 bytes)", for the allocation starting at `start`.
+// allocation of 256 bytes)", for the allocation starting at `start`; with what the engine's
+// allocator lent of it when it did: "(an allocation of 1024 bytes, 1000 of them lent to a
+// tensor)" or "(... bytes, back in the allocator's cache)".
 std::string memory_name(const Allocation& a, uintptr_t start);
 
 class Emulation {

@@ -46,8 +46,13 @@ std::string hex(uintptr_t address) {
 }  // namespace
 
 std::string memory_name(const Allocation& a, uintptr_t start) {
+  std::string lent;
+  if (a.lent == uint64_t{0})
+    lent = ", none of them lent (back in the allocator's cache, or an empty tensor's block)";
+  else if (a.lent)
+    lent = ", " + std::to_string(*a.lent) + " of them lent to a tensor";
   return (a.gpu != nullptr ? name_of(*a.gpu) + " memory " : std::string("pinned host memory ")) +
-         hex(start) + " (an allocation of " + std::to_string(a.bytes) + " bytes)";
+         hex(start) + " (an allocation of " + std::to_string(a.bytes) + " bytes" + lent + ")";
 }
 
 namespace {

@@ -19,8 +19,8 @@ std::string extent_overrun(const gpu::Allocation& a, uintptr_t start, const Poin
   if (p.elements < 0) return "";  // not declared
   const uint64_t offset = reinterpret_cast<uintptr_t>(p.pointer) - start;
   const uint64_t bytes = static_cast<uint64_t>(p.elements) * p.element_bytes;
-  if (offset + bytes <= a.bytes) return "";
-  const uint64_t past = offset + bytes - a.bytes;
+  if (offset + bytes <= a.usable()) return "";
+  const uint64_t past = offset + bytes - a.usable();
   std::ostringstream os;
   os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": argument " << p.position << " ("
      << p.written_as << ") is declared to touch " << p.elements << " elements of "
@@ -28,7 +28,7 @@ std::string extent_overrun(const gpu::Allocation& a, uintptr_t start, const Poin
      << ", which runs " << past << " bytes";
   if (const uint64_t whole = past / p.element_bytes; past % p.element_bytes == 0)
     os << " (" << whole << (whole == 1 ? " element)" : " elements)");
-  os << " past its end";
+  os << (a.lent ? " past the end of the tensor in it" : " past its end");
   return os.str();
 }
 

@@ -61,17 +61,23 @@ std::string hex(const void* p) {
   return text;
 }
 
-// What a pointer of `bytes` bytes is, as the runtime tells under unified addressing.
+// What a pointer of `bytes` bytes is, as the runtime tells under unified addressing. A range
+// that starts inside an allocation and runs past it (or past the tensor the engine's allocator
+// lent it to: Allocation::lent) is out of bounds; `memory` then names the allocation.
 struct Where {
   enum Kind { pageable, pinned, device, out_of_bounds } kind = pageable;
   Gpu* gpu = nullptr;
+  std::string memory;  // out_of_bounds only
 };
 
 Where where(const void* p, uint64_t bytes) {
   Emulation& e = Emulation::get();
-  if (const Allocation* a = e.find(p, bytes)) return {a->gpu ? Where::device : Where::pinned, a->gpu};
-  if (e.find(p, 1) != nullptr) return {Where::out_of_bounds, nullptr};  // starts inside, runs past
-  return {};
+  uintptr_t start = 0;
+  const Allocation* a = e.find(p, 0, &start);
+  if (a == nullptr) return {};
+  if (reinterpret_cast<uintptr_t>(p) - start + bytes > a->usable())
+    return {Where::out_of_bounds, nullptr, memory_name(*a, start)};
+  return {a->gpu ? Where::device : Where::pinned, a->gpu, {}};
 }
 
 // Checks a copy's pointers against its kind; returns where each side is, or null after fail().
@@ -83,7 +89,8 @@ bool classify(const char* call, void* dst, const void* src, uint64_t bytes, cuda
                                    std::tuple{"source", *from, src}})
     if (w.kind == Where::out_of_bounds) {
       fail(cudaErrorInvalidValue, std::string(call) + ": the " + side + " " + hex(p) + " + " +
-                                      std::to_string(bytes) + " bytes runs past its allocation");
+                                      std::to_string(bytes) + " bytes runs past the end of " +
+                                      w.memory);
       return false;
     }
   const bool dst_device = to->kind == Where::device, src_device = from->kind == Where::device;
@@ -148,7 +155,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   std::memset(p, kPoison, bytes);  // fresh device memory is garbage: here, NaN
   gpu->in_use += footprint(bytes);
   e.counts.malloc_bytes += bytes;
-  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu, {}};
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, gpu, {}, std::nullopt};
   *ptr = p;
   return ok();
 }
@@ -183,7 +190,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   const uint64_t bytes = std::max<uint64_t>(size, 1);
   void* p = allocate_exactly(bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc: the host has no memory left");
-  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr, {}};
+  e.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, nullptr, {}, std::nullopt};
   *ptr = p;
   return ok();
 }
@@ -346,8 +353,10 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
   if (!s) return cudaPeekAtLastError();
   const Where w = where(ptr, count);
   if (w.kind != Where::device)
-    return fail(cudaErrorInvalidValue, "cudaMemsetAsync(" + hex(ptr) + ", " + std::to_string(count) +
-                                           " bytes): not inside one device allocation");
+    return fail(cudaErrorInvalidValue,
+                "cudaMemsetAsync(" + hex(ptr) + ", " + std::to_string(count) + " bytes): " +
+                    (w.kind == Where::out_of_bounds ? "runs past the end of " + w.memory
+                                                    : "not inside one device allocation"));
   if (count > 0) {
     enqueue(*s, Task{[ptr, value, count] { std::memset(ptr, value, count); }, "cudaMemsetAsync"});
     record_access(*s, ptr, /*write=*/true, "cudaMemsetAsync");
@@ -370,13 +379,25 @@ cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream) {
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "poison_async");
   if (!s) return cudaPeekAtLastError();
-  if (where(memory, bytes).kind != Where::device)
+  const Allocation* a = e.find(memory, bytes);  // the whole block, lent or not
+  if (a == nullptr || a->gpu == nullptr)
     return fail(cudaErrorInvalidValue, "poison_async(" + hex(memory) + ", " +
                                            std::to_string(bytes) +
                                            " bytes): not inside one device allocation");
   if (bytes > 0)
     enqueue(*s, Task{[memory, bytes] { std::memset(memory, kPoison, bytes); },
                      "the poisoning of a block returned to the allocator's cache"});
+  return ok();
+}
+
+cudaError_t lend(void* block, size_t bytes) {
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(block));
+  if (it == e.allocations.end() || bytes > it->second.bytes)
+    return fail(cudaErrorInvalidValue, "lend(" + hex(block) + ", " + std::to_string(bytes) +
+                                           " bytes): not the start of an allocation that long");
+  it->second.lent = bytes;
   return ok();
 }
 

@@ -37,6 +37,16 @@ ApiCounts api_counts();
 // cudaErrorInvalidValue unless the range lies in one device allocation; a faulted GPU's fault.
 cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream);
 
+// The engine's allocator lends a block of its cache to one tensor at a time, and the block is
+// usually longer than the tensor (sizes are rounded to bins: engine/allocator.h). lend(block,
+// bytes) tells the emulator how much of the allocation starting at `block` the tensor asked for,
+// and lend(block, 0) that the block is back in the cache: from then on, a kernel's declared
+// extent (BRIGADE_EXTENT), a copy or a memset that reaches past those bytes faults as one past
+// the allocation's end does, so the cache's rounding hides no overrun and a launch on a freed
+// block is caught at the launch. Memory never lent (a test's own cudaMalloc) stays usable whole.
+// cudaErrorInvalidValue unless `block` starts an allocation at least `bytes` long.
+cudaError_t lend(void* block, size_t bytes);
+
 // BRIGADE_EMU_CHAOS=SEED from a test (a seed from 0 to 2^62 - 1): streams created from now on,
 // and every host thread, draw their random delays from `seed`; none stops the delays. Returns
 // the seed before. kernels/emu/cudart/chaos.cpp says what the delays are.

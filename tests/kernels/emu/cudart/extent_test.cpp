@@ -2,8 +2,11 @@
 // how many elements its kernel touches (BRIGADE_EXTENT), and an emulated GPU's launch checks
 // them against the allocation each pointer starts in (kernels/emu/cudart/launch.h). A kernel
 // that would write one element past a tensor faults its GPU with a message naming the kernel,
-// the argument, the allocation and the overrun. Emulated builds only, with 3 GPUs
-// (meson.build): a fault is sticky, so each case that makes one has a GPU of its own.
+// the argument, the allocation and the overrun. The engine's allocator tells the emulator how
+// much of each block its tensor asked for (cuda_emulation.h's lend), so the same holds for a
+// tensor in a rounded-up block of the allocator's cache, and for a block back in the cache.
+// Emulated builds only, with 5 GPUs (meson.build): a fault is sticky, so each case that makes
+// one has a GPU of its own.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/stream.h"
@@ -20,6 +24,8 @@
 #include "tests/kernels/emu/cudart/cudart_support.h"
 #include "tests/support/deadline.h"
 
+using brigade::Allocator;
+using brigade::Block;
 using brigade::Device;
 using brigade::Stream;
 using brigade::testing::allocation_name;
@@ -105,4 +111,61 @@ TEST_CASE("an extent that starts inside an allocation is checked from where it s
                   "touch 1000 elements of 4 bytes from byte 4 of " +
                   allocation_name(2, a.x, kElements * sizeof(float)) +
                   ", which runs 4 bytes (1 element) past its end") != std::string::npos);
+}
+
+// The allocator rounds 4,000 bytes up to a 4,096-byte block (its bins: engine/allocator.h), so
+// the allocation alone would let a kernel run 96 bytes past the tensor unseen.
+TEST_CASE("an extent past a tensor in a rounded-up block of the allocator stops at the tensor") {
+  Deadline deadline("one element past a tensor in a cached block");
+  const Device gpu = Device::cuda(3);
+  const Stream stream = Stream::create(gpu);
+  float* x = device_floats(3, kElements + 1);
+  fill_on_host(x, kElements + 1, 3.0f);
+  const uint64_t tensor_bytes = kElements * sizeof(float);
+  const std::shared_ptr<Block> y = Allocator::of(gpu).allocate(tensor_bytes, stream);
+  const uint64_t block_bytes = Allocator::block_size(tensor_bytes);
+  brigade::cuda::copy(x, static_cast<float*>(y->data()), kElements + 1, stream);
+  const std::string text = synchronize_error(stream);
+  INFO(text);
+  // The allocation as the emulator names it, with what the allocator lent of it.
+  std::string memory = allocation_name(3, y->data(), block_bytes);
+  memory.insert(memory.size() - 1, ", " + std::to_string(tensor_bytes) + " of them lent to a tensor");
+  CHECK(text.find("kernel copy_kernel on emulated cuda:3: argument 2 (y) is declared to touch "
+                  "1001 elements of 4 bytes from byte 0 of " + memory +
+                  ", which runs 4 bytes (1 element) past the end of the tensor in it") !=
+        std::string::npos);
+}
+
+// A launch on memory whose tensor is gone, as a kernel given a raw pointer kept after its
+// tensor died would be: on a real GPU it reads the next tensor's data, or the poison.
+TEST_CASE("a launch on a block given back to the allocator stops at the launch") {
+  Deadline deadline("a launch on a freed block");
+  const Device gpu = Device::cuda(4);
+  const Stream stream = Stream::create(gpu);
+  float* x = device_floats(4, kElements);
+  fill_on_host(x, kElements, 3.0f);
+  float* freed = nullptr;
+  {
+    const std::shared_ptr<Block> y = Allocator::of(gpu).allocate(kElements * sizeof(float), stream);
+    freed = static_cast<float*>(y->data());
+  }
+  brigade::cuda::copy(x, freed, kElements, stream);
+  const std::string text = synchronize_error(stream);
+  INFO(text);
+  // Back in the cache, or (BRIGADE_NO_MEMORY_CACHING=1) waiting for its poisoning to finish
+  // before its cudaFree: either way the emulator knows none of it is lent.
+  std::string memory = allocation_name(4, freed, Allocator::block_size(kElements * sizeof(float)));
+  memory.insert(memory.size() - 1,
+                ", none of them lent (back in the allocator's cache, or an empty tensor's block)");
+  const bool named_freed_block =
+      text.find("kernel copy_kernel on emulated cuda:4: argument 2 (y) is declared to touch "
+                "1000 elements of 4 bytes from byte 0 of " + memory +
+                ", which runs 4000 bytes (1000 elements) past the end of the tensor in it") !=
+      std::string::npos;
+  // Without the cache the block may also be gone already, given back with cudaFree.
+  const bool named_unknown_memory =
+      !Allocator::caching() &&
+      text.find("kernel copy_kernel on emulated cuda:4: pointer argument 2 is not device or "
+                "pinned memory") != std::string::npos;
+  CHECK((named_freed_block || named_unknown_memory));
 }
