@@ -20,7 +20,7 @@
 //   that its input gradients reach device 0 sooner: device 0 never waits (makespan 7.5, its
 //   own work; 1F1B 7.75, ZB-H1 9).
 //   d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2
-//   d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1B2 1W2
+//   d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1BW2
 #include <algorithm>
 #include <stdexcept>
 #include <string>
