@@ -18,6 +18,7 @@
 // comm = 0.1, 22.6 against this order's 23 at p = 4, m = 4. So for costs that make it shorter,
 // zb-h1 is the heuristic's order, within the same p micro-batches.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "pipeline/schedule/generators/generators.h"
@@ -53,7 +54,8 @@ Schedule zb_h1_pattern(int devices, int microbatches) {
 }  // namespace
 
 Schedule zb_h1(int devices, int microbatches, const CostModel& costs) {
-  return own_or_heuristic(zb_h1_pattern(devices, microbatches), costs,
+  Schedule pattern = zb_h1_pattern(devices, microbatches);  // checks p, m >= 1 first
+  return own_or_heuristic(std::move(pattern), costs,
                           std::vector<int>(static_cast<size_t>(devices), devices));
 }
 

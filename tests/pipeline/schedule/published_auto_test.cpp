@@ -117,3 +117,12 @@ TEST_CASE("zb-h1, zb-h2, zb-auto: as short as the authors' ZB-H1 and ZB-H2 at b 
                   c, h2);
       }
 }
+
+TEST_CASE("zb-h1 and the heuristic refuse sizes they cannot serve, by name") {
+  const bp::CostModel c = costs(1, 2, 1, 0.1);
+  CHECK_THROWS_WITH_AS(bp::zb_h1(0, 4, c), "zb-h1: devices (p) must be at least 1, got 0",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bp::zero_bubble_heuristic(2, 4, c, {2}, {}),
+                       "zero-bubble heuristic: 1 memory budgets for 2 devices",
+                       std::invalid_argument);
+}
