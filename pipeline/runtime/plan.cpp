@@ -100,8 +100,9 @@ void weigh_work(Plan& plan, const model::ModelSpec& spec, const PlanRequest& r, 
                            : "forward FLOPs at each device's speed";
 }
 
-// A schedule planned for its stages' costs (zb-auto): the measured ones, else each stage's
-// work with each half of the backward costing about a forward (the same GEMMs, transposed).
+// A schedule planned for its stages' costs (zb-h1, zb-h2, zb-auto): the measured ones, else
+// each stage's work with each half of the backward costing about a forward (the same GEMMs,
+// transposed).
 CostModel planned_costs(const Plan& plan, const PlanRequest& r) {
   if (r.stage_costs) return *r.stage_costs;
   CostModel planned;

@@ -56,9 +56,9 @@ struct PlanRequest {
   DeviceCosts layer_times = {};
   int64_t profile_rows = 1;
   uint64_t seed = 0;
-  // The stages' costs a schedule that needs them (ScheduleKind::needs_costs: zb-auto) is
-  // planned with, when measured;
-  // else each stage's forward work, each half of the backward costing about a forward.
+  // The stages' costs a schedule that needs them (ScheduleKind::needs_costs: zb-h1, zb-h2,
+  // zb-auto) is planned with, when measured; else each stage's forward work, each half of the
+  // backward costing about a forward.
   std::optional<CostModel> stage_costs = {};
 };
 

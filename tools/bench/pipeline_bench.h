@@ -122,13 +122,15 @@ class Bench {
   // the row's m (naive over m micro-batches would take as long, in smaller GEMMs).
   static int pieces(const std::string& name, int m) { return name == "naive" ? 1 : m; }
 
-  // The plan of `name` at (m, recompute): stages balanced by the profiled times, zb-auto
-  // planned from the costs 1f1b and zb-h1 measured.
+  // The plan of `name` at (m, recompute): stages balanced by the profiled times, zb-auto and
+  // zb-h2 planned from the costs 1f1b and zb-h1 measured. zb-h1 itself, whose steps measure
+  // the split backward, is planned from the profiles.
   PlanRequest request(const std::string& name, int m, bool recompute) {
     PlanRequest r{.devices = devices_, .balance = Balance::time, .schedule = name,
                   .chunks = default_chunks(name), .microbatches = pieces(name, m),
                   .layer_times = times_};
-    if (schedule_kind(name).needs_costs) r.stage_costs = measured_costs(m, recompute);
+    if (schedule_kind(name).needs_costs && name != "zb-h1")
+      r.stage_costs = measured_costs(m, recompute);
     return r;
   }
 

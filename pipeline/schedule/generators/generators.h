@@ -11,6 +11,8 @@
 //                         (Lamy-Poirier, 2023)
 //   zb_h1.cpp             Zero Bubble H1 (Qi et al., ICLR 2024): B and W split, W fills the
 //                         cool-down bubbles, 1F1B's peak memory
+//   zero_bubble_heuristic.h  the same authors' automatic scheduler (its heuristic, not its ILP),
+//                         whose orders zb-h1, zb-h2 and zb-auto also try for their costs
 //   list_scheduler.h      the greedy list scheduler under a memory budget that the next ones are
 //   squeeze.h             its pass that moves actions into earlier idle units within memory,
 //                         and the V-Half / V-Min authors' reordering of their building block
@@ -40,15 +42,20 @@ Schedule gpipe(int devices, int microbatches);
 Schedule one_f_one_b(int devices, int microbatches);
 Schedule interleaved_1f1b(int devices, int microbatches, int chunks);
 Schedule looped_bfs(int devices, int microbatches, int chunks);
-Schedule zb_h1(int devices, int microbatches);
+// zb-h1 and zb-h2 plan for `costs` too (the authors' ZB-H1 and ZB-H2 are their automatic
+// scheduler at p and 2p micro-batches): each keeps its own order unless the authors' heuristic
+// (zero_bubble_heuristic.h) is shorter for those costs. With the default costs (F = B = W, no
+// comm) they are the orders their files draw.
+Schedule zb_h1(int devices, int microbatches, const CostModel& costs = {});
 // For the costs of its p stages (CostModel::stages, or `uniform`; `bw` may differ from b + w):
-// the fastest of its list-scheduler policies, 1f1b and zb-h1, by the simulator. No device holds
+// the fastest of its list-scheduler policies, 1f1b, zb-h1 and the authors' heuristic, by the
+// simulator. No device holds
 // more than max_in_flight micro-batches from F to W (0: p).
 Schedule zb_auto(int devices, int microbatches, const CostModel& costs, int max_in_flight = 0);
 // The same with a bound per device: [device] micro-batches, each at least 1.
 Schedule zb_auto(int devices, int microbatches, const CostModel& costs,
                  const std::vector<int>& max_in_flight);
-Schedule zb_h2(int devices, int microbatches);
+Schedule zb_h2(int devices, int microbatches, const CostModel& costs = {});
 Schedule interleaved_zb(int devices, int microbatches, int chunks);
 Schedule zb_v(int devices, int microbatches);    // two chunks, v-shape placement
 Schedule v_half(int devices, int microbatches);  // two chunks, v-shape placement

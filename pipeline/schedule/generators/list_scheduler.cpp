@@ -260,18 +260,38 @@ std::vector<Schedule> policy_runs(const ListProblem& problem) {
 
 // How a candidate ranks: the makespan; between equally short ones, the makespan when every
 // backward costs twice as much (B ≈ 2F is the usual ratio: an order planned for equal costs
-// should hold up there), then the most any device holds.
+// should hold up there), then the most any device holds: -1, 0 (a tie on all three) or 1.
+// A tie goes to the shorter with a transfer cost besides (shortest_list_schedule), worked out
+// only for ties: links are rarely free, and an order whose sends wait less holds up there.
 struct Rank {
   double makespan, heavy_makespan;
   int memory;
 };
-bool ranks_before(const Rank& a, const Rank& b) {
+int compare(const Rank& a, const Rank& b) {
   const auto less = [](double x, double y) { return x < y * (1 - 1e-12); };
-  if (less(a.makespan, b.makespan) || less(b.makespan, a.makespan))
-    return less(a.makespan, b.makespan);
-  if (less(a.heavy_makespan, b.heavy_makespan) || less(b.heavy_makespan, a.heavy_makespan))
-    return less(a.heavy_makespan, b.heavy_makespan);
-  return a.memory < b.memory;
+  if (less(a.makespan, b.makespan)) return -1;
+  if (less(b.makespan, a.makespan)) return 1;
+  if (less(a.heavy_makespan, b.heavy_makespan)) return -1;
+  if (less(b.heavy_makespan, a.heavy_makespan)) return 1;
+  return a.memory < b.memory ? -1 : a.memory > b.memory ? 1 : 0;
+}
+
+// The tie-breaks' costs: every B twice as long, and then a transfer of a tenth of a device's
+// forward besides (a device's share of F: its chunks' F's, their mean over the stages).
+CostModel heavy_backward_costs(const ListProblem& problem) {
+  CostModel heavy = problem.costs;
+  heavy.uniform.b *= 2;
+  for (StageCost& c : heavy.stages) c.b *= 2;
+  return heavy;
+}
+double tenth_of_a_forward(const ListProblem& problem) {
+  double f = problem.costs.uniform.f;
+  if (!problem.costs.stages.empty()) {
+    f = 0;
+    for (const StageCost& c : problem.costs.stages) f += c.f;
+    f /= static_cast<double>(problem.costs.stages.size());
+  }
+  return 0.1 * problem.chunks * f;
 }
 
 }  // namespace
@@ -307,11 +327,12 @@ Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule
 
   // The first best ranked (policies before hand-made ones, orders before their squeezes); all
   // but the policies' runs only within the budget.
-  CostModel heavy_backward = problem.costs;
-  heavy_backward.uniform.b *= 2;
-  for (StageCost& c : heavy_backward.stages) c.b *= 2;
+  const CostModel heavy_backward = heavy_backward_costs(problem);
+  CostModel heavy_with_comm = heavy_backward;
+  heavy_with_comm.comm += tenth_of_a_forward(problem);
   std::optional<size_t> best;
   Rank best_rank{};
+  double best_with_comm = -1;  // worked out at the first tie (-1: not yet)
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (i >= policies && !within_budgets(sims[i], problem)) continue;
     Rank rank{sims[i].stats.makespan, 0, 0};
@@ -319,7 +340,18 @@ Schedule shortest_list_schedule(const ListProblem& problem, std::vector<Schedule
     rank.heavy_makespan = simulate(candidates[i], heavy_backward).stats.makespan;
     for (const DeviceStats& d : sims[i].stats.devices)
       rank.memory = std::max(rank.memory, d.peak_in_flight);
-    if (!best || ranks_before(rank, best_rank)) best = i, best_rank = rank;
+    const int order = best ? compare(rank, best_rank) : -1;
+    if (order > 0) continue;
+    if (order == 0) {  // a tie: the shorter with a transfer cost, else the first
+      if (best_with_comm < 0)
+        best_with_comm = simulate(candidates[*best], heavy_with_comm).stats.makespan;
+      const double with_comm = simulate(candidates[i], heavy_with_comm).stats.makespan;
+      if (with_comm >= best_with_comm * (1 - 1e-12)) continue;
+      best_with_comm = with_comm;
+    } else {
+      best_with_comm = -1;
+    }
+    best = i, best_rank = rank;
   }
   Schedule s = std::move(candidates[*best]);  // the policies' runs are always candidates
   s.name = problem.name;

@@ -77,7 +77,8 @@ Schedule list_schedule(const ListProblem& problem, const ListPolicy& policy);
 // knows, e.g. 1f1b, zb-h1 or a building-block pattern) where they stay within the budget, plus
 // the few shortest of those squeezed within the memory each holds (squeeze.h). The shortest by
 // the simulator; between equally short ones the shortest with every B twice as long, then the
-// one holding least (then the first: policies before hand-made ones); named problem.name.
+// one holding least, then the shortest with every B twice as long and a transfer of a tenth of
+// a device's F besides (then the first: policies before hand-made ones); named problem.name.
 Schedule shortest_list_schedule(const ListProblem& problem,
                                 std::vector<Schedule> hand_made = {});
 

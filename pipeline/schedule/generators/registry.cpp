@@ -44,11 +44,11 @@ Schedule make_interleaved_1f1b(int p, int m, int v, const CostModel&, const std:
 Schedule make_looped_bfs(int p, int m, int v, const CostModel&, const std::vector<int>&) {
   return looped_bfs(p, m, v);
 }
-Schedule make_zb_h1(int p, int m, int, const CostModel&, const std::vector<int>&) {
-  return zb_h1(p, m);
+Schedule make_zb_h1(int p, int m, int, const CostModel& costs, const std::vector<int>&) {
+  return zb_h1(p, m, costs);
 }
-Schedule make_zb_h2(int p, int m, int, const CostModel&, const std::vector<int>&) {
-  return zb_h2(p, m);
+Schedule make_zb_h2(int p, int m, int, const CostModel& costs, const std::vector<int>&) {
+  return zb_h2(p, m, costs);
 }
 Schedule make_zb_auto(int p, int m, int, const CostModel& costs, const std::vector<int>& bounds) {
   return bounds.empty() ? zb_auto(p, m, costs) : zb_auto(p, m, costs, bounds);
@@ -79,8 +79,8 @@ const std::vector<ScheduleKind> kSchedules = {
     {"1f1b", one, 1, looped, false, make_1f1b},
     {"interleaved-1f1b", any, 2, looped, false, make_interleaved_1f1b},
     {"looped-bfs", any, 2, looped, false, make_looped_bfs},
-    {"zb-h1", one, 1, looped, false, make_zb_h1},
-    {"zb-h2", one, 1, looped, false, make_zb_h2},
+    {"zb-h1", one, 1, looped, true, make_zb_h1},
+    {"zb-h2", one, 1, looped, true, make_zb_h2},
     {"zb-auto", one, 1, looped, true, make_zb_auto},
     {"interleaved-zb", any, 2, looped, false, make_interleaved_zb},
     {"zb-v", two, 2, v_shape, false, make_zb_v},

@@ -9,16 +9,18 @@
 // and a budget of `max_in_flight` micro-batches per device (default p, the peak of ZB-H1 and of
 // 1F1B's first device), or a budget of its own for each device (devices of different memory:
 // brigade-train --max-activations 2,1). Like the paper, which runs its heuristic under several
-// settings and keeps the best, it tries the scheduler's 16 policies plus 1f1b and zb-h1
-// themselves (where they fit the budget), simulates each with the costs and keeps the shortest
-// makespan. So for its costs zb-auto is never slower than 1f1b or zb-h1, and within its budget.
+// settings and keeps the best, it tries the scheduler's 16 policies plus 1f1b, zb-h1 and the
+// authors' own heuristic's eight orders within the budget (zero_bubble_heuristic.h),
+// simulates each with the costs and keeps the shortest makespan. So for its costs zb-auto is
+// never slower than 1f1b, zb-h1 or the authors' automatic schedule at its memory, and stays
+// within its budget.
 //
 //   p = 2, m = 3; stage 0: F = B = W = 1, BW = 1.5; stage 1: half of that. Device 0, the
 //   bottleneck, keeps its backwards fused and fills its pipeline first; device 1 splits, so
 //   that its input gradients reach device 0 sooner: device 0 never waits (makespan 7.5, its
 //   own work; 1F1B 7.75, ZB-H1 9).
 //   d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2
-//   d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1B2 1W2
+//   d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1BW2
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -26,6 +28,7 @@
 
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/generators/list_scheduler.h"
+#include "pipeline/schedule/generators/zero_bubble_heuristic.h"
 
 namespace brigade::pipeline {
 
@@ -53,11 +56,15 @@ Schedule zb_auto(int devices, int microbatches, const CostModel& costs,
       throw std::invalid_argument("zb-auto: max in-flight micro-batches must be at least 1, got " +
                                   std::to_string(max_in_flight[d]) + " on device " +
                                   std::to_string(d));
+  std::vector<Schedule> hand_made = {one_f_one_b(devices, microbatches),
+                                     zb_h1(devices, microbatches)};
+  for (Schedule& s : zero_bubble_heuristic_orders(devices, microbatches, costs, max_in_flight))
+    hand_made.push_back(std::move(s));
   return shortest_list_schedule(
       {.name = "zb-auto", .devices = devices, .microbatches = microbatches, .chunks = 1,
        .placement = Placement::looped, .budget = devices, .costs = costs,
        .device_budgets = max_in_flight},
-      {one_f_one_b(devices, microbatches), zb_h1(devices, microbatches)});
+      std::move(hand_made));
 }
 
 }  // namespace brigade::pipeline

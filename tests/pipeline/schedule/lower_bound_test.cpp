@@ -183,8 +183,9 @@ TEST_CASE("every generator is within its stated gap of the lower bound") {
           CAPTURE(m);
           CAPTURE(costs.uniform.b);
           CAPTURE(costs.comm);
-          const bp::Schedule s =
-              name == "zb-auto" ? bp::zb_auto(p, m, costs) : bp::make_schedule(name, p, m, v);
+          const bp::Schedule s = bp::schedule_kind(name).needs_costs
+                                     ? bp::make_schedule(name, p, m, v, costs)
+                                     : bp::make_schedule(name, p, m, v);
           const double b = bound(s, costs), made = makespan(s, costs);
           CHECK(b <= made + 1e-9);
           CHECK(made <= b * (1 + gap / 100) + 1e-9);
