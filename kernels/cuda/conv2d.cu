@@ -30,6 +30,7 @@
 // network at batch 128 needs at most 85 MB — and 2 per pass beyond it.
 //
 // Kernels and who computes what:
+// im2col and col2im divide per element: 32-bit indices where the sizes allow (launch.cuh).
 //   im2col_kernel      thread per col element (sample n, row (c, r, s), column (p, q)): one read.
 //   col2im_kernel      thread per input pixel (n, c, h, w): GATHERS the col entries that read
 //                      it (every (r, s) whose (p, q) lands on it) — no atomics, and the sum's
@@ -44,36 +45,41 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/window_sizes.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
+template <class Index>
 __global__ void im2col_kernel(const float* x /* (N, C, H, W) */,
-                              float* col /* (N, C·R·S, P·Q) */, Conv2dShape s) {
-  const int64_t PQ = s.P * s.Q, CRS = s.C * s.R * s.S, total = s.N * CRS * PQ;
-  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
-    const int64_t n = i / (CRS * PQ), row = i / PQ % CRS, pq = i % PQ;  // row = (c·R + r)·S + t
-    const int64_t c = row / (s.R * s.S), r = row / s.S % s.R, t = row % s.S;
-    const int64_t h = (pq / s.Q) * s.stride - s.pad_h + r;
-    const int64_t v = (pq % s.Q) * s.stride - s.pad_w + t;
+                              float* col /* (N, C·R·S, P·Q) */, Conv2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index PQ = s.P * s.Q, CRS = s.C * s.R * s.S, total = s.N * CRS * PQ;
+  for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
+    const Index n = i / (CRS * PQ), row = i / PQ % CRS, pq = i % PQ;  // row = (c·R + r)·S + t
+    const Index c = row / (s.R * s.S), r = row / s.S % s.R, t = row % s.S;
+    const Index h = (pq / s.Q) * s.stride - s.pad_h + r;
+    const Index v = (pq % s.Q) * s.stride - s.pad_w + t;
     col[i] = (h >= 0 && h < s.H && v >= 0 && v < s.W)
                  ? x[((n * s.C + c) * s.H + h) * s.W + v]
                  : 0.0f;
   }
 }
 
+template <class Index>
 __global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
-                              float* dx /* (N, C, H, W) */, Conv2dShape s) {
-  const int64_t total = s.N * s.C * s.H * s.W, PQ = s.P * s.Q;
-  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
-    const int64_t nc = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;  // nc = n·C + c
+                              float* dx /* (N, C, H, W) */, Conv2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index total = s.N * s.C * s.H * s.W, PQ = s.P * s.Q;
+  for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
+    const Index nc = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;  // nc = n·C + c
     const float* col_nc = col + nc * s.R * s.S * PQ;  // sample n's rows (c, ·, ·)
     float acc = 0.0f;
-    for (int64_t r = 0; r < s.R; ++r) {
+    for (Index r = 0; r < s.R; ++r) {
       // Output row p reads input row h through tap r iff p·stride - pad_h + r == h.
-      const int64_t ph = h + s.pad_h - r;
+      const Index ph = h + s.pad_h - r;
       if (ph < 0 || ph % s.stride != 0 || ph / s.stride >= s.P) continue;
-      for (int64_t t = 0; t < s.S; ++t) {
-        const int64_t qw = v + s.pad_w - t;
+      for (Index t = 0; t < s.S; ++t) {
+        const Index qw = v + s.pad_w - t;
         if (qw < 0 || qw % s.stride != 0 || qw / s.stride >= s.Q) continue;
         acc += col_nc[(r * s.S + t) * PQ + (ph / s.stride) * s.Q + qw / s.stride];
       }
@@ -146,14 +152,20 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s) {
 void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream) {
   check_conv("im2col", s);
   const int64_t total = s.N * sample_columns(s);
-  BRIGADE_LAUNCH(im2col_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(col, total), s);
+  with_index_type(std::max(total, s.x_size()), [&](auto index) {
+    BRIGADE_LAUNCH(im2col_kernel<decltype(index)>, elementwise_blocks(total), kElementwiseBlock,
+                   0, stream, BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(col, total), s);
+  });
 }
 
 void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream) {
   check_conv("col2im", s);
-  BRIGADE_LAUNCH(col2im_kernel, elementwise_blocks(s.x_size()), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(col, s.N * sample_columns(s)), BRIGADE_EXTENT(dx, s.x_size()), s);
+  const int64_t columns = s.N * sample_columns(s);
+  with_index_type(std::max(columns, s.x_size()), [&](auto index) {
+    BRIGADE_LAUNCH(col2im_kernel<decltype(index)>, elementwise_blocks(s.x_size()),
+                   kElementwiseBlock, 0, stream, BRIGADE_EXTENT(col, columns),
+                   BRIGADE_EXTENT(dx, s.x_size()), s);
+  });
 }
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,

@@ -232,10 +232,12 @@ bool vector_loads_allowed(const float* m, int64_t ld, int64_t stride, int64_t co
          (count == 1 || stride % 4 == 0);
 }
 
+// The extents are used only where BRIGADE_EXTENT checks them (emulated GPUs), not under nvcc.
 template <class Index>
-void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A, int64_t a_extent,
-                 const float* B, int64_t b_extent, float* C, int64_t c_extent, const float* bias,
-                 int64_t bias_extent, const Stream& stream) {
+void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A,
+                 [[maybe_unused]] int64_t a_extent, const float* B,
+                 [[maybe_unused]] int64_t b_extent, float* C, [[maybe_unused]] int64_t c_extent,
+                 const float* bias, [[maybe_unused]] int64_t bias_extent, const Stream& stream) {
   const auto n = [](int64_t v) { return static_cast<Index>(v); };
   const GemmLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                             n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
