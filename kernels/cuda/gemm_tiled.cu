@@ -14,9 +14,10 @@
 // Who computes what. Block (bx, by, bz) owns the 128×128 tile of C at rows by·128 + [0, 128),
 // columns bx·128 + [0, 128) of product bz (of product 0 when the batch is summed). Its 256
 // threads form a 16×16 grid; thread (tx, ty) owns rows ty·4 + {0..3} and 64 + ty·4 + {0..3}
-// and columns tx·4 + {0..3} and 64 + tx·4 + {0..3}: four 4×4 quarters, 64 apart, so that the
-// 16 threads of a half-warp read 16 consecutive groups of 4 from the B tile (no bank
-// conflict) and 4 neighbours store 16 consecutive floats of a row of C.
+// and columns tx·4 + {0..3} and 64 + tx·4 + {0..3}: four 4×4 quarters, 64 apart, so that a
+// thread reads its 8 values of a tile row as two aligned float4s (the 16 threads of a row of
+// the thread grid read 64 consecutive floats, conflict-free; the A tile's reads are
+// broadcasts), and neighbouring threads store neighbouring columns of C.
 //
 // The reduction walks K in slices of 8 (and, when the batch is summed, every product's slices
 // one after another: slice `it` is slice it % k_slices of product it / k_slices). A slice of
@@ -144,8 +145,10 @@ __device__ __forceinline__ int thread_offset(int i, int thread_index) {
   return (i < 4 ? 0 : kBlockM / 2) + thread_index * 4 + i % 4;
 }
 
+// __launch_bounds__ spells out kThreads: tools/ptxas-check.py reads the number from the source.
+static_assert(kThreads == 256, "the launch bounds below are the block size");
 template <class Index>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(256)
     gemm_tiled_kernel(GemmLaunch<Index> g, const float* A, const float* B, float* C,
                       const float* bias) {
   __shared__ SharedTiles tiles;
