@@ -23,6 +23,11 @@
 // readable kernel shared with Dense, and im2col and col2im stay kernels of their own with
 // their own tests (an adjoint pair). The cost is the workspace, C·R·S·P·Q floats a sample.
 //
+// Known limit on a GPU: backward-filter's one summed GEMM has (K/128)·(C·R·S/128) blocks
+// (1 to 5 for the question's network), each walking N·P·Q: few SMs busy. The fix that keeps
+// the bits fixed is a split over the samples — per-sample products into the workspace, then
+// a kernel summing them in sample order (one more launch, K·C·R·S floats a sample).
+//
 // Workspace and chunks. The launchers lower as many samples per pass as the caller's
 // workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to
 // kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for forward,
