@@ -8,11 +8,15 @@
 //
 //   forward          y_n  (K, P·Q)      = W (K, C·R·S) · col_n (C·R·S, P·Q)  + bias, ReLU
 //   backward-data    col_n (C·R·S, P·Q) = Wᵀ (C·R·S, K) · dy_n (K, P·Q);  dx_n = col2im(col_n)
-//   backward-filter  dw   (K, C·R·S)   += sum over n of dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S)
+//   backward-filter  dw_n (K, C·R·S)    = dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S);  dw += Σ_n dw_n
 //   backward-bias    db[k]             += sum over n, p, q of dy[n][k][p][q]
 //
-// each line ONE gemm_tiled_batched launch over the samples: a batch of products with W shared
-// (stride 0) for forward and backward-data, a batch summed into one dw for backward-filter.
+// each product ONE gemm_tiled_batched launch over the samples (W shared, stride 0, in
+// forward and backward-data). Backward-filter could sum its products inside the GEMM (a
+// summed batch), but dw is small — (K, C·R·S) is 1 to 5 tiles of 128×128 for the question's
+// network — so those few blocks would each walk all N·P·Q: a few SMs busy. Instead each
+// sample's product gets its own blocks, into the workspace, and sum_samples_kernel adds them
+// to dw in sample order (one more launch; the order, hence the bits, fixed).
 // W is already (K, C·R·S) row-major: KCRS memory read as a matrix. The bias and ReLU are the
 // forward GEMM's epilogue (bias per row k of y_n), not a pass of their own.
 //
@@ -21,18 +25,14 @@
 // so no launch permutes (K, N·P·Q) to and from (N, K, P·Q). Why explicit columns and not an
 // implicit GEMM that computes col's entries inside its tile loads: the GEMM stays one
 // readable kernel shared with Dense, and im2col and col2im stay kernels of their own with
-// their own tests (an adjoint pair). The cost is the workspace, C·R·S·P·Q floats a sample.
-//
-// Known limit on a GPU: backward-filter's one summed GEMM has (K/128)·(C·R·S/128) blocks
-// (1 to 5 for the question's network), each walking N·P·Q: few SMs busy. The fix that keeps
-// the bits fixed is a split over the samples — per-sample products into the workspace, then
-// a kernel summing them in sample order (one more launch, K·C·R·S floats a sample).
+// their own tests (an adjoint pair). The cost is the workspace: C·R·S·P·Q floats a sample
+// of columns, and K·C·R·S of backward-filter's per-sample product.
 //
 // Workspace and chunks. The launchers lower as many samples per pass as the caller's
-// workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to
-// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for forward,
-// backward-data and backward-filter; 1 for backward-bias) up to that budget — the question's
-// network at batch 128 needs at most 85 MB — and 2 per pass beyond it.
+// workspace holds: conv2d_workspace_floats(s) asks for every sample's up to
+// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for forward
+// and backward-data, 3 for backward-filter, 1 for backward-bias) up to that budget — the
+// question's network at batch 128 needs at most 95 MB — and as many per pass beyond it.
 //
 // Kernels and who computes what:
 // im2col and col2im divide per element: 32-bit indices where the sizes allow (launch.cuh).
@@ -40,6 +40,7 @@
 //   col2im_kernel      thread per input pixel (n, c, h, w): GATHERS the col entries that read
 //                      it (every (r, s) whose (p, q) lands on it) — no atomics, and the sum's
 //                      order is fixed, so results are deterministic.
+//   sum_samples_kernel thread per dw element: adds the samples' products in sample order.
 //   bias_grad_kernel   block per output channel k: the block's threads sum dy[·][k][·][·]
 //                      with a strided loop, then block_sum (reduce.cuh) adds their sums.
 #include <algorithm>
@@ -93,6 +94,15 @@ __global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
   }
 }
 
+__global__ void sum_samples_kernel(const float* products /* (count, size) */,
+                                   float* dw /* (size) */, int64_t count, int64_t size) {
+  for (int64_t i = grid_first(); i < size; i += grid_stride()) {
+    float acc = 0.0f;
+    for (int64_t n = 0; n < count; ++n) acc += products[n * size + i];  // sample order
+    dw[i] += acc;
+  }
+}
+
 constexpr int kBiasBlock = 256;
 
 __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /* (K) */,
@@ -107,10 +117,14 @@ __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /
 }
 
 namespace {
-constexpr int64_t kWorkspaceBudgetFloats = int64_t(1) << 26;  // 256 MiB of columns
+constexpr int64_t kWorkspaceBudgetFloats = int64_t(1) << 26;  // 256 MiB
 
 // One sample's columns: (C·R·S, P·Q).
 int64_t sample_columns(const Conv2dShape& s) { return s.C * s.R * s.S * s.P * s.Q; }
+// One sample's workspace: its columns, then its filter-gradient product (K, C·R·S).
+int64_t sample_workspace(const Conv2dShape& s) {
+  return sample_columns(s) + s.K * s.C * s.R * s.S;
+}
 
 void check_conv(const char* op, const Conv2dShape& s) {
   // Every output window must start inside the (padded) input; the kernels bounds-check
@@ -126,18 +140,18 @@ void check_conv(const char* op, const Conv2dShape& s) {
                          << " (build shapes with make_conv2d_shape)");
 }
 
-// The samples one pass lowers: as many as `workspace_floats` holds columns for, at most N.
+// The samples one pass lowers: as many shares as `workspace_floats` holds, at most N.
 int64_t samples_per_pass(const char* op, const Conv2dShape& s, const float* workspace,
                          int64_t workspace_floats) {
   check_conv(op, s);
   BRIGADE_CHECK(workspace != nullptr, op << ": workspace is null; pass "
                                          << conv2d_workspace_floats(s)
                                          << " floats (conv2d_workspace_floats)");
-  BRIGADE_CHECK(workspace_floats >= sample_columns(s),
+  BRIGADE_CHECK(workspace_floats >= sample_workspace(s),
                 op << ": a workspace of " << workspace_floats
-                   << " floats is smaller than one sample's columns, " << sample_columns(s)
+                   << " floats is smaller than one sample's share, " << sample_workspace(s)
                    << "; pass " << conv2d_workspace_floats(s) << " floats (conv2d_workspace_floats)");
-  return std::min(s.N, workspace_floats / sample_columns(s));
+  return std::min(s.N, workspace_floats / sample_workspace(s));
 }
 
 // The shape of samples [n0, n0 + count) of s.
@@ -149,7 +163,7 @@ Conv2dShape samples(const Conv2dShape& s, int64_t count) {
 }  // namespace
 
 int64_t conv2d_workspace_floats(const Conv2dShape& s) {
-  const int64_t per_sample = sample_columns(s);
+  const int64_t per_sample = sample_workspace(s);
   return std::clamp<int64_t>(kWorkspaceBudgetFloats / per_sample, 1, std::max<int64_t>(s.N, 1)) *
          per_sample;
 }
@@ -209,11 +223,15 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
     im2col(x + n0 * s.C * s.H * s.W, workspace, part, stream);
-    // dw (K, C·R·S) += sum over n of dy_n (K, P·Q) · col_nᵀ: col_n is stored (C·R·S, P·Q),
-    // hence trans_b; the batch is summed inside the GEMM, in sample order.
+    // dw_n (K, C·R·S) = dy_n (K, P·Q) · col_nᵀ: col_n is stored (C·R·S, P·Q), hence trans_b.
+    float* products = workspace + part.N * CRS * PQ;  // (n, K, C·R·S), after the columns
     gemm_tiled_batched(false, true, s.K, CRS, PQ, 1.0f, dy + n0 * s.K * PQ, PQ, workspace, PQ,
-                       1.0f, dw, CRS, GemmBatch{part.N, s.K * PQ, CRS * PQ, 0, true},
+                       0.0f, products, CRS, GemmBatch{part.N, s.K * PQ, CRS * PQ, s.K * CRS, false},
                        GemmEpilogue{}, stream);
+    const int64_t size = s.K * CRS;
+    BRIGADE_LAUNCH(sum_samples_kernel, elementwise_blocks(size), kElementwiseBlock, 0, stream,
+                   BRIGADE_EXTENT(products, part.N * size), BRIGADE_EXTENT(dw, size), part.N,
+                   size);
   }
 }
 

@@ -2,7 +2,7 @@
 // maxpool2d.cu) through the emulator, against brigade::ref. Shapes cover batch 1, odd sizes,
 // stride 2, "same" padding (symmetric and TensorFlow's asymmetric split), 1×1 kernels,
 // extents that are not multiples of the GEMM's tile, and workspaces that hold every sample's
-// columns (one pass) or one sample's (a pass per sample).
+// share (one pass) or one sample's (a pass per sample).
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -63,8 +63,10 @@ TEST_CASE("conv2d forward, backward-data, -filter, -bias match the reference") {
       const std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b),
                                dyf = to_float(dy);
       // One pass over every sample, or one pass per sample.
-      const int64_t workspace_floats = one_sample_per_pass ? s.C * s.R * s.S * s.P * s.Q
-                                                           : emu::conv2d_workspace_floats(s);
+      // A sample's share: its columns (C·R·S, P·Q) and its filter product (K, C·R·S).
+      const int64_t workspace_floats = one_sample_per_pass
+                                           ? s.C * s.R * s.S * (s.P * s.Q + s.K)
+                                           : emu::conv2d_workspace_floats(s);
       std::vector<float> workspace = nan_vector(workspace_floats);
       const int64_t CRS = s.C * s.R * s.S;
 
@@ -113,7 +115,7 @@ TEST_CASE("conv2d im2col and col2im are adjoint: <im2col(x), c> == <x, col2im(c)
   testing::Deadline deadline("emulated im2col/col2im");
   const Stream stream = emu_stream();
   const Conv2dShape s = make_conv2d_shape(2, 2, 7, 6, 1, 3, 2, 2, Padding::same);  // 2 samples
-  std::vector<float> x(s.x_size()), c(emu::conv2d_workspace_floats(s));
+  std::vector<float> x(s.x_size()), c(s.N * s.C * s.R * s.S * s.P * s.Q);  // (N, C·R·S, P·Q)
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 7 % 11) - 5);
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(int(i * 5 % 13) - 6);
   std::vector<float> col = nan_vector(c.size()), back = nan_vector(x.size());
@@ -131,10 +133,10 @@ TEST_CASE("conv2d launchers reject a missing workspace and a malformed shape") {
   const Conv2dShape s = make_conv2d_shape(1, 1, 5, 5, 2, 3, 3, 1, Padding::valid);
   float v = 0.0f;
   CHECK_THROWS_WITH(emu::conv2d_forward(&v, &v, nullptr, &v, s, nullptr, 0, stream),
-                    doctest::Contains("conv2d_forward: workspace is null; pass 81 floats"));
-  CHECK_THROWS_WITH(emu::conv2d_backward_filter(&v, &v, &v, s, &v, 80, stream),
-                    doctest::Contains("conv2d_backward_filter: a workspace of 80 floats is "
-                                      "smaller than one sample's columns, 81; pass 81 floats"));
+                    doctest::Contains("conv2d_forward: workspace is null; pass 99 floats"));
+  CHECK_THROWS_WITH(emu::conv2d_backward_filter(&v, &v, &v, s, &v, 98, stream),
+                    doctest::Contains("conv2d_backward_filter: a workspace of 98 floats is "
+                                      "smaller than one sample's share, 99; pass 99 floats"));
   Conv2dShape bad = s;
   bad.P = 7;  // the last window would start past the input
   CHECK_THROWS_WITH(emu::conv2d_backward_bias(&v, &v, bad, stream),
