@@ -9,7 +9,9 @@ namespace brigade {
 // `count` products C_b = op(A_b) · op(B_b), X_b = X + b · stride_x (strides in elements; a
 // stride of 0 reuses one matrix for every b). With `summed`, the products are ADDED into one
 // C instead, b = 0, 1, ... in that order (stride_c unused): a reduction over the batch
-// inside the GEMM, e.g. a weight gradient summed over the samples of a micro-batch.
+// inside the GEMM. Its blocks are C's tiles, each walking every product's K, so it suits a C
+// of many tiles; for a small C (a conv's filter gradient) conv2d.cu keeps the products apart,
+// each with its own blocks, and sums them afterwards.
 struct GemmBatch {
   int64_t count = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
