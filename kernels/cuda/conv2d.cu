@@ -1,25 +1,49 @@
-// Conv2D as im2col + GEMM: the convolution lowered to the matrix product of gemm_tiled.cu.
+// Conv2D as im2col + GEMM: the convolution lowered to the batched matrix products of
+// gemm_tiled.cu, a fixed number of launches per call whatever the batch.
 //
-// The lowering. For one sample x (C, H, W), im2col builds col (C·R·S, P·Q): row (c, r, s),
-// column (p, q) holds the input pixel that output (p, q) multiplies with tap (r, s) of
-// channel c — x[c][p·stride - pad_h + r][q·stride - pad_w + s], or 0 in the padding. Then
+// The lowering. For sample n of x (N, C, H, W), im2col builds col_n (C·R·S, P·Q): row
+// (c, r, s), column (p, q) holds the input pixel that output (p, q) multiplies with tap (r, s)
+// of channel c — x[n][c][p·stride - pad_h + r][q·stride - pad_w + s], or 0 in the padding.
+// One launch builds the columns of many samples at once, col (n, C·R·S, P·Q). Then
 //
-//   forward          y_n  (K, P·Q)      = W (K, C·R·S) · col (C·R·S, P·Q)        (+ bias)
-//   backward-data    col  (C·R·S, P·Q)  = Wᵀ (C·R·S, K) · dy_n (K, P·Q);  dx_n = col2im(col)
-//   backward-filter  dw   (K, C·R·S)   += dy_n (K, P·Q) · colᵀ (P·Q, C·R·S)
+//   forward          y_n  (K, P·Q)      = W (K, C·R·S) · col_n (C·R·S, P·Q)  + bias, ReLU
+//   backward-data    col_n (C·R·S, P·Q) = Wᵀ (C·R·S, K) · dy_n (K, P·Q);  dx_n = col2im(col_n)
+//   backward-filter  dw_n (K, C·R·S)    = dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S);  dw += Σ_n dw_n
 //   backward-bias    db[k]             += sum over n, p, q of dy[n][k][p][q]
 //
-// W is already (K, C·R·S) row-major: KCRS memory read as a matrix. The launcher loops over
-// the samples on the stream, reusing one sample's col as the workspace.
+// each product ONE gemm_tiled_batched launch over the samples (W shared, stride 0, in
+// forward and backward-data). Backward-filter could sum its products inside the GEMM (a
+// summed batch), but dw is small — (K, C·R·S) is 1 to 5 tiles of 128×128 for the question's
+// network — so those few blocks would each walk all N·P·Q: a few SMs busy. Instead each
+// sample's product gets its own blocks, into the workspace, and sum_samples_kernel adds them
+// to dw in sample order (one more launch; the order, hence the bits, fixed).
+// W is already (K, C·R·S) row-major: KCRS memory read as a matrix. The bias and ReLU are the
+// forward GEMM's epilogue (bias per row k of y_n), not a pass of their own.
+//
+// Why sample-major columns, (n, C·R·S, P·Q), and not one (C·R·S, N·P·Q) matrix: y_n = W·col_n
+// is then sample n's (K, P·Q) block of y in its NCHW place, and dy_n is read where it lies,
+// so no launch permutes (K, N·P·Q) to and from (N, K, P·Q). Why explicit columns and not an
+// implicit GEMM that computes col's entries inside its tile loads: the GEMM stays one
+// readable kernel shared with Dense, and im2col and col2im stay kernels of their own with
+// their own tests (an adjoint pair). The cost is the workspace: C·R·S·P·Q floats a sample
+// of columns, and K·C·R·S of backward-filter's per-sample product.
+//
+// Workspace and chunks. The launchers lower as many samples per pass as the caller's
+// workspace holds: conv2d_workspace_floats(s) asks for every sample's up to
+// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for forward
+// and backward-data, 3 for backward-filter, 1 for backward-bias) up to that budget — the
+// question's network at batch 128 needs at most 95 MB — and as many per pass beyond it.
 //
 // Kernels and who computes what:
-//   im2col_kernel      thread per col element (row (c, r, s), column (p, q)): one read.
-//   col2im_kernel      thread per input pixel (c, h, w): GATHERS the col entries that read
+// im2col and col2im divide per element: 32-bit indices where the sizes allow (launch.cuh).
+//   im2col_kernel      thread per col element (sample n, row (c, r, s), column (p, q)): one read.
+//   col2im_kernel      thread per input pixel (n, c, h, w): GATHERS the col entries that read
 //                      it (every (r, s) whose (p, q) lands on it) — no atomics, and the sum's
 //                      order is fixed, so results are deterministic.
-//   channel_bias_kernel  thread per y element: adds b[k] of its channel k, then the ReLU.
+//   sum_samples_kernel thread per dw element: adds the samples' products in sample order.
 //   bias_grad_kernel   block per output channel k: the block's threads sum dy[·][k][·][·]
 //                      with a strided loop, then block_sum (reduce.cuh) adds their sums.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/emu/kernel.h"
@@ -27,38 +51,55 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/window_sizes.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-__global__ void im2col_kernel(const float* x /* (C, H, W) */, float* col /* (C·R·S, P·Q) */,
-                              Conv2dShape s) {
-  const int64_t PQ = s.P * s.Q, total = s.C * s.R * s.S * PQ;
-  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
-    const int64_t row = i / PQ, pq = i % PQ;           // row = (c·R + r)·S + t
-    const int64_t c = row / (s.R * s.S), r = row / s.S % s.R, t = row % s.S;
-    const int64_t h = (pq / s.Q) * s.stride - s.pad_h + r;
-    const int64_t v = (pq % s.Q) * s.stride - s.pad_w + t;
-    col[i] = (h >= 0 && h < s.H && v >= 0 && v < s.W) ? x[(c * s.H + h) * s.W + v] : 0.0f;
+template <class Index>
+__global__ void im2col_kernel(const float* x /* (N, C, H, W) */,
+                              float* col /* (N, C·R·S, P·Q) */, Conv2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index PQ = s.P * s.Q, CRS = s.C * s.R * s.S, total = s.N * CRS * PQ;
+  for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
+    const Index n = i / (CRS * PQ), row = i / PQ % CRS, pq = i % PQ;  // row = (c·R + r)·S + t
+    const Index c = row / (s.R * s.S), r = row / s.S % s.R, t = row % s.S;
+    const Index h = (pq / s.Q) * s.stride - s.pad_h + r;
+    const Index v = (pq % s.Q) * s.stride - s.pad_w + t;
+    col[i] = (h >= 0 && h < s.H && v >= 0 && v < s.W)
+                 ? x[((n * s.C + c) * s.H + h) * s.W + v]
+                 : 0.0f;
   }
 }
 
-__global__ void col2im_kernel(const float* col /* (C·R·S, P·Q) */, float* dx /* (C, H, W) */,
-                              Conv2dShape s) {
-  const int64_t total = s.C * s.H * s.W;
-  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
-    const int64_t c = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;
+template <class Index>
+__global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
+                              float* dx /* (N, C, H, W) */, Conv2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index total = s.N * s.C * s.H * s.W, PQ = s.P * s.Q;
+  for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
+    const Index nc = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;  // nc = n·C + c
+    const float* col_nc = col + nc * s.R * s.S * PQ;  // sample n's rows (c, ·, ·)
     float acc = 0.0f;
-    for (int64_t r = 0; r < s.R; ++r) {
+    for (Index r = 0; r < s.R; ++r) {
       // Output row p reads input row h through tap r iff p·stride - pad_h + r == h.
-      const int64_t ph = h + s.pad_h - r;
+      const Index ph = h + s.pad_h - r;
       if (ph < 0 || ph % s.stride != 0 || ph / s.stride >= s.P) continue;
-      for (int64_t t = 0; t < s.S; ++t) {
-        const int64_t qw = v + s.pad_w - t;
+      for (Index t = 0; t < s.S; ++t) {
+        const Index qw = v + s.pad_w - t;
         if (qw < 0 || qw % s.stride != 0 || qw / s.stride >= s.Q) continue;
-        acc += col[((c * s.R + r) * s.S + t) * s.P * s.Q + (ph / s.stride) * s.Q + qw / s.stride];
+        acc += col_nc[(r * s.S + t) * PQ + (ph / s.stride) * s.Q + qw / s.stride];
       }
     }
     dx[i] = acc;
+  }
+}
+
+__global__ void sum_samples_kernel(const float* products /* (count, size) */,
+                                   float* dw /* (size) */, int64_t count, int64_t size) {
+  for (int64_t i = grid_first(); i < size; i += grid_stride()) {
+    float acc = 0.0f;
+    for (int64_t n = 0; n < count; ++n) acc += products[n * size + i];  // sample order
+    dw[i] += acc;
   }
 }
 
@@ -75,16 +116,17 @@ __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /
   if (threadIdx.x == 0) db[k] += acc;
 }
 
-__global__ void channel_bias_kernel(float* y /* (N, K, P·Q) */, const float* b /* (K) */,
-                                    int64_t N, int64_t K, int64_t PQ, bool relu) {
-  for (int64_t i = grid_first(); i < N * K * PQ; i += grid_stride()) {  // channel (i / PQ) % K
-    const float v = y[i] + (b ? b[i / PQ % K] : 0.0f);
-    y[i] = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
-  }
+namespace {
+constexpr int64_t kWorkspaceBudgetFloats = int64_t(1) << 26;  // 256 MiB
+
+// One sample's columns: (C·R·S, P·Q).
+int64_t sample_columns(const Conv2dShape& s) { return s.C * s.R * s.S * s.P * s.Q; }
+// One sample's workspace: its columns, then its filter-gradient product (K, C·R·S).
+int64_t sample_workspace(const Conv2dShape& s) {
+  return sample_columns(s) + s.K * s.C * s.R * s.S;
 }
 
-namespace {
-void check_conv(const char* op, const Conv2dShape& s, const float* workspace, bool needs_workspace = true) {
+void check_conv(const char* op, const Conv2dShape& s) {
   // Every output window must start inside the (padded) input; the kernels bounds-check
   // every read, so this only rejects shapes that make_conv2d_shape could not have made.
   const bool fits = s.N >= 1 && s.C >= 1 && s.H >= 1 && s.W >= 1 && s.K >= 1 && s.R >= 1 &&
@@ -96,68 +138,105 @@ void check_conv(const char* op, const Conv2dShape& s, const float* workspace, bo
                          << ", stride " << s.stride << ", padding (" << s.pad_h << ", "
                          << s.pad_w << "), output " << s.P << "x" << s.Q
                          << " (build shapes with make_conv2d_shape)");
-  BRIGADE_CHECK(!needs_workspace || workspace != nullptr, op << ": workspace is null; pass "
-                                         << s.C * s.R * s.S * s.P * s.Q
+}
+
+// The samples one pass lowers: as many shares as `workspace_floats` holds, at most N.
+int64_t samples_per_pass(const char* op, const Conv2dShape& s, const float* workspace,
+                         int64_t workspace_floats) {
+  check_conv(op, s);
+  BRIGADE_CHECK(workspace != nullptr, op << ": workspace is null; pass "
+                                         << conv2d_workspace_floats(s)
                                          << " floats (conv2d_workspace_floats)");
+  BRIGADE_CHECK(workspace_floats >= sample_workspace(s),
+                op << ": a workspace of " << workspace_floats
+                   << " floats is smaller than one sample's share, " << sample_workspace(s)
+                   << "; pass " << conv2d_workspace_floats(s) << " floats (conv2d_workspace_floats)");
+  return std::min(s.N, workspace_floats / sample_workspace(s));
+}
+
+// The shape of samples [n0, n0 + count) of s.
+Conv2dShape samples(const Conv2dShape& s, int64_t count) {
+  Conv2dShape part = s;
+  part.N = count;
+  return part;
 }
 }  // namespace
 
-int64_t conv2d_workspace_floats(const Conv2dShape& s) { return s.C * s.R * s.S * s.P * s.Q; }
+int64_t conv2d_workspace_floats(const Conv2dShape& s) {
+  const int64_t per_sample = sample_workspace(s);
+  return std::clamp<int64_t>(kWorkspaceBudgetFloats / per_sample, 1, std::max<int64_t>(s.N, 1)) *
+         per_sample;
+}
 
 void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream) {
-  check_conv("im2col", s, col);
-  const int64_t total = conv2d_workspace_floats(s);
-  BRIGADE_LAUNCH(im2col_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(x, s.C * s.H * s.W), BRIGADE_EXTENT(col, total), s);
+  check_conv("im2col", s);
+  const int64_t total = s.N * sample_columns(s);
+  with_index_type(std::max(total, s.x_size()), [&](auto index) {
+    BRIGADE_LAUNCH(im2col_kernel<decltype(index)>, elementwise_blocks(total), kElementwiseBlock,
+                   0, stream, BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(col, total), s);
+  });
 }
 
 void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream) {
-  check_conv("col2im", s, col);
-  const int64_t total = s.C * s.H * s.W;
-  BRIGADE_LAUNCH(col2im_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(col, conv2d_workspace_floats(s)), BRIGADE_EXTENT(dx, total), s);
+  check_conv("col2im", s);
+  const int64_t columns = s.N * sample_columns(s);
+  with_index_type(std::max(columns, s.x_size()), [&](auto index) {
+    BRIGADE_LAUNCH(col2im_kernel<decltype(index)>, elementwise_blocks(s.x_size()),
+                   kElementwiseBlock, 0, stream, BRIGADE_EXTENT(col, columns),
+                   BRIGADE_EXTENT(dx, s.x_size()), s);
+  });
 }
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* workspace, const Stream& stream, bool relu) {
-  check_conv("conv2d_forward", s, workspace);
+                    const Conv2dShape& s, float* workspace, int64_t workspace_floats,
+                    const Stream& stream, bool relu) {
+  const int64_t pass = samples_per_pass("conv2d_forward", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
-  for (int64_t n = 0; n < s.N; ++n) {
-    im2col(x + n * s.C * s.H * s.W, workspace, s, stream);
-    float* yn = y + n * s.K * PQ;  // (K, P·Q)
-    gemm_tiled(false, false, s.K, PQ, CRS, 1.0f, w, CRS, workspace, PQ, 0.0f, yn, PQ, stream);
+  for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
+    const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
+    im2col(x + n0 * s.C * s.H * s.W, workspace, part, stream);
+    // y_n (K, P·Q) = W · col_n for each sample of the pass; W shared (stride 0).
+    gemm_tiled_batched(false, false, s.K, PQ, CRS, 1.0f, w, CRS, workspace, PQ, 0.0f,
+                       y + n0 * s.K * PQ, PQ, GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
+                       GemmEpilogue{b, /*bias_per_row=*/true, relu}, stream);
   }
-  if (b == nullptr && !relu) return;
-  BRIGADE_LAUNCH(channel_bias_kernel, elementwise_blocks(s.y_size()), kElementwiseBlock, 0,
-                 stream, BRIGADE_EXTENT(y, s.y_size()), BRIGADE_EXTENT(b, s.K), s.N, s.K, PQ, relu);
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          float* workspace, const Stream& stream) {
-  check_conv("conv2d_backward_data", s, workspace);
+                          float* workspace, int64_t workspace_floats, const Stream& stream) {
+  const int64_t pass = samples_per_pass("conv2d_backward_data", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
-  for (int64_t n = 0; n < s.N; ++n) {
-    // col (C·R·S, P·Q) = Wᵀ · dy_n: W is stored (K, C·R·S), hence trans_a with lda = C·R·S.
-    gemm_tiled(true, false, CRS, PQ, s.K, 1.0f, w, CRS, dy + n * s.K * PQ, PQ, 0.0f, workspace,
-               PQ, stream);
-    col2im(workspace, dx + n * s.C * s.H * s.W, s, stream);
+  for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
+    const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
+    // col_n (C·R·S, P·Q) = Wᵀ · dy_n: W is stored (K, C·R·S), hence trans_a with lda = C·R·S.
+    gemm_tiled_batched(true, false, CRS, PQ, s.K, 1.0f, w, CRS, dy + n0 * s.K * PQ, PQ, 0.0f,
+                       workspace, PQ, GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false},
+                       GemmEpilogue{}, stream);
+    col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream);
   }
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            float* workspace, const Stream& stream) {
-  check_conv("conv2d_backward_filter", s, workspace);
+                            float* workspace, int64_t workspace_floats, const Stream& stream) {
+  const int64_t pass = samples_per_pass("conv2d_backward_filter", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
-  for (int64_t n = 0; n < s.N; ++n) {
-    im2col(x + n * s.C * s.H * s.W, workspace, s, stream);
-    // dw (K, C·R·S) += dy_n (K, P·Q) · colᵀ: col is stored (C·R·S, P·Q), hence trans_b.
-    gemm_tiled(false, true, s.K, CRS, PQ, 1.0f, dy + n * s.K * PQ, PQ, workspace, PQ, 1.0f, dw,
-               CRS, stream);
+  for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
+    const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
+    im2col(x + n0 * s.C * s.H * s.W, workspace, part, stream);
+    // dw_n (K, C·R·S) = dy_n (K, P·Q) · col_nᵀ: col_n is stored (C·R·S, P·Q), hence trans_b.
+    float* products = workspace + part.N * CRS * PQ;  // (n, K, C·R·S), after the columns
+    gemm_tiled_batched(false, true, s.K, CRS, PQ, 1.0f, dy + n0 * s.K * PQ, PQ, workspace, PQ,
+                       0.0f, products, CRS, GemmBatch{part.N, s.K * PQ, CRS * PQ, s.K * CRS, false},
+                       GemmEpilogue{}, stream);
+    const int64_t size = s.K * CRS;
+    BRIGADE_LAUNCH(sum_samples_kernel, elementwise_blocks(size), kElementwiseBlock, 0, stream,
+                   BRIGADE_EXTENT(products, part.N * size), BRIGADE_EXTENT(dw, size), part.N,
+                   size);
   }
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {
-  check_conv("conv2d_backward_bias", s, nullptr, false);
+  check_conv("conv2d_backward_bias", s);
   BRIGADE_CHECK(s.K < (int64_t(1) << 31), "conv2d_backward_bias: too many channels " << s.K);
   BRIGADE_LAUNCH(bias_grad_kernel, static_cast<unsigned>(s.K), kBiasBlock, 0, stream,
                  BRIGADE_EXTENT(dy, s.y_size()), BRIGADE_EXTENT(db, s.K), s);

@@ -5,8 +5,10 @@
 //   backward-weight  dw (out, in) += dyᵀ (out, N) · x (N, in)    gemm(trans, no), beta = 1
 //   backward-bias    db (out)    += column sums of dy            one thread per column
 //
-// The GEMMs are gemm_tiled (gemm_tiled.cu); what is left is the bias: add_bias_rows_kernel
-// (thread per element of y, column j = i % cols) and bias_grad_columns_kernel (thread j sums
+// The GEMMs are gemm_tiled (gemm_tiled.cu); the forward one adds the bias and applies the
+// ReLU as it stores y (its epilogue: one launch for the layer). What is left is
+// add_bias_rows_kernel, the same epilogue for the cuBLAS path (thread per element of y,
+// column j = i % cols), and bias_grad_columns_kernel (thread j sums
 // column j of dy going down the rows: threads j, j+1, ... read neighbouring addresses of
 // the same row together, so the reads are coalesced, and each sum runs in row order).
 #include <cstdint>
@@ -54,8 +56,8 @@ void add_bias_rows(float* y, const float* b, int64_t rows, int64_t cols, bool re
 void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
                    int64_t in, int64_t out, const Stream& stream, bool relu) {
   check_dense("dense_forward", N, in, out);
-  gemm_tiled(false, true, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out, stream);
-  add_bias_rows(y, b, N, out, relu, stream);  // stream order: after the GEMM
+  gemm_tiled_batched(false, true, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out, GemmBatch{},
+                     GemmEpilogue{b, /*bias_per_row=*/false, relu}, stream);
 }
 
 void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, int64_t in,

@@ -13,3 +13,9 @@
 void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                 float* C, int64_t ldc, const Stream& stream);
+// The same kernel over a batch of products (gemm_args.h: one C per product, or all summed
+// into one C) with the bias and ReLU fused into the store. One launch whatever the batch.
+void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                        float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                        float beta, float* C, int64_t ldc, const GemmBatch& batch,
+                        const GemmEpilogue& epilogue, const Stream& stream);

@@ -1,26 +1,58 @@
-// SGEMM with shared-memory tiles, transposes, alpha/beta and leading dimensions: the
-// general form of lesson_matmul_tiled.cu, on which dense.cu and conv2d.cu are built.
+// SGEMM, register-tiled: the matrix product every Dense and Conv2D of kernels/cuda is built on.
+// The textbook step after lesson_matmul_tiled.cu (one output per thread, 16×16 tiles):
 //
 //   C (M, N) = alpha · op(A) (M, K) · op(B) (K, N) + beta · C      (row-major, see gemm.h)
 //
-// Who computes what: block (bx, by) owns the kTile×kTile tile of C at rows by·kTile + [0,
-// kTile), columns bx·kTile + [0, kTile); thread (tx, ty) owns C[by·kTile + ty][bx·kTile + tx].
-// The block walks K one tile at a time: all its threads copy a kTile×kTile tile of op(A) and
-// one of op(B) into shared memory (one element each), __syncthreads(), then every thread
-// reads a row of the A tile and a column of the B tile from shared memory: each global
-// element is loaded once per block instead of once per thread (kTile times less traffic).
+// over a batch of products (gemm_args.h), with the bias and ReLU applied as C is stored.
 //
-// Coalescing: the 16 threads of a row (consecutive tx) should read consecutive addresses.
-// For op(A) = A a thread loads A[row0 + ty][k0 + tx]: consecutive in tx. For op(A) = Aᵀ the
-// same element of op(A) is A[k0 + tx][row0 + ty], lda apart from its neighbour's; so there
-// thread (tx, ty) loads A[k0 + ty][row0 + tx] instead (consecutive in tx) and stores it at
-// the transposed place of the tile, as[tx][ty]. Likewise for B. The tiles are kTile + 1
-// wide so that writing down a column of a tile (the transposed case)
-// hits 16 different shared-memory banks instead of one.
+// Why register tiles. With one output per thread, each multiply-add needs two shared-memory
+// reads: the kernel is bound by shared-memory bandwidth, at a few TFLOP/s. Here a thread owns
+// an 8×8 patch of C in 64 registers; per step k of the reduction it reads 8 values of op(A)'s
+// column k and 8 of op(B)'s row k from shared memory and does 8·8 = 64 multiply-adds with
+// them (an outer product): 16 reads for 64 FMAs instead of 128.
 //
-// Edges: loads outside op(A) or op(B) put 0 in the tile (adds nothing); threads outside C
-// take part in loads and barriers but store nothing. So any M, N, K >= 0 works.
+// Who computes what. Block (bx, by, bz) owns the 128×128 tile of C at rows by·128 + [0, 128),
+// columns bx·128 + [0, 128) of product bz (of product 0 when the batch is summed). Its 256
+// threads form a 16×16 grid; thread (tx, ty) owns rows ty·4 + {0..3} and 64 + ty·4 + {0..3}
+// and columns tx·4 + {0..3} and 64 + tx·4 + {0..3}: four 4×4 quarters, 64 apart, so that a
+// thread reads its 8 values of a tile row as two aligned float4s (the 16 threads of a row of
+// the thread grid read 64 consecutive floats, conflict-free; the A tile's reads are
+// broadcasts), and neighbouring threads store neighbouring columns of C.
+//
+// The reduction walks K in slices of 8 (and, when the batch is summed, every product's slices
+// one after another: slice `it` is slice it % k_slices of product it / k_slices). A slice of
+// op(A) is 128×8 and one of op(B) 8×128: 1024 floats each, four per thread, loaded as one
+// float4 where the stored matrix allows (pitch, batch stride and base 16-byte aligned, the
+// four inside it), else as four checked floats. The four lie along the STORED matrix's rows
+// (coalesced whatever the transpose) and are written into the tile transposed when needed:
+//   - k runs along the stored rows (A, or Bᵀ as stored): thread t loads row t/2, the 4
+//     columns (t%2)·4 + [0, 4), and writes tile[(t%2)·4 + e][t/2];
+//   - k runs down the stored columns (Aᵀ, or B): thread t loads row t/32, columns (t%32)·4 +
+//     [0, 4), and writes tile[t/32][(t%32)·4 + e].
+// Tiles are stored k-major, tile[k][i], 128 + 4 floats a row: a thread's 8 values for step k
+// are then in one row, and the transposed writes of a warp (rows 0 and 4 apart, 16
+// columns) land in distinct banks (the pad shifts row 4 by 16 banks).
+//
+// Double buffering. Two copies of each tile: while the block computes on slice it from one,
+// each thread's loads of slice it + 1 are in flight into registers, and are written into the
+// other copy after the arithmetic. One __syncthreads per slice suffices: it separates this
+// slice's reads of copy it % 2 from the writes into it two slices later, and the writes into
+// copy (it + 1) % 2 from next slice's reads.
+//
+// Edges: loads outside op(A) or op(B) put 0 in the tile (adds nothing); threads whose rows or
+// columns lie outside C take part in loads and barriers but store nothing. Any M, N, K >= 0.
+//
+// Determinism: each C element is the sum of its products in one fixed order (slice by slice,
+// k ascending, products in batch order), whatever the grid: the same bits on every launch.
+//
+// Indices: 32-bit when every offset the kernel forms fits in int32 (the launcher checks: the
+// last element each operand spans, plus a tile's overhang), else a 64-bit instantiation. A
+// 64-bit multiply and the address arithmetic that follows it cost two to four 32-bit
+// instructions on a GPU; the 32-bit version is what runs for every shape of the question's
+// network.
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
@@ -28,55 +60,203 @@
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-constexpr int kTile = 16;  // 16×16 threads per block, one C element each
+constexpr int kBlockM = 128, kBlockN = 128;  // the block's tile of C
+constexpr int kSliceK = 8;                   // the reduction's step: one tile's depth
+constexpr int kThreadTile = 8;               // a thread's 8×8 outputs
+constexpr int kThreadsPerRow = kBlockN / kThreadTile;         // 16
+constexpr int kThreads = (kBlockM / kThreadTile) * kThreadsPerRow;  // 256
+constexpr int kTilePad = 4;  // floats after each tile row: no bank conflict on the transposed writes
+static_assert(kBlockM == kBlockN, "one tile loader serves A and B");
+static_assert(kBlockM * kSliceK == 4 * kThreads, "a slice of a tile is one float4 per thread");
 
-__global__ void gemm_tiled_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                                  float alpha, const float* A, int64_t lda, const float* B,
-                                  int64_t ldb, float beta, float* C, int64_t ldc) {
-  __shared__ float as[kTile][kTile + 1];  // as[i][p] = op(A)[row0 + i][k0 + p]
-  __shared__ float bs[kTile][kTile + 1];  // bs[p][j] = op(B)[k0 + p][col0 + j]
-  const int tx = static_cast<int>(threadIdx.x);
-  const int ty = static_cast<int>(threadIdx.y);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
+using Tile = float[kSliceK][kBlockM + kTilePad];  // tile[k][i]; rows of 132 floats, 16-byte multiples
+// Both copies of both tiles, aligned for the 128-bit accesses.
+struct alignas(16) SharedTiles {
+  Tile a[2];  // a[.][k][i] = op(A)[row0 + i][k0 + k]
+  Tile b[2];  // b[.][k][j] = op(B)[k0 + k][col0 + j]
+};
 
-  float acc = 0.0f;
-  for (int64_t k0 = 0; k0 < K; k0 += kTile) {
-    if (!trans_a) {  // op(A)[row0 + ty][k0 + tx] = A[row0 + ty][k0 + tx]
-      const int64_t i = row0 + ty, p = k0 + tx;
-      as[ty][tx] = (i < M && p < K) ? A[i * lda + p] : 0.0f;
-    } else {         // op(A)[row0 + tx][k0 + ty] = A[k0 + ty][row0 + tx]
-      const int64_t i = row0 + tx, p = k0 + ty;
-      as[tx][ty] = (i < M && p < K) ? A[p * lda + i] : 0.0f;
+// A launch's sizes, offsets of type Index (int32_t when they all fit, see the header).
+template <class Index>
+struct GemmLaunch {
+  Index M, N, K, lda, ldb, ldc;
+  Index stride_a, stride_b, stride_c, batches;
+  float alpha, beta;
+  bool trans_a, trans_b, summed;
+  bool vector_a, vector_b;  // float4 loads allowed for A, B (see vector_loads_allowed)
+  bool bias_per_row, relu;
+};
+
+struct Quad {
+  float v[4];
+};
+
+// Four consecutive floats at a 16-byte-aligned p: one 128-bit access on a GPU (a quarter of
+// a warp's 128-bit shared-memory accesses is served at once, so four consecutive floats per
+// lane never conflict), four plain ones on the emulator, which has no float4.
+__device__ __forceinline__ Quad read_aligned_quad(const float* p) {
+#if defined(__CUDA_ARCH__)
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  return Quad{{v.x, v.y, v.z, v.w}};
+#else
+  return Quad{{p[0], p[1], p[2], p[3]}};
+#endif
+}
+__device__ __forceinline__ void write_aligned_quad(float* p, const Quad& q) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<float4*>(p) = make_float4(q.v[0], q.v[1], q.v[2], q.v[3]);
+#else
+  for (int e = 0; e < 4; ++e) p[e] = q.v[e];
+#endif
+}
+
+// Elements (r, c + [0, 4)) of a stored row-major (rows, cols) matrix m of pitch ld; 0 outside.
+template <class Index>
+__device__ __forceinline__ Quad load_quad(const float* m, Index ld, Index rows, Index cols,
+                                          Index r, Index c, bool vector) {
+  Quad q{{0.0f, 0.0f, 0.0f, 0.0f}};
+  if (r >= rows) return q;
+  const float* p = m + r * ld + c;
+  if (vector && c + 3 < cols) return read_aligned_quad(p);
+  for (int e = 0; e < 4; ++e)
+    if (c + e < cols) q.v[e] = p[e];
+  return q;
+}
+
+// Thread t's quad of the slice [k0, k0 + 8) of a tile whose other dimension starts at outer0,
+// from stored matrix m (rows, cols). k_along_rows: k is the stored column index (A, or Bᵀ).
+template <class Index>
+__device__ __forceinline__ Quad load_slice_quad(const float* m, Index ld, Index rows, Index cols,
+                                                bool k_along_rows, Index outer0, Index k0,
+                                                bool vector, int t) {
+  if (k_along_rows) return load_quad(m, ld, rows, cols, outer0 + t / 2, k0 + t % 2 * 4, vector);
+  return load_quad(m, ld, rows, cols, k0 + t / 32, outer0 + t % 32 * 4, vector);
+}
+
+__device__ __forceinline__ void store_slice_quad(Tile& tile, const Quad& q, bool k_along_rows,
+                                                 int t) {
+  if (!k_along_rows) return write_aligned_quad(&tile[t / 32][t % 32 * 4], q);
+  for (int e = 0; e < 4; ++e) tile[t % 2 * 4 + e][t / 2] = q.v[e];
+}
+
+// Row (or column) of the block's tile that a thread's i-th output lies in: two groups of 4,
+// 64 apart, at 4·(its index in the thread grid).
+__device__ __forceinline__ int thread_offset(int i, int thread_index) {
+  return (i < 4 ? 0 : kBlockM / 2) + thread_index * 4 + i % 4;
+}
+
+// __launch_bounds__ spells out kThreads: tools/ptxas-check.py reads the number from the source.
+static_assert(kThreads == 256, "the launch bounds below are the block size");
+template <class Index>
+__global__ void __launch_bounds__(256)
+    gemm_tiled_kernel(GemmLaunch<Index> g, const float* A, const float* B, float* C,
+                      const float* bias) {
+  __shared__ SharedTiles tiles;
+  const int t = static_cast<int>(threadIdx.x);
+  const int tx = t % kThreadsPerRow, ty = t / kThreadsPerRow;
+  const Index row0 = static_cast<Index>(blockIdx.y) * kBlockM;
+  const Index col0 = static_cast<Index>(blockIdx.x) * kBlockN;
+  const Index product = g.summed ? 0 : static_cast<Index>(blockIdx.z);
+  const Index k_slices = (g.K + kSliceK - 1) / kSliceK;
+  const Index slices = g.summed ? k_slices * g.batches : k_slices;
+  // Stored shapes: A is (M, K), or (K, M) when transposed; B is (K, N), or (N, K).
+  const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
+  const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
+
+  Quad qa, qb;  // slice `it`'s quads, on their way from global memory to a tile
+  auto fetch = [&](Index it) {
+    const Index b = g.summed ? it / k_slices : product, k0 = it % k_slices * kSliceK;
+    qa = load_slice_quad(A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0, k0,
+                         g.vector_a, t);
+    qb = load_slice_quad(B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0,
+                         g.vector_b, t);
+  };
+  auto stage = [&](int copy) {
+    store_slice_quad(tiles.a[copy], qa, !g.trans_a, t);
+    store_slice_quad(tiles.b[copy], qb, g.trans_b, t);
+  };
+
+  float acc[kThreadTile][kThreadTile] = {};
+  if (slices > 0) {
+    fetch(0);
+    stage(0);
+  }
+  __syncthreads();
+  for (Index it = 0; it < slices; ++it) {
+    const int copy = static_cast<int>(it % 2);
+    const bool more = it + 1 < slices;
+    if (more) fetch(it + 1);  // in flight during the arithmetic below
+    for (int k = 0; k < kSliceK; ++k) {
+      // This thread's 8 values of op(A)'s column k and of op(B)'s row k: two quads each.
+      const Quad a[2] = {read_aligned_quad(&tiles.a[copy][k][ty * 4]),
+                         read_aligned_quad(&tiles.a[copy][k][kBlockM / 2 + ty * 4])};
+      const Quad b[2] = {read_aligned_quad(&tiles.b[copy][k][tx * 4]),
+                         read_aligned_quad(&tiles.b[copy][k][kBlockN / 2 + tx * 4])};
+      for (int i = 0; i < kThreadTile; ++i)
+        for (int j = 0; j < kThreadTile; ++j) acc[i][j] += a[i / 4].v[i % 4] * b[j / 4].v[j % 4];
     }
-    if (!trans_b) {  // op(B)[k0 + ty][col0 + tx] = B[k0 + ty][col0 + tx]
-      const int64_t p = k0 + ty, j = col0 + tx;
-      bs[ty][tx] = (p < K && j < N) ? B[p * ldb + j] : 0.0f;
-    } else {         // op(B)[k0 + tx][col0 + ty] = B[col0 + ty][k0 + tx]
-      const int64_t p = k0 + tx, j = col0 + ty;
-      bs[tx][ty] = (p < K && j < N) ? B[j * ldb + p] : 0.0f;
-    }
-    __syncthreads();  // both tiles are complete
-    for (int p = 0; p < kTile; ++p) acc += as[ty][p] * bs[p][tx];
-    __syncthreads();  // nobody overwrites a tile another thread still reads
+    if (more) stage(1 - copy);
+    __syncthreads();
   }
 
-  const int64_t i = row0 + ty, j = col0 + tx;
-  if (i < M && j < N) {
-    float* c = C + i * ldc + j;
-    *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;  // beta 0: C is not read
+  float* c_product = C + product * g.stride_c;
+  for (int i = 0; i < kThreadTile; ++i) {
+    const Index r = row0 + thread_offset(i, ty);
+    if (r >= g.M) continue;
+    for (int j = 0; j < kThreadTile; ++j) {
+      const Index c = col0 + thread_offset(j, tx);
+      if (c >= g.N) continue;
+      float* out = c_product + r * g.ldc + c;
+      float v = g.alpha * acc[i][j];
+      if (g.beta != 0.0f) v += g.beta * *out;  // beta 0: C is not read
+      if (bias != nullptr) v += bias[g.bias_per_row ? r : c];
+      *out = g.relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
+    }
   }
 }
+
+namespace {
 
 // The elements a row-major (rows, cols) matrix with leading dimension ld spans: the last
 // row needs only its first `cols`.
-inline int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld) {
+int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld) {
   return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
 }
 
-void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc, const Stream& stream) {
+// The elements `count` matrices `stride` apart span.
+int64_t batch_extent(int64_t count, int64_t stride, int64_t one) {
+  return one == 0 ? 0 : (count - 1) * stride + one;
+}
+
+// float4 loads need 16-byte alignment of every quad: the base, the pitch and the batch
+// stride must be multiples of 4 floats (a quad starts at a multiple of 4 within its row).
+bool vector_loads_allowed(const float* m, int64_t ld, int64_t stride, int64_t count) {
+  return reinterpret_cast<uintptr_t>(m) % 16 == 0 && ld % 4 == 0 &&
+         (count == 1 || stride % 4 == 0);
+}
+
+// The extents are used only where BRIGADE_EXTENT checks them (emulated GPUs), not under nvcc.
+template <class Index>
+void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A,
+                 [[maybe_unused]] int64_t a_extent, const float* B,
+                 [[maybe_unused]] int64_t b_extent, float* C, [[maybe_unused]] int64_t c_extent,
+                 const float* bias, [[maybe_unused]] int64_t bias_extent, const Stream& stream) {
+  const auto n = [](int64_t v) { return static_cast<Index>(v); };
+  const GemmLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
+                            n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
+                            w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
+                            w.vector_a, w.vector_b, w.bias_per_row, w.relu};
+  BRIGADE_LAUNCH(gemm_tiled_kernel<Index>, grid, kThreads, 0, stream, g,
+                 BRIGADE_EXTENT(A, a_extent), BRIGADE_EXTENT(B, b_extent),
+                 BRIGADE_EXTENT(C, c_extent), BRIGADE_EXTENT(bias, bias_extent));
+}
+
+}  // namespace
+
+void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                        float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                        float beta, float* C, int64_t ldc, const GemmBatch& batch,
+                        const GemmEpilogue& epilogue, const Stream& stream) {
   // A is stored (M, K), or (K, M) when transposed; its rows must be at least that wide.
   const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
   BRIGADE_CHECK(M >= 0 && N >= 0 && K >= 0 && lda >= a_cols && ldb >= b_cols && ldc >= N &&
@@ -84,16 +264,49 @@ void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, flo
                 "gemm_tiled: invalid sizes (M, N, K) = (" << M << ", " << N << ", " << K
                     << "), trans_a " << trans_a << ", trans_b " << trans_b << ", (lda, ldb, ldc) = ("
                     << lda << ", " << ldb << ", " << ldc << ")");
-  BRIGADE_CHECK((N + kTile - 1) / kTile < (int64_t(1) << 31) && (M + kTile - 1) / kTile < 65536,
-                "gemm_tiled: (M, N) = (" << M << ", " << N << ") exceeds the grid limits");
+  BRIGADE_CHECK(batch.count >= 1 && batch.stride_a >= 0 && batch.stride_b >= 0 &&
+                    batch.stride_c >= 0,
+                "gemm_tiled: invalid batch: " << batch.count << " products, strides (A, B, C) = ("
+                    << batch.stride_a << ", " << batch.stride_b << ", " << batch.stride_c << ")");
+  const int64_t grid_z = batch.summed ? 1 : batch.count;
+  BRIGADE_CHECK((N + kBlockN - 1) / kBlockN < (int64_t(1) << 31) &&
+                    (M + kBlockM - 1) / kBlockM < 65536 && grid_z < 65536,
+                "gemm_tiled: (M, N) = (" << M << ", " << N << ") over " << grid_z
+                    << " products exceeds the grid limits (65535 products, 8,388,480 rows)");
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
-  const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
-                  static_cast<unsigned>((M + kTile - 1) / kTile));
-  const dim3 block(kTile, kTile);
-  BRIGADE_LAUNCH(gemm_tiled_kernel, grid, block, 0, stream, trans_a, trans_b, M, N, K, alpha,
-                 BRIGADE_EXTENT(A, matrix_extent(trans_a ? K : M, a_cols, lda)), lda,
-                 BRIGADE_EXTENT(B, matrix_extent(trans_b ? N : K, b_cols, ldb)), ldb, beta,
-                 BRIGADE_EXTENT(C, matrix_extent(M, N, ldc)), ldc);
+
+  const int64_t a_extent =
+      batch_extent(batch.count, batch.stride_a, matrix_extent(trans_a ? K : M, a_cols, lda));
+  const int64_t b_extent =
+      batch_extent(batch.count, batch.stride_b, matrix_extent(trans_b ? N : K, b_cols, ldb));
+  const int64_t c_extent = batch_extent(grid_z, batch.stride_c, matrix_extent(M, N, ldc));
+  const int64_t bias_extent = epilogue.bias == nullptr ? 0 : epilogue.bias_per_row ? M : N;
+  const GemmLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
+                                 batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
+                                 batch.summed,
+                                 vector_loads_allowed(A, lda, batch.stride_a, batch.count),
+                                 vector_loads_allowed(B, ldb, batch.stride_b, batch.count),
+                                 epilogue.bias_per_row, epilogue.relu};
+  const dim3 grid(static_cast<unsigned>((N + kBlockN - 1) / kBlockN),
+                  static_cast<unsigned>((M + kBlockM - 1) / kBlockM),
+                  static_cast<unsigned>(grid_z));
+  // The largest offset the kernel forms is below the largest extent, or a row/column/k index
+  // at most one tile past its size (a slice index is at most the slices' count, below that).
+  const int64_t largest = std::max({a_extent, b_extent, c_extent, M, N, K * batch.count,
+                                    lda, ldb, ldc}) + std::max(kBlockM, kBlockN);
+  if (largest <= std::numeric_limits<int32_t>::max())
+    launch_gemm<int32_t>(wide, grid, A, a_extent, B, b_extent, C, c_extent, epilogue.bias,
+                         bias_extent, stream);
+  else
+    launch_gemm<int64_t>(wide, grid, A, a_extent, B, b_extent, C, c_extent, epilogue.bias,
+                         bias_extent, stream);
+}
+
+void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc, const Stream& stream) {
+  gemm_tiled_batched(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                     GemmBatch{}, GemmEpilogue{}, stream);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cross_entropy_result.h"
+#include "kernels/cuda/gemm_args.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/optimizer_params.h"
 #include "kernels/shapes.h"

@@ -15,12 +15,16 @@
 //                                                         <= p <= floor((h + pad_h) / stride)
 //
 // (likewise q), in increasing (p, q) — the reference's order, hence bit-identical results.
+//
+// Both divide per element: 32-bit indices where the sizes allow (launch.cuh).
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/window_sizes.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
@@ -30,18 +34,21 @@ __device__ __forceinline__ bool replaces_max(float v, float m) {
   return v > m || (v != v && m == m);
 }
 
+template <class Index>
 __global__ void maxpool2d_forward_kernel(const float* x /* (N, C, H, W) */,
                                          float* y /* (N, C, P, Q) */,
-                                         int32_t* argmax /* (N, C, P, Q) */, Pool2dShape s) {
-  for (int64_t o = grid_first(); o < s.y_size(); o += grid_stride()) {
-    const int64_t plane = o / (s.P * s.Q), p = o / s.Q % s.P, q = o % s.Q;
+                                         int32_t* argmax /* (N, C, P, Q) */, Pool2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index outputs = s.N * s.C * s.P * s.Q;
+  for (Index o = grid_first<Index>(); o < outputs; o += grid_stride<Index>()) {
+    const Index plane = o / (s.P * s.Q), p = o / s.Q % s.P, q = o % s.Q;
     const float* xp = x + plane * s.H * s.W;
-    int64_t best = -1;
-    for (int64_t r = 0; r < s.R; ++r) {
-      const int64_t h = p * s.stride - s.pad_h + r;
+    Index best = -1;
+    for (Index r = 0; r < s.R; ++r) {
+      const Index h = p * s.stride - s.pad_h + r;
       if (h < 0 || h >= s.H) continue;
-      for (int64_t t = 0; t < s.S; ++t) {
-        const int64_t v = q * s.stride - s.pad_w + t;
+      for (Index t = 0; t < s.S; ++t) {
+        const Index v = q * s.stride - s.pad_w + t;
         if (v < 0 || v >= s.W) continue;
         if (best < 0 || replaces_max(xp[h * s.W + v], xp[best])) best = h * s.W + v;
       }
@@ -53,26 +60,29 @@ __global__ void maxpool2d_forward_kernel(const float* x /* (N, C, H, W) */,
 
 // The smallest p with p·stride - pad + window > h, i.e. ceil((h + pad - window + 1) / stride),
 // clamped at 0 (C++ division truncates towards zero, hence the case split).
-__device__ __forceinline__ int64_t first_window(int64_t h, int64_t pad, int64_t window,
-                                                int64_t stride) {
-  const int64_t num = h + pad - window + 1;
+template <class Index>
+__device__ __forceinline__ Index first_window(Index h, Index pad, Index window, Index stride) {
+  const Index num = h + pad - window + 1;
   return num <= 0 ? 0 : (num + stride - 1) / stride;
 }
 
+template <class Index>
 __global__ void maxpool2d_backward_kernel(const float* dy /* (N, C, P, Q) */,
                                           const int32_t* argmax /* (N, C, P, Q) */,
-                                          float* dx /* (N, C, H, W) */, Pool2dShape s) {
-  for (int64_t i = grid_first(); i < s.x_size(); i += grid_stride()) {
-    const int64_t plane = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;
-    const int64_t p_last = (h + s.pad_h) / s.stride, q_last = (v + s.pad_w) / s.stride;
-    const int64_t p_end = p_last < s.P ? p_last + 1 : s.P;  // one past the last window
-    const int64_t q_end = q_last < s.Q ? q_last + 1 : s.Q;
-    const int64_t q_begin = first_window(v, s.pad_w, s.S, s.stride);
+                                          float* dx /* (N, C, H, W) */, Pool2dShape shape) {
+  const WindowSizes<Index> s(shape);
+  const Index inputs = s.N * s.C * s.H * s.W;
+  for (Index i = grid_first<Index>(); i < inputs; i += grid_stride<Index>()) {
+    const Index plane = i / (s.H * s.W), h = i / s.W % s.H, v = i % s.W;
+    const Index p_last = (h + s.pad_h) / s.stride, q_last = (v + s.pad_w) / s.stride;
+    const Index p_end = p_last < s.P ? p_last + 1 : s.P;  // one past the last window
+    const Index q_end = q_last < s.Q ? q_last + 1 : s.Q;
+    const Index q_begin = first_window(v, s.pad_w, s.S, s.stride);
     const int32_t me = static_cast<int32_t>(h * s.W + v);
     float acc = 0.0f;
-    for (int64_t p = first_window(h, s.pad_h, s.R, s.stride); p < p_end; ++p)
-      for (int64_t q = q_begin; q < q_end; ++q) {
-        const int64_t o = (plane * s.P + p) * s.Q + q;
+    for (Index p = first_window(h, s.pad_h, s.R, s.stride); p < p_end; ++p)
+      for (Index q = q_begin; q < q_end; ++q) {
+        const Index o = (plane * s.P + p) * s.Q + q;
         if (argmax[o] == me) acc += dy[o];
       }
     dx[i] = acc;
@@ -99,17 +109,21 @@ void check_pool(const char* op, const Pool2dShape& s) {
 void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dShape& s,
                        const Stream& stream) {
   check_pool("maxpool2d_forward", s);
-  BRIGADE_LAUNCH(maxpool2d_forward_kernel, elementwise_blocks(s.y_size()), kElementwiseBlock, 0,
-                 stream, BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(y, s.y_size()),
-                 BRIGADE_EXTENT(argmax, s.y_size()), s);
+  with_index_type(std::max(s.x_size(), s.y_size()), [&](auto index) {
+    BRIGADE_LAUNCH(maxpool2d_forward_kernel<decltype(index)>, elementwise_blocks(s.y_size()),
+                   kElementwiseBlock, 0, stream, BRIGADE_EXTENT(x, s.x_size()),
+                   BRIGADE_EXTENT(y, s.y_size()), BRIGADE_EXTENT(argmax, s.y_size()), s);
+  });
 }
 
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
                         const Stream& stream) {
   check_pool("maxpool2d_backward", s);
-  BRIGADE_LAUNCH(maxpool2d_backward_kernel, elementwise_blocks(s.x_size()), kElementwiseBlock, 0,
-                 stream, BRIGADE_EXTENT(dy, s.y_size()), BRIGADE_EXTENT(argmax, s.y_size()),
-                 BRIGADE_EXTENT(dx, s.x_size()), s);
+  with_index_type(std::max(s.x_size(), s.y_size()), [&](auto index) {
+    BRIGADE_LAUNCH(maxpool2d_backward_kernel<decltype(index)>, elementwise_blocks(s.x_size()),
+                   kElementwiseBlock, 0, stream, BRIGADE_EXTENT(dy, s.y_size()),
+                   BRIGADE_EXTENT(argmax, s.y_size()), BRIGADE_EXTENT(dx, s.x_size()), s);
+  });
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -1,6 +1,6 @@
 // Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
 // device's threads, kernels/cpu/conv2d/) beside the CUDA branch (cuDNN or the hand-written
-// im2col + gemm_tiled, as kernels/cuda/path.h's setting says at each call).
+// im2col + gemm_tiled over the micro-batch, as kernels/cuda/path.h's setting says at each call).
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +44,9 @@ Tensor cuda_workspace(const Conv2dShape& s, const Stream& stream, size_t* bytes)
                     : static_cast<size_t>(cuda::conv2d_workspace_floats(s)) * sizeof(float);
   return detail::workspace(*bytes, stream);
 }
+
+// The hand-written launchers count their workspace in floats.
+int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float)); }
 #endif
 }  // namespace
 
@@ -69,7 +72,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
                                    y.data<float>(), s, ws.data<float>(), bytes, stream, relu);
     else
       cuda::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s,
-                           ws.data<float>(), stream, relu);
+                           ws.data<float>(), hand_written_floats(bytes), stream, relu);
 #else
     detail::no_kernel("conv2d_forward", stream.device());
 #endif
@@ -109,7 +112,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
                                          ws.data<float>(), bytes, stream);
     else
       cuda::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s,
-                                 ws.data<float>(), stream);
+                                 ws.data<float>(), hand_written_floats(bytes), stream);
     if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
 #else
     detail::no_kernel("conv2d_backward_data", stream.device());
@@ -146,7 +149,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
       cuda::vendor::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
     } else {
       cuda::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s,
-                                   ws.data<float>(), stream);
+                                   ws.data<float>(), hand_written_floats(bytes), stream);
       cuda::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
     }
 #else

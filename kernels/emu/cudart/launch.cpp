@@ -87,6 +87,7 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                              },
                              std::move(what)});
   for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);
+  ++e.counts.kernel_launch;
   return cudaSuccess;
 }
 

@@ -127,10 +127,14 @@ TEST_CASE("Conv2D: cuDNN and im2col + gemm_tiled (native) against the reference"
       DeviceArray<float> out(nans(s.y_size()), stream), grad_x(nans(s.x_size()), stream),
           grad_w(std::vector<float>(s.w_size(), 0.0f), stream), grad_b(std::vector<float>(s.K, 0.0f), stream);
       if (path == CudaPath::handwritten) {
-        DeviceArray<float> ws(nans(cuda::conv2d_workspace_floats(s)), stream);
-        cuda::conv2d_forward(dx_in.get(), dw_in.get(), db_in.get(), out.get(), s, ws.get(), stream);
-        cuda::conv2d_backward_data(ddy.get(), dw_in.get(), grad_x.get(), s, ws.get(), stream);
-        cuda::conv2d_backward_filter(dx_in.get(), ddy.get(), grad_w.get(), s, ws.get(), stream);
+        const int64_t ws_floats = cuda::conv2d_workspace_floats(s);
+        DeviceArray<float> ws(nans(ws_floats), stream);
+        cuda::conv2d_forward(dx_in.get(), dw_in.get(), db_in.get(), out.get(), s, ws.get(),
+                             ws_floats, stream);
+        cuda::conv2d_backward_data(ddy.get(), dw_in.get(), grad_x.get(), s, ws.get(), ws_floats,
+                                   stream);
+        cuda::conv2d_backward_filter(dx_in.get(), ddy.get(), grad_w.get(), s, ws.get(), ws_floats,
+                                     stream);
         cuda::conv2d_backward_bias(ddy.get(), grad_b.get(), s, stream);
         stream.synchronize();
       } else {

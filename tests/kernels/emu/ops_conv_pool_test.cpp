@@ -1,7 +1,8 @@
 // Conv2D (im2col + gemm_tiled) and MaxPooling2D with argmax (kernels/cuda/conv2d.cu,
 // maxpool2d.cu) through the emulator, against brigade::ref. Shapes cover batch 1, odd sizes,
-// stride 2, "same" padding (symmetric and TensorFlow's asymmetric split), 1×1 kernels and
-// extents that are not multiples of the 16×16 GEMM tile.
+// stride 2, "same" padding (symmetric and TensorFlow's asymmetric split), 1×1 kernels,
+// extents that are not multiples of the GEMM's tile, and workspaces that hold every sample's
+// share (one pass) or one sample's (a pass per sample).
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -55,48 +56,56 @@ TEST_CASE("conv2d forward, backward-data, -filter, -bias match the reference") {
     const Conv2dShape s =
         make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
     INFO(describe(s));
-    const std::vector<double> x = random_vector(s.x_size(), 20), w = random_vector(s.w_size(), 21),
-                              b = random_vector(s.K, 22), dy = random_vector(s.y_size(), 23);
-    const std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b),
-                             dyf = to_float(dy);
-    std::vector<float> workspace = nan_vector(emu::conv2d_workspace_floats(s));
-    const int64_t CRS = s.C * s.R * s.S;
+    for (bool one_sample_per_pass : {false, true}) {
+      INFO("one sample per pass: " << one_sample_per_pass);
+      const std::vector<double> x = random_vector(s.x_size(), 20), w = random_vector(s.w_size(), 21),
+                                b = random_vector(s.K, 22), dy = random_vector(s.y_size(), 23);
+      const std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b),
+                               dyf = to_float(dy);
+      // One pass over every sample, or one pass per sample.
+      // A sample's share: its columns (C·R·S, P·Q) and its filter product (K, C·R·S).
+      const int64_t workspace_floats = one_sample_per_pass
+                                           ? s.C * s.R * s.S * (s.P * s.Q + s.K)
+                                           : emu::conv2d_workspace_floats(s);
+      std::vector<float> workspace = nan_vector(workspace_floats);
+      const int64_t CRS = s.C * s.R * s.S;
 
-    // Forward, and forward with the fused ReLU.
-    std::vector<double> y(s.y_size()), y_mag(s.y_size());
-    ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
-    ref::conv2d_forward(abs_of(x).data(), abs_of(w).data(), abs_of(b).data(), y_mag.data(), s);
-    std::vector<float> yf = nan_vector(s.y_size()), yr = nan_vector(s.y_size());
-    emu::conv2d_forward(xf.data(), wf.data(), bf.data(), yf.data(), s, workspace.data(), stream);
-    emu::conv2d_forward(xf.data(), wf.data(), bf.data(), yr.data(), s, workspace.data(), stream,
-                        true);
-    // Backward-data into a NaN-filled dx: every element must be overwritten.
-    std::vector<double> dx(s.x_size()), dx_mag(s.x_size());
-    ref::conv2d_backward_data(dy.data(), w.data(), dx.data(), s);
-    ref::conv2d_backward_data(abs_of(dy).data(), abs_of(w).data(), dx_mag.data(), s);
-    std::vector<float> dxf = nan_vector(s.x_size());
-    emu::conv2d_backward_data(dyf.data(), wf.data(), dxf.data(), s, workspace.data(), stream);
-    // Backward-filter and -bias accumulate onto non-zero starting values.
-    const std::vector<double> dw0 = random_vector(s.w_size(), 24), db0 = random_vector(s.K, 25);
-    std::vector<float> dwf = to_float(dw0), dbf = to_float(db0);
-    emu::conv2d_backward_filter(xf.data(), dyf.data(), dwf.data(), s, workspace.data(), stream);
-    emu::conv2d_backward_bias(dyf.data(), dbf.data(), s, stream);
-    stream.synchronize();
+      // Forward, and forward with the fused ReLU.
+      std::vector<double> y(s.y_size()), y_mag(s.y_size());
+      ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
+      ref::conv2d_forward(abs_of(x).data(), abs_of(w).data(), abs_of(b).data(), y_mag.data(), s);
+      std::vector<float> yf = nan_vector(s.y_size()), yr = nan_vector(s.y_size());
+      emu::conv2d_forward(xf.data(), wf.data(), bf.data(), yf.data(), s, workspace.data(), workspace_floats, stream);
+      emu::conv2d_forward(xf.data(), wf.data(), bf.data(), yr.data(), s, workspace.data(), workspace_floats, stream,
+                          true);
+      // Backward-data into a NaN-filled dx: every element must be overwritten.
+      std::vector<double> dx(s.x_size()), dx_mag(s.x_size());
+      ref::conv2d_backward_data(dy.data(), w.data(), dx.data(), s);
+      ref::conv2d_backward_data(abs_of(dy).data(), abs_of(w).data(), dx_mag.data(), s);
+      std::vector<float> dxf = nan_vector(s.x_size());
+      emu::conv2d_backward_data(dyf.data(), wf.data(), dxf.data(), s, workspace.data(), workspace_floats, stream);
+      // Backward-filter and -bias accumulate onto non-zero starting values.
+      const std::vector<double> dw0 = random_vector(s.w_size(), 24), db0 = random_vector(s.K, 25);
+      std::vector<float> dwf = to_float(dw0), dbf = to_float(db0);
+      emu::conv2d_backward_filter(xf.data(), dyf.data(), dwf.data(), s, workspace.data(), workspace_floats, stream);
+      emu::conv2d_backward_bias(dyf.data(), dbf.data(), s, stream);
+      stream.synchronize();
 
-    const std::vector<double> y_tol = sum_tolerance(y_mag, CRS + 1);
-    CHECK(all_close("y", yf.data(), y, y_tol));
-    for (double& v : y) v = v > 0 ? v : 0;
-    CHECK(all_close("relu(y)", yr.data(), y, y_tol));
-    // dx[c,h,w] sums over k and the (r, s) taps that reach it: at most K·R·S terms.
-    CHECK(all_close("dx", dxf.data(), dx, sum_tolerance(dx_mag, s.K * s.R * s.S)));
-    std::vector<double> dw = to_double(to_float(dw0)), db = to_double(to_float(db0));
-    std::vector<double> dw_mag = abs_of(dw), db_mag = abs_of(db);
-    ref::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s);
-    ref::conv2d_backward_filter(abs_of(x).data(), abs_of(dy).data(), dw_mag.data(), s);
-    ref::conv2d_backward_bias(dy.data(), db.data(), s);
-    ref::conv2d_backward_bias(abs_of(dy).data(), db_mag.data(), s);
-    CHECK(all_close("dw", dwf.data(), dw, sum_tolerance(dw_mag, s.N * s.P * s.Q + 1)));
-    CHECK(all_close("db", dbf.data(), db, sum_tolerance(db_mag, s.N * s.P * s.Q + 1)));
+      const std::vector<double> y_tol = sum_tolerance(y_mag, CRS + 1);
+      CHECK(all_close("y", yf.data(), y, y_tol));
+      for (double& v : y) v = v > 0 ? v : 0;
+      CHECK(all_close("relu(y)", yr.data(), y, y_tol));
+      // dx[c,h,w] sums over k and the (r, s) taps that reach it: at most K·R·S terms.
+      CHECK(all_close("dx", dxf.data(), dx, sum_tolerance(dx_mag, s.K * s.R * s.S)));
+      std::vector<double> dw = to_double(to_float(dw0)), db = to_double(to_float(db0));
+      std::vector<double> dw_mag = abs_of(dw), db_mag = abs_of(db);
+      ref::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s);
+      ref::conv2d_backward_filter(abs_of(x).data(), abs_of(dy).data(), dw_mag.data(), s);
+      ref::conv2d_backward_bias(dy.data(), db.data(), s);
+      ref::conv2d_backward_bias(abs_of(dy).data(), db_mag.data(), s);
+      CHECK(all_close("dw", dwf.data(), dw, sum_tolerance(dw_mag, s.N * s.P * s.Q + 1)));
+      CHECK(all_close("db", dbf.data(), db, sum_tolerance(db_mag, s.N * s.P * s.Q + 1)));
+    }
   }
 }
 
@@ -105,8 +114,8 @@ TEST_CASE("conv2d im2col and col2im are adjoint: <im2col(x), c> == <x, col2im(c)
   // visits exactly the taps im2col reads (with integer data the two dots are exact).
   testing::Deadline deadline("emulated im2col/col2im");
   const Stream stream = emu_stream();
-  const Conv2dShape s = make_conv2d_shape(1, 2, 7, 6, 1, 3, 2, 2, Padding::same);
-  std::vector<float> x(s.C * s.H * s.W), c(emu::conv2d_workspace_floats(s));
+  const Conv2dShape s = make_conv2d_shape(2, 2, 7, 6, 1, 3, 2, 2, Padding::same);  // 2 samples
+  std::vector<float> x(s.x_size()), c(s.N * s.C * s.R * s.S * s.P * s.Q);  // (N, C·R·S, P·Q)
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 7 % 11) - 5);
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(int(i * 5 % 13) - 6);
   std::vector<float> col = nan_vector(c.size()), back = nan_vector(x.size());
@@ -123,8 +132,11 @@ TEST_CASE("conv2d launchers reject a missing workspace and a malformed shape") {
   const Stream stream = emu_stream();
   const Conv2dShape s = make_conv2d_shape(1, 1, 5, 5, 2, 3, 3, 1, Padding::valid);
   float v = 0.0f;
-  CHECK_THROWS_WITH(emu::conv2d_forward(&v, &v, nullptr, &v, s, nullptr, stream),
-                    doctest::Contains("conv2d_forward: workspace is null; pass 81 floats"));
+  CHECK_THROWS_WITH(emu::conv2d_forward(&v, &v, nullptr, &v, s, nullptr, 0, stream),
+                    doctest::Contains("conv2d_forward: workspace is null; pass 99 floats"));
+  CHECK_THROWS_WITH(emu::conv2d_backward_filter(&v, &v, &v, s, &v, 98, stream),
+                    doctest::Contains("conv2d_backward_filter: a workspace of 98 floats is "
+                                      "smaller than one sample's share, 99; pass 99 floats"));
   Conv2dShape bad = s;
   bad.P = 7;  // the last window would start past the input
   CHECK_THROWS_WITH(emu::conv2d_backward_bias(&v, &v, bad, stream),

@@ -1,8 +1,11 @@
 // gemm_tiled and Dense (kernels/cuda/gemm_tiled.cu, dense.cu) through the emulator, against
-// plain double loops and brigade::ref. Shapes: 1, odd sizes, and sizes that are not multiples
-// of the 16×16 tile, every transpose combination, padded leading dimensions.
+// plain double loops and brigade::ref. Shapes: 1, odd sizes, sizes across the 128×128 tile's
+// and the 8-deep slice's edges, the question's network's GEMMs, every transpose combination,
+// leading dimensions padded to break (+3) and keep (multiple of 4) the float4 loads'
+// alignment; batches of products, summed batches and the fused bias/ReLU epilogue.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -21,49 +24,140 @@ struct GemmCase {
   int64_t M, N, K;
 };
 
+// op(A) · op(B) for row-major stored a, b (pitches lda, ldb) in double, and the sum of the
+// products' magnitudes (for sum_tolerance): element (i, j) at i·N + j.
+void reference_product(bool ta, bool tb, const GemmCase& c, const float* a, int64_t lda,
+                       const float* b, int64_t ldb, std::vector<double>& sum,
+                       std::vector<double>& magnitude) {
+  sum.assign(static_cast<size_t>(c.M * c.N), 0.0);
+  magnitude.assign(sum.size(), 0.0);
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t j = 0; j < c.N; ++j)
+      for (int64_t p = 0; p < c.K; ++p) {
+        const double x = ta ? a[p * lda + i] : a[i * lda + p];
+        const double y = tb ? b[j * ldb + p] : b[p * ldb + j];
+        sum[i * c.N + j] += x * y;
+        magnitude[i * c.N + j] += std::fabs(x * y);
+      }
+}
+
+// The next multiple of 4 at or above n: a pitch that keeps every row 16-byte aligned.
+int64_t aligned_pitch(int64_t n) { return (n + 3) / 4 * 4; }
+
 }  // namespace
 
 TEST_CASE("gemm_tiled: C = alpha op(A) op(B) + beta C for every transpose, odd sizes") {
   testing::Deadline deadline("emulated gemm_tiled");
   const Stream stream = emu_stream();
   for (GemmCase c : {GemmCase{1, 1, 1}, GemmCase{3, 7, 1}, GemmCase{7, 3, 33},
-                     GemmCase{33, 17, 20}, GemmCase{16, 16, 16}, GemmCase{5, 4, 0}}) {
+                     GemmCase{17, 33, 5}, GemmCase{33, 17, 20}, GemmCase{16, 16, 16},
+                     GemmCase{5, 4, 0}, GemmCase{129, 131, 9}}) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
-        for (float beta : {0.0f, 1.0f}) {
-          INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), trans_a " << ta
-                               << ", trans_b " << tb << ", beta " << beta);
-          // Stored shapes with 3 extra columns of padding per row (lda > the row length).
-          const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
-          const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
-          const int64_t lda = a_cols + 3, ldb = b_cols + 3, ldc = c.N + 3;
-          const std::vector<float> a = to_float(random_vector(a_rows * lda, 1));
-          const std::vector<float> b = to_float(random_vector(b_rows * ldb, 2));
-          const std::vector<float> c0 = to_float(random_vector(c.M * ldc, 3));
-          std::vector<float> got = beta == 0.0f ? nan_vector(c.M * ldc) : c0;  // beta 0: not read
-          const float alpha = 0.75f;
-          emu::gemm_tiled(ta, tb, c.M, c.N, c.K, alpha, a.data(), lda, b.data(), ldb, beta, got.data(),
-                     ldc, stream);
-          stream.synchronize();
-          std::vector<double> want(static_cast<size_t>(c.M * c.N)), mag(want.size());
-          std::vector<float> got_packed(want.size());
-          for (int64_t i = 0; i < c.M; ++i)
-            for (int64_t j = 0; j < c.N; ++j) {
-              double acc = 0.0, m = 0.0;
-              for (int64_t p = 0; p < c.K; ++p) {
-                const double x = ta ? a[p * lda + i] : a[i * lda + p];
-                const double y = tb ? b[j * ldb + p] : b[p * ldb + j];
-                acc += x * y;
-                m += std::fabs(x * y);
+        for (float beta : {0.0f, 1.0f})
+          for (bool aligned : {false, true}) {
+            INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), trans_a " << ta
+                                 << ", trans_b " << tb << ", beta " << beta << ", aligned "
+                                 << aligned);
+            // Stored shapes with padding per row (lda > the row length): 3 floats (scalar loads
+            // only), or up to the next multiple of 4 floats (float4 loads where they fit).
+            const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
+            const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
+            const auto pitch = [&](int64_t cols) {
+              return std::max<int64_t>(aligned ? aligned_pitch(cols) : cols + 3, 1);
+            };
+            const int64_t lda = pitch(a_cols), ldb = pitch(b_cols), ldc = pitch(c.N);
+            const std::vector<float> a = to_float(random_vector(a_rows * lda, 1));
+            const std::vector<float> b = to_float(random_vector(b_rows * ldb, 2));
+            const std::vector<float> c0 = to_float(random_vector(c.M * ldc, 3));
+            std::vector<float> got = beta == 0.0f ? nan_vector(c.M * ldc) : c0;  // beta 0: not read
+            const float alpha = 0.75f;
+            emu::gemm_tiled(ta, tb, c.M, c.N, c.K, alpha, a.data(), lda, b.data(), ldb, beta,
+                            got.data(), ldc, stream);
+            stream.synchronize();
+            std::vector<double> want, mag;
+            reference_product(ta, tb, c, a.data(), lda, b.data(), ldb, want, mag);
+            std::vector<float> got_packed(want.size());
+            for (int64_t i = 0; i < c.M; ++i)
+              for (int64_t j = 0; j < c.N; ++j) {
+                const double cij = beta == 0.0f ? 0.0 : double{c0[i * ldc + j]};
+                want[i * c.N + j] = alpha * want[i * c.N + j] + beta * cij;
+                mag[i * c.N + j] = alpha * mag[i * c.N + j] + std::fabs(beta * cij);
+                got_packed[i * c.N + j] = got[i * ldc + j];
               }
-              const double cij = beta == 0.0f ? 0.0 : double{c0[i * ldc + j]};
-              want[i * c.N + j] = alpha * acc + beta * cij;
-              mag[i * c.N + j] = alpha * m + std::fabs(beta * cij);
-              got_packed[i * c.N + j] = got[i * ldc + j];
-            }
-          CHECK(all_close("C", got_packed.data(), want, sum_tolerance(mag, c.K + 1)));
-        }
+            CHECK(all_close("C", got_packed.data(), want, sum_tolerance(mag, c.K + 1)));
+          }
   }
+}
+
+TEST_CASE("gemm_tiled_batched: each product of a batch is gemm_tiled's, bit for bit; a summed batch") {
+  // The question's network's shapes, at a batch of 2 (what one conv layer's launch does per
+  // sample): conv2 forward (64, 576, 288), conv3 backward-data (576, 100, 128), conv4
+  // backward-filter (64, 1152, 9), and two odd ones across the tile edges.
+  testing::Deadline deadline("emulated gemm_tiled_batched");
+  const Stream stream = emu_stream();
+  struct BatchCase {
+    bool ta, tb;
+    GemmCase c;
+  };
+  for (BatchCase bc : {BatchCase{false, false, {64, 576, 288}}, BatchCase{true, false, {576, 100, 128}},
+                       BatchCase{false, true, {64, 1152, 9}}, BatchCase{true, true, {17, 33, 5}},
+                       BatchCase{false, false, {1, 1, 1}}}) {
+    const GemmCase c = bc.c;
+    INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), trans_a " << bc.ta
+                         << ", trans_b " << bc.tb);
+    const int64_t lda = bc.ta ? c.M : c.K, ldb = bc.tb ? c.K : c.N;
+    const int64_t a_size = c.M * c.K, b_size = c.K * c.N, c_size = c.M * c.N;
+    constexpr int64_t kBatch = 2;
+    const std::vector<float> a = to_float(random_vector(kBatch * a_size, 4));
+    const std::vector<float> b = to_float(random_vector(kBatch * b_size, 5));
+
+    // One C per product, A and B advancing by their strides.
+    std::vector<float> got = nan_vector(kBatch * c_size), one = nan_vector(kBatch * c_size);
+    emu::gemm_tiled_batched(bc.ta, bc.tb, c.M, c.N, c.K, 1.0f, a.data(), lda, b.data(), ldb,
+                            0.0f, got.data(), c.N, GemmBatch{kBatch, a_size, b_size, c_size, false},
+                            GemmEpilogue{}, stream);
+    for (int64_t p = 0; p < kBatch; ++p)
+      emu::gemm_tiled(bc.ta, bc.tb, c.M, c.N, c.K, 1.0f, a.data() + p * a_size, lda,
+                      b.data() + p * b_size, ldb, 0.0f, one.data() + p * c_size, c.N, stream);
+    // Summed: C = C0 + A_0·B_0 + A_1·B_1, against double loops.
+    const std::vector<float> c0 = to_float(random_vector(c_size, 6));
+    std::vector<float> summed = c0;
+    emu::gemm_tiled_batched(bc.ta, bc.tb, c.M, c.N, c.K, 1.0f, a.data(), lda, b.data(), ldb,
+                            1.0f, summed.data(), c.N, GemmBatch{kBatch, a_size, b_size, 0, true},
+                            GemmEpilogue{}, stream);
+    stream.synchronize();
+    CHECK(all_equal("C_p", got.data(), one.data(), kBatch * c_size));
+    std::vector<double> want(static_cast<size_t>(c_size)), mag(want.size()), sum, sum_mag;
+    for (int64_t i = 0; i < c_size; ++i) want[i] = c0[i], mag[i] = std::fabs(c0[i]);
+    for (int64_t p = 0; p < kBatch; ++p) {
+      reference_product(bc.ta, bc.tb, c, a.data() + p * a_size, lda, b.data() + p * b_size, ldb,
+                        sum, sum_mag);
+      for (int64_t i = 0; i < c_size; ++i) want[i] += sum[i], mag[i] += sum_mag[i];
+    }
+    CHECK(all_close("summed C", summed.data(), want, sum_tolerance(mag, kBatch * c.K + 1)));
+  }
+}
+
+TEST_CASE("gemm_tiled_batched epilogue: bias per row or per column, then ReLU; NaN stays NaN") {
+  testing::Deadline deadline("emulated gemm epilogue");
+  const Stream stream = emu_stream();
+  // C (3, 2) = A (3, 1) · B (1, 2) with A = (1, 2, 3)ᵀ, B = (1, -1): row i is (i+1, -(i+1)).
+  const float a[] = {1.0f, 2.0f, 3.0f}, b[] = {1.0f, -1.0f};
+  const float row_bias[] = {NAN, -5.0f, 0.5f}, column_bias[] = {-1.5f, 10.0f};
+  float per_row[6], per_column[6], no_relu[6];
+  emu::gemm_tiled_batched(false, false, 3, 2, 1, 1.0f, a, 1, b, 2, 0.0f, per_row, 2, GemmBatch{},
+                          GemmEpilogue{row_bias, true, true}, stream);
+  emu::gemm_tiled_batched(false, false, 3, 2, 1, 1.0f, a, 1, b, 2, 0.0f, per_column, 2,
+                          GemmBatch{}, GemmEpilogue{column_bias, false, true}, stream);
+  emu::gemm_tiled_batched(false, false, 3, 2, 1, 1.0f, a, 1, b, 2, 0.0f, no_relu, 2, GemmBatch{},
+                          GemmEpilogue{column_bias, false, false}, stream);
+  stream.synchronize();
+  CHECK((std::isnan(per_row[0]) && std::isnan(per_row[1])));
+  CHECK((per_row[2] == 0.0f && per_row[3] == 0.0f && per_row[4] == 3.5f && per_row[5] == 0.0f));
+  CHECK((per_column[0] == 0.0f && per_column[1] == 9.0f && per_column[2] == 0.5f &&
+         per_column[3] == 8.0f && per_column[4] == 1.5f && per_column[5] == 7.0f));
+  CHECK((no_relu[0] == -0.5f && no_relu[1] == 9.0f));
 }
 
 TEST_CASE("gemm_tiled rejects a leading dimension shorter than the row") {

@@ -62,7 +62,8 @@ TEST_CASE("relu lets NaN through: alone, fused into dense, fused into conv2d") {
   const float image[] = {1.0f, 1.0f};
   std::vector<float> workspace(static_cast<size_t>(emu::conv2d_workspace_floats(s)) + 1);
   float conv_y[6];
-  emu::conv2d_forward(image, w, b, conv_y, s, workspace.data(), stream, /*relu=*/true);
+  emu::conv2d_forward(image, w, b, conv_y, s, workspace.data(),
+                      static_cast<int64_t>(workspace.size()), stream, /*relu=*/true);
   stream.synchronize();
   for (int i = 0; i < 5; ++i) CHECK(std::isnan(y[i]) == std::isnan(x[i]));
   CHECK(std::isnan(dense_y[0]));

@@ -24,6 +24,7 @@ struct ApiCounts {
   uint64_t device_synchronize = 0;  // cudaDeviceSynchronize
   uint64_t stream_synchronize = 0;  // cudaStreamSynchronize
   uint64_t legacy_memcpy = 0;       // cudaMemcpy, cudaMemcpyPeer (the legacy stream's copies)
+  uint64_t kernel_launch = 0;       // grids launched (a hand-written kernel each; not the libraries')
 };
 ApiCounts api_counts();
 
