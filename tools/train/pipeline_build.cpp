@@ -74,7 +74,9 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.
   const std::string shared =
       processes.distributed() ? "" : shared_cores_warning(devices, hardware_threads());
-  if (!shared.empty()) s.warning += (s.warning.empty() ? "" : "\n") + shared;
+  if (!shared.empty())
+    s.warning += (s.warning.empty() ? "" : "\n") + shared + "; as many threads as cores:\n  " +
+                 shared_cores_command(devices, hardware_threads(), o, m);
   return s;
 }
 

@@ -102,6 +102,32 @@ std::string shared_cores_warning(const RunDevices& p, int hardware_threads) {
          "for their speeds may be slower than an even one";
 }
 
+std::string shared_cores_command(const RunDevices& p, int hardware_threads,
+                                 const Options& options, int microbatches) {
+  const int total = std::accumulate(p.threads.begin(), p.threads.end(), 0);  // GPUs: 0
+  std::vector<int> threads = p.threads;
+  for (size_t i = 0; i < threads.size(); ++i)
+    if (p.devices[i].is_cpu()) threads[i] = std::max(1, threads[i] * hardware_threads / total);
+  for (;;) {  // whole threads round up at 1: the most threaded give up theirs first
+    const auto most = std::max_element(threads.begin(), threads.end());
+    if (std::accumulate(threads.begin(), threads.end(), 0) <= hardware_threads || *most <= 1)
+      break;
+    --*most;
+  }
+  // A GPU keeps the count it was given (it runs no CPU threads of its own).
+  const std::vector<int>& given = options.threads_per_device;
+  std::string list;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const bool keep = !p.devices[i].is_cpu() && i < given.size();
+    list += (i ? "," : "") + std::to_string(keep ? given[i] : threads[i]);
+  }
+  Suggestion fix;
+  fix.flags.emplace_back("--threads-per-device", list);
+  fix.pipeline_devices = static_cast<int>(p.devices.size());
+  fix.microbatches = microbatches;
+  return suggested_command(options, fix);
+}
+
 namespace {
 
 std::string shares(const std::vector<double>& sums) {

@@ -60,5 +60,11 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
 // slowing the others, and the cut made for their speeds (each profiled while the others
 // rest) can be slower than an even one (docs/benchmarks.md measures it). Empty otherwise.
 std::string shared_cores_warning(const RunDevices& devices, int hardware_threads);
+// The command that follows that warning: this run's (suggested_command.h) with
+// --threads-per-device scaled down until the CPU devices' threads fit in `hardware_threads`
+// (each keeps at least one, the fastest give up theirs first, so their ratio stays as near
+// as whole threads allow).
+std::string shared_cores_command(const RunDevices& devices, int hardware_threads,
+                                 const Options& options, int microbatches);
 
 }  // namespace brigade::train

@@ -1,14 +1,17 @@
 // Every command brigade-train prints runs (tools/train/suggested_command.h): the imbalance
 // warning's command is taken from the output and run as printed, in one process, after a
-// --resume (whose checkpoint fixes the micro-batch count) and under mpirun; the flags that
+// --resume (whose checkpoint fixes the micro-batch count) and under mpirun; so is the command
+// after the warning for devices sharing cores; the flags that
 // --init-from of a checkpoint points to continue that run. (A checkpoint directory already
 // used points to --resume: bad_input_test runs that.) The question's network has a third
 // block of 0.6 % of the work, so its default three devices always warn.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "tests/tools/train/run_binary.h"
 #include "tools/train/options.h"
@@ -22,14 +25,17 @@ namespace {
 
 const char* kImbalance = "warning: cpu:2 has 0.6 % of the work";
 
-// The command printed on the line after the imbalance warning ("" when there is none).
-std::string suggestion_in(const std::string& output) {
-  const size_t at = output.find(kImbalance);
+// The command printed on the line after the message that says `marker` ("" when there is none).
+std::string command_after(const std::string& output, const std::string& marker) {
+  const size_t at = output.find(marker);
   if (at == std::string::npos) return "";
   const size_t start = output.find("\n  ", at);
   if (start == std::string::npos) return "";
   return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
 }
+
+// The command printed on the line after the imbalance warning ("" when there is none).
+std::string suggestion_in(const std::string& output) { return command_after(output, kImbalance); }
 
 // A quick run of the question's network: 1 step of 32 synthetic samples.
 const std::string kQuick = " --data synthetic --synthetic-count 128 --batch 32 --steps 1";
@@ -131,6 +137,27 @@ TEST_CASE("suggestions: under mpirun, the command keeps mpirun, one rank per dev
   CHECK(balanced.status == 0);
   CHECK(balanced.output.find("2 stages on 2 ranks") != std::string::npos);
   CHECK(balanced.output.find("of the work") == std::string::npos);  // no imbalance warning
+}
+
+// Two CPU devices of different speeds given more threads than the machine has cores: the
+// warning's command gives them as many threads as cores, the faster device still the faster
+// where whole threads allow, and runs without the warning. (Not under mpirun: --distributed
+// refuses one count per device, so its ranks never share cores this way.)
+TEST_CASE("suggestions: devices sharing cores: the command with as many threads as cores runs") {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string run = test::train_binary() + kQuick + " --devices cpu:0,cpu:1 --balance flops";
+  // cores + 1 and 1 threads: cores + 2 in all, more than the cores.
+  const Run r = test::run_command(run + " --threads-per-device " + std::to_string(cores + 1) + ",1");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string fix = command_after(r.output, "hardware threads: the devices take turns");
+  // Scaled by cores / (cores + 2): (cores + 1) cores / (cores + 2) = cores - 1 and a remainder
+  // of 2 / (cores + 2), so cores - 1 (at least 1) and 1: together at most the cores.
+  CHECK(fix == run + " --threads-per-device " + std::to_string(std::max(1, cores - 1)) + ",1");
+  const Run fewer = test::run_command(fix);
+  CAPTURE(fewer.output);
+  CHECK(fewer.status == 0);
+  CHECK(fewer.output.find("hardware threads") == std::string::npos);  // no warning
 }
 
 TEST_CASE("suggestions: with_option replaces a flag or adds it; shell_words quotes what needs it") {
