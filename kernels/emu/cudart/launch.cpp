@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 
 namespace brigade::emu {
@@ -56,12 +57,13 @@ std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgumen
 
 cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
                           std::vector<PointerArgument> pointers) {
+  gpu::count_kernel_launch();
   gpu::ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the launch
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const std::string call = "kernel " + config.kernel;
   auto s = gpu::stream_of(stream, call.c_str());
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return gpu::last_error();
   if (s->gpu->index != gpu::current_device())
     return gpu::fail(cudaErrorInvalidResourceHandle,
                      call + " launched on a stream of " + gpu::name_of(*s->gpu) +

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/vendor/cudnn_internal.h"
 #include "kernels/emu/vendor/include/vendor_emulation.h"
 #include "kernels/reference/conv2d.h"
@@ -184,6 +185,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t y, const int requested,
     int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionForwardAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(x, w, conv, y, &s);
   return rank("cudnnGetConvolutionForwardAlgorithm_v7", handle, why, kForward,
@@ -194,6 +196,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dx, const int requested,
     int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardDataAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(dx, w, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, why, kBackwardData,
@@ -204,6 +207,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnFilterDescriptor_t dw, const int requested,
     int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardFilterAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(x, dw, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, why, kBackwardFilter,
@@ -215,6 +219,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y,
                                                       cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionForwardWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(x, w, conv, y, &s);
   return workspace_size("cudnnGetConvolutionForwardWorkspaceSize", handle, why, kForward, algo,
@@ -226,6 +231,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardDataWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(dx, w, conv, dy, &s);
   return workspace_size("cudnnGetConvolutionBackwardDataWorkspaceSize", handle, why, kBackwardData,
@@ -238,6 +244,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo,
                                                              size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardFilterWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(x, dw, conv, dy, &s);
   return workspace_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", handle, why,
@@ -250,6 +257,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
+  brigade::emu::gpu::count_call("cudnnConvolutionForward");
   const char* call = "cudnnConvolutionForward";
   Conv2dShape s{};
   const std::string why = conv_shape(xDesc, wDesc, conv, yDesc, &s);
@@ -280,6 +288,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
                                            cudnnConvolutionBwdDataAlgo_t algo, void* workspace,
                                            size_t workspace_bytes, const void* beta,
                                            const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardData");
   const char* call = "cudnnConvolutionBackwardData";
   Conv2dShape s{};
   const std::string why = conv_shape(dxDesc, wDesc, conv, dyDesc, &s);
@@ -310,6 +319,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
                                              size_t workspace_bytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardFilter");
   const char* call = "cudnnConvolutionBackwardFilter";
   Conv2dShape s{};
   const std::string why = conv_shape(xDesc, dwDesc, conv, dyDesc, &s);
@@ -337,6 +347,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
 cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t dyDesc,
                                            const void* dy, const void* beta,
                                            const cudnnTensorDescriptor_t dbDesc, void* db) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardBias");
   const std::string call = "cudnnConvolutionBackwardBias";
   if (const std::string why = first_reason({why_unusable(dyDesc, "dyDesc"), why_unusable(dbDesc, "dbDesc")});
       !why.empty())

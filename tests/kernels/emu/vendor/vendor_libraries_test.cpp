@@ -159,6 +159,35 @@ TEST_CASE("a call runs on the handle's stream; a handle whose stream was never s
   CHECK(cudaFree(c) == cudaSuccess);
 }
 
+// The count of calls (cuda_emulation.h's CallCounts): every library call by its exported name
+// (cublasSgemm is cuBLAS's macro for cublasSgemm_v2), and as a library call only when it put
+// work on a stream; a refused one did not.
+TEST_CASE("library calls are counted by name, and as library calls when they enqueue work") {
+  Deadline deadline("library call counts");
+  cudaStream_t s = non_blocking(0);
+  float* a = upload(0, {1, 2, 3, 4});
+  float* c = upload(0, {0, 0, 0, 0});
+  cublasHandle_t unset = blas_on(0, nullptr), blas = blas_on(0, s);
+  const brigade::emu::gpu::CallCounts before = brigade::emu::gpu::call_counts();
+  CHECK(cublasSgemm(unset, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+            CUBLAS_STATUS_SUCCESS);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);  // cudnnCreateTensorDescriptor, cudnnSet...
+  REQUIRE(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_SUCCESS);
+  const brigade::emu::gpu::CallCounts d = brigade::emu::gpu::call_counts().since(before);
+  CHECK(d.by_entry_point.at("cublasSgemm_v2") == 3);
+  CHECK(d.by_entry_point.at("cudnnAddTensor") == 1);
+  CHECK(d.by_entry_point.at("cudnnSetTensor4dDescriptor") == 1);
+  CHECK(d.library_calls == 3);  // two GEMMs and the addition
+  CHECK(d.kernel_launches == 0);
+  CHECK(download(c, 4, s) == std::vector<float>{8, 12, 18, 26});  // the product, plus a
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+}
+
 TEST_CASE("a cuBLAS workspace is 256-byte aligned") {
   cublasHandle_t blas = blas_on(0, non_blocking(0));
   void* ws = nullptr;
