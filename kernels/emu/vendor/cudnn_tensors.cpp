@@ -60,12 +60,10 @@ cudnnStatus_t destroy(Pointer d, const char* call) {
 }  // namespace
 
 cudnnStatus_t cudnn_fail(cudnnStatus_t status, const std::string& detail) {
-  brigade::emu::gpu::count_call("cudnn_fail");
   return static_cast<cudnnStatus_t>(remember(Library::cudnn, status, nvidia_text(status), detail));
 }
 
 cudnnStatus_t cudnn_refused(const Refusal& r) {
-  brigade::emu::gpu::count_call("cudnn_refused");
   switch (r.failure) {
     case Failure::none: return CUDNN_STATUS_SUCCESS;
     case Failure::dead_handle: return cudnn_fail(CUDNN_STATUS_BAD_PARAM, r.detail);
