@@ -23,8 +23,12 @@ std::string extent_overrun(const gpu::Allocation& a, uintptr_t start, const Poin
   if (offset + bytes <= a.bytes) return "";
   const uint64_t past = offset + bytes - a.bytes;
   std::ostringstream os;
-  os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": argument " << p.position << " ("
-     << p.written_as << ") is declared to touch " << p.elements << " elements of "
+  os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": ";
+  if (p.position > 0)
+    os << "argument " << p.position << " (" << p.written_as << ")";
+  else  // BRIGADE_INDIRECT: found in a table in device memory, not among the arguments
+    os << "memory reached through its table (" << p.written_as << ")";
+  os << " is declared to touch " << p.elements << " elements of "
      << p.element_bytes << " bytes from byte " << offset << " of " << gpu::memory_name(a, start)
      << ", which runs " << past << " bytes";
   if (const uint64_t whole = past / p.element_bytes; past % p.element_bytes == 0)
