@@ -281,6 +281,77 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
       }));
 }
 
+// y = act(alpha1 · (x ⋆ w) + alpha2 · z + bias): the convolution, a residual input z and the
+// bias, then the activation, in one call. cuDNN's rules, as the emulation enforces them:
+// - the activation is CUDNN_ACTIVATION_RELU or CUDNN_ACTIVATION_IDENTITY, and the identity
+//   "must use CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM" (cudnnActivationMode_t):
+//   another algorithm is CUDNN_STATUS_NOT_SUPPORTED, at execution, as cuDNN refuses it;
+// - z has y's shape (it may be y itself); with alpha2 = 0 it is not read, as a zero scaling
+//   factor never reads its tensor (garbage, NaN included, is ignored);
+// - the bias is (1, K, 1, 1): one value per output channel;
+// - the workspace and the algorithms are the forward pass's (cudnnGetConvolutionForward*).
+// The sum is formed as the three calls it replaces form it (alpha1 · conv, then + alpha2 · z,
+// then + bias), so the fused call's bits are theirs.
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void* alpha1, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t conv,
+    cudnnConvolutionFwdAlgo_t algo, void* workspace, size_t workspace_bytes, const void* alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void* z, const cudnnTensorDescriptor_t biasDesc,
+    const void* bias, const cudnnActivationDescriptor_t act, const cudnnTensorDescriptor_t yDesc,
+    void* y) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBiasActivationForward");
+  const char* call = "cudnnConvolutionBiasActivationForward";
+  Conv2dShape s{};
+  std::string why = first_reason({conv_shape(xDesc, wDesc, conv, yDesc, &s),
+                                  why_unusable(zDesc, "zDesc"), why_unusable(biasDesc, "biasDesc"),
+                                  why_unusable(act, "activationDesc")});
+  if (why.empty() && (zDesc->n != yDesc->n || zDesc->c != yDesc->c || zDesc->h != yDesc->h ||
+                      zDesc->w != yDesc->w))
+    why = "z " + dims(*zDesc) + " is not y's shape " + dims(*yDesc);
+  if (why.empty() && (biasDesc->n != 1 || biasDesc->c != yDesc->c || biasDesc->h != 1 || biasDesc->w != 1))
+    why = "bias " + dims(*biasDesc) + " is not (1, " + std::to_string(yDesc->c) + ", 1, 1)";
+  float* scratch = nullptr;
+  if (const cudnnStatus_t st = check_pass(call, why, kForward, algo, workspace, workspace_bytes,
+                                          why.empty() ? yDesc->bytes() : 0, alpha1, alpha2, &scratch);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (act->mode == CUDNN_ACTIVATION_IDENTITY && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED,
+                      std::string(call) + ": CUDNN_ACTIVATION_IDENTITY needs algorithm " +
+                          std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) +
+                          " (IMPLICIT_PRECOMP_GEMM), got " + std::to_string(algo));
+  if (!x || !w || !bias || !y || (scalar(alpha2) != 0.0f && !z))
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, std::string(call) + ": a null pointer");
+  const float a1 = scalar(alpha1), a2 = scalar(alpha2);
+  const cudnnActivationStruct activation = *act;
+  const auto* in = static_cast<const float*>(x);
+  const auto* filters = static_cast<const float*>(w);
+  const auto* residual = static_cast<const float*>(z);
+  const auto* b = static_cast<const float*>(bias);
+  auto* out = static_cast<float*>(y);
+  std::vector<Operand> operands{{x, xDesc->bytes(), "x"}, {w, wDesc->bytes(), "w"},
+                                {bias, biasDesc->bytes(), "bias"}, {y, yDesc->bytes(), "y", true},
+                                {scratch, scratch ? yDesc->bytes() : 0, "workSpace", true}};
+  if (a2 != 0.0f) operands.push_back({z, zDesc->bytes(), "z"});
+  return cudnn_refused(run_on_stream(handle, call, operands, [=] {
+    std::vector<float> own;
+    float* r = scratch;
+    if (r == nullptr) {
+      own.resize(static_cast<size_t>(s.y_size()));
+      r = own.data();
+    }
+    ref::conv2d_forward<float>(in, filters, nullptr, r, s);
+    const int64_t plane = int64_t{s.P} * s.Q;
+    for (int64_t i = 0; i < s.y_size(); ++i) {
+      float v = a1 * r[i];
+      if (a2 != 0.0f) v += a2 * residual[i];
+      v += b[(i / plane) % s.K];
+      out[i] = activate(v, activation);
+    }
+    count_run(runs.forward, algo);
+  }));
+}
+
 // dx = alpha · (the adjoint of the convolution applied to dy) + beta · dx
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
                                            const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,

@@ -283,8 +283,9 @@ cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnA
   brigade::emu::gpu::count_call("cudnnSetActivationDescriptor");
   if (const std::string why = why_unusable(d, "activationDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetActivationDescriptor: " + why);
-  if (mode != CUDNN_ACTIVATION_RELU)
-    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED, "cudnnSetActivationDescriptor: the emulation has ReLU only");
+  if (mode != CUDNN_ACTIVATION_RELU && mode != CUDNN_ACTIVATION_IDENTITY)
+    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED,
+                      "cudnnSetActivationDescriptor: the emulation has ReLU and the identity only");
   if (nan != CUDNN_PROPAGATE_NAN && nan != CUDNN_NOT_PROPAGATE_NAN)
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetActivationDescriptor: unknown NaN option");
   d->mode = mode;
@@ -342,19 +343,20 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle, cudnnActivationDescri
   if (xDesc->n != yDesc->n || xDesc->c != yDesc->c || xDesc->h != yDesc->h || xDesc->w != yDesc->w)
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, std::string(call) + ": x " + dims(*xDesc) +
                                                   " and y " + dims(*yDesc) + " differ");
+  // CUDNN_ACTIVATION_IDENTITY "Does not work with cudnnActivationForward()" (cudnnActivationMode_t).
+  if (act->mode == CUDNN_ACTIVATION_IDENTITY)
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM,
+                      std::string(call) + ": CUDNN_ACTIVATION_IDENTITY is for "
+                                          "cudnnConvolutionBiasActivationForward only");
   if (!alpha || !beta || !x || !y) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, std::string(call) + ": a null pointer");
   const float al = scalar(alpha), be = scalar(beta);
-  const bool propagate = act->nan == CUDNN_PROPAGATE_NAN;
+  const cudnnActivationStruct activation = *act;
   const int64_t count = xDesc->size();
   const auto* in = static_cast<const float*>(x);
   auto* out = static_cast<float*>(y);
   return cudnn_refused(run_on_stream(
       handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y", true}}, [=] {
-        for (int64_t i = 0; i < count; ++i) {
-          const float v = in[i];
-          const float relu = std::isnan(v) ? (propagate ? v : 0.0f) : (v > 0.0f ? v : 0.0f);
-          out[i] = blend(al, relu, be, out[i]);
-        }
+        for (int64_t i = 0; i < count; ++i) out[i] = blend(al, activate(in[i], activation), be, out[i]);
       }));
 }
 
