@@ -157,7 +157,8 @@ void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& 
 // optimizers.cu), the bits of the per-tensor updates. A table's rows are {p, g, s1, s2}, each
 // a tensor of one shape per row or undefined where the update does not use it (g when
 // zeroing, s1 without momentum, s2 for SGD), all on the stream's GPU. The table is copied to
-// device memory once, on `stream`, and kept: an update allocates nothing. CUDA streams only.
+// device memory once (the host waits for that copy) and kept: an update allocates nothing.
+// CUDA streams only.
 class TensorTable {
  public:
   using Row = std::array<Tensor, 4>;

@@ -86,11 +86,14 @@ TensorTable::TensorTable(std::vector<Row> rows, const Stream& stream) : rows_(st
     slots_.push_back({floats_of(r[0]), floats_of(r[1]), floats_of(r[2]), floats_of(r[3]),
                       r[0].numel()});
   }
-  // The slots' bytes travel inside a float tensor, copied bytewise (as labels_tensor's int32s).
+  // The slots' bytes travel inside a float tensor, copied bytewise (as labels_tensor's int32s),
+  // on the device's default stream, not on `stream`: a table outlives the streams that use
+  // it (a pipeline replaces a stage's streams after a failed step), and a tensor keeps its
+  // stream alive. from_vector waits for the copy, so any stream may read the table at once.
   static_assert(sizeof(TensorSlot) % sizeof(float) == 0);
   std::vector<float> bytes(slots_.size() * sizeof(TensorSlot) / sizeof(float));
   if (!slots_.empty()) std::memcpy(bytes.data(), slots_.data(), slots_.size() * sizeof(TensorSlot));
-  device_ = Tensor::from_vector(bytes, Shape({static_cast<int64_t>(bytes.size())}), stream);
+  device_ = Tensor::from_vector(bytes, Shape({static_cast<int64_t>(bytes.size())}), stream.device());
 }
 
 bool TensorTable::holds(const std::vector<Row>& rows) const {
