@@ -2,7 +2,8 @@
 // how many elements its kernel touches (BRIGADE_EXTENT), and an emulated GPU's launch checks
 // them against the allocation each pointer starts in (kernels/emu/cudart/launch.h). A kernel
 // that would write one element past a tensor faults its GPU with a message naming the kernel,
-// the argument, the allocation and the overrun. Emulated builds only, with 3 GPUs
+// the argument, the allocation and the overrun; so does a tensor it reaches through a table
+// (BRIGADE_INDIRECT). Emulated builds only, with 4 GPUs
 // (meson.build): a fault is sticky, so each case that makes one has a GPU of its own.
 #include <doctest/doctest.h>
 
@@ -104,5 +105,27 @@ TEST_CASE("an extent that starts inside an allocation is checked from where it s
   CHECK(text.find("kernel relu_forward_kernel on emulated cuda:2: argument 1 (x) is declared to "
                   "touch 1000 elements of 4 bytes from byte 4 of " +
                   allocation_name(2, a.x, kElements * sizeof(float)) +
+                  ", which runs 4 bytes (1 element) past its end") != std::string::npos);
+}
+
+// A multi-tensor kernel finds its tensors in a table in device memory, not among its arguments:
+// the launcher declares each (BRIGADE_INDIRECT, kernels/emu/emu.h), and a tensor of the table
+// that runs past its allocation stops the launch as an argument's extent does.
+TEST_CASE("a tensor a kernel reaches through its table is checked as an argument is") {
+  Deadline deadline("a table's tensor past its end");
+  const Arrays a(3, kElements, kElements - 1);  // y: one element short of what its slot says
+  brigade::TensorSlot slot;
+  slot.p = a.y;
+  slot.n = kElements;
+  brigade::TensorSlot* table = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&table), sizeof(slot)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(table, &slot, sizeof(slot), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  brigade::cuda::fill_all(table, {slot}, 0.0f, a.stream);
+  const std::string text = synchronize_error(a.stream);
+  INFO(text);
+  CHECK(text.find("kernel fill_all_kernel on emulated cuda:3: memory reached through its table "
+                  "(t.p) is declared to touch 1000 elements of 4 bytes from byte 0 of " +
+                  allocation_name(3, a.y, (kElements - 1) * sizeof(float)) +
                   ", which runs 4 bytes (1 element) past its end") != std::string::npos);
 }
