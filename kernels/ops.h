@@ -24,6 +24,7 @@
 // and read only through int32 pointers, never as floats. labels_tensor() makes one.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "kernels/dropout_mask.h"
 #include "kernels/optimizer_params.h"
 #include "kernels/shapes.h"
+#include "kernels/tensor_slot.h"
 
 namespace brigade::ops {
 
@@ -150,6 +152,40 @@ void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdPara
 // p, g, m, v: the same shape; step counts from 1.
 void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                const AdamParams& h, int64_t step, const Stream& stream);
+
+// Multi-tensor updates on a GPU: one launch for every tensor of a table (kernels/cuda/
+// optimizers.cu), the bits of the per-tensor updates. A table's rows are {p, g, s1, s2}, each
+// a tensor of one shape per row or undefined where the update does not use it (g when
+// zeroing, s1 without momentum, s2 for SGD), all on the stream's GPU. The table is copied to
+// device memory once (the host waits for that copy) and kept: an update allocates nothing.
+// CUDA streams only.
+class TensorTable {
+ public:
+  using Row = std::array<Tensor, 4>;
+  TensorTable() = default;
+  TensorTable(std::vector<Row> rows, const Stream& stream);
+  // True when `rows` are the same tensors (the same memory, the same sizes): the table may be
+  // used for them as it is.
+  bool holds(const std::vector<Row>& rows) const;
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  friend void sgd_step_all(const TensorTable&, const SgdParams&, bool, const Stream&);
+  friend void adam_step_all(const TensorTable&, const AdamParams&, int64_t, const Stream&);
+  friend void fill_all(const TensorTable&, float, const Stream&);
+  void use_on(const Stream& stream, const char* op) const;  // checks; record_stream each tensor
+  std::vector<Row> rows_;
+  std::vector<TensorSlot> slots_;  // the rows' pointers and sizes, on the host
+  Tensor device_;                  // the same slots, their bytes, on the GPU
+};
+// Every row: p, g, s1 = momentum buffer (undefined without momentum).
+void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
+                  const Stream& stream);
+// Every row: p, g, s1 = m, s2 = v.
+void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
+                   const Stream& stream);
+// Every row's p = a (an optimizer's zero_grad: the rows' p are the gradients).
+void fill_all(const TensorTable& table, float a, const Stream& stream);
 
 // ---- Elementwise -----------------------------------------------------------------------------
 

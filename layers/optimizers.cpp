@@ -6,7 +6,30 @@
 
 namespace brigade::layers {
 
+std::optional<Stream> Optimizer::one_gpu_stream(const std::optional<Stream>& stream) const {
+  if (params_.empty()) return std::nullopt;
+  const Stream first = stream_of(*params_[0], stream);
+  if (!first.device().is_cuda()) return std::nullopt;
+  for (const Parameter* p : params_)
+    if (!(stream_of(*p, stream) == first) || p->value.device() != first.device())
+      return std::nullopt;
+  return first;
+}
+
+const ops::TensorTable& Optimizer::table_of(ops::TensorTable& kept,
+                                            std::vector<ops::TensorTable::Row> rows,
+                                            const Stream& stream) {
+  if (kept.empty() || !kept.holds(rows)) kept = ops::TensorTable(std::move(rows), stream);
+  return kept;
+}
+
 void Optimizer::zero_grad(std::optional<Stream> stream) {
+  if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
+    std::vector<ops::TensorTable::Row> rows;
+    for (Parameter* p : params_) rows.push_back({p->grad, Tensor(), Tensor(), Tensor()});
+    ops::fill_all(table_of(grads_, std::move(rows), *gpu), 0.0f, *gpu);
+    return;
+  }
   for (Parameter* p : params_) ops::fill(p->grad, 0.0f, stream_of(*p, stream));
 }
 
@@ -21,6 +44,15 @@ SGD::SGD(std::vector<Parameter*> params, SgdParams h) : Optimizer(std::move(para
 }
 
 void SGD::step(std::optional<Stream> stream) {
+  if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
+    std::vector<ops::TensorTable::Row> rows;
+    for (size_t i = 0; i < params_.size(); ++i)
+      rows.push_back({params_[i]->value, params_[i]->grad, h_.momentum != 0 ? buf_[i] : Tensor(),
+                      Tensor()});
+    ops::sgd_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_ == 0, *gpu);
+    ++steps_;
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i];
     // Without momentum the buffer is never read: pass the gradient as a stand-in of its shape.
@@ -51,6 +83,13 @@ Adam::Adam(std::vector<Parameter*> params, AdamParams h) : Optimizer(std::move(p
 
 void Adam::step(std::optional<Stream> stream) {
   ++steps_;  // Adam's bias correction counts steps from 1
+  if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
+    std::vector<ops::TensorTable::Row> rows;
+    for (size_t i = 0; i < params_.size(); ++i)
+      rows.push_back({params_[i]->value, params_[i]->grad, m_[i], v_[i]});
+    ops::adam_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_, *gpu);
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i];
     ops::adam_step(p.value, p.grad, m_[i], v_[i], h_, steps_, stream_of(p, stream));

@@ -7,7 +7,10 @@
 //   opt.zero_grad();
 //
 // State (momentum buffers, Adam's moments) lives on each parameter's device, allocated on
-// its stream at construction. step() and zero_grad() only enqueue work: a caller that
+// its stream at construction. When every parameter lives on one GPU and is updated on one
+// stream (a pipeline stage's), step() is one launch for all of them and zero_grad() another
+// (ops::TensorTable: a table of the tensors in device memory, made at the first call and kept;
+// the bits are those of the per-tensor updates). Elsewhere each tensor is updated on its own. step() and zero_grad() only enqueue work: a caller that
 // computed the gradients on another stream makes that stream's work visible first (an event,
 // or the pipeline's per-device ordering), or passes the stream to step(stream).
 //
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "engine/stream.h"
+#include "kernels/ops.h"
 #include "kernels/optimizer_params.h"
 #include "layers/tape.h"
 
@@ -61,8 +65,18 @@ class Optimizer {
   Stream stream_of(const Parameter& p, const std::optional<Stream>& stream) const {
     return stream ? *stream : p.value.stream();
   }
+  // The one stream of a GPU that every parameter is updated on, or nullopt (CPU devices, or
+  // parameters on several devices or streams): then each tensor gets its own update.
+  std::optional<Stream> one_gpu_stream(const std::optional<Stream>& stream) const;
+  // `kept`, made again from `rows` on `stream` only when they are other tensors than it holds.
+  static const ops::TensorTable& table_of(ops::TensorTable& kept,
+                                          std::vector<ops::TensorTable::Row> rows,
+                                          const Stream& stream);
   std::vector<Parameter*> params_;
   int64_t steps_ = 0;
+
+ private:
+  ops::TensorTable grads_;  // zero_grad's multi-tensor table: every gradient
 };
 
 class SGD : public Optimizer {
@@ -77,6 +91,7 @@ class SGD : public Optimizer {
  private:
   SgdParams h_;
   std::vector<Tensor> buf_;  // momentum buffers, one per parameter (none without momentum)
+  ops::TensorTable table_;   // step's multi-tensor table: p, g, buf per parameter
 };
 
 // Adam, or AdamW with h.decoupled = true.
@@ -92,6 +107,7 @@ class Adam : public Optimizer {
  private:
   AdamParams h_;
   std::vector<Tensor> m_, v_;  // first and second moments, one per parameter
+  ops::TensorTable table_;     // step's multi-tensor table: p, g, m, v per parameter
 };
 
 }  // namespace brigade::layers

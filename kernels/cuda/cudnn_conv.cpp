@@ -15,6 +15,9 @@
 //                 per shape names the best-ranked algorithms, and one more each pass that
 //                 had to fall back.
 //                 The workspace is sized for each pass's best-ranked algorithm.
+//   forward       with a bias and a ReLU, one call (cudnnConvolutionBiasActivationForward)
+//                 over the forward candidates; where cuDNN refuses it for every one, the
+//                 convolution, cudnnAddTensor and cudnnActivationForward: three calls.
 //
 // This uses cuDNN's legacy API (cudnn_cnn.h), which cuDNN 9 keeps but marks deprecated in
 // favour of the graph API; it is the readable one.
@@ -133,6 +136,11 @@ struct ConvAlgorithms {
   Candidates<cudnnConvolutionBwdDataAlgo_t> backward_data;
   Candidates<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
   size_t workspace_bytes = 0;  // the largest of the three passes' best-ranked candidates'
+  // The forward pass fused with its bias and ReLU (cudnnConvolutionBiasActivationForward):
+  // the forward candidates, tried on their own, since cuDNN may refuse the fused call for an
+  // algorithm it runs unfused; `fused_declined` once it refused every one (three calls then).
+  Candidates<cudnnConvolutionFwdAlgo_t> fused;
+  bool fused_declined = false;
 };
 
 // The usable algorithms of a heuristic list, in its order: listed as runnable, deterministic
@@ -199,6 +207,7 @@ ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
     BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x, d.y, d.conv, d.w, algo, &bytes));
     return bytes;
   });
+  a.fused = a.forward;
   a.workspace_bytes = std::max({a.forward.list[0].second, a.backward_data.list[0].second,
                                 a.backward_filter.list[0].second});
   std::fprintf(stderr, "%s: forward algorithm %d, backward-data %d, backward-filter %d (%zu bytes of workspace)\n",
@@ -213,10 +222,11 @@ ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
 // until one runs. cuDNN may refuse an algorithm only at execution (CUDNN_STATUS_NOT_SUPPORTED
 // and its refinements, 3000-3999: an engine this GPU, driver or shape cannot run); that is a
 // reason to try the next one, any other failure is an error. The choice is kept per (device,
-// shape); a fallback is said once, on stderr.
+// shape); a fallback is said once, on stderr. When every algorithm is refused: an error, or,
+// `may_decline`, false (the caller has another way).
 template <class Algo, class Run>
-void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t workspace_bytes,
-              const Conv2dShape& s, int device, Run run) {
+bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t workspace_bytes,
+              const Conv2dShape& s, int device, Run run, bool may_decline = false) {
   int chosen = -1;
   {
     std::lock_guard<std::mutex> lock(algorithms_mutex);
@@ -224,7 +234,7 @@ void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
   }
   if (chosen >= 0) {
     BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)].first));
-    return;
+    return true;
   }
   std::ostringstream refused;
   for (size_t i = 0; i < c.list.size(); ++i) {
@@ -240,7 +250,7 @@ void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
                        pass, static_cast<int>(algo), refused.str().c_str(),
                        refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
       }
-      return;
+      return true;
     }
     const bool not_supported = status >= CUDNN_STATUS_NOT_SUPPORTED && status < CUDNN_STATUS_INTERNAL_ERROR;
     if (!not_supported) BRIGADE_CUDNN_CHECK(status);  // throws, naming the status
@@ -248,6 +258,7 @@ void run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
             << " " << cudnnGetErrorString(status);
   }
   if (refused.tellp() != 0) refused << ")";
+  if (may_decline) return false;
   BRIGADE_CHECK(false, op << " (cuDNN): no " << pass << " algorithm ran for input (" << s.N << ", "
                           << s.C << ", " << s.H << ", " << s.W << "), " << s.K << " filters "
                           << s.R << "x" << s.S << " with a workspace of " << workspace_bytes
@@ -284,6 +295,19 @@ struct ConvPass {
 
 constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in host memory
 
+bool fused_declined(const ConvAlgorithms& a) {
+  std::lock_guard<std::mutex> lock(algorithms_mutex);
+  return a.fused_declined;
+}
+
+void decline_fused(ConvAlgorithms& a, const Conv2dShape& s, int device) {
+  std::lock_guard<std::mutex> lock(algorithms_mutex);
+  if (a.fused_declined) return;
+  a.fused_declined = true;
+  std::fprintf(stderr, "%s: cuDNN refused the fused convolution + bias + ReLU for every "
+               "algorithm; three calls instead\n", describe(s, device).c_str());
+}
+
 }  // namespace
 
 size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream) {
@@ -298,6 +322,21 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   const ConvPass pass("conv2d_forward", s, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   const cudnnHandle_t dnn = pass.dnn.handle();
+  // With a bias and a ReLU: one call, y = relu(1 · (x ⋆ w) + 0 · z + bias), z = y unread (its
+  // factor is 0). ReLU runs with any forward algorithm (only the identity activation is tied
+  // to IMPLICIT_PRECOMP_GEMM), but cuDNN may still refuse the fused call for a shape: then
+  // the three calls below, for good, said once.
+  if (b && relu && !fused_declined(pass.a)) {
+    if (run_pass("conv2d_forward", "fused forward", pass.a.fused, workspace_bytes, s, pass.device,
+                 [&](cudnnConvolutionFwdAlgo_t algo) {
+                   return cudnnConvolutionBiasActivationForward(
+                       dnn, &kOne, d.x, x, d.w, w, d.conv, algo, workspace, workspace_bytes,
+                       &kZero, d.y, y, d.bias, b, d.relu, d.y, y);
+                 },
+                 /*may_decline=*/true))
+      return;
+    decline_fused(pass.a, s, pass.device);
+  }
   run_pass("conv2d_forward", "forward", pass.a.forward, workspace_bytes, s, pass.device,
            [&](cudnnConvolutionFwdAlgo_t algo) {
              return cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv, algo, workspace,

@@ -16,12 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/cross_entropy_result.h"
 #include "kernels/cuda/gemm_args.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/optimizer_params.h"
 #include "kernels/shapes.h"
+#include "kernels/tensor_slot.h"
 
 namespace brigade {
 class Stream;

@@ -1,5 +1,5 @@
 // SGD (momentum, dampening, Nesterov, weight decay) and Adam/AdamW, one parameter per thread
-// of a grid-stride loop. The formulas and the order of operations are
+// of a grid-stride loop, per tensor or for a whole table of tensors at once. The formulas and the order of operations are
 // kernels/reference/optimizers.h's (PyTorch's), line for line:
 //
 //   SGD:   g' = g + wd·p;  buf = first ? g' : μ·buf + keep·g'   (keep = 1 - dampening)
@@ -12,8 +12,13 @@
 // same for all elements — 1 - dampening, step_size = lr / (1 - β1^t), bc2_sqrt =
 // sqrt(1 - β2^t), 1 - lr·wd, ... — is derived once on the host, in double, and rounded to
 // float, exactly as the reference does; the kernels see only floats.
+//
+// The multi-tensor forms (*_all) update every tensor of a table in one launch (a stage's
+// parameters, or its gradients to zero), element by element with the same code.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
@@ -22,36 +27,109 @@
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-__global__ void sgd_kernel(float* p /* (n) */, const float* g /* (n) */, float* buf /* (n) */,
-                           int64_t n, float lr, float mu, float keep, float wd, bool momentum,
-                           bool nesterov, bool first_step) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    float d = g[i] + wd * p[i];
-    if (momentum) {
-      buf[i] = first_step ? d : mu * buf[i] + keep * d;
-      d = nesterov ? d + mu * buf[i] : buf[i];
-    }
-    p[i] -= lr * d;
-  }
-}
-
-// The per-step scalars of Adam, derived on the host (see the top of the file).
+// The per-step scalars of SGD and of Adam, derived on the host (see the top of the file).
+struct SgdScalars {
+  float lr, mu, keep, wd;
+  bool momentum, nesterov, first_step;
+};
 struct AdamScalars {
   float step_size, bc2_sqrt, decay, wd, w1, b2, w2, eps;
   bool decoupled;
 };
 
+// One element's update: the same code for the per-tensor and the multi-tensor kernels, so
+// their bits are the same.
+__device__ __forceinline__ void sgd_element(float* p, const float* g, float* buf, int64_t i,
+                                            const SgdScalars& a) {
+  float d = g[i] + a.wd * p[i];
+  if (a.momentum) {
+    buf[i] = a.first_step ? d : a.mu * buf[i] + a.keep * d;
+    d = a.nesterov ? d + a.mu * buf[i] : buf[i];
+  }
+  p[i] -= a.lr * d;
+}
+
+__device__ __forceinline__ void adam_element(float* p, const float* g, float* m, float* v,
+                                             int64_t i, const AdamScalars& a) {
+  float gi = g[i];
+  if (a.decoupled) p[i] *= a.decay;
+  else gi += a.wd * p[i];
+  m[i] += a.w1 * (gi - m[i]);
+  v[i] = a.b2 * v[i] + a.w2 * gi * gi;
+  p[i] -= a.step_size * m[i] / (sqrtf(v[i]) / a.bc2_sqrt + a.eps);
+}
+
+__global__ void sgd_kernel(float* p /* (n) */, const float* g /* (n) */, float* buf /* (n) */,
+                           int64_t n, SgdScalars a) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) sgd_element(p, g, buf, i, a);
+}
+
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v /* (n) each */,
                             int64_t n, AdamScalars a) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    float gi = g[i];
-    if (a.decoupled) p[i] *= a.decay;
-    else gi += a.wd * p[i];
-    m[i] += a.w1 * (gi - m[i]);
-    v[i] = a.b2 * v[i] + a.w2 * gi * gi;
-    p[i] -= a.step_size * m[i] / (sqrtf(v[i]) / a.bc2_sqrt + a.eps);
-  }
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) adam_element(p, g, m, v, i, a);
 }
+
+// The multi-tensor kernels: a 2-D grid, row y of blocks on slot y of the table, each row a
+// grid-stride loop over its tensor as the per-tensor kernel's grid is (blocks beyond a small
+// tensor's end do nothing). One launch whatever the number of tensors.
+__global__ void sgd_all_kernel(const TensorSlot* table /* (tensors) */, SgdScalars a) {
+  const TensorSlot t = table[blockIdx.y];
+  for (int64_t i = grid_first(); i < t.n; i += grid_stride()) sgd_element(t.p, t.g, t.s1, i, a);
+}
+
+__global__ void adam_all_kernel(const TensorSlot* table /* (tensors) */, AdamScalars a) {
+  const TensorSlot t = table[blockIdx.y];
+  for (int64_t i = grid_first(); i < t.n; i += grid_stride())
+    adam_element(t.p, t.g, t.s1, t.s2, i, a);
+}
+
+__global__ void fill_all_kernel(const TensorSlot* table /* (tensors) */, float value) {
+  const TensorSlot t = table[blockIdx.y];
+  for (int64_t i = grid_first(); i < t.n; i += grid_stride()) t.p[i] = value;
+}
+
+namespace {
+
+SgdScalars sgd_scalars(const SgdParams& h, bool first_step) {
+  return {static_cast<float>(h.lr), static_cast<float>(h.momentum),
+          static_cast<float>(1.0 - h.dampening), static_cast<float>(h.weight_decay),
+          h.momentum != 0.0, h.nesterov, first_step};
+}
+
+AdamScalars adam_scalars(const AdamParams& h, int64_t step) {
+  const double t = static_cast<double>(step);
+  return {static_cast<float>(h.lr / (1.0 - std::pow(h.beta1, t))),
+          static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t))),
+          static_cast<float>(1.0 - h.lr * h.weight_decay),
+          static_cast<float>(h.weight_decay),
+          static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(h.beta2),
+          static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.eps),
+          h.decoupled};
+}
+
+// The grid of a multi-tensor launch: as many blocks across as the largest tensor's
+// per-tensor launch has, one row per slot; 0 blocks across when every slot is empty.
+// Declares every slot's accesses for an emulated GPU (BRIGADE_INDIRECT, kernels/emu/emu.h).
+dim3 grid_of_all(const char* launcher, const std::vector<TensorSlot>& slots, bool reads_g,
+                 bool s1_used, bool s2_used) {
+  BRIGADE_CHECK(slots.size() <= 65535, launcher << ": " << slots.size()
+                                                << " tensors, more than a grid has rows (65535)");
+  int64_t longest = 0;
+  for (const TensorSlot& t : slots) {
+    BRIGADE_CHECK(t.n >= 0, launcher << ": a tensor of " << t.n << " elements");
+    longest = std::max(longest, t.n);
+    if (t.n == 0) continue;
+    BRIGADE_INDIRECT(t.p, t.n, true);
+    if (reads_g) BRIGADE_INDIRECT(t.g, t.n, false);
+    if (s1_used) BRIGADE_INDIRECT(t.s1, t.n, true);
+    if (s2_used) BRIGADE_INDIRECT(t.s2, t.n, true);
+  }
+  return dim3(longest == 0 ? 0u : elementwise_blocks(longest), static_cast<unsigned>(slots.size()));
+}
+
+}  // namespace
 
 void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams& h,
                 bool first_step, const Stream& stream) {
@@ -60,12 +138,9 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams
   BRIGADE_CHECK(h.momentum == 0.0 || buf != nullptr, "sgd_update: momentum " << h.momentum
                                                          << " needs a momentum buffer, got null");
   if (n == 0) return;  // a grid of zero blocks is an invalid launch
-  const float lr = static_cast<float>(h.lr), mu = static_cast<float>(h.momentum);
-  const float keep = static_cast<float>(1.0 - h.dampening);
-  const float wd = static_cast<float>(h.weight_decay);
   BRIGADE_LAUNCH(sgd_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(p, n), BRIGADE_EXTENT(g, n), BRIGADE_EXTENT(buf, n), n, lr, mu,
-                 keep, wd, h.momentum != 0.0, h.nesterov, first_step);
+                 BRIGADE_EXTENT(p, n), BRIGADE_EXTENT(g, n), BRIGADE_EXTENT(buf, n), n,
+                 sgd_scalars(h, first_step));
 }
 
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamParams& h,
@@ -73,19 +148,38 @@ void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const 
   check_adam_params(h, step);
   BRIGADE_CHECK(n >= 0, "adam_update: n = " << n << " is negative");
   if (n == 0) return;
-  const double t = static_cast<double>(step);
-  const AdamScalars a{static_cast<float>(h.lr / (1.0 - std::pow(h.beta1, t))),
-                      static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t))),
-                      static_cast<float>(1.0 - h.lr * h.weight_decay),
-                      static_cast<float>(h.weight_decay),
-                      static_cast<float>(1.0 - h.beta1),
-                      static_cast<float>(h.beta2),
-                      static_cast<float>(1.0 - h.beta2),
-                      static_cast<float>(h.eps),
-                      h.decoupled};
   BRIGADE_LAUNCH(adam_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
                  BRIGADE_EXTENT(p, n), BRIGADE_EXTENT(g, n), BRIGADE_EXTENT(m, n),
-                 BRIGADE_EXTENT(v, n), n, a);
+                 BRIGADE_EXTENT(v, n), n, adam_scalars(h, step));
+}
+
+void sgd_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
+                    const SgdParams& h, bool first_step, const Stream& stream) {
+  check_sgd_params(h);
+  for (const TensorSlot& t : slots)
+    BRIGADE_CHECK(h.momentum == 0.0 || t.s1 != nullptr || t.n == 0,
+                  "sgd_update_all: momentum " << h.momentum << " needs a momentum buffer per tensor");
+  const dim3 grid = grid_of_all("sgd_update_all", slots, true, h.momentum != 0.0, false);
+  if (grid.x == 0) return;
+  BRIGADE_LAUNCH(sgd_all_kernel, grid, kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(table, slots.size()), sgd_scalars(h, first_step));
+}
+
+void adam_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
+                     const AdamParams& h, int64_t step, const Stream& stream) {
+  check_adam_params(h, step);
+  const dim3 grid = grid_of_all("adam_update_all", slots, true, true, true);
+  if (grid.x == 0) return;
+  BRIGADE_LAUNCH(adam_all_kernel, grid, kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(table, slots.size()), adam_scalars(h, step));
+}
+
+void fill_all(const TensorSlot* table, const std::vector<TensorSlot>& slots, float value,
+              const Stream& stream) {
+  const dim3 grid = grid_of_all("fill_all", slots, false, false, false);
+  if (grid.x == 0) return;
+  BRIGADE_LAUNCH(fill_all_kernel, grid, kElementwiseBlock, 0, stream,
+                 BRIGADE_EXTENT(table, slots.size()), value);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -2,6 +2,7 @@
 // kernels/reference/optimizers.h, same hyper-parameter structs, checked the same way (the
 // launchers throw std::invalid_argument before launching). Two compilations: brigade::cuda
 // (nvcc) and brigade::emu (the emulator); launches are asynchronous.
+// The multi-tensor forms launch one grid for all of an optimizer's tensors on one device.
 // Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
 // (include that header, not this file).
 
@@ -11,3 +12,16 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdParams
 // p, g, m, v: (n); step counts from 1.
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
                  const AdamParams& h, int64_t step, const Stream& stream);
+
+// Multi-tensor forms, one launch for many tensors: `table` (device memory) holds the same
+// slots as `slots` (host memory, where the launcher reads the sizes and, on an emulated GPU,
+// declares each tensor's accesses). Each element is updated exactly as the per-tensor kernels
+// update it: the bits are the same. SGD: p, g, s1 = buf (null without momentum).
+void sgd_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
+                    const SgdParams& h, bool first_step, const Stream& stream);
+// Adam: p, g, s1 = m, s2 = v.
+void adam_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
+                     const AdamParams& h, int64_t step, const Stream& stream);
+// Every slot's p = value (an optimizer's zero_grad: the slots' p are the gradients).
+void fill_all(const TensorSlot* table, const std::vector<TensorSlot>& slots, float value,
+              const Stream& stream);

@@ -114,19 +114,27 @@ __global__ void cross_entropy_total_kernel(const float* row_loss /* (N) */,
   }
 }
 
-__global__ void zero_count_kernel(unsigned long long* correct) { *correct = 0; }
-
-// Thread per row: the first largest logit (strict >), compared with the label.
+// One block: each thread takes rows threadIdx.x, + blockDim.x, ...: the first largest logit
+// (strict >) compared with the label, counted in a register, then summed in shared memory;
+// thread 0 writes the count. One launch, no zeroing launch before it (the count is written,
+// not accumulated). A row is classes reads: even a large batch is a small kernel.
 __global__ void accuracy_kernel(const float* logits /* (N, classes) */,
                                 const int32_t* labels /* (N) */, int64_t N, int64_t classes,
                                 unsigned long long* correct) {
-  for (int64_t n = grid_first(); n < N; n += grid_stride()) {
+  __shared__ unsigned long long block_count;
+  if (threadIdx.x == 0) block_count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     const float* z = logits + n * classes;
     int64_t best = 0;
     for (int64_t j = 1; j < classes; ++j)
       if (z[j] > z[best]) best = j;
-    if (best == labels[n]) atomicAdd(correct, 1ull);
+    if (best == labels[n]) ++mine;
   }
+  if (mine > 0) atomicAdd(&block_count, mine);
+  __syncthreads();
+  if (threadIdx.x == 0) *correct = block_count;
 }
 
 namespace {
@@ -176,12 +184,8 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* dl
 void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
                     unsigned long long* correct, const Stream& stream) {
   check_rows("accuracy_count", N, classes);
-  BRIGADE_LAUNCH(zero_count_kernel, 1, 1, 0, stream,
-                 BRIGADE_EXTENT(correct, 1));  // stream order: first
-  if (N == 0) return;
-  BRIGADE_LAUNCH(accuracy_kernel, elementwise_blocks(N), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(logits, N * classes), BRIGADE_EXTENT(labels, N), N, classes,
-                 BRIGADE_EXTENT(correct, 1));
+  BRIGADE_LAUNCH(accuracy_kernel, 1, kSumBlock, 0, stream, BRIGADE_EXTENT(logits, N * classes),
+                 BRIGADE_EXTENT(labels, N), N, classes, BRIGADE_EXTENT(correct, 1));
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

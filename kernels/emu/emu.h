@@ -16,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/emu/cpu_launch.h"
 #include "kernels/emu/intrinsics.h"
@@ -62,6 +63,15 @@
 #define BRIGADE_EXTENT(pointer, elements) \
   ::brigade::emu::make_extent((pointer), static_cast<int64_t>(elements), #pointer)
 
+// BRIGADE_INDIRECT(pointer, elements, written), before a BRIGADE_LAUNCH on the same thread: the
+// kernel also reads (or, `written`, writes) `elements` elements from `pointer`, which it finds
+// in a table in device memory rather than among its arguments (a multi-tensor update). A launch
+// on an emulated GPU checks and records it as it does an argument's extent (its bounds, the
+// happens-before check); a launch on a CPU stream drops it, and under nvcc it is nothing.
+#define BRIGADE_INDIRECT(pointer, elements, written)                                      \
+  ::brigade::emu::declare_indirect((pointer), static_cast<int64_t>(elements), sizeof(*(pointer)), \
+                                   (written), #pointer)
+
 namespace brigade::emu {
 
 // What BRIGADE_EXTENT makes: the pointer, which the kernel's parameter is converted from, and
@@ -95,9 +105,25 @@ ThreadBody bind_kernel(void (*kernel)(Params...), Args&&... args) {
   };
 }
 
+// What BRIGADE_INDIRECT declares, held per host thread until its next launch takes it.
+struct IndirectAccess {
+  const void* pointer;
+  int64_t elements;
+  size_t element_bytes;
+  bool written;
+  const char* written_as;
+};
+inline thread_local std::vector<IndirectAccess> pending_indirect;
+inline void declare_indirect(const void* pointer, int64_t elements, size_t element_bytes,
+                             bool written, const char* written_as) {
+  pending_indirect.push_back({pointer, elements, element_bytes, written, written_as});
+}
+inline std::vector<IndirectAccess> take_indirect() { return std::exchange(pending_indirect, {}); }
+
 template <class... Params, class... Args>
 void launch_kernel(const Stream& stream, const char* name, dim3 grid, dim3 block, size_t smem,
                    void (*kernel)(Params...), Args&&... args) {
+  (void)take_indirect();  // a CPU stream's memory is the host's: nothing to check
   enqueue_grid(stream, LaunchConfig{name, grid, block, smem},
                bind_kernel(kernel, std::forward<Args>(args)...));
 }

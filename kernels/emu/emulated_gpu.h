@@ -71,6 +71,13 @@ cudaError_t launch_native(cudaStream_t stream, const char* name, dim3 grid, dim3
   static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
   std::vector<PointerArgument> pointers =
       collect_pointers<Params...>(std::index_sequence_for<Params...>{}, args...);
+  for (const IndirectAccess& a : take_indirect()) {  // BRIGADE_INDIRECT (emu.h)
+    PointerArgument p(a.pointer, a.written);
+    p.elements = a.elements;
+    p.element_bytes = a.element_bytes;
+    p.written_as = a.written_as;
+    pointers.push_back(p);
+  }
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
   return launch_on_gpu(stream, LaunchConfig{name, grid, block, smem},
                        [kernel, params = std::move(params)] { std::apply(kernel, params); },

@@ -14,7 +14,9 @@
 //   namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 //   __global__ void k(...) { ... BRIGADE_DYNAMIC_SHARED(float, buf); ... }
 //   void launcher(..., const Stream& stream) { BRIGADE_LAUNCH(k, grid, block, smem, stream, args...); }
-// where a pointer argument may be BRIGADE_EXTENT(p, n): the kernel touches p[0, n), no more.
+// where a pointer argument may be BRIGADE_EXTENT(p, n): the kernel touches p[0, n), no more,
+// and BRIGADE_INDIRECT(p, n, written) before the launch declares memory it reaches through a
+// table in device memory instead of an argument.
 //   }
 // Launching on a stream of the wrong kind (a native kernel on a CPU stream, an emulated
 // one on a CUDA stream) throws brigade::Error naming the kernel and the stream.
@@ -63,6 +65,8 @@ inline cudaStream_t native_launch_stream(const Stream& stream, const char* kerne
 // A pointer argument with the number of elements the kernel touches from it: checked against
 // its allocation by an emulated GPU's launch (emu.h), the bare pointer here.
 #define BRIGADE_EXTENT(pointer, elements) (pointer)
+// Memory a kernel reaches through a device-side table (emu.h): checked on an emulated GPU only.
+#define BRIGADE_INDIRECT(pointer, elements, written) ((void)0)
 
 #elif defined(BRIGADE_EMULATED_GPU_KERNELS)
 

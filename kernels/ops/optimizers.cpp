@@ -2,6 +2,7 @@
 // the checks (hyper-parameters too, here on the host rather than as a failed task later),
 // then the CPU branch (kernels/cpu/optimizers.h) beside the CUDA branch
 // (kernels/cuda/optimizers.cu).
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cpu/optimizers.h"
@@ -65,6 +66,94 @@ void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& 
     detail::no_kernel("adam_step", stream.device());
 #endif
   }
+}
+
+namespace {
+float* floats_of(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+}  // namespace
+
+TensorTable::TensorTable(std::vector<Row> rows, const Stream& stream) : rows_(std::move(rows)) {
+  BRIGADE_CHECK(stream.device().is_cuda(), "a multi-tensor table is for a GPU, and the stream is "
+                                               << stream.str());
+  for (const Row& r : rows_) {
+    BRIGADE_CHECK(r[0].defined(), "a multi-tensor table's row has no tensor to update");
+    for (const Tensor& t : r)
+      if (t.defined()) {
+        BRIGADE_CHECK(t.device() == stream.device(), "multi-tensor table: " << t.str()
+                                                         << " is not on " << stream.str());
+        detail::check_same_shape("a multi-tensor table", "p", r[0], "a row's tensor", t);
+      }
+    slots_.push_back({floats_of(r[0]), floats_of(r[1]), floats_of(r[2]), floats_of(r[3]),
+                      r[0].numel()});
+  }
+  // The slots' bytes travel inside a float tensor, copied bytewise (as labels_tensor's int32s),
+  // on the device's default stream, not on `stream`: a table outlives the streams that use
+  // it (a pipeline replaces a stage's streams after a failed step), and a tensor keeps its
+  // stream alive. from_vector waits for the copy, so any stream may read the table at once.
+  static_assert(sizeof(TensorSlot) % sizeof(float) == 0);
+  std::vector<float> bytes(slots_.size() * sizeof(TensorSlot) / sizeof(float));
+  if (!slots_.empty()) std::memcpy(bytes.data(), slots_.data(), slots_.size() * sizeof(TensorSlot));
+  device_ = Tensor::from_vector(bytes, Shape({static_cast<int64_t>(bytes.size())}), stream.device());
+}
+
+bool TensorTable::holds(const std::vector<Row>& rows) const {
+  if (rows.size() != rows_.size()) return false;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t k = 0; k < 4; ++k)
+      if (floats_of(rows[i][k]) != floats_of(rows_[i][k]) ||
+          rows[i][k].numel() != rows_[i][k].numel())
+        return false;
+  return true;
+}
+
+void TensorTable::use_on(const Stream& stream, const char* op) const {
+  BRIGADE_CHECK(!rows_.empty(), op << ": an empty multi-tensor table");
+  BRIGADE_CHECK(stream.device() == rows_[0][0].device(),
+                op << ": the table's tensors are on " << rows_[0][0].device().str()
+                   << ", not on the stream's device " << stream.str());
+  detail::record_use(device_, stream);
+  for (const Row& r : rows_)
+    for (const Tensor& t : r) detail::record_use(t, stream);
+}
+
+#if defined(BRIGADE_HAVE_CUDA)
+namespace {
+const TensorSlot* device_slots(const Tensor& bytes) {
+  return reinterpret_cast<const TensorSlot*>(bytes.data<float>());
+}
+}  // namespace
+#endif
+
+void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
+                  const Stream& stream) {
+  table.use_on(stream, "sgd_step_all");
+#if defined(BRIGADE_HAVE_CUDA)
+  cuda::sgd_update_all(device_slots(table.device_), table.slots_, h, first_step, stream);
+#else
+  (void)h, (void)first_step;
+  detail::no_kernel("sgd_step_all", stream.device());
+#endif
+}
+
+void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
+                   const Stream& stream) {
+  table.use_on(stream, "adam_step_all");
+#if defined(BRIGADE_HAVE_CUDA)
+  cuda::adam_update_all(device_slots(table.device_), table.slots_, h, step, stream);
+#else
+  (void)h, (void)step;
+  detail::no_kernel("adam_step_all", stream.device());
+#endif
+}
+
+void fill_all(const TensorTable& table, float a, const Stream& stream) {
+  table.use_on(stream, "fill_all");
+#if defined(BRIGADE_HAVE_CUDA)
+  cuda::fill_all(device_slots(table.device_), table.slots_, a, stream);
+#else
+  (void)a;
+  detail::no_kernel("fill_all", stream.device());
+#endif
 }
 
 }  // namespace brigade::ops

@@ -6,9 +6,11 @@
 //   brigade-bench --level ops --impls cpu --threads 1 --batch 128
 //   brigade-bench --level model --batches 128 --threads 1,2 --json bench.json
 //   brigade-bench --model tools/models/tiny_cnn.model --quick   # another model: NAME or FILE
+//   brigade-bench --devices cuda:0 --count-calls   # emulated GPUs: the calls of a step, counted
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
-// per implementation), model_bench.h (samples/s of a training step), then this file.
+// per implementation), model_bench.h (samples/s of a training step), call_count_bench.h (the
+// calls a GPU step makes, on emulated GPUs), then this file.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "engine/error.h"
 #include "engine/output_file.h"
 #include "layers/model/model_file.h"
+#include "tools/bench/call_count_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"
@@ -53,6 +56,78 @@ void print_peaks(const std::map<int, Peak>& peaks, double gpu_peak, int gpu_peak
   if (gpu_peak > 0)
     std::printf("cuda:0 cuBLAS SGEMM %d^3: %.1f GFLOP/s\n", gpu_peak_n,
                 gpu_peak);
+}
+
+// --json FILE: every figure printed, as JSON.
+void write_json_if_asked(const nlohmann::json& out, const std::string& json_path) {
+  if (json_path.empty()) return;
+  write_whole_file(json_path, out.dump(2) + "\n");
+  std::printf("\nwrote %s\n", json_path.c_str());
+}
+
+// The calls of a GPU training step, one row per (device, path, batch), and its top entry points.
+void print_call_counts(const std::vector<CallCountRow>& rows, const std::string& model_name,
+                       const CallCountOptions& o, nlohmann::json* out) {
+  std::printf("\nCalls per training step of %s on emulated GPUs (one stage, one micro-batch, SGD"
+              " momentum;\nthe mean of %d steps after %d warm-up; every host-blocking call is"
+              " inside the runtime's step)\n", model_name.c_str(), o.steps, o.warmup);
+  std::printf("%-7s %-12s %6s %9s %9s %7s %17s %14s\n", "device", "impl", "batch", "launches",
+              "library", "graphs", "launches+library", "host-blocking");
+  for (const CallCountRow& r : rows)
+    std::printf("%-7s %-12s %6lld %9g %9g %7g %17g %14g\n", r.device.c_str(), r.impl.c_str(),
+                static_cast<long long>(r.batch), r.kernel_launches, r.library_calls,
+                r.graph_launches, r.kernel_launches + r.library_calls, r.host_blocking);
+  for (const CallCountRow& r : rows) {
+    std::printf("\ntop entry points per step, %s %s batch %lld:", r.device.c_str(),
+                r.impl.c_str(), static_cast<long long>(r.batch));
+    nlohmann::json top = nlohmann::json::object();
+    for (const auto& [name, n] : r.top) {
+      std::printf(" %s %g", name.c_str(), n);
+      top[name] = n;
+    }
+    std::printf("\n");
+    (*out)["calls"].push_back({{"device", r.device}, {"impl", r.impl}, {"batch", r.batch},
+                               {"kernel_launches", r.kernel_launches},
+                               {"library_calls", r.library_calls},
+                               {"graph_launches", r.graph_launches},
+                               {"host_blocking", r.host_blocking}, {"top_entry_points", top}});
+  }
+}
+
+// brigade-bench --count-calls: what cannot be counted here is said in one line, status 2.
+int count_calls_and_print(const model::ModelSpec& spec, const std::string& model_name,
+                          const std::string& device_list, CallCountOptions o,
+                          const std::string& json_path) {
+  const auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "brigade-bench: %s\n", why.c_str());
+    return cli::kUsageStatus;
+  };
+  if (!call_counting_built())
+    return refuse("--count-calls needs a build on emulated GPUs (meson setup build-emu "
+                  "-Dcuda=emulated): only the emulated CUDA runtime counts the calls it is "
+                  "given; NVIDIA's does not, and this build runs on NVIDIA's or on no GPU");
+  try {
+    o.devices = Device::parse_list(device_list);
+  } catch (const Error& e) {
+    return refuse(std::string("--devices: ") + e.what());
+  }
+  for (const Device& d : o.devices)
+    if (!d.is_cuda())
+      return refuse("--count-calls counts the calls of a GPU's training step, and --devices names " +
+                    d.str() + " (e.g. --devices cuda:0)");
+  for (const std::string& impl : o.impls)
+    if (impl != "handwritten" && impl != "vendor")
+      return refuse("--count-calls counts the CUDA paths, and --impls names " + impl +
+                    " (--impls handwritten, vendor or both)");
+  nlohmann::json out;
+  try {
+    print_call_counts(count_calls(spec, o), model_name, o, &out);
+    write_json_if_asked(out, json_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
 }
 
 double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
@@ -91,6 +166,15 @@ int main(int argc, char** argv) {
   app.add_option("--steps", mo.steps, "model level: steps per repetition")->check(CLI::Range(1, 1000));
   app.add_option("--json", json_path, "also write every figure to this JSON file")
       ->default_str(cli::kNotGiven);
+  bool count = false;
+  std::string devices = "cuda:0";
+  app.add_flag("--count-calls", count,
+               "instead of timing: count the CUDA calls of a training step (kernel launches, "
+               "library calls, graph launches, host-blocking calls, the top entry points) on "
+               "each of --devices, both CUDA paths (or those of --impls), at --batches (default "
+               "128); needs a build on emulated GPUs (-Dcuda=emulated)");
+  app.add_option("--devices", devices, "--count-calls: the GPUs counted, e.g. cuda:0 or "
+                 "cuda:0,cuda:1")->needs("--count-calls");
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
     return *status;
   if (quick) {
@@ -116,6 +200,12 @@ int main(int argc, char** argv) {
       models::load_model_or_say_why(model_name, BRIGADE_MODELS_DIR, "brigade-bench");
   if (!model_spec) return cli::kUsageStatus;
   const model::ModelSpec& spec = *model_spec;
+  if (count) {
+    CallCountOptions co;
+    if (app.count("--impls")) co.impls = op.impls;
+    if (app.count("--batches")) co.batches = mo.batches;
+    return count_calls_and_print(spec, model_name, devices, co, json_path);
+  }
   try {
     const int gpus = cuda_device_count();
     std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); model %s\n",
@@ -184,10 +274,7 @@ int main(int argc, char** argv) {
                                 {"fraction_of_peak", f}});
       }
     }
-    if (!json_path.empty()) {
-      write_whole_file(json_path, out.dump(2) + "\n");
-      std::printf("\nwrote %s\n", json_path.c_str());
-    }
+    write_json_if_asked(out, json_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brigade-bench: %s\n", e.what());
     return 1;

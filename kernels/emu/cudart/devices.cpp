@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 
 namespace brigade::emu::gpu {
@@ -129,6 +130,7 @@ using namespace brigade::emu::gpu;
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
+  count_call("cudaGetDeviceCount");
   Emulation& e = Emulation::get();
   *count = static_cast<int>(e.gpus.size());
   if (!e.setup_error.empty()) return fail(cudaErrorInitializationError, e.setup_error);
@@ -139,33 +141,38 @@ cudaError_t cudaGetDeviceCount(int* count) {
 // The current device belongs to the calling host thread (CUDA Programming Guide, "Device
 // Selection"): setting it on one thread changes nothing for another.
 cudaError_t cudaSetDevice(int device) {
+  count_call("cudaSetDevice");
   std::lock_guard lock(Emulation::get().mutex);
-  if (gpu_at(device, "cudaSetDevice") == nullptr) return cudaPeekAtLastError();
+  if (gpu_at(device, "cudaSetDevice") == nullptr) return last_error();
   current_device() = device;
   return ok();
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  count_call("cudaGetDevice");
   *device = current_device();
   return ok();
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  count_call("cudaDeviceSynchronize");
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.device_synchronize;
   Gpu* gpu = gpu_at(current_device(), "cudaDeviceSynchronize");
-  if (gpu == nullptr) return cudaPeekAtLastError();
+  if (gpu == nullptr) return last_error();
+  count_host_block();
   drain(lock, *gpu);
   return fault_of(*gpu);
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
+  count_call("cudaDeviceCanAccessPeer");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (gpu_at(device, "cudaDeviceCanAccessPeer") == nullptr ||
       gpu_at(peer_device, "cudaDeviceCanAccessPeer") == nullptr)
-    return cudaPeekAtLastError();
+    return last_error();
   *can_access = e.peer_supported && device != peer_device ? 1 : 0;
   return ok();
 }
@@ -173,11 +180,12 @@ cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device
 // "Enables direct access to memory allocations on a peer device" for kernels of the CURRENT
 // device; one direction only (CUDA Runtime API, cudaDeviceEnablePeerAccess).
 cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned int flags) {
+  count_call("cudaDeviceEnablePeerAccess");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   Gpu* gpu = current_gpu("cudaDeviceEnablePeerAccess");
   if (gpu == nullptr || gpu_at(peer_device, "cudaDeviceEnablePeerAccess") == nullptr)
-    return cudaPeekAtLastError();
+    return last_error();
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
   if (!e.peer_supported || peer_device == gpu->index)
     return fail(cudaErrorInvalidDevice,
@@ -190,11 +198,12 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned int flags) {
 }
 
 cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
+  count_call("cudaDeviceDisablePeerAccess");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   Gpu* gpu = current_gpu("cudaDeviceDisablePeerAccess");
   if (gpu == nullptr || gpu_at(peer_device, "cudaDeviceDisablePeerAccess") == nullptr)
-    return cudaPeekAtLastError();
+    return last_error();
   char& slot = gpu->peer_enabled[static_cast<size_t>(peer_device)];
   if (!slot) return fail(cudaErrorPeerAccessNotEnabled, "");
   slot = false;
@@ -203,10 +212,12 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
 
 // What an emulated GPU reports as its versions: CUDA 13.0's.
 cudaError_t cudaDriverGetVersion(int* version) {
+  count_call("cudaDriverGetVersion");
   *version = 13000;
   return ok();
 }
 cudaError_t cudaRuntimeGetVersion(int* version) {
+  count_call("cudaRuntimeGetVersion");
   *version = 13000;
   return ok();
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 
 namespace brigade::emu::gpu {
@@ -58,22 +59,30 @@ cudaError_t fail(cudaError_t code, std::string detail) {
 
 int& current_device() { return this_thread.device; }
 
+cudaError_t last_error() { return this_thread.last; }
+
 }  // namespace brigade::emu::gpu
 
+using brigade::emu::gpu::count_call;
 using brigade::emu::gpu::this_thread;
 
 extern "C" {
 
 cudaError_t cudaGetLastError(void) {
+  count_call("cudaGetLastError");
   const cudaError_t last = this_thread.last;
   this_thread.last = cudaSuccess;
   // A faulted GPU stays faulted: its error is returned again by the next call that touches it.
   return last;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return this_thread.last; }
+cudaError_t cudaPeekAtLastError(void) {
+  count_call("cudaPeekAtLastError");
+  return this_thread.last;
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
+  count_call("cudaGetErrorName");
   switch (error) {
 #define BRIGADE_NAME(code) \
   case code: return #code;
@@ -102,6 +111,7 @@ const char* cudaGetErrorName(cudaError_t error) {
 // explanation after it ("invalid resource handle [emulated GPU: kernel k launched on a stream
 // of cuda:1 while this thread's current device is cuda:0 ...]").
 const char* cudaGetErrorString(cudaError_t error) {
+  count_call("cudaGetErrorString");
   if (error != cudaSuccess && error == this_thread.detailed) return this_thread.detail.c_str();
   return brigade::emu::gpu::base_string(error);
 }

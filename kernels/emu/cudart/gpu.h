@@ -168,6 +168,9 @@ class Emulation {
 // cudaGetErrorString gives for it on this thread.
 cudaError_t fail(cudaError_t code, std::string detail);
 inline cudaError_t ok() { return cudaSuccess; }
+// The calling thread's last error, as cudaPeekAtLastError gives it: for the emulation's own
+// returns, which are no calls of the API (call_counts.h counts those).
+cudaError_t last_error();
 // The calling thread's current device (cudaSetDevice; 0 until set).
 int& current_device();
 

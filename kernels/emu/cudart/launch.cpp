@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 
 namespace brigade::emu {
@@ -22,8 +23,12 @@ std::string extent_overrun(const gpu::Allocation& a, uintptr_t start, const Poin
   if (offset + bytes <= a.usable()) return "";
   const uint64_t past = offset + bytes - a.usable();
   std::ostringstream os;
-  os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": argument " << p.position << " ("
-     << p.written_as << ") is declared to touch " << p.elements << " elements of "
+  os << "kernel " << kernel << " on " << gpu::name_of(gpu) << ": ";
+  if (p.position > 0)
+    os << "argument " << p.position << " (" << p.written_as << ")";
+  else  // BRIGADE_INDIRECT: found in a table in device memory, not among the arguments
+    os << "memory reached through its table (" << p.written_as << ")";
+  os << " is declared to touch " << p.elements << " elements of "
      << p.element_bytes << " bytes from byte " << offset << " of " << gpu::memory_name(a, start)
      << ", which runs " << past << " bytes";
   if (const uint64_t whole = past / p.element_bytes; past % p.element_bytes == 0)
@@ -56,12 +61,13 @@ std::string illegal_access(const gpu::Gpu& gpu, const std::vector<PointerArgumen
 
 cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody body,
                           std::vector<PointerArgument> pointers) {
+  gpu::count_kernel_launch();
   gpu::ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the launch
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const std::string call = "kernel " + config.kernel;
   auto s = gpu::stream_of(stream, call.c_str());
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return gpu::last_error();
   if (s->gpu->index != gpu::current_device())
     return gpu::fail(cudaErrorInvalidResourceHandle,
                      call + " launched on a stream of " + gpu::name_of(*s->gpu) +
@@ -87,7 +93,6 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                              },
                              std::move(what)});
   for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);
-  ++e.counts.kernel_launch;
   return cudaSuccess;
 }
 

@@ -33,6 +33,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 
 namespace brigade::emu::gpu {
@@ -138,12 +139,13 @@ using namespace brigade::emu::gpu;
 extern "C" {
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
+  count_call("cudaMalloc");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   *ptr = nullptr;
   ++e.counts.malloc;
   Gpu* gpu = current_gpu("cudaMalloc");  // memory of the calling thread's current device
-  if (gpu == nullptr) return cudaPeekAtLastError();
+  if (gpu == nullptr) return last_error();
   const uint64_t bytes = std::max<uint64_t>(size, 1);
   if (gpu->in_use + footprint(bytes) > gpu->capacity)
     return fail(cudaErrorMemoryAllocation,
@@ -161,6 +163,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 }
 
 cudaError_t cudaFree(void* ptr) {
+  count_call("cudaFree");
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (ptr == nullptr) return ok();
@@ -169,6 +172,7 @@ cudaError_t cudaFree(void* ptr) {
   if (it == e.allocations.end() || it->second.gpu == nullptr)
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): not a pointer cudaMalloc returned");
   Gpu& gpu = *it->second.gpu;
+  count_host_block();
   drain(lock, gpu);  // cudaFree synchronises the device: no kernel still reads the block
   const auto again = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (again == e.allocations.end())
@@ -180,7 +184,8 @@ cudaError_t cudaFree(void* ptr) {
   return fault_of(gpu);
 }
 
-cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+// cudaHostAlloc and cudaMallocHost, each counted as itself (call_counts.h).
+static cudaError_t host_alloc(void** ptr, size_t size, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   *ptr = nullptr;
@@ -195,11 +200,18 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   return ok();
 }
 
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  count_call("cudaHostAlloc");
+  return host_alloc(ptr, size, flags);
+}
+
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
-  return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+  count_call("cudaMallocHost");
+  return host_alloc(ptr, size, cudaHostAllocDefault);
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  count_call("cudaFreeHost");
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   if (ptr == nullptr) return ok();
@@ -209,6 +221,7 @@ cudaError_t cudaFreeHost(void* ptr) {
     return fail(cudaErrorInvalidValue,
                 "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
   // Like cudaFree, it waits for the device work that may still use the buffer.
+  count_host_block();
   for (auto& gpu : e.gpus) drain(lock, *gpu);
   e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
@@ -216,10 +229,11 @@ cudaError_t cudaFreeHost(void* ptr) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  count_call("cudaMemGetInfo");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   Gpu* gpu = current_gpu("cudaMemGetInfo");
-  if (gpu == nullptr) return cudaPeekAtLastError();
+  if (gpu == nullptr) return last_error();
   *free_bytes = gpu->capacity - gpu->in_use;
   *total_bytes = gpu->capacity;
   return ok();
@@ -227,19 +241,21 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  count_call("cudaMemcpyAsync");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyAsync");
   Where to, from;
   if (!s || !classify("cudaMemcpyAsync", dst, src, count, kind, &to, &from))
-    return cudaPeekAtLastError();
+    return last_error();
   if (count == 0) return ok();
   const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
   record_copy(*s, dst, src, "cudaMemcpyAsync");
   // To pageable memory the call returns only when the copy is done.
   if (to.kind == Where::pageable) {
     const VectorClock done = s->clock;
+    count_host_block();
     wait_for(lock, *s, position);
     host_observes(done);
     return fault_of(*s->gpu);
@@ -248,6 +264,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  count_call("cudaMemcpy");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
@@ -255,7 +272,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
   auto legacy = stream_of(nullptr, "cudaMemcpy");  // the current device's legacy stream
   Where to, from;
   if (!legacy || !classify("cudaMemcpy", dst, src, count, kind, &to, &from))
-    return cudaPeekAtLastError();
+    return last_error();
   if (count == 0) return ok();
   if (to.kind == Where::device && from.kind == Where::pageable) {
     // "For transfers from pageable host memory to device memory, a stream sync is performed
@@ -269,6 +286,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     // is that position's write, and only what is ordered after it may read the destination.
     const VectorClock synced = legacy->clock;
     record_copy(*legacy, dst, src, "cudaMemcpy", before + 1);
+    count_host_block();
     wait_for(lock, *legacy, before);
     host_observes(synced);
     std::memset(dst, 0xFF, count);
@@ -280,6 +298,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
   // "For transfers from device to device, no host-side synchronization is performed."
   if (to.kind == Where::device && from.kind == Where::device) return ok();
   const VectorClock done = legacy->clock;
+  count_host_block();
   wait_for(lock, *legacy, position);
   host_observes(done);
   return fault_of(*legacy->gpu);
@@ -287,13 +306,14 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                                 size_t count, cudaStream_t stream) {
+  count_call("cudaMemcpyPeerAsync");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   auto s = stream_of(stream, "cudaMemcpyPeerAsync");
   Where to, from;
   if (!s || !classify("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
-    return cudaPeekAtLastError();
+    return last_error();
   if (to.gpu->index != dst_device || from.gpu->index != src_device)
     return fail(cudaErrorInvalidValue,
                 "cudaMemcpyPeerAsync: the pointers belong to " + name_of(*to.gpu) + " and " +
@@ -309,6 +329,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 // pending and future asynchronous work in to the current device, srcDevice, and dstDevice."
 cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device,
                            size_t count) {
+  count_call("cudaMemcpyPeer");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
@@ -317,7 +338,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
   Where to, from;
   if (gpu == nullptr ||
       !classify("cudaMemcpyPeer", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
-    return cudaPeekAtLastError();
+    return last_error();
   if (to.gpu->index != dst_device || from.gpu->index != src_device)
     return fail(cudaErrorInvalidValue, "cudaMemcpyPeer: the pointers belong to other devices");
   // On the destination's legacy stream, after all work of the three devices; all their later
@@ -345,12 +366,13 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
   return ok();
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+// cudaMemsetAsync and cudaMemset (the legacy stream), each counted as itself (call_counts.h).
+static cudaError_t memset_on(void* ptr, int value, size_t count, cudaStream_t stream) {
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaMemsetAsync");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   const Where w = where(ptr, count);
   if (w.kind != Where::device)
     return fail(cudaErrorInvalidValue,
@@ -364,8 +386,14 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
   return ok();
 }
 
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  count_call("cudaMemsetAsync");
+  return memset_on(ptr, value, count, stream);
+}
+
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
-  return cudaMemsetAsync(ptr, value, count, nullptr);
+  count_call("cudaMemset");
+  return memset_on(ptr, value, count, nullptr);
 }
 
 }  // extern "C"
@@ -378,7 +406,7 @@ cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "poison_async");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   const Allocation* a = e.find(memory, bytes);  // the whole block, lent or not
   if (a == nullptr || a->gpu == nullptr)
     return fail(cudaErrorInvalidValue, "poison_async(" + hex(memory) + ", " +

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/cudart/include/cuda_emulation.h"
 
@@ -166,12 +167,13 @@ using namespace brigade::emu::gpu;
 
 extern "C" {
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+// cudaStreamCreate and cudaStreamCreateWithFlags, each counted as itself (call_counts.h).
+static cudaError_t create_stream(cudaStream_t* stream, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.stream_create;
   Gpu* gpu = current_gpu("cudaStreamCreateWithFlags");  // a stream belongs to the current device
-  if (gpu == nullptr) return cudaPeekAtLastError();
+  if (gpu == nullptr) return last_error();
   if ((flags & ~unsigned{cudaStreamNonBlocking}) != 0)
     return fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: unknown flags");
   auto* handle = new CUstream_st{make_stream(*gpu, false, (flags & cudaStreamNonBlocking) == 0)};
@@ -180,14 +182,21 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   return ok();
 }
 
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  count_call("cudaStreamCreateWithFlags");
+  return create_stream(stream, flags);
+}
+
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
-  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+  count_call("cudaStreamCreate");
+  return create_stream(stream, cudaStreamDefault);
 }
 
 // CUDA: "in case the device is still doing work in the stream when cudaStreamDestroy() is
 // called, the function will return immediately and the resources ... released automatically
 // once the device has completed all work in stream". The worker drains, then ends.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  count_call("cudaStreamDestroy");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.stream_destroy;
@@ -201,25 +210,28 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  count_call("cudaStreamSynchronize");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.stream_synchronize;
   auto s = stream_of(stream, "cudaStreamSynchronize");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   if (s->legacy) land_unlanded(*s->gpu, *s);
   const VectorClock synchronised = s->clock;
+  count_host_block();
   wait_for(lock, *s, s->enqueued);
   host_observes(synchronised);
   return fault_of(*s->gpu);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  count_call("cudaStreamQuery");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamQuery");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   if (s->completed < s->enqueued || (s->legacy && !s->gpu->unlanded.empty()))
     return fail(cudaErrorNotReady, "");
   host_observes(s->clock);  // the host saw all of it done
@@ -227,11 +239,12 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  count_call("cudaStreamWaitEvent");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamWaitEvent");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: the event is not live");
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
@@ -240,12 +253,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return ok();
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+// cudaEventCreate and cudaEventCreateWithFlags, each counted as itself (call_counts.h).
+static cudaError_t create_event(cudaEvent_t* event, unsigned int flags) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.event_create;
   Gpu* gpu = current_gpu("cudaEventCreate");  // an event belongs to the current device
-  if (gpu == nullptr) return cudaPeekAtLastError();
+  if (gpu == nullptr) return last_error();
   if ((flags & ~unsigned{cudaEventBlockingSync | cudaEventDisableTiming}) != 0)
     return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: unknown flags");
   auto* handle = new CUevent_st{gpu, flags, nullptr};
@@ -254,11 +268,18 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   return ok();
 }
 
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  count_call("cudaEventCreateWithFlags");
+  return create_event(event, flags);
+}
+
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  return cudaEventCreateWithFlags(event, cudaEventDefault);
+  count_call("cudaEventCreate");
+  return create_event(event, cudaEventDefault);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  count_call("cudaEventDestroy");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.event_destroy;
@@ -271,13 +292,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 // "cudaEventRecord() will fail if the input event and input stream are associated to
 // different devices" (CUDA Programming Guide, "Stream and Event Behavior").
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  count_call("cudaEventRecord");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: the event is not live");
   auto s = stream_of(stream, "cudaEventRecord");
-  if (!s) return cudaPeekAtLastError();
+  if (!s) return last_error();
   if (s->gpu != event->gpu)
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaEventRecord: the event belongs to " + name_of(*event->gpu) +
@@ -296,6 +318,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  count_call("cudaEventQuery");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
@@ -309,6 +332,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  count_call("cudaEventSynchronize");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
@@ -316,12 +340,14 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: the event is not live");
   if (!event->last) return ok();
   const auto record = event->last;
+  count_host_block();
   wait_for(lock, *record->stream, record->position);
   host_observes(record->clock);
   return fault_of(*event->gpu);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  count_call("cudaEventElapsedTime");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(start) == 0 || e.live_events.count(end) == 0)

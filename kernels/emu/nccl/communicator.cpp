@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/include/cuda_runtime_api.h"
 #include "kernels/emu/nccl/nccl_internal.h"
 #include "kernels/emu/vendor/library.h"
@@ -165,11 +166,13 @@ using namespace brigade::emu::nccl;
 extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t result) {
+  brigade::emu::gpu::count_call("ncclGetErrorString");
   return brigade::emu::vendor::text_of(brigade::emu::vendor::Library::nccl, result,
                                        nvidia_text(result));
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
+  brigade::emu::gpu::count_call("ncclGetUniqueId");
   static std::atomic<uint64_t> made{0};
   if (unique_id == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is null");
   if (const std::string why = mpi_unusable(); !why.empty())
@@ -185,6 +188,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+  brigade::emu::gpu::count_call("ncclCommInitRank");
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm is null");
   *comm = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -240,10 +244,16 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 // NCCL's ncclCommDestroy finishes the operations issued first (ncclCommFinalize); so does this,
 // and waits for them as long as they take: an ncclSend whose receive never comes waits forever,
 // as on a GPU. ncclCommAbort is for that case.
-ncclResult_t ncclCommDestroy(ncclComm_t comm) { return retire(comm, "ncclCommDestroy", false); }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  brigade::emu::gpu::count_call("ncclCommDestroy");
+  return retire(comm, "ncclCommDestroy", false);
+}
 
 // Operations running now end without moving their data (their MPI requests cancelled or let
 // go); those not yet started do nothing when their streams reach them.
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return retire(comm, "ncclCommAbort", true); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  brigade::emu::gpu::count_call("ncclCommAbort");
+  return retire(comm, "ncclCommAbort", true);
+}
 
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/nccl/nccl_internal.h"
 #include "kernels/emu/nccl/operation.h"
@@ -187,6 +188,7 @@ extern "C" {
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
+  brigade::emu::gpu::count_call("ncclSend");
   return issue("ncclSend", comm, stream, datatype,
                Operation::make(Operation::send, static_cast<const float*>(sendbuff), nullptr, count, peer),
                {Operand(sendbuff, count * sizeof(float), "sendbuff")});
@@ -194,6 +196,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
+  brigade::emu::gpu::count_call("ncclRecv");
   return issue("ncclRecv", comm, stream, datatype,
                Operation::make(Operation::recv, nullptr, static_cast<float*>(recvbuff), count, peer),
                {Operand(recvbuff, count * sizeof(float), "recvbuff", /*w=*/true)});
@@ -202,6 +205,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
+  brigade::emu::gpu::count_call("ncclAllReduce");
   if (op != ncclSum)
     return fail(ncclInvalidArgument,
                 "ncclAllReduce: reduction " + std::to_string(op) + " is not emulated (ncclSum is)");
@@ -213,6 +217,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 }
 
 ncclResult_t ncclGroupStart(void) {
+  brigade::emu::gpu::count_call("ncclGroupStart");
   ++group_depth;
   return ncclSuccess;
 }
@@ -220,6 +225,7 @@ ncclResult_t ncclGroupStart(void) {
 // The group's operations are enqueued together: one task per stream runs its operations at
 // once, so a send and a receive of one group never wait for each other.
 ncclResult_t ncclGroupEnd(void) {
+  brigade::emu::gpu::count_call("ncclGroupEnd");
   if (group_depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open on this thread");
   if (--group_depth > 0) return ncclSuccess;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/vendor/library.h"
 
@@ -71,12 +72,14 @@ uint64_t span(int rows, int cols, int ld) {
 extern "C" {
 
 const char* cublasGetStatusString(cublasStatus_t status) {
+  brigade::emu::gpu::count_call("cublasGetStatusString");
   return vendor::text_of(Library::cublas, status, nvidia_text(status));
 }
 
 // "This function initializes the cuBLAS library and creates a handle ... The cuBLAS library
 // context is tied to the current CUDA device."
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  brigade::emu::gpu::count_call("cublasCreate_v2");
   if (handle == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate: handle is null");
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess)
@@ -95,6 +98,7 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
 }
 
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  brigade::emu::gpu::count_call("cublasDestroy_v2");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const vendor::Refusal r = vendor::check_handle(handle, "cublasDestroy");
@@ -106,6 +110,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 // "cublasSetStream ... unconditionally resets the cuBLAS library workspace back to the
 // default workspace pool" (cuBLAS documentation): a workspace is set after the stream.
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  brigade::emu::gpu::count_call("cublasSetStream_v2");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const vendor::Refusal r = vendor::check_handle(handle, "cublasSetStream");
@@ -118,6 +123,7 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
 }
 
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes) {
+  brigade::emu::gpu::count_call("cublasSetWorkspace_v2");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const vendor::Refusal r = vendor::check_handle(handle, "cublasSetWorkspace");
@@ -136,6 +142,7 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  brigade::emu::gpu::count_call("cublasSetMathMode");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
   const vendor::Refusal r = vendor::check_handle(handle, "cublasSetMathMode");
@@ -150,6 +157,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
                               cublasOperation_t transb, int m, int n, int k, const float* alpha,
                               const float* A, int lda, const float* B, int ldb, const float* beta,
                               float* C, int ldc) {
+  brigade::emu::gpu::count_call("cublasSgemm_v2");
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;  // OP_C is OP_T for float
   const int a_rows = ta ? k : m, a_cols = ta ? m : k;
   const int b_rows = tb ? n : k, b_cols = tb ? k : n;

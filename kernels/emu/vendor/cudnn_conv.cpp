@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/vendor/cudnn_internal.h"
 #include "kernels/emu/vendor/include/vendor_emulation.h"
 #include "kernels/reference/conv2d.h"
@@ -184,6 +185,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t y, const int requested,
     int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionForwardAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(x, w, conv, y, &s);
   return rank("cudnnGetConvolutionForwardAlgorithm_v7", handle, why, kForward,
@@ -194,6 +196,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dx, const int requested,
     int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardDataAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(dx, w, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, why, kBackwardData,
@@ -204,6 +207,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnFilterDescriptor_t dw, const int requested,
     int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardFilterAlgorithm_v7");
   Conv2dShape s{};
   const std::string why = conv_shape(x, dw, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, why, kBackwardFilter,
@@ -215,6 +219,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y,
                                                       cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionForwardWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(x, w, conv, y, &s);
   return workspace_size("cudnnGetConvolutionForwardWorkspaceSize", handle, why, kForward, algo,
@@ -226,6 +231,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardDataWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(dx, w, conv, dy, &s);
   return workspace_size("cudnnGetConvolutionBackwardDataWorkspaceSize", handle, why, kBackwardData,
@@ -238,6 +244,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo,
                                                              size_t* bytes) {
+  brigade::emu::gpu::count_call("cudnnGetConvolutionBackwardFilterWorkspaceSize");
   Conv2dShape s{};
   const std::string why = conv_shape(x, dw, conv, dy, &s);
   return workspace_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", handle, why,
@@ -250,6 +257,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
+  brigade::emu::gpu::count_call("cudnnConvolutionForward");
   const char* call = "cudnnConvolutionForward";
   Conv2dShape s{};
   const std::string why = conv_shape(xDesc, wDesc, conv, yDesc, &s);
@@ -273,6 +281,77 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
       }));
 }
 
+// y = act(alpha1 · (x ⋆ w) + alpha2 · z + bias): the convolution, a residual input z and the
+// bias, then the activation, in one call. cuDNN's rules, as the emulation enforces them:
+// - the activation is CUDNN_ACTIVATION_RELU or CUDNN_ACTIVATION_IDENTITY, and the identity
+//   "must use CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM" (cudnnActivationMode_t):
+//   another algorithm is CUDNN_STATUS_NOT_SUPPORTED, at execution, as cuDNN refuses it;
+// - z has y's shape (it may be y itself); with alpha2 = 0 it is not read, as a zero scaling
+//   factor never reads its tensor (garbage, NaN included, is ignored);
+// - the bias is (1, K, 1, 1): one value per output channel;
+// - the workspace and the algorithms are the forward pass's (cudnnGetConvolutionForward*).
+// The sum is formed as the three calls it replaces form it (alpha1 · conv, then + alpha2 · z,
+// then + bias), so the fused call's bits are theirs.
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void* alpha1, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t conv,
+    cudnnConvolutionFwdAlgo_t algo, void* workspace, size_t workspace_bytes, const void* alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void* z, const cudnnTensorDescriptor_t biasDesc,
+    const void* bias, const cudnnActivationDescriptor_t act, const cudnnTensorDescriptor_t yDesc,
+    void* y) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBiasActivationForward");
+  const char* call = "cudnnConvolutionBiasActivationForward";
+  Conv2dShape s{};
+  std::string why = first_reason({conv_shape(xDesc, wDesc, conv, yDesc, &s),
+                                  why_unusable(zDesc, "zDesc"), why_unusable(biasDesc, "biasDesc"),
+                                  why_unusable(act, "activationDesc")});
+  if (why.empty() && (zDesc->n != yDesc->n || zDesc->c != yDesc->c || zDesc->h != yDesc->h ||
+                      zDesc->w != yDesc->w))
+    why = "z " + dims(*zDesc) + " is not y's shape " + dims(*yDesc);
+  if (why.empty() && (biasDesc->n != 1 || biasDesc->c != yDesc->c || biasDesc->h != 1 || biasDesc->w != 1))
+    why = "bias " + dims(*biasDesc) + " is not (1, " + std::to_string(yDesc->c) + ", 1, 1)";
+  float* scratch = nullptr;
+  if (const cudnnStatus_t st = check_pass(call, why, kForward, algo, workspace, workspace_bytes,
+                                          why.empty() ? yDesc->bytes() : 0, alpha1, alpha2, &scratch);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (act->mode == CUDNN_ACTIVATION_IDENTITY && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED,
+                      std::string(call) + ": CUDNN_ACTIVATION_IDENTITY needs algorithm " +
+                          std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) +
+                          " (IMPLICIT_PRECOMP_GEMM), got " + std::to_string(algo));
+  if (!x || !w || !bias || !y || (scalar(alpha2) != 0.0f && !z))
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, std::string(call) + ": a null pointer");
+  const float a1 = scalar(alpha1), a2 = scalar(alpha2);
+  const cudnnActivationStruct activation = *act;
+  const auto* in = static_cast<const float*>(x);
+  const auto* filters = static_cast<const float*>(w);
+  const auto* residual = static_cast<const float*>(z);
+  const auto* b = static_cast<const float*>(bias);
+  auto* out = static_cast<float*>(y);
+  std::vector<Operand> operands{{x, xDesc->bytes(), "x"}, {w, wDesc->bytes(), "w"},
+                                {bias, biasDesc->bytes(), "bias"}, {y, yDesc->bytes(), "y", true},
+                                {scratch, scratch ? yDesc->bytes() : 0, "workSpace", true}};
+  if (a2 != 0.0f) operands.push_back({z, zDesc->bytes(), "z"});
+  return cudnn_refused(run_on_stream(handle, call, operands, [=] {
+    std::vector<float> own;
+    float* r = scratch;
+    if (r == nullptr) {
+      own.resize(static_cast<size_t>(s.y_size()));
+      r = own.data();
+    }
+    ref::conv2d_forward<float>(in, filters, nullptr, r, s);
+    const int64_t plane = int64_t{s.P} * s.Q;
+    for (int64_t i = 0; i < s.y_size(); ++i) {
+      float v = a1 * r[i];
+      if (a2 != 0.0f) v += a2 * residual[i];
+      v += b[(i / plane) % s.K];
+      out[i] = activate(v, activation);
+    }
+    count_run(runs.forward, algo);
+  }));
+}
+
 // dx = alpha · (the adjoint of the convolution applied to dy) + beta · dx
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
                                            const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,
@@ -280,6 +359,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
                                            cudnnConvolutionBwdDataAlgo_t algo, void* workspace,
                                            size_t workspace_bytes, const void* beta,
                                            const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardData");
   const char* call = "cudnnConvolutionBackwardData";
   Conv2dShape s{};
   const std::string why = conv_shape(dxDesc, wDesc, conv, dyDesc, &s);
@@ -310,6 +390,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
                                              size_t workspace_bytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardFilter");
   const char* call = "cudnnConvolutionBackwardFilter";
   Conv2dShape s{};
   const std::string why = conv_shape(xDesc, dwDesc, conv, dyDesc, &s);
@@ -337,6 +418,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
 cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t dyDesc,
                                            const void* dy, const void* beta,
                                            const cudnnTensorDescriptor_t dbDesc, void* db) {
+  brigade::emu::gpu::count_call("cudnnConvolutionBackwardBias");
   const std::string call = "cudnnConvolutionBackwardBias";
   if (const std::string why = first_reason({why_unusable(dyDesc, "dyDesc"), why_unusable(dbDesc, "dbDesc")});
       !why.empty())

@@ -75,4 +75,13 @@ inline float blend(float alpha, float value, float beta, float old) {
 // "(n, c, h, w)"
 std::string dims(const cudnnTensorStruct& t);
 
+// The activation of one value: ReLU with its NaN option ("CUDNN_NOT_PROPAGATE_NAN: NaN numbers
+// are not propagated"; CUDNN_PROPAGATE_NAN: a NaN input gives a NaN output), or the identity
+// (cudnnConvolutionBiasActivationForward only).
+inline float activate(float v, const cudnnActivationStruct& a) {
+  if (a.mode == CUDNN_ACTIVATION_IDENTITY) return v;
+  if (v != v) return a.nan == CUDNN_PROPAGATE_NAN ? v : 0.0f;  // NaN
+  return v > 0.0f ? v : 0.0f;
+}
+
 }  // namespace brigade::emu::vendor

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/vendor/cudnn_internal.h"
 #include "kernels/reference/maxpool2d.h"
 
@@ -56,6 +57,7 @@ void for_window(const Pool2dShape& s, int64_t p, int64_t q, F f) {
 extern "C" {
 
 cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t* d) {
+  brigade::emu::gpu::count_call("cudnnCreatePoolingDescriptor");
   if (d == nullptr) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnCreatePoolingDescriptor: null");
   auto* made = new cudnnPoolingStruct();
   made->kind = "pooling";
@@ -65,6 +67,7 @@ cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t* d) {
 }
 
 cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t d) {
+  brigade::emu::gpu::count_call("cudnnDestroyPoolingDescriptor");
   if (d == nullptr) return CUDNN_STATUS_SUCCESS;
   if (const std::string why = why_unusable(d, "poolingDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyPoolingDescriptor: " + why);
@@ -75,6 +78,7 @@ cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t d) {
 cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPoolingMode_t mode,
                                           cudnnNanPropagation_t nan, int window_h, int window_w,
                                           int pad_h, int pad_w, int stride_h, int stride_w) {
+  brigade::emu::gpu::count_call("cudnnSetPooling2dDescriptor");
   const std::string call = "cudnnSetPooling2dDescriptor";
   if (const std::string why = why_unusable(d, "poolingDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": " + why);
@@ -96,6 +100,7 @@ cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPooli
 cudnnStatus_t cudnnGetPooling2dForwardOutputDim(const cudnnPoolingDescriptor_t pool,
                                                 const cudnnTensorDescriptor_t x, int* n, int* c,
                                                 int* h, int* w) {
+  brigade::emu::gpu::count_call("cudnnGetPooling2dForwardOutputDim");
   if (const std::string why = first_reason({why_unusable(pool, "poolingDesc"), why_unusable(x, "inputTensorDesc")});
       !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetPooling2dForwardOutputDim: " + why);
@@ -111,6 +116,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
                                   const void* alpha, const cudnnTensorDescriptor_t xDesc,
                                   const void* x, const void* beta,
                                   const cudnnTensorDescriptor_t yDesc, void* y) {
+  brigade::emu::gpu::count_call("cudnnPoolingForward");
   const std::string call = "cudnnPoolingForward";
   Pool2dShape s{};
   if (const std::string why = pool_shape(pool, xDesc, yDesc, &s); !why.empty())
@@ -144,6 +150,7 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle, const cudnnPoolingDescr
                                    const cudnnTensorDescriptor_t dyDesc, const void* dy,
                                    const cudnnTensorDescriptor_t xDesc, const void* x,
                                    const void* beta, const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  brigade::emu::gpu::count_call("cudnnPoolingBackward");
   const std::string call = "cudnnPoolingBackward";
   Pool2dShape s{};
   std::string why = first_reason({pool_shape(pool, xDesc, yDesc, &s), why_unusable(dyDesc, "dyDesc"),

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/vendor/cudnn_internal.h"
 
@@ -110,12 +111,14 @@ std::string dims(const cudnnTensorStruct& t) {
 extern "C" {
 
 const char* cudnnGetErrorString(cudnnStatus_t status) {
+  brigade::emu::gpu::count_call("cudnnGetErrorString");
   return text_of(Library::cudnn, status, nvidia_text(status));
 }
 
 // "The cuDNN library handle is tied to the current CUDA device (context). To use the library
 // on multiple devices, one cuDNN handle needs to be created for each device." (cudnnCreate)
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
+  brigade::emu::gpu::count_call("cudnnCreate");
   if (handle == nullptr) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnCreate: null");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
@@ -130,6 +133,7 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
 }
 
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
+  brigade::emu::gpu::count_call("cudnnDestroy");
   std::lock_guard lock(gpu::Emulation::get().mutex);
   const Refusal r = check_handle(handle, "cudnnDestroy");
   if (r.failure == Failure::dead_handle) return cudnn_refused(r);  // any current device will do
@@ -138,6 +142,7 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 }
 
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
+  brigade::emu::gpu::count_call("cudnnSetStream");
   std::lock_guard lock(gpu::Emulation::get().mutex);
   const Refusal r = check_handle(handle, "cudnnSetStream");
   if (r.failure == Failure::dead_handle) return cudnn_refused(r);
@@ -147,13 +152,16 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
 }
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
+  brigade::emu::gpu::count_call("cudnnCreateTensorDescriptor");
   return create<cudnnTensorStruct>(d, "tensor", "cudnnCreateTensorDescriptor");
 }
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
+  brigade::emu::gpu::count_call("cudnnDestroyTensorDescriptor");
   return destroy(d, "cudnnDestroyTensorDescriptor");
 }
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t type, int n, int c, int h, int w) {
+  brigade::emu::gpu::count_call("cudnnSetTensor4dDescriptor");
   if (const std::string why = why_unusable(d, "tensorDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetTensor4dDescriptor: " + why);
   // "CUDNN_STATUS_BAD_PARAM: At least one of the parameters n, c, h, w was negative or format
@@ -170,13 +178,16 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorF
 }
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
+  brigade::emu::gpu::count_call("cudnnCreateFilterDescriptor");
   return create<cudnnFilterStruct>(d, "filter", "cudnnCreateFilterDescriptor");
 }
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
+  brigade::emu::gpu::count_call("cudnnDestroyFilterDescriptor");
   return destroy(d, "cudnnDestroyFilterDescriptor");
 }
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
+  brigade::emu::gpu::count_call("cudnnSetFilter4dDescriptor");
   if (const std::string why = why_unusable(d, "filterDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetFilter4dDescriptor: " + why);
   if (k <= 0 || c <= 0 || h <= 0 || w <= 0 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT)
@@ -191,6 +202,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
+  brigade::emu::gpu::count_call("cudnnCreateConvolutionDescriptor");
   if (d == nullptr) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnCreateConvolutionDescriptor: null");
   auto* made = new cudnnConvolutionStruct();
   made->kind = "convolution";
@@ -200,6 +212,7 @@ cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) 
 }
 
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+  brigade::emu::gpu::count_call("cudnnDestroyConvolutionDescriptor");
   if (d == nullptr) return CUDNN_STATUS_SUCCESS;
   if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyConvolutionDescriptor: " + why);
@@ -210,6 +223,7 @@ cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) 
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w,
                                               int u, int v, int dilation_h, int dilation_w,
                                               cudnnConvolutionMode_t mode, cudnnDataType_t type) {
+  brigade::emu::gpu::count_call("cudnnSetConvolution2dDescriptor");
   const std::string call = "cudnnSetConvolution2dDescriptor";
   if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, call + ": " + why);
@@ -228,6 +242,7 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
 }
 
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t math) {
+  brigade::emu::gpu::count_call("cudnnSetConvolutionMathType");
   if (const std::string why = why_unusable(d, "convDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType: " + why);
   if (math < CUDNN_DEFAULT_MATH || math > CUDNN_FMA_MATH)
@@ -240,6 +255,7 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
                                                     const cudnnTensorDescriptor_t x,
                                                     const cudnnFilterDescriptor_t w, int* n,
                                                     int* c, int* h, int* wo) {
+  brigade::emu::gpu::count_call("cudnnGetConvolution2dForwardOutputDim");
   const std::string call = "cudnnGetConvolution2dForwardOutputDim";
   if (const std::string why = first_reason({why_unusable(conv, "convDesc"), why_unusable(x, "inputTensorDesc"),
                                             why_unusable(w, "filterDesc")});
@@ -255,17 +271,21 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
 }
 
 cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* d) {
+  brigade::emu::gpu::count_call("cudnnCreateActivationDescriptor");
   return create<cudnnActivationStruct>(d, "activation", "cudnnCreateActivationDescriptor");
 }
 cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d) {
+  brigade::emu::gpu::count_call("cudnnDestroyActivationDescriptor");
   return destroy(d, "cudnnDestroyActivationDescriptor");
 }
 cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnActivationMode_t mode,
                                            cudnnNanPropagation_t nan, double) {
+  brigade::emu::gpu::count_call("cudnnSetActivationDescriptor");
   if (const std::string why = why_unusable(d, "activationDesc", false); !why.empty())
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetActivationDescriptor: " + why);
-  if (mode != CUDNN_ACTIVATION_RELU)
-    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED, "cudnnSetActivationDescriptor: the emulation has ReLU only");
+  if (mode != CUDNN_ACTIVATION_RELU && mode != CUDNN_ACTIVATION_IDENTITY)
+    return cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED,
+                      "cudnnSetActivationDescriptor: the emulation has ReLU and the identity only");
   if (nan != CUDNN_PROPAGATE_NAN && nan != CUDNN_NOT_PROPAGATE_NAN)
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetActivationDescriptor: unknown NaN option");
   d->mode = mode;
@@ -280,6 +300,7 @@ cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnA
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha,
                              const cudnnTensorDescriptor_t aDesc, const void* A, const void* beta,
                              const cudnnTensorDescriptor_t cDesc, void* C) {
+  brigade::emu::gpu::count_call("cudnnAddTensor");
   const char* call = "cudnnAddTensor";
   if (const std::string why = first_reason({why_unusable(aDesc, "aDesc"), why_unusable(cDesc, "cDesc")});
       !why.empty())
@@ -313,6 +334,7 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle, cudnnActivationDescri
                                      const void* alpha, const cudnnTensorDescriptor_t xDesc,
                                      const void* x, const void* beta,
                                      const cudnnTensorDescriptor_t yDesc, void* y) {
+  brigade::emu::gpu::count_call("cudnnActivationForward");
   const char* call = "cudnnActivationForward";
   if (const std::string why = first_reason({why_unusable(act, "activationDesc"),
                                             why_unusable(xDesc, "xDesc"), why_unusable(yDesc, "yDesc")});
@@ -321,19 +343,20 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle, cudnnActivationDescri
   if (xDesc->n != yDesc->n || xDesc->c != yDesc->c || xDesc->h != yDesc->h || xDesc->w != yDesc->w)
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, std::string(call) + ": x " + dims(*xDesc) +
                                                   " and y " + dims(*yDesc) + " differ");
+  // CUDNN_ACTIVATION_IDENTITY "Does not work with cudnnActivationForward()" (cudnnActivationMode_t).
+  if (act->mode == CUDNN_ACTIVATION_IDENTITY)
+    return cudnn_fail(CUDNN_STATUS_BAD_PARAM,
+                      std::string(call) + ": CUDNN_ACTIVATION_IDENTITY is for "
+                                          "cudnnConvolutionBiasActivationForward only");
   if (!alpha || !beta || !x || !y) return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, std::string(call) + ": a null pointer");
   const float al = scalar(alpha), be = scalar(beta);
-  const bool propagate = act->nan == CUDNN_PROPAGATE_NAN;
+  const cudnnActivationStruct activation = *act;
   const int64_t count = xDesc->size();
   const auto* in = static_cast<const float*>(x);
   auto* out = static_cast<float*>(y);
   return cudnn_refused(run_on_stream(
       handle, call, {{x, xDesc->bytes(), "x"}, {y, yDesc->bytes(), "y", true}}, [=] {
-        for (int64_t i = 0; i < count; ++i) {
-          const float v = in[i];
-          const float relu = std::isnan(v) ? (propagate ? v : 0.0f) : (v > 0.0f ? v : 0.0f);
-          out[i] = blend(al, relu, be, out[i]);
-        }
+        for (int64_t i = 0; i < count; ++i) out[i] = blend(al, activate(in[i], activation), be, out[i]);
       }));
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/vendor/include/vendor_emulation.h"
 
@@ -94,6 +95,7 @@ Refusal check_handle(const Handle* h, const std::string& call) {
 
 void enqueue_call(gpu::StreamState& s, const std::string& call,
                   const std::vector<Operand>& operands, std::function<void()> work) {
+  gpu::count_library_call();
   gpu::Gpu* g = s.gpu;
   std::string illegal = illegal_access(*g, call, operands);
   gpu::enqueue(s, gpu::Task{[g, illegal = std::move(illegal), work = std::move(work)] {

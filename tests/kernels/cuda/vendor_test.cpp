@@ -23,6 +23,7 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/path.h"
 #include "kernels/cuda/vendor.h"
+#include "kernels/ops.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
 #include "kernels/reference/dropout.h"
@@ -329,6 +330,82 @@ TEST_CASE("ReLU, elementwise and the optimizers (native) match the reference") {
   }
   CHECK(all_close("adam p", dp.to_host().data(), p, 1e-6));
   CHECK(all_close("sgd p", dq.to_host().data(), q, 1e-6));
+}
+
+// The multi-tensor updates (ops::TensorTable, one launch for every tensor of a stage) against
+// the per-tensor kernels, bit for bit, and against the float reference, on tensors of 1
+// element, one block, a block and one, and sizes that are no multiple of the block. Three
+// steps each: SGD with momentum (its first step copies the gradient), Nesterov SGD with weight
+// decay, Adam, AdamW; then the gradients zeroed by one fill.
+TEST_CASE("multi-tensor SGD, Adam, AdamW and zeroing: the per-tensor kernels' bits, the reference's values") {
+  const Stream stream = Stream::create(Device::cuda(0));
+  const std::vector<int64_t> sizes = {1, 3, 256, 257, 1000, 4099};
+  const std::vector<SgdParams> sgds = {{.lr = 0.05, .momentum = 0.9},
+                                       {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001, .nesterov = true}};
+  const std::vector<AdamParams> adams = {{.lr = 1e-2, .weight_decay = 0.01},
+                                         {.lr = 1e-2, .weight_decay = 0.01, .decoupled = true}};
+  const auto tensor = [&](const std::vector<float>& v) {
+    return Tensor::from_vector(v, Shape({static_cast<int64_t>(v.size())}), stream);
+  };
+  // Per tensor k: parameters, gradients, two state tensors; the same values for both ways.
+  struct Host {
+    std::vector<float> p, g, s1, s2;
+  };
+  std::vector<Host> start;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    start.push_back({to_float(random_vector(sizes[k], 40 + k)), to_float(random_vector(sizes[k], 60 + k)),
+                     std::vector<float>(sizes[k], 0.0f), std::vector<float>(sizes[k], 0.0f)});
+  }
+  const auto run = [&](bool all_at_once, const auto& update) {
+    std::vector<ops::TensorTable::Row> rows;
+    for (const Host& h : start) rows.push_back({tensor(h.p), tensor(h.g), tensor(h.s1), tensor(h.s2)});
+    const ops::TensorTable table(rows, stream);
+    for (int step = 1; step <= 3; ++step) update(all_at_once, table, rows, step);
+    std::vector<std::vector<float>> out;
+    for (const auto& r : rows) out.push_back(r[0].to_vector());
+    return out;
+  };
+  const auto check_against_reference = [&](const char* what, const std::vector<std::vector<float>>& got,
+                                            const auto& reference) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Host h = start[k];
+      for (int step = 1; step <= 3; ++step) reference(h, step);
+      CAPTURE(sizes[k]);
+      // The same float operations in the same order; a GPU may contract a·b + c into one FMA.
+      CHECK(all_close(what, got[k].data(), std::vector<double>(h.p.begin(), h.p.end()), 1e-6));
+    }
+  };
+  for (const SgdParams& h : sgds) {
+    const auto update = [&](bool all, const ops::TensorTable& table,
+                            const std::vector<ops::TensorTable::Row>& rows, int step) {
+      if (all) return ops::sgd_step_all(table, h, step == 1, stream);
+      for (const auto& r : rows) ops::sgd_step(r[0], r[1], r[2], h, step == 1, stream);
+    };
+    const auto many = run(true, update);
+    CHECK(many == run(false, update));  // bit for bit: == on floats, none is NaN
+    check_against_reference("sgd", many, [&](Host& x, int step) {
+      ref::sgd_update(x.p.data(), x.g.data(), x.s1.data(), static_cast<int64_t>(x.p.size()), h, step == 1);
+    });
+  }
+  for (const AdamParams& h : adams) {
+    const auto update = [&](bool all, const ops::TensorTable& table,
+                            const std::vector<ops::TensorTable::Row>& rows, int step) {
+      if (all) return ops::adam_step_all(table, h, step, stream);
+      for (const auto& r : rows) ops::adam_step(r[0], r[1], r[2], r[3], h, step, stream);
+    };
+    const auto many = run(true, update);
+    CHECK(many == run(false, update));
+    check_against_reference(h.decoupled ? "adamw" : "adam", many, [&](Host& x, int step) {
+      ref::adam_update(x.p.data(), x.g.data(), x.s1.data(), x.s2.data(),
+                       static_cast<int64_t>(x.p.size()), h, step);
+    });
+  }
+  // Zeroing: every gradient of the table, nothing beyond (a neighbour allocation keeps its value).
+  std::vector<ops::TensorTable::Row> grads;
+  for (const Host& h : start) grads.push_back({tensor(h.g), Tensor(), Tensor(), Tensor()});
+  ops::fill_all(ops::TensorTable(grads, stream), 0.0f, stream);
+  for (size_t k = 0; k < sizes.size(); ++k)
+    CHECK(grads[k][0].to_vector() == std::vector<float>(static_cast<size_t>(sizes[k]), 0.0f));
 }
 
 int main(int argc, char** argv) {

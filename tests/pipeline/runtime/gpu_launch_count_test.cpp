@@ -1,7 +1,7 @@
 // The hand-written CUDA path's launches per training step do not grow with the batch, on
 // emulated GPUs (an -Dcuda=emulated build; the test is empty elsewhere): every kernel works on
 // a whole micro-batch (a conv's im2col, GEMM and col2im included), none runs once per sample.
-// The emulated runtime counts the grids it launches (cuda_emulation.h's api_counts).
+// The emulated runtime counts the grids it launches (cuda_emulation.h's call_counts).
 #include <doctest/doctest.h>
 
 #if defined(BRIGADE_CUDA_EMULATED)
@@ -54,9 +54,9 @@ uint64_t launches_per_step(const model::ModelSpec& spec, int64_t n) {
                   {.seed = test::kDropoutSeed});
   runtime.step(random_images(spec, n, 1), 0);
   const HostBatch second = random_images(spec, n, 2);
-  const uint64_t before = emu::gpu::api_counts().kernel_launch;
+  const emu::gpu::CallCounts before = emu::gpu::call_counts();
   runtime.step(second, 1);
-  return emu::gpu::api_counts().kernel_launch - before;
+  return emu::gpu::call_counts().since(before).kernel_launches;
 }
 
 TEST_CASE("hand-written path: a training step launches as many kernels at batch 32 as at 128") {

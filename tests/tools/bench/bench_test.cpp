@@ -68,3 +68,54 @@ TEST_CASE("bench: the old switches are refused, and a model file that is no mode
   CHECK(r.status == 2);
   CHECK(r.output.find(bad + ":2:") != std::string::npos);  // file:line of the mistake
 }
+
+// --count-calls reads the emulated CUDA runtime's counts (kernels/emu/cudart/README.md,
+// "Counting calls"): on emulated GPUs it prints them per step, elsewhere it says in one line
+// that it needs them, and exits 2 — never an empty table.
+TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and says so elsewhere") {
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const fs::path dir = temp_dir("bench-count-calls");
+  const fs::path json = dir / "calls.json";
+#if defined(BRIGADE_CUDA_EMULATED)
+  const std::string gpus = "BRIGADE_EMULATED_GPUS=1 ";  // whatever the environment says
+#else
+  const std::string gpus;
+#endif
+  const Run r = run_command(gpus + bench + " --model tiny_cnn --devices cuda:0 --count-calls" +
+                            " --batches 4 --json " + json.string());
+  CAPTURE(r.output);
+#if defined(BRIGADE_CUDA_EMULATED)
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("Calls per training step of tiny_cnn") != std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  REQUIRE(out["calls"].size() == 2u);  // the hand-written path and the vendor path, on cuda:0
+  for (const nlohmann::json& row : out["calls"]) {
+    CAPTURE(row.dump());
+    CHECK(row["device"] == "cuda:0");
+    CHECK(row["batch"] == 4);
+    CHECK(row["kernel_launches"].get<double>() > 0);  // the optimizer's, at least
+    CHECK(row["graph_launches"] == 0);
+    CHECK(row["host_blocking"].get<double>() >= 1);  // the step drains at its end
+    // The top entry points include every launch, by the name <<<>>> compiles to.
+    CHECK(row["top_entry_points"]["cudaLaunchKernel"] == row["kernel_launches"]);
+    // The hand-written kernels call no library; the vendor path's convolutions are cuDNN's.
+    if (row["impl"] == "handwritten") CHECK(row["library_calls"] == 0);
+    if (row["impl"] == "vendor") CHECK(row["library_calls"].get<double>() > 0);
+  }
+  // A CPU device has no CUDA calls to count.
+  const Run cpu = run_command(bench + " --model tiny_cnn --devices cpu:0 --count-calls");
+  CAPTURE(cpu.output);
+  CHECK(cpu.status == 2);
+  CHECK(cpu.output.find("--devices names cpu:0") != std::string::npos);
+#else
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--count-calls needs a build on emulated GPUs") != std::string::npos);
+  CHECK_FALSE(fs::exists(json));
+#endif
+  // --devices chooses what --count-calls counts; alone it is a mistake on the command line.
+  const Run alone = run_command(bench + " --devices cuda:0");
+  CAPTURE(alone.output);
+  CHECK(alone.status == 2);
+  CHECK(alone.output.find("--count-calls") != std::string::npos);
+}

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "cuda_runtime_api.h"
 
@@ -24,9 +26,29 @@ struct ApiCounts {
   uint64_t device_synchronize = 0;  // cudaDeviceSynchronize
   uint64_t stream_synchronize = 0;  // cudaStreamSynchronize
   uint64_t legacy_memcpy = 0;       // cudaMemcpy, cudaMemcpyPeer (the legacy stream's copies)
-  uint64_t kernel_launch = 0;       // grids launched (a hand-written kernel each; not the libraries')
 };
 ApiCounts api_counts();
+
+// How often the host called each entry point of the emulated runtime, cuBLAS, cuDNN and NCCL
+// since the process started, and the classes of call a GPU step's launch budget counts: what
+// `brigade-bench --count-calls` prints per step, and what the budget tests assert. Take one
+// before and one after the work, and subtract (since).
+struct CallCounts {
+  // Every call by its API name ("cudaStreamWaitEvent", "cudnnConvolutionForward"), failed
+  // calls included; a kernel launch is "cudaLaunchKernel", what <<<>>> compiles to.
+  std::map<std::string, uint64_t, std::less<>> by_entry_point;
+  uint64_t kernel_launches = 0;  // grids enqueued on a stream
+  uint64_t library_calls = 0;    // cuBLAS, cuDNN and NCCL calls that enqueued work on a stream
+  uint64_t graph_launches = 0;   // cudaGraphLaunch: none, Brigade captures no CUDA graph yet
+  // Calls that waited on the host for a GPU: cudaStreamSynchronize, cudaEventSynchronize,
+  // cudaDeviceSynchronize, cudaFree and cudaFreeHost (they synchronise), cudaMemcpy to or
+  // from host memory, cudaMemcpyAsync to pageable memory. A query (cudaStreamQuery,
+  // cudaEventQuery) does not wait, whatever it answers.
+  uint64_t host_blocking = 0;
+
+  CallCounts since(const CallCounts& before) const;  // this minus `before`; names added only
+};
+CallCounts call_counts();
 
 // Fills `bytes` bytes of device memory from `memory` with the pattern of fresh cudaMalloc
 // memory (every byte 0xFF: a NaN in every float, -1 in every int32), as a task of `stream`:

@@ -2,10 +2,11 @@
 // how many elements its kernel touches (BRIGADE_EXTENT), and an emulated GPU's launch checks
 // them against the allocation each pointer starts in (kernels/emu/cudart/launch.h). A kernel
 // that would write one element past a tensor faults its GPU with a message naming the kernel,
-// the argument, the allocation and the overrun. The engine's allocator tells the emulator how
+// the argument, the allocation and the overrun; so does a tensor it reaches through a table
+// (BRIGADE_INDIRECT). The engine's allocator tells the emulator how
 // much of each block its tensor asked for (cuda_emulation.h's lend), so the same holds for a
 // tensor in a rounded-up block of the allocator's cache, and for a block back in the cache.
-// Emulated builds only, with 5 GPUs (meson.build): a fault is sticky, so each case that makes
+// Emulated builds only, with 6 GPUs (meson.build): a fault is sticky, so each case that makes
 // one has a GPU of its own.
 #include <doctest/doctest.h>
 
@@ -168,4 +169,26 @@ TEST_CASE("a launch on a block given back to the allocator stops at the launch")
       text.find("kernel copy_kernel on emulated cuda:4: pointer argument 2 is not device or "
                 "pinned memory") != std::string::npos;
   CHECK((named_freed_block || named_unknown_memory));
+}
+
+// A multi-tensor kernel finds its tensors in a table in device memory, not among its arguments:
+// the launcher declares each (BRIGADE_INDIRECT, kernels/emu/emu.h), and a tensor of the table
+// that runs past its allocation stops the launch as an argument's extent does.
+TEST_CASE("a tensor a kernel reaches through its table is checked as an argument is") {
+  Deadline deadline("a table's tensor past its end");
+  const Arrays a(5, kElements, kElements - 1);  // y: one element short of what its slot says
+  brigade::TensorSlot slot;
+  slot.p = a.y;
+  slot.n = kElements;
+  brigade::TensorSlot* table = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&table), sizeof(slot)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(table, &slot, sizeof(slot), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  brigade::cuda::fill_all(table, {slot}, 0.0f, a.stream);
+  const std::string text = synchronize_error(a.stream);
+  INFO(text);
+  CHECK(text.find("kernel fill_all_kernel on emulated cuda:5: memory reached through its table "
+                  "(t.p) is declared to touch 1000 elements of 4 bytes from byte 0 of " +
+                  allocation_name(5, a.y, (kElements - 1) * sizeof(float)) +
+                  ", which runs 4 bytes (1 element) past its end") != std::string::npos);
 }

@@ -159,6 +159,99 @@ TEST_CASE("a call runs on the handle's stream; a handle whose stream was never s
   CHECK(cudaFree(c) == cudaSuccess);
 }
 
+// The count of calls (cuda_emulation.h's CallCounts): every library call by its exported name
+// (cublasSgemm is cuBLAS's macro for cublasSgemm_v2), and as a library call only when it put
+// work on a stream; a refused one did not.
+TEST_CASE("library calls are counted by name, and as library calls when they enqueue work") {
+  Deadline deadline("library call counts");
+  cudaStream_t s = non_blocking(0);
+  float* a = upload(0, {1, 2, 3, 4});
+  float* c = upload(0, {0, 0, 0, 0});
+  cublasHandle_t unset = blas_on(0, nullptr), blas = blas_on(0, s);
+  const brigade::emu::gpu::CallCounts before = brigade::emu::gpu::call_counts();
+  CHECK(cublasSgemm(unset, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
+            CUBLAS_STATUS_SUCCESS);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);  // cudnnCreateTensorDescriptor, cudnnSet...
+  REQUIRE(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_SUCCESS);
+  const brigade::emu::gpu::CallCounts d = brigade::emu::gpu::call_counts().since(before);
+  CHECK(d.by_entry_point.at("cublasSgemm_v2") == 3);
+  CHECK(d.by_entry_point.at("cudnnAddTensor") == 1);
+  CHECK(d.by_entry_point.at("cudnnSetTensor4dDescriptor") == 1);
+  CHECK(d.library_calls == 3);  // two GEMMs and the addition
+  CHECK(d.kernel_launches == 0);
+  CHECK(download(c, 4, s) == std::vector<float>{8, 12, 18, 26});  // the product, plus a
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+}
+
+// cudnnConvolutionBiasActivationForward: y = act(alpha1 · conv(x, w) + alpha2 · z + bias) in one
+// call, the bits of the three calls it replaces (convolution, cudnnAddTensor, ReLU); the
+// identity activation only with IMPLICIT_PRECOMP_GEMM ("The cudnnConvolutionBiasActivationForward()
+// function must use CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM", cudnnActivationMode_t);
+// z unread when alpha2 is 0; a bias that is not (1, K, 1, 1) refused.
+TEST_CASE("the fused convolution + bias + activation: the three calls' bits, and cuDNN's rules") {
+  Deadline deadline("fused convolution");
+  cudaStream_t s = non_blocking(0);
+  cudnnHandle_t dnn = dnn_on(0, s);
+  std::vector<float> xs(16), ws(18);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 5) - 1.5f;
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+  float* x = upload(0, xs);
+  float* w = upload(0, ws);
+  float* bias = upload(0, {0.5f, -40.0f});  // the second channel all below 0: ReLU zeroes it
+  float* y3 = upload(0, std::vector<float>(8, NAN));
+  float* y1 = upload(0, std::vector<float>(8, NAN));  // also z: NaN, and unread with alpha2 = 0
+  float* ws_bytes = upload(0, std::vector<float>(8, 0.0f));  // IMPLICIT_PRECOMP_GEMM's workspace
+  cudnnTensorDescriptor_t xd = tensor(1, 1, 4, 4), yd = tensor(1, 2, 2, 2), bd = tensor(1, 2, 1, 1);
+  cudnnFilterDescriptor_t wd = nullptr;
+  REQUIRE(cudnnCreateFilterDescriptor(&wd) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 2, 1, 3, 3) == CUDNN_STATUS_SUCCESS);
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  REQUIRE(cudnnCreateConvolutionDescriptor(&conv) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetConvolution2dDescriptor(conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                          CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+  cudnnActivationDescriptor_t relu = nullptr, identity = nullptr;
+  REQUIRE(cudnnCreateActivationDescriptor(&relu) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnCreateActivationDescriptor(&identity) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetActivationDescriptor(identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS);
+  const auto gemm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  const auto precomp = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+
+  // Three calls, then one: the same bits; the ReLU runs with IMPLICIT_GEMM too.
+  REQUIRE(cudnnConvolutionForward(dnn, &kOne, xd, x, wd, w, conv, gemm, nullptr, 0, &kZero, yd, y3) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnAddTensor(dnn, &kOne, bd, bias, &kOne, yd, y3) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnActivationForward(dnn, relu, &kOne, yd, y3, &kZero, yd, y3) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnConvolutionBiasActivationForward(dnn, &kOne, xd, x, wd, w, conv, gemm, nullptr, 0, &kZero,
+                                                yd, y1, bd, bias, relu, yd, y1) == CUDNN_STATUS_SUCCESS);
+  const std::vector<float> three = download(y3, 8, s), fused = download(y1, 8, s);
+  CHECK(std::memcmp(three.data(), fused.data(), 8 * sizeof(float)) == 0);
+  CHECK(fused[4] == 0.0f);  // channel 1: below zero before the ReLU
+  CHECK(fused[0] > 0.0f);
+  // The identity: refused with IMPLICIT_GEMM, at the call, as cuDNN refuses it; with
+  // IMPLICIT_PRECOMP_GEMM it is the convolution plus the bias, and alpha2 = 1 adds z.
+  CHECK(cudnnConvolutionBiasActivationForward(dnn, &kOne, xd, x, wd, w, conv, gemm, nullptr, 0, &kZero,
+                                              yd, y1, bd, bias, identity, yd, y1) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), "IMPLICIT_PRECOMP_GEMM"));
+  REQUIRE(cudnnConvolutionForward(dnn, &kOne, xd, x, wd, w, conv, gemm, nullptr, 0, &kZero, yd, y3) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnAddTensor(dnn, &kOne, bd, bias, &kOne, yd, y3) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnConvolutionBiasActivationForward(dnn, &kOne, xd, x, wd, w, conv, precomp, ws_bytes,
+                                                8 * sizeof(float), &kOne, yd, y3, bd, bias, identity,
+                                                yd, y1) == CUDNN_STATUS_SUCCESS);
+  const std::vector<float> sum = download(y3, 8, s), with_z = download(y1, 8, s);
+  for (size_t i = 0; i < 8; ++i) CHECK(with_z[i] == sum[i] + sum[i]);  // conv + bias, + z (= it)
+  // A bias of one value for both channels is not (1, K, 1, 1).
+  cudnnTensorDescriptor_t one = tensor(1, 1, 1, 1);
+  CHECK(cudnnConvolutionBiasActivationForward(dnn, &kOne, xd, x, wd, w, conv, gemm, nullptr, 0, &kZero,
+                                              yd, y1, one, bias, relu, yd, y1) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "is not (1, 2, 1, 1)"));
+  for (float* p : {x, w, bias, y3, y1, ws_bytes}) CHECK(cudaFree(p) == cudaSuccess);
+}
+
 TEST_CASE("a cuBLAS workspace is 256-byte aligned") {
   cublasHandle_t blas = blas_on(0, non_blocking(0));
   void* ws = nullptr;

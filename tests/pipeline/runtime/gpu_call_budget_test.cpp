@@ -1,0 +1,56 @@
+// The launch budget of a GPU training step, on emulated GPUs (an -Dcuda=emulated
+// build; the test is empty elsewhere): the question's network (tools/models/seed_cnn.model) at
+// batch 128 as one stage on cuda:0, the cuDNN/cuBLAS path, counted by the emulated runtime
+// (kernels/emu/cudart/README.md, "Counting calls") through the very step `brigade-bench
+// --count-calls` counts (tools/bench/call_count_bench.h: the pipeline runtime's step, one
+// micro-batch, SGD with momentum). Counts, not times: exact, the same on every run.
+//
+// What the step costs (measured here, batch 128): 18 kernel launches + 27 library calls = 45,
+// the budget. The library calls: per convolution one fused forward (conv + bias + ReLU),
+// backward-data (not for the first), backward-filter and backward-bias; per max-pool a
+// forward and a backward; the dense layers' six GEMMs. The launches: dropout forward and
+// backward (4), the ReLU masks of the backward (5), the dense biases and their gradients (4),
+// the loss (2) and the accuracy (1), the optimizer (1: every parameter) and zero_grad (1: every
+// gradient). Host-blocking calls: 12 per step, every one inside the runtime's step (its
+// synchronisations at the end, and the read-back of the loss); the budget of none inside a
+// step and one between steps needs a step the host never waits inside, which the runtime does
+// not have yet (docs/status.md).
+#include <doctest/doctest.h>
+
+#if defined(BRIGADE_CUDA_EMULATED)
+#include <chrono>
+#include <string>
+
+#include "layers/model/model_file.h"
+#include "tests/pipeline/runtime/runtime_model.h"
+#include "tests/support/deadline.h"
+#include "tools/bench/call_count_bench.h"
+
+namespace brigade::pipeline {
+namespace {
+
+TEST_CASE("a GPU step's budget: at most 45 launches + library calls, vendor path, batch 128") {
+  if (!test::on_cuda()) {
+    MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
+    return;
+  }
+  testing::Deadline deadline("the launch budget of a step", std::chrono::seconds(500));
+  const model::ModelSpec spec =
+      model::load_model_file(std::string(BRIGADE_SOURCE_ROOT) + "/tools/models/seed_cnn.model");
+  bench::CallCountOptions o;  // cuda:0, batch 128, a warm-up step
+  o.impls = {"vendor"};
+  o.steps = 1;
+  const std::vector<bench::CallCountRow> rows = bench::count_calls(spec, o);
+  REQUIRE(rows.size() == 1);
+  const bench::CallCountRow& r = rows[0];
+  CAPTURE(r.kernel_launches);
+  CAPTURE(r.library_calls);
+  CHECK(r.kernel_launches + r.library_calls <= 45);
+  CHECK(r.graph_launches == 0);
+  // A ceiling, not the budget (0 inside a step): what the step that drains at its end costs.
+  CHECK(r.host_blocking <= 12);
+}
+
+}  // namespace
+}  // namespace brigade::pipeline
+#endif
