@@ -3,8 +3,7 @@
 // host makes (kernels/emu/cudart/README.md, "Counting calls"); this runs training steps as
 // brigade-train does — the model as one stage on one GPU, the pipeline runtime's step, one
 // micro-batch, SGD with momentum — and reads the counts around each step. The counts are
-// exact and the same on every run: they are the launch budget of issue 27, which a real GPU
-// could only time.
+// exact and the same on every run: a step's launch budget, which a real GPU could only time.
 #pragma once
 
 #include <cstdint>
