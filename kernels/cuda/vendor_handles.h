@@ -37,6 +37,7 @@
 
 #include "engine/allocator.h"
 #include "engine/stream.h"
+#include "kernels/math_mode.h"
 
 namespace brigade::cuda::vendor {
 
@@ -55,6 +56,7 @@ class CublasLease {
 
  private:
   int device_ = -1;
+  MathMode mode_;  // math_mode() when leased: the handle's (a pool per device and mode)
   cublasHandle_t handle_ = nullptr;
   std::shared_ptr<Block> workspace_;  // kept by the lease's stream
 };
