@@ -22,6 +22,9 @@
 // timing; one stream's calls reuse it in stream order, with no allocation per call (without
 // the allocator's cache that was a cudaMalloc and a device-wide cudaFree per GEMM).
 //
+// A cuBLAS handle's math mode (kernels/math_mode.h) is set once, when it is made: the pools
+// are per (device, math mode), and a lease takes a handle of the mode current at the call.
+//
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
 #pragma once
