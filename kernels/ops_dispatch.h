@@ -15,6 +15,8 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "engine/thread_pool.h"
+#include "kernels/cuda/path.h"
+#include "kernels/math_mode.h"
 
 namespace brigade::ops::detail {
 
@@ -22,6 +24,17 @@ namespace brigade::ops::detail {
 // a reason to run it somewhere else.
 [[noreturn]] inline void no_kernel(const char* op, const Device& device) {
   throw Error(std::string(op) + ": no kernel for " + device.str());
+}
+
+// A GEMM or convolution (Dense, Conv2D) in math mode tf32 where only fp32 exists: a CPU
+// device or the hand-written CUDA kernels (kernels/math_mode.h). An error naming the op, the
+// device and the path, never fp32 computed in tf32's place.
+inline void check_math_mode(const char* op, const Stream& stream) {
+  if (math_mode() == MathMode::fp32) return;  // every device and path computes fp32
+  const Device& device = stream.device();
+  const std::string why =
+      math_mode_refusal(math_mode(), device.is_cuda(), device.str(), cuda_path_name(cuda_path()));
+  if (!why.empty()) throw Error(std::string(op) + ": " + why);
 }
 
 // ---- Operand checks ------------------------------------------------------------------------

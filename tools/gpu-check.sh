@@ -38,7 +38,9 @@
 #               path, against the same run on cpu:0: per-step losses (--metrics) side by side,
 #               each within |cuda - cpu| <= 1e-4 + 1e-2 |cpu|
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
-#               the same GPU (tools/compare/pytorch_gpu_bench.py); then per-op ms, hand-written
+#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off); the
+#               same two with TF32 on both (bench-*-tf32: brigade-bench --math tf32, PyTorch's
+#               allow_tf32; NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written
 #               against cuDNN/cuBLAS (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
@@ -48,8 +50,8 @@
 #   defaults to build-emu): BRIGADE_EMULATED_GPUS=1 (every stage on cuda:0, as on a one-GPU
 #   machine), EMULATED_MULTI_GPUS (2) for multi-gpu. What only a GPU can do is SKIP with the
 #   reason: compute-sanitizer (the command it would run is shown), timing (brigade-bench's
-#   commands run on CPU devices, 1 repetition, to check their flags; PyTorch's script is
-#   compiled), NCCL. The CUDA toolkit is not needed (its pieces found are listed, not
+#   commands run on CPU devices, 1 repetition, to check their flags, and --math tf32's on the
+#   emulated GPU, which it needs; PyTorch's script is compiled), NCCL. The CUDA toolkit is not needed (its pieces found are listed, not
 #   probed). Defaults: TRAIN_STEPS 3, TRAIN_BATCH 4, EMULATED_TEST_ARGS (test_runtime's
 #   arguments: "--test-case-exclude=every*1-4*devices*", the parity matrix over 1-4 devices,
 #   which takes minutes there and which CI runs on its own).
@@ -57,7 +59,8 @@
 # Output in $OUT (else $BUILD), at most 8 files: summary.txt (one "RESULT
 # PASS|FAIL|SKIP|NOT-RUN <step>" line per step, with its figures and tables; its last line
 # "gpu-check: ALL PASSED ..." or "gpu-check: FAILURES ..."), logs.txt (each step's command and
-# last 300 lines), train-losses.tsv, bench-model.json, bench-ops.json, pytorch-gpu.json. Whole
+# last 300 lines), train-losses.tsv, bench-model.json, bench-ops.json, pytorch-gpu.json,
+# bench-model-tf32.json, pytorch-gpu-tf32.json. Whole
 # logs: $BUILD/gpu-check-logs/. A failing step's last lines go to stdout.
 # Exit status: 0 all passed; 1 a step failed or did not run; 2 preflight failed; 3 no GPU.
 # Environment: GPU_ARCH, OUT, BUILD (build-gpu; --emulated: build-emu), BUDGET_S (480; 3600
@@ -106,7 +109,8 @@ SUMMARY=$RESULTS/summary.txt
 START=$(date +%s)
 FAILED=0
 AFTER_GPU=0  # set before build-rest: from there on, a step the budget does not reach is SKIP
-export NVIDIA_TF32_OVERRIDE=0  # cuBLAS and cuDNN in FP32, as the CPU reference computes
+export NVIDIA_TF32_OVERRIDE=0  # cuBLAS and cuDNN in FP32, as the CPU reference computes (the
+                               # TF32 benchmarks unset it for their commands)
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -165,7 +169,8 @@ step() {
 # but misses one (a script error that skipped it) does not pass.
 if [ $build_only -eq 1 ]; then STEPS="preflight configure build build-rest"
 else STEPS="preflight configure build kernels-cuda kernels-emu memcheck racecheck parity-vendor parity-handwritten
-  train bench-brigade bench-pytorch bench-ops multi-gpu nccl build-rest suite"; fi
+  train bench-brigade bench-pytorch bench-brigade-tf32 bench-pytorch-tf32 bench-ops multi-gpu nccl
+  build-rest suite"; fi
 finish() {  # the last line, then exit: $1 overrides the status
   local s unreported=()
   if [ $FAILED -eq 0 ] && [ -z "${1:-}" ]; then
@@ -528,6 +533,29 @@ else
     --batches $bench_batches --reps $bench_reps --steps $bench_steps --json "$RESULTS/pytorch-gpu.json" \
     --beside "$RESULTS/bench-model.json"
   sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch.log" | tee -a "$SUMMARY"
+fi
+# The same two with TF32 on both sides: brigade-bench --math tf32 (the vendor rows and the GPU's
+# peak on tensor cores; its CPU and hand-written rows stay FP32) beside PyTorch with allow_tf32,
+# NVIDIA_TF32_OVERRIDE unset for them. --emulated: --math tf32 needs a GPU, so it runs on the
+# emulated one (one thread, batch 8, one repetition of one step); PyTorch's script compiles.
+tf32=(env -u NVIDIA_TF32_OVERRIDE) tf32_threads=$JOBS
+[ $emulated -eq 1 ] && tf32_threads=1 &&
+  REHEARSAL="timing needs a real GPU; the command ran on the emulated GPU (batch 8, 1 repetition) to check it"
+if bin tools/brigade-bench bench-brigade-tf32; then
+  step bench-brigade-tf32 90 "${tf32[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model --math tf32 \
+    --batches $bench_batches --threads "$tf32_threads" --reps $bench_reps --steps $bench_steps \
+    --json "$RESULTS/bench-model-tf32.json"
+fi
+REHEARSAL=
+if [ $emulated -eq 1 ]; then
+  REHEARSAL="PyTorch on a GPU needs a real GPU; tools/compare/pytorch_gpu_bench.py compiles"
+  step bench-pytorch-tf32 30 python3 -m py_compile tools/compare/pytorch_gpu_bench.py
+  REHEARSAL=
+else
+  LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch-tf32 60 "${tf32[@]}" python3 tools/compare/pytorch_gpu_bench.py \
+    --math tf32 --batches $bench_batches --reps $bench_reps --steps $bench_steps \
+    --json "$RESULTS/pytorch-gpu-tf32.json" --beside "$RESULTS/bench-model-tf32.json"
+  sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch-tf32.log" | tee -a "$SUMMARY"
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then

@@ -5,15 +5,18 @@
 // may need scratch memory (the workspace) which the caller provides.
 //
 //   descriptors   NCHW float tensors x, y, bias (1, K, 1, 1); KCRS filter w;
-//                 cross-correlation (what frameworks call convolution), FP32 math (no TF32)
-//                 — made once per shape and kept (descriptors_for, vendor_handles.h)
+//                 cross-correlation (what frameworks call convolution); the math of the
+//                 math mode (kernels/math_mode.h): CUDNN_FMA_MATH in fp32 (no TF32),
+//                 CUDNN_TENSOR_OP_MATH in tf32 — made once per (shape, mode) and kept
+//                 (descriptors_for, vendor_handles.h)
 //   algorithms    cuDNN's heuristics (cudnnGet*Algorithm_v7: no trial runs, so listing is
 //                 cheap and allocates nothing), keeping those that are deterministic — a
-//                 training run is then reproducible — and FP32. The first execution of a pass
+//                 training run is then reproducible — and of the mode's math: FMA only in
+//                 fp32, tensor-op (TF32) or FMA in tf32. The first execution of a pass
 //                 tries them best-ranked first until one runs (cuDNN may refuse one only
-//                 then); the one that ran is kept per (device, shape). One line on stderr
-//                 per shape names the best-ranked algorithms, and one more each pass that
-//                 had to fall back.
+//                 then); the one that ran is kept per (device, shape, mode). One line on
+//                 stderr per shape and mode names the best-ranked algorithms (in tf32, with
+//                 each one's math), and one more each pass that had to fall back.
 //                 The workspace is sized for each pass's best-ranked algorithm.
 //   forward       with a bias and a ReLU, one call (cudnnConvolutionBiasActivationForward)
 //                 over the forward candidates; where cuDNN refuses it for every one, the
@@ -38,15 +41,22 @@
 #include "engine/stream.h"
 #include "kernels/cuda/vendor.h"
 #include "kernels/cuda/vendor_handles.h"
+#include "kernels/math_mode.h"
 
 namespace brigade::cuda::vendor {
 namespace {
 
-// Every size of a convolution shape: what its descriptors are made from, and so the key of
-// the caches below.
-using ShapeKey = std::array<int64_t, 12>;
-ShapeKey shape_key(const Conv2dShape& s) {
-  return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P, s.Q};
+// A convolution shape and the math mode its descriptors and algorithms are for.
+struct ConvProblem : Conv2dShape {
+  MathMode math;
+};
+
+// Every size of the shape, and the mode: what the descriptors are made from, and so the key
+// of the caches below.
+using ShapeKey = std::array<int64_t, 13>;
+ShapeKey shape_key(const ConvProblem& s) {
+  return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad_h, s.pad_w, s.P, s.Q,
+          static_cast<int64_t>(s.math)};
 }
 
 // cuDNN takes int sizes; the constructor below has checked that they fit.
@@ -61,7 +71,7 @@ void set_nchw(cudnnTensorDescriptor_t t, int64_t n, int64_t c, int64_t h, int64_
 // The descriptors of one convolution shape, destroyed with the object.
 class ConvDescriptors {
  public:
-  explicit ConvDescriptors(const Conv2dShape& s) {
+  explicit ConvDescriptors(const ConvProblem& s) {
     for (int64_t v : shape_key(s))  // before anything is created: a throw here leaks nothing
       BRIGADE_CHECK(v >= 0 && v <= INT_MAX, "conv2d (cuDNN): a size of the shape exceeds int: " << v);
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
@@ -78,7 +88,8 @@ class ConvDescriptors {
     BRIGADE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride), as_int(s.stride), 1, 1,
         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(
+        conv, s.math == MathMode::tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
     // NaN stays NaN through the ReLU, as in the hand-written kernels and on the CPU.
     BRIGADE_CUDNN_CHECK(
@@ -119,15 +130,23 @@ class ConvDescriptors {
 };
 
 // The descriptors of s, checked, from the per-process cache.
-const ConvDescriptors& descriptors(const Conv2dShape& s) {
+const ConvDescriptors& descriptors(const ConvProblem& s) {
   return descriptors_for<ConvDescriptors>(s, shape_key(s));
 }
 
-// The algorithms of one pass that may run, best-ranked first, each with its workspace size;
-// `chosen` is the index of the one that ran first (-1 until one has).
+// An algorithm of one pass, the workspace it needs and the math it computes in.
+template <class Algo>
+struct Candidate {
+  Algo algo;
+  size_t workspace;
+  cudnnMathType_t math;
+};
+
+// The algorithms of one pass that may run, best-ranked first; `chosen` is the index of the
+// one that ran first (-1 until one has).
 template <class Algo>
 struct Candidates {
-  std::vector<std::pair<Algo, size_t>> list;
+  std::vector<Candidate<Algo>> list;
   int chosen = -1;
 };
 
@@ -143,18 +162,30 @@ struct ConvAlgorithms {
   bool fused_declined = false;
 };
 
+// Whether an algorithm computing in `math` may run in math mode `mode`: FMA math always; a
+// tensor-op math type (its inputs rounded through TF32) only in tf32. (Never
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: that one rounds FP32 through FP16.)
+bool math_allowed(cudnnMathType_t math, MathMode mode) {
+  if (math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH) return true;
+  return math == CUDNN_TENSOR_OP_MATH && mode == MathMode::tf32;
+}
+
+const char* math_name(cudnnMathType_t math) {
+  return math == CUDNN_TENSOR_OP_MATH ? "tensor-op TF32" : "FMA";
+}
+
 // The usable algorithms of a heuristic list, in its order: listed as runnable, deterministic
-// (a training run is then reproducible) and plain FP32 (a tensor-op math type would round
-// through TF32). A list with none is refused, naming the pass and the shape.
+// (a training run is then reproducible) and of a math the mode allows. A list with none is
+// refused, naming the pass and the shape.
 template <class Perf, class WorkspaceOf>
 Candidates<decltype(Perf::algo)> usable(const Perf* perfs, int count, const char* pass,
-                                        const Conv2dShape& s, WorkspaceOf workspace_of) {
+                                        const ConvProblem& s, WorkspaceOf workspace_of) {
   Candidates<decltype(Perf::algo)> c;
   for (int i = 0; i < count; ++i)
     if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].determinism == CUDNN_DETERMINISTIC &&
-        (perfs[i].mathType == CUDNN_FMA_MATH || perfs[i].mathType == CUDNN_DEFAULT_MATH))
-      c.list.emplace_back(perfs[i].algo, workspace_of(perfs[i].algo));
-  BRIGADE_CHECK(!c.list.empty(), "conv2d (cuDNN): no deterministic FP32 " << pass
+        math_allowed(perfs[i].mathType, s.math))
+      c.list.push_back({perfs[i].algo, workspace_of(perfs[i].algo), perfs[i].mathType});
+  BRIGADE_CHECK(!c.list.empty(), "conv2d (cuDNN): no deterministic " << math_mode_name(s.math) << " " << pass
                                      << " algorithm for input (" << s.N << ", " << s.C << ", "
                                      << s.H << ", " << s.W << "), " << s.K << " filters " << s.R
                                      << "x" << s.S);
@@ -169,10 +200,26 @@ std::string describe(const Conv2dShape& s, int device) {
   return os.str();
 }
 
-using Key = std::pair<int, ShapeKey>;  // (device, shape)
+// The best-ranked algorithm of each pass, as the log line names them: in fp32
+//   forward algorithm 1, backward-data 1, backward-filter 1 (4096 bytes of workspace)
+// and in tf32 the same with each one's math:
+//   math tf32: forward algorithm 1 (tensor-op TF32), backward-data 1 (tensor-op TF32), ...
+std::string describe_choice(const ConvAlgorithms& a, MathMode mode) {
+  const auto named = [&](const auto& c) {
+    std::string text = std::to_string(static_cast<int>(c.list[0].algo));
+    if (mode == MathMode::tf32) text += std::string(" (") + math_name(c.list[0].math) + ")";
+    return text;
+  };
+  return std::string(mode == MathMode::tf32 ? "math tf32: " : "") + "forward algorithm " +
+         named(a.forward) + ", backward-data " + named(a.backward_data) + ", backward-filter " +
+         named(a.backward_filter) + " (" + std::to_string(a.workspace_bytes) +
+         " bytes of workspace)";
+}
+
+using Key = std::pair<int, ShapeKey>;  // (device, shape and mode)
 std::mutex algorithms_mutex;  // guards the cache below and every Candidates::chosen in it
 
-ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
+ConvAlgorithms& algorithms_for(const ConvProblem& s, const ConvDescriptors& d,
                                cudnnHandle_t handle, int device) {
   static auto* cache = new std::map<Key, ConvAlgorithms>();  // never freed, like the handles
   const Key key{device, shape_key(s)};
@@ -208,12 +255,9 @@ ConvAlgorithms& algorithms_for(const Conv2dShape& s, const ConvDescriptors& d,
     return bytes;
   });
   a.fused = a.forward;
-  a.workspace_bytes = std::max({a.forward.list[0].second, a.backward_data.list[0].second,
-                                a.backward_filter.list[0].second});
-  std::fprintf(stderr, "%s: forward algorithm %d, backward-data %d, backward-filter %d (%zu bytes of workspace)\n",
-               describe(s, device).c_str(), static_cast<int>(a.forward.list[0].first),
-               static_cast<int>(a.backward_data.list[0].first),
-               static_cast<int>(a.backward_filter.list[0].first), a.workspace_bytes);
+  a.workspace_bytes = std::max({a.forward.list[0].workspace, a.backward_data.list[0].workspace,
+                                a.backward_filter.list[0].workspace});
+  std::fprintf(stderr, "%s: %s\n", describe(s, device).c_str(), describe_choice(a, s.math).c_str());
   return cache->emplace(key, std::move(a)).first->second;
 }
 
@@ -233,12 +277,12 @@ bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
     chosen = c.chosen;
   }
   if (chosen >= 0) {
-    BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)].first));
+    BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)].algo));
     return true;
   }
   std::ostringstream refused;
   for (size_t i = 0; i < c.list.size(); ++i) {
-    const auto [algo, needs] = c.list[i];
+    const auto [algo, needs, math] = c.list[i];
     if (needs > workspace_bytes) continue;
     const cudnnStatus_t status = run(algo);
     if (status == CUDNN_STATUS_SUCCESS) {
@@ -246,8 +290,9 @@ bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
       if (c.chosen < 0) {
         c.chosen = static_cast<int>(i);
         if (i > 0)  // not the best-ranked, which algorithms_for has said: say why
-          std::fprintf(stderr, "%s: %s algorithm %d runs instead%s%s\n", describe(s, device).c_str(),
-                       pass, static_cast<int>(algo), refused.str().c_str(),
+          std::fprintf(stderr, "%s: %s algorithm %d (%s) runs instead%s%s\n",
+                       describe(s, device).c_str(), pass, static_cast<int>(algo), math_name(math),
+                       refused.str().c_str(),
                        refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
       }
       return true;
@@ -266,7 +311,7 @@ bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
 }
 
 // The algorithms for s, after checking the caller's workspace is large enough.
-ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDescriptors& d,
+ConvAlgorithms& prepare(const char* op, const ConvProblem& s, const ConvDescriptors& d,
                         const CudnnLease& dnn, const Stream& stream, const void* workspace,
                         size_t workspace_bytes) {
   ConvAlgorithms& a = algorithms_for(s, d, dnn.handle(), stream.device().index);
@@ -277,16 +322,19 @@ ConvAlgorithms& prepare(const char* op, const Conv2dShape& s, const ConvDescript
   return a;
 }
 
-// What a pass with an algorithm needs, in this order: the shape's descriptors, a cuDNN handle
-// of the stream's device bound to the stream (held for the pass), and the algorithms.
+// What a pass with an algorithm needs, in this order: the descriptors of the shape in the math
+// mode (read once, for both), a cuDNN handle of the stream's device bound to the stream (held
+// for the pass), and the algorithms.
 struct ConvPass {
-  ConvPass(const char* op, const Conv2dShape& s, const Stream& stream, const void* workspace,
+  ConvPass(const char* op, const Conv2dShape& shape, const Stream& stream, const void* workspace,
            size_t workspace_bytes)
-      : d(descriptors(s)),
+      : s{shape, math_mode()},
+        d(descriptors(s)),
         dnn(stream),
         a(prepare(op, s, d, dnn, stream, workspace, workspace_bytes)),
         device(stream.device().index) {}
 
+  const ConvProblem s;
   const ConvDescriptors& d;
   const CudnnLease dnn;
   ConvAlgorithms& a;
@@ -310,7 +358,8 @@ void decline_fused(ConvAlgorithms& a, const Conv2dShape& s, int device) {
 
 }  // namespace
 
-size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream) {
+size_t conv2d_workspace_bytes(const Conv2dShape& shape, const Stream& stream) {
+  const ConvProblem s{shape, math_mode()};
   const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   return algorithms_for(s, d, dnn.handle(), stream.device().index).workspace_bytes;
@@ -372,7 +421,7 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {
-  const ConvDescriptors& d = descriptors(s);
+  const ConvDescriptors& d = descriptors({s, math_mode()});  // a sum: no math mode in it
   const CudnnLease dnn(stream);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardBias(dnn.handle(), &kOne, d.y, dy, &kOne, d.bias, db));
 }

@@ -35,7 +35,8 @@ namespace brigade::cuda::vendor {
 
 // ---- cuBLAS (cublas_gemm.cpp) --------------------------------------------------------------
 // C (M, N) = alpha · op(A) · op(B) + beta · C, row-major: gemm_tiled's contract (gemm.h).
-// FP32 arithmetic (no TF32), so it agrees with gemm_tiled to float rounding.
+// In math mode fp32 (the default, kernels/math_mode.h) FP32 arithmetic, so it agrees with
+// gemm_tiled to float rounding; in tf32 cuBLAS may use tensor cores (inputs rounded to TF32).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const Stream& stream);
@@ -55,7 +56,8 @@ void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N
 // ---- cuDNN convolution (cudnn_conv.cpp) ----------------------------------------------------
 // Bytes of workspace every conv2d_* call below needs for shape s on the stream's device:
 // the largest of the three passes' best-ranked algorithms (cuDNN's heuristics, deterministic
-// FP32 algorithms only; cached per shape and device). A pass whose best is refused at
+// algorithms of the math mode's math only: FMA in fp32, tensor-op TF32 too in tf32; cached
+// per shape, device and mode). A pass whose best is refused at
 // execution falls back to the next that runs within this workspace.
 size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream);
 // x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q); relu fuses max(y, 0)

@@ -5,14 +5,19 @@
 
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/error.h"
+#include "kernels/math_mode.h"
 
 namespace brigade::cuda::vendor {
 namespace {
 
-// The idle handles of one device; a leased handle is in no pool until it is given back.
+// The idle handles of one device and math mode; a leased handle is in no pool until it is
+// given back. A cuBLAS handle's math mode is set once, when it is made, so a lease never
+// changes the mode of a handle (one cublasSetMathMode per handle, none per call); a cuDNN
+// handle has no math mode (its convolution descriptors have), so its pools are fp32's only.
 template <class Handle>
 struct Pool {
   std::mutex mutex;
@@ -20,34 +25,37 @@ struct Pool {
 };
 
 template <class Handle>
-Pool<Handle>& pool_for(int device) {
+Pool<Handle>& pool_for(int device, MathMode mode) {
   static std::mutex map_mutex;
-  static auto* pools = new std::map<int, std::unique_ptr<Pool<Handle>>>();  // never freed
+  static auto* pools =
+      new std::map<std::pair<int, MathMode>, std::unique_ptr<Pool<Handle>>>();  // never freed
   std::lock_guard<std::mutex> lock(map_mutex);
-  auto& pool = (*pools)[device];
+  auto& pool = (*pools)[{device, mode}];
   if (!pool) pool = std::make_unique<Pool<Handle>>();
   return *pool;
 }
 
-cublasHandle_t create_handle(cublasHandle_t) {
+cublasHandle_t create_handle(cublasHandle_t, MathMode mode) {
   cublasHandle_t h = nullptr;
   BRIGADE_CUBLAS_CHECK(cublasCreate(&h));
-  // Plain FP32: no TF32 tensor-core rounding, so results agree with gemm_tiled to float
-  // rounding. (This is cuBLAS's default too; saying it makes it independent of that.)
-  BRIGADE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  // fp32: plain FP32, no TF32 tensor-core rounding, so results agree with gemm_tiled to float
+  // rounding (cuBLAS's default too; saying it makes it independent of that). tf32: SGEMM may
+  // run on tensor cores, its inputs rounded to TF32 (kernels/math_mode.h).
+  BRIGADE_CUBLAS_CHECK(cublasSetMathMode(
+      h, mode == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return h;
 }
 
-cudnnHandle_t create_handle(cudnnHandle_t) {
+cudnnHandle_t create_handle(cudnnHandle_t, MathMode) {
   cudnnHandle_t h = nullptr;
   BRIGADE_CUDNN_CHECK(cudnnCreate(&h));
   return h;
 }
 
-// An idle handle of `device` (the current device), or a new one made on it.
+// An idle handle of `device` (the current device) in `mode`, or a new one made on it.
 template <class Handle>
-Handle take(int device) {
-  Pool<Handle>& pool = pool_for<Handle>(device);
+Handle take(int device, MathMode mode) {
+  Pool<Handle>& pool = pool_for<Handle>(device, mode);
   {
     std::lock_guard<std::mutex> lock(pool.mutex);
     if (!pool.idle.empty()) {
@@ -56,12 +64,12 @@ Handle take(int device) {
       return h;
     }
   }
-  return create_handle(Handle{});  // outside the lock: creating a handle is slow
+  return create_handle(Handle{}, mode);  // outside the lock: creating a handle is slow
 }
 
 template <class Handle>
-void give_back(int device, Handle h) {
-  Pool<Handle>& pool = pool_for<Handle>(device);
+void give_back(int device, MathMode mode, Handle h) {
+  Pool<Handle>& pool = pool_for<Handle>(device, mode);
   std::lock_guard<std::mutex> lock(pool.mutex);
   pool.idle.push_back(h);
 }
@@ -91,33 +99,34 @@ std::shared_ptr<Block> workspace_of(const Stream& stream) {
 
 }  // namespace
 
-CublasLease::CublasLease(const Stream& stream) : device_(cuda_index_of(stream, "cuBLAS")) {
+CublasLease::CublasLease(const Stream& stream)
+    : device_(cuda_index_of(stream, "cuBLAS")), mode_(math_mode()) {
   BRIGADE_CUDA_CHECK(cudaSetDevice(device_));  // a new handle belongs to this device
-  handle_ = take<cublasHandle_t>(device_);
+  handle_ = take<cublasHandle_t>(device_, mode_);
   try {
     BRIGADE_CUBLAS_CHECK(cublasSetStream(handle_, stream.cuda_handle()));
     // After the stream: cublasSetStream resets the workspace to cuBLAS's own pool.
     workspace_ = workspace_of(stream);
     BRIGADE_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_->data(), kCublasWorkspaceBytes));
   } catch (...) {
-    give_back(device_, handle_);
+    give_back(device_, mode_, handle_);
     throw;
   }
 }
 
-CublasLease::~CublasLease() { give_back(device_, handle_); }
+CublasLease::~CublasLease() { give_back(device_, mode_, handle_); }
 
 CudnnLease::CudnnLease(const Stream& stream) : device_(cuda_index_of(stream, "cuDNN")) {
   BRIGADE_CUDA_CHECK(cudaSetDevice(device_));
-  handle_ = take<cudnnHandle_t>(device_);
+  handle_ = take<cudnnHandle_t>(device_, MathMode::fp32);
   try {
     BRIGADE_CUDNN_CHECK(cudnnSetStream(handle_, stream.cuda_handle()));
   } catch (...) {
-    give_back(device_, handle_);
+    give_back(device_, MathMode::fp32, handle_);
     throw;
   }
 }
 
-CudnnLease::~CudnnLease() { give_back(device_, handle_); }
+CudnnLease::~CudnnLease() { give_back(device_, MathMode::fp32, handle_); }
 
 }  // namespace brigade::cuda::vendor

@@ -22,6 +22,9 @@
 // timing; one stream's calls reuse it in stream order, with no allocation per call (without
 // the allocator's cache that was a cudaMalloc and a device-wide cudaFree per GEMM).
 //
+// A cuBLAS handle's math mode (kernels/math_mode.h) is set once, when it is made: the pools
+// are per (device, math mode), and a lease takes a handle of the mode current at the call.
+//
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
 #pragma once
@@ -37,6 +40,7 @@
 
 #include "engine/allocator.h"
 #include "engine/stream.h"
+#include "kernels/math_mode.h"
 
 namespace brigade::cuda::vendor {
 
@@ -55,6 +59,7 @@ class CublasLease {
 
  private:
   int device_ = -1;
+  MathMode mode_;  // math_mode() when leased: the handle's (a pool per device and mode)
   cublasHandle_t handle_ = nullptr;
   std::shared_ptr<Block> workspace_;  // kept by the lease's stream
 };

@@ -52,6 +52,7 @@ int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / 
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
                       bool relu, const Stream& stream) {
+  detail::check_math_mode("conv2d_forward", stream);
   detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
@@ -82,6 +83,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
+  detail::check_math_mode("conv2d_backward_data", stream);
   detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -123,6 +125,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
+  detail::check_math_mode("conv2d_backward_params", stream);
   detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);

@@ -26,6 +26,7 @@ bool vendor() { return cuda_path() == CudaPath::vendor; }
 
 Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
                      const Stream& stream) {
+  detail::check_math_mode("dense_forward", stream);
   detail::check_operands("dense_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   check_dense("dense_forward", x.shape(), w.shape());
   detail::check_bias("dense_forward", b, w.shape()[0]);
@@ -53,6 +54,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 }
 
 Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
+  detail::check_math_mode("dense_backward_data", stream);
   detail::check_operands("dense_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
                 "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
@@ -82,6 +84,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream) {
+  detail::check_math_mode("dense_backward_params", stream);
   detail::check_operands("dense_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                    {"db", &db}});
   check_dense("dense_backward_params", x.shape(), dw.shape());

@@ -7,12 +7,14 @@
 //   brigade-bench --level model --batches 128 --threads 1,2 --json bench.json
 //   brigade-bench --model tools/models/tiny_cnn.model --quick   # another model: NAME or FILE
 //   brigade-bench --devices cuda:0 --count-calls   # emulated GPUs: the calls of a step, counted
+//   brigade-bench --level model --math tf32        # cuBLAS and cuDNN on tensor cores (TF32)
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
 // per implementation), model_bench.h (samples/s of a training step), call_count_bench.h (the
 // calls a GPU step makes, on emulated GPUs), then this file.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -130,6 +132,22 @@ int count_calls_and_print(const model::ModelSpec& spec, const std::string& model
   return 0;
 }
 
+// Why --math `math` cannot run here ("" when it can): tf32 is cuBLAS's and cuDNN's on a GPU
+// (kernels/math_mode.h), so it needs one, and the vendor rows among those measured.
+std::string math_refusal(const std::string& math, bool count_calls, bool run_ops,
+                         bool impls_given, const std::vector<std::string>& impls) {
+  if (math == "fp32") return "";
+  if (count_calls)
+    return "--count-calls counts the same calls in either math mode (a cuBLAS handle's mode is "
+           "set once, when it is made); leave --math out";
+  if (cuda_device_count() == 0)
+    return "tf32 is cuBLAS's and cuDNN's on tensor cores, and this machine has no GPU (the CPU "
+           "computes fp32 only)";
+  if (run_ops && impls_given && std::find(impls.begin(), impls.end(), "vendor") == impls.end())
+    return "tf32 is the vendor rows' (cuBLAS, cuDNN), and --impls measures none: add vendor";
+  return "";
+}
+
 double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
                int threads) {
   if (device.rfind("cuda", 0) == 0) return gpu_peak;
@@ -175,6 +193,12 @@ int main(int argc, char** argv) {
                "128); needs a build on emulated GPUs (-Dcuda=emulated)");
   app.add_option("--devices", devices, "--count-calls: the GPUs counted, e.g. cuda:0 or "
                  "cuda:0,cuda:1")->needs("--count-calls");
+  std::string math = "fp32";
+  app.add_option("--math", math,
+                 "arithmetic of the vendor rows (cuBLAS, cuDNN) and of the GPU's SGEMM peak: "
+                 "fp32, or tf32 (tensor cores, inputs rounded to 10 mantissa bits); the CPU and "
+                 "hand-written rows are fp32 either way. tf32 needs a GPU")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
     return *status;
   if (quick) {
@@ -196,6 +220,13 @@ int main(int argc, char** argv) {
         return cli::kUsageStatus;
       }
 
+  if (const std::string why = math_refusal(math, count, run_ops, app.count("--impls") > 0, op.impls);
+      !why.empty()) {
+    std::fprintf(stderr, "brigade-bench: --math %s: %s\n", math.c_str(), why.c_str());
+    return cli::kUsageStatus;
+  }
+  op.math = mo.math = parse_math_mode(math);
+
   const std::optional<model::ModelSpec> model_spec =
       models::load_model_or_say_why(model_name, BRIGADE_MODELS_DIR, "brigade-bench");
   if (!model_spec) return cli::kUsageStatus;
@@ -208,8 +239,9 @@ int main(int argc, char** argv) {
   }
   try {
     const int gpus = cuda_device_count();
-    std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); model %s\n",
-                cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, model_name.c_str());
+    std::printf("brigade-bench: %s, %u hardware threads, %d GPU(s); model %s%s\n",
+                cpu_model().c_str(), std::thread::hardware_concurrency(), gpus, model_name.c_str(),
+                op.math == MathMode::tf32 ? "; math tf32 (the vendor rows and the GPU peak)" : "");
 
     // The yardstick: the peak on each thread count, on the same kind of pool the kernels use.
     std::map<int, Peak> peaks;
@@ -220,7 +252,7 @@ int main(int argc, char** argv) {
     // The GPU's yardstick: an SGEMM large enough to reach the peak, or with --quick a smaller
     // one (1024^3 under-reads a large GPU's peak, but takes a moment wherever it runs).
     const int gpu_peak_n = quick ? 1024 : 8192;
-    const double gpu_peak = gpus > 0 ? gpu_sgemm_peak_gflops(gpu_peak_n, reps) : 0;
+    const double gpu_peak = gpus > 0 ? gpu_sgemm_peak_gflops(gpu_peak_n, reps, op.math) : 0;
     print_peaks(peaks, gpu_peak, gpu_peak_n);
 
     json out;
@@ -229,6 +261,7 @@ int main(int argc, char** argv) {
     std::string cmd;
     for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
     out["command"] = cmd;
+    out["math"] = math;  // the vendor rows' and the GPU peak's; the others' is fp32
     out["model_file"] = models::find_model(model_name, BRIGADE_MODELS_DIR);  // the file measured
     for (const auto& [t, p] : peaks)
       out["peak"].push_back({{"threads", t}, {"isa", p.isa}, {"fma_gflops", p.fma_gflops},

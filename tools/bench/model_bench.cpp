@@ -1,3 +1,4 @@
+#include "tools/bench/cuda_impl.h"
 #include "tools/bench/model_bench.h"
 
 #include <cstdio>
@@ -110,7 +111,7 @@ std::vector<ModelRow> bench_model(const model::ModelSpec& spec, const ModelBench
     }
   if (cuda_device_count() > 0)
     for (const std::string& impl : o.cuda_impls) {
-      set_cuda_path(parse_cuda_path(impl));
+      const CudaImpl measured(impl, o.math);
       for (int64_t B : o.batches) rows.push_back(run(spec, Device::cuda(0), impl, 0, B, o));
     }
   return rows;

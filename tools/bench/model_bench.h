@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/math_mode.h"
 #include "layers/model/model_file.h"
 
 namespace brigade::bench {
@@ -36,6 +37,7 @@ struct ModelBenchOptions {
   std::vector<int> threads = {1, 2};
   bool cpu = true;
   std::vector<std::string> cuda_impls = {"handwritten", "vendor"};  // used when a GPU is here
+  MathMode math = MathMode::fp32;  // the vendor rows' arithmetic (cuda_impl.h)
   int cpu_device = 0;
   int warmup = 2;        // steps
   int repetitions = 5;

@@ -1,3 +1,4 @@
+#include "tools/bench/cuda_impl.h"
 #include "tools/bench/op_bench.h"
 
 #include <cstdio>
@@ -277,7 +278,7 @@ std::vector<OpRow> bench_ops(const model::ModelSpec& spec, const OpBenchOptions&
   if (cuda_device_count() > 0)
     for (const std::string impl : {"handwritten", "vendor"}) {
       if (!wanted(o, impl)) continue;
-      set_cuda_path(parse_cuda_path(impl));
+      const CudaImpl measured(impl, o.math);
       const Device device = Device::cuda(0);
       const Stream st = Stream::default_for(device);
       for (const OpCase& c : cases) {
@@ -290,8 +291,8 @@ std::vector<OpRow> bench_ops(const model::ModelSpec& spec, const OpBenchOptions&
   return rows;
 }
 
-double gpu_sgemm_peak_gflops(int n, int repetitions) {
-  set_cuda_path(CudaPath::vendor);
+double gpu_sgemm_peak_gflops(int n, int repetitions, MathMode math) {
+  const CudaImpl measured("vendor", math);
   const Stream st = Stream::default_for(Device::cuda(0));
   const Tensor x = tensor(Shape({n, n}), st, 1), w = tensor(Shape({n, n}), st, 2),
                b = tensor(Shape({n}), st, 3);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/math_mode.h"
 #include "layers/model/model_file.h"
 
 namespace brigade::bench {
@@ -44,14 +45,15 @@ struct OpBenchOptions {
   int warmup = 2;
   int repetitions = 5;
   double min_repetition_s = 0.05;     // calls per repetition: enough to last this long
+  MathMode math = MathMode::fp32;     // the vendor rows' arithmetic (cuda_impl.h)
 };
 
 // Runs every op of `spec` for every implementation available here (the CUDA ones only when
 // a GPU is present) and returns one row per (op, implementation, thread count).
 std::vector<OpRow> bench_ops(const model::ModelSpec& spec, const OpBenchOptions& options);
 
-// cuBLAS SGEMM n x n x n through ops::dense_forward on cuda:0: the GPU's practical peak.
-// Only call with a GPU present.
-double gpu_sgemm_peak_gflops(int n, int repetitions);
+// cuBLAS SGEMM n x n x n through ops::dense_forward on cuda:0 in `math`: the GPU's practical
+// peak (in tf32, the tensor cores'). Only call with a GPU present.
+double gpu_sgemm_peak_gflops(int n, int repetitions, MathMode math);
 
 }  // namespace brigade::bench

@@ -5,11 +5,13 @@ puts beside `brigade-bench --level model` on cuda:0.
   python3 tools/compare/pytorch_gpu_bench.py                     # seed_cnn.model, batch 128 and 512
   python3 tools/compare/pytorch_gpu_bench.py --batches 128 --json out.json
   python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --level model --json bench.json
+  python3 tools/compare/pytorch_gpu_bench.py --math tf32 --beside bench-tf32.json   # brigade-bench ... --math tf32
 
 The step is brigade-bench --level model's (tools/bench/model_bench.h): zero_grad, forward with dropout
 on, softmax + cross-entropy, backward, SGD with momentum 0.9 and lr 0.01, on two synthetic
-batches already on the GPU. FP32 with TF32 off, as Brigade computes (tools/gpu-check.sh also
-sets NVIDIA_TF32_OVERRIDE=0). Each repetition is --steps steps between two synchronisations; the
+batches already on the GPU. --math fp32 (the default): TF32 off, as Brigade computes by default
+(tools/gpu-check.sh also sets NVIDIA_TF32_OVERRIDE=0 for it); --math tf32: TF32 on for cuBLAS
+and cuDNN both, as brigade-bench --math tf32 (NVIDIA_TF32_OVERRIDE must then be unset). Each repetition is --steps steps between two synchronisations; the
 median of --reps repetitions is reported, after --warmup steps. Two rows per batch: PyTorch as
 a user gets it (cudnn.benchmark off, the default) and with cudnn.benchmark on (cuDNN times its
 algorithms at the first step of each shape and keeps the fastest).
@@ -114,7 +116,8 @@ def print_beside(bench_json, info):
     b = {(r["impl"], r["batch"]): r["samples_per_s"] for r in rows}
     threads = max((r["threads"] for r in rows if r["impl"] == "cpu"), default=0)
     t = {(r["cudnn_benchmark"], r["batch"]): r["samples_per_s"] for r in info["rows"]}
-    print(f"\nbeside Brigade ({bench_json}): training samples/s, one device, FP32; cpu = cpu:0 on "
+    math = "TF32 (vendor and PyTorch; cpu and hand-written FP32)" if info["math"] == "tf32" else "FP32"
+    print(f"\nbeside Brigade ({bench_json}): training samples/s, one device, {math}; cpu = cpu:0 on "
           f"{threads} threads; PyTorch {info['torch']}, cuDNN {info['cudnn']}, on {info['gpu']}")
     print(f"{'batch':>5} {'cpu':>9} {'hand-written':>12} {'vendor':>9} {'pytorch':>9} {'+benchmark':>10}"
           "  best brigade / best pytorch")
@@ -136,18 +139,24 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json", help="also write the rows here")
     p.add_argument("--beside", help="brigade-bench --level model --json output: print both in one table")
+    p.add_argument("--math", choices=("fp32", "tf32"), default="fp32",
+                   help="tf32: matmuls and convolutions on tensor cores (as brigade-bench --math tf32)")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         sys.exit("pytorch_gpu_bench.py: torch sees no GPU (torch.cuda.is_available() is False)")
-    torch.backends.cuda.matmul.allow_tf32 = False  # FP32 arithmetic, as Brigade's
-    torch.backends.cudnn.allow_tf32 = False
+    tf32 = a.math == "tf32"  # FP32 arithmetic otherwise, as Brigade's default
+    if tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+        sys.exit("pytorch_gpu_bench.py: --math tf32 with NVIDIA_TF32_OVERRIDE=0, which turns TF32 off")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
             "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-            "model": a.model, "warmup": a.warmup, "reps": a.reps, "steps": a.steps, "rows": []}
+            "model": a.model, "math": a.math, "warmup": a.warmup, "reps": a.reps, "steps": a.steps, "rows": []}
     print(f"pytorch_gpu_bench: torch {info['torch']} (CUDA {info['cuda']}, cuDNN {info['cudnn']}) "
-          f"on {info['gpu']}; {a.model}; FP32, TF32 off; median of {a.reps} x {a.steps} steps")
+          f"on {info['gpu']}; {a.model}; {'TF32 on' if tf32 else 'FP32, TF32 off'}; "
+          f"median of {a.reps} x {a.steps} steps")
     print(f"{'batch':>6} {'cudnn.benchmark':>15} {'step ms':>9} {'samples/s':>11}")
     for batch in (int(b) for b in a.batches.split(",")):
         for bench in (False, True):

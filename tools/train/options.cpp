@@ -144,6 +144,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(at_least(0));
   app.add_option("--device-memory", device_memory,
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
+  app.add_option("--math", o.math,
+                 "arithmetic of the GEMMs and convolutions: fp32 (as the CPU devices compute) "
+                 "or tf32 (tensor cores through cuBLAS and cuDNN: faster on GPUs since Ampere, "
+                 "inputs rounded to 10 mantissa bits; GPUs on the vendor path only)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
 
   app.add_option("--schedule", o.schedule,
                  "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, "

@@ -33,6 +33,7 @@ struct Options {
   // order (devices of different speeds); {} or {0}: the cores shared evenly.
   std::vector<int> threads_per_device;
   uint64_t device_memory = 0;            // bytes per CPU device; 0 = unlimited
+  std::string math = "fp32";             // fp32 | tf32 (kernels/math_mode.h): GPUs' vendor path only
 
   // How a step is pipelined.
   std::string schedule = "1f1b";

@@ -5,6 +5,9 @@
 #include <optional>
 #include <thread>
 
+#include "kernels/cuda/path.h"
+#include "kernels/math_mode.h"
+
 namespace brigade::train {
 
 std::vector<Device> resolve_devices(const std::string& list, int model_blocks) {
@@ -62,10 +65,22 @@ RunDevices choose_devices(const Options& o, const model::ModelSpec& model) {
   }
   if (o.device_memory != 0 && cpu_devices == 0)
     throw UsageError("--device-memory limits CPU devices, and " + o.devices + " has none");
+  use_math_mode(o.math, devices);
   for (size_t i = 0; i < devices.size(); ++i)
     if (devices[i].is_cpu())
       configure_cpu_device(devices[i].index, {p.threads[i], o.device_memory});
   return p;
+}
+
+void use_math_mode(const std::string& math, const std::vector<Device>& devices) {
+  const MathMode mode = parse_math_mode(math);  // --math was checked to be fp32 or tf32
+  if (mode == MathMode::tf32)  // fp32 runs anywhere (and a CPU run never reads the CUDA path)
+    for (const Device& device : devices) {
+      const std::string why =
+          math_mode_refusal(mode, device.is_cuda(), device.str(), cuda_path_name(cuda_path()));
+      if (!why.empty()) throw UsageError("--math " + math + ": " + why);
+    }
+  set_math_mode(mode);
 }
 
 std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,

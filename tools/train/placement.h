@@ -34,14 +34,19 @@ struct RunDevices {
 // or a list for Device::parse_list. Throws UsageError naming what is wrong with it.
 std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 
+// --math (kernels/math_mode.h) for this process, after checking every device can compute in
+// it: tf32 needs CUDA devices on the vendor path; a CPU device or BRIGADE_CUDA_PATH=handwritten
+// is a UsageError naming the device or the path. (choose_devices calls it.)
+void use_math_mode(const std::string& math, const std::vector<Device>& devices);
+
 // A flag that takes one count for every device or one per device of --devices (e.g. 2,1):
 // each device's count, 0 where none was given. Throws UsageError for another number of counts.
 std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,
                             const Options& options, size_t devices);
 
 // Resolves the devices against the model (auto: no more GPUs than the cut can use) and
-// configures every CPU device (threads and --device-memory). Throws UsageError for impossible
-// combinations.
+// configures every CPU device (threads and --device-memory) and the math mode (--math).
+// Throws UsageError for impossible combinations.
 RunDevices choose_devices(const Options& options, const model::ModelSpec& model);
 
 // A device under this share of the work is all but idle, and the others wait for it.

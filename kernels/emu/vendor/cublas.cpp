@@ -1,7 +1,9 @@
 // Emulated cuBLAS: handles, their stream, math mode and workspace, and SGEMM.
 //
 // SGEMM is the BLAS definition, column-major: C = alpha · op(A) · op(B) + beta · C, with C
-// not read when beta is 0 (so garbage in C, NaN included, is overwritten). With a workspace
+// not read when beta is 0 (so garbage in C, NaN included, is overwritten). A handle in
+// CUBLAS_TF32_TENSOR_OP_MATH reads every element of A and B as a tensor core does, rounded to
+// TF32 (kernels/reference/tf32.h), and accumulates in FP32; any other mode computes in FP32. With a workspace
 // set (cublasSetWorkspace) large enough, the product is formed in the workspace first, as
 // cuBLAS's split-K kernels do: two streams given one workspace then race, as they would on
 // a GPU.
@@ -16,6 +18,7 @@
 #include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/vendor/library.h"
+#include "kernels/reference/tf32.h"
 
 struct cublasContext : brigade::emu::vendor::Handle {
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
@@ -149,7 +152,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (r.failure == Failure::dead_handle) return refused(r);
   if (mode < CUBLAS_DEFAULT_MATH || mode > CUBLAS_TF32_TENSOR_OP_MATH)
     return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode: unknown mode " + std::to_string(mode));
-  handle->math = mode;  // the emulation computes in FP32 whatever the mode
+  handle->math = mode;  // SGEMM reads it: TF32 inputs in CUBLAS_TF32_TENSOR_OP_MATH
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -175,11 +178,13 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
   const float a = *alpha, b = *beta;  // host pointer mode: read at the call
   void* ws = nullptr;
   uint64_t ws_bytes = 0;
+  bool tf32 = false;  // the inputs rounded to TF32, as tensor cores read them
   {
     gpu::Emulation& e = gpu::Emulation::get();
     std::lock_guard lock(e.mutex);
-    if (vendor::check_handle(handle, "cublasSgemm").failure == Failure::none &&
-        handle->workspace != nullptr &&
+    const bool usable = vendor::check_handle(handle, "cublasSgemm").failure == Failure::none;
+    tf32 = usable && handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
+    if (usable && handle->workspace != nullptr &&
         handle->workspace_bytes >= uint64_t{sizeof(float)} * static_cast<uint64_t>(m) * static_cast<uint64_t>(n)) {
       ws = handle->workspace;
       ws_bytes = uint64_t{sizeof(float)} * static_cast<uint64_t>(m) * static_cast<uint64_t>(n);
@@ -190,8 +195,9 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
       {C, span(m, n, ldc), "C", true}, {ws, ws_bytes, "workspace", true}};
   const auto r = vendor::run_on_stream(
       handle, "cublasSgemm", operands, [=] {
-        auto op_a = [&](int i, int l) { return ta ? A[l + int64_t{i} * lda] : A[i + int64_t{l} * lda]; };
-        auto op_b = [&](int l, int j) { return tb ? B[j + int64_t{l} * ldb] : B[l + int64_t{j} * ldb]; };
+        auto input = [&](float v) { return tf32 ? brigade::ref::round_to_tf32(v) : v; };
+        auto op_a = [&](int i, int l) { return input(ta ? A[l + int64_t{i} * lda] : A[i + int64_t{l} * lda]); };
+        auto op_b = [&](int l, int j) { return input(tb ? B[j + int64_t{l} * ldb] : B[l + int64_t{j} * ldb]); };
         float* product = ws != nullptr ? static_cast<float*>(ws) : nullptr;
         for (int j = 0; j < n; ++j)
           for (int i = 0; i < m; ++i) {

@@ -3,11 +3,15 @@
 // descriptor is with the others, in cudnn_tensors.cpp.)
 //
 // The algorithms (the emulation's ranking, fixed; a real GPU ranks by its own measurements):
-//   forward          IMPLICIT_PRECOMP_GEMM (workspace: y's bytes), IMPLICIT_GEMM (none),
+//   forward          IMPLICIT_PRECOMP_GEMM* (workspace: y's bytes), IMPLICIT_GEMM (none),
 //                    GEMM (y's bytes), DIRECT (listed as not supported for any shape)
-//   backward-data    ALGO_1 (dx's bytes), ALGO_0 (none, non-deterministic), FFT_TILING (none)
-//   backward-filter  ALGO_1 (dw's bytes), ALGO_0 (none, non-deterministic), FFT (none),
+//   backward-data    ALGO_1* (dx's bytes), ALGO_0 (none, non-deterministic), FFT_TILING (none)
+//   backward-filter  ALGO_1* (dw's bytes), ALGO_0 (none, non-deterministic), FFT (none),
 //                    ALGO_3 (none, non-deterministic)
+// The algorithms marked * are tensor-op ones: with a convolution descriptor in
+// CUDNN_TENSOR_OP_MATH the heuristics list them with that math type, and they read both
+// inputs as tensor cores do, rounded to TF32 (kernels/reference/tf32.h), accumulating in FP32.
+// In any other math type, and for every other algorithm, the passes compute in FP32.
 // An algorithm with a workspace forms its result there before scaling it into the output, so
 // a workspace smaller than the query said, or shared by two streams at once, corrupts the
 // result as it would on a GPU; a smaller size is refused at the call (CUDNN_STATUS_BAD_PARAM).
@@ -22,6 +26,7 @@
 #include "kernels/emu/vendor/cudnn_internal.h"
 #include "kernels/emu/vendor/include/vendor_emulation.h"
 #include "kernels/reference/conv2d.h"
+#include "kernels/reference/tf32.h"
 
 using namespace brigade;
 using namespace brigade::emu::vendor;
@@ -34,18 +39,19 @@ struct Algorithm {
   bool deterministic;
   Scratch scratch;
   bool supported;
+  bool tensor_op;  // TF32 on tensor cores when the descriptor allows CUDNN_TENSOR_OP_MATH
 };
-const std::vector<Algorithm> kForward{{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, Scratch::output, true},
-                                      {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, Scratch::none, true},
-                                      {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, true, Scratch::output, true},
-                                      {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, true, Scratch::none, false}};
-const std::vector<Algorithm> kBackwardData{{CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, Scratch::output, true},
-                                           {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, Scratch::none, true},
-                                           {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, true, Scratch::none, true}};
-const std::vector<Algorithm> kBackwardFilter{{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, Scratch::output, true},
-                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, Scratch::none, true},
-                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, true, Scratch::none, true},
-                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false, Scratch::none, true}};
+const std::vector<Algorithm> kForward{{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, Scratch::output, true, true},
+                                      {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, Scratch::none, true, false},
+                                      {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, true, Scratch::output, true, false},
+                                      {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, true, Scratch::none, false, false}};
+const std::vector<Algorithm> kBackwardData{{CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, Scratch::output, true, true},
+                                           {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, Scratch::none, true, false},
+                                           {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, true, Scratch::none, true, false}};
+const std::vector<Algorithm> kBackwardFilter{{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, Scratch::output, true, true},
+                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, Scratch::none, true, false},
+                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, true, Scratch::none, true, false},
+                                             {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false, Scratch::none, true, false}};
 
 std::mutex runs_mutex;
 AlgorithmRuns runs;
@@ -80,10 +86,27 @@ uint64_t scratch_bytes(const Algorithm& a, uint64_t output_bytes) {
   return a.scratch == Scratch::output ? output_bytes : 0;
 }
 
+// Whether `algo` of `list` runs on tensor cores under a descriptor of math type `math`.
+bool tensor_op(const std::vector<Algorithm>& list, int algo, cudnnMathType_t math) {
+  const Algorithm* a = find(list, algo);
+  return math == CUDNN_TENSOR_OP_MATH && a != nullptr && a->tensor_op;
+}
+
+// An input as the pass reads it: rounded to TF32 into `copy` when the pass runs on tensor
+// cores, else the input itself.
+const float* as_read(const float* in, int64_t count, bool tf32, std::vector<float>& copy) {
+  if (!tf32) return in;
+  copy.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) copy[static_cast<size_t>(i)] = ref::round_to_tf32(in[i]);
+  return copy.data();
+}
+
+// The heuristic list; `math` is the convolution descriptor's math type (its tensor-op
+// algorithms are listed with it).
 template <class Perf>
 cudnnStatus_t rank(const char* call, cudnnHandle_t handle, const std::string& why_not,
-                   const std::vector<Algorithm>& list, uint64_t output_bytes, int requested,
-                   int* returned, Perf* perf) {
+                   const std::vector<Algorithm>& list, uint64_t output_bytes,
+                   cudnnMathType_t math, int requested, int* returned, Perf* perf) {
   if (const Refusal r = check_cudnn_handle(handle, call); r.failure != Failure::none)
     return cudnn_refused(r);
   if (!why_not.empty()) return cudnn_fail(CUDNN_STATUS_BAD_PARAM, std::string(call) + ": " + why_not);
@@ -98,7 +121,7 @@ cudnnStatus_t rank(const char* call, cudnnHandle_t handle, const std::string& wh
     perf[i].time = -1.0f;  // heuristics: nothing was timed
     perf[i].memory = scratch_bytes(a, output_bytes);
     perf[i].determinism = a.deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
-    perf[i].mathType = CUDNN_FMA_MATH;
+    perf[i].mathType = tensor_op(list, a.algo, math) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   }
   *returned = count;
   return CUDNN_STATUS_SUCCESS;
@@ -189,7 +212,8 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
   Conv2dShape s{};
   const std::string why = conv_shape(x, w, conv, y, &s);
   return rank("cudnnGetConvolutionForwardAlgorithm_v7", handle, why, kForward,
-              why.empty() ? y->bytes() : 0, requested, returned, perf);
+              why.empty() ? y->bytes() : 0, why.empty() ? conv->math : CUDNN_FMA_MATH, requested,
+              returned, perf);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -200,7 +224,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
   Conv2dShape s{};
   const std::string why = conv_shape(dx, w, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, why, kBackwardData,
-              why.empty() ? dx->bytes() : 0, requested, returned, perf);
+              why.empty() ? dx->bytes() : 0, why.empty() ? conv->math : CUDNN_FMA_MATH, requested,
+              returned, perf);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -211,7 +236,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
   Conv2dShape s{};
   const std::string why = conv_shape(x, dw, conv, dy, &s);
   return rank("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, why, kBackwardFilter,
-              why.empty() ? dw->bytes() : 0, requested, returned, perf);
+              why.empty() ? dw->bytes() : 0, why.empty() ? conv->math : CUDNN_FMA_MATH, requested,
+              returned, perf);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -267,6 +293,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
       st != CUDNN_STATUS_SUCCESS)
     return st;
   const float al = scalar(alpha), be = scalar(beta);
+  const bool tf32 = tensor_op(kForward, algo, conv->math);
   const auto* in = static_cast<const float*>(x);
   const auto* filters = static_cast<const float*>(w);
   auto* out = static_cast<float*>(y);
@@ -275,8 +302,11 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
       {{x, xDesc->bytes(), "x"}, {w, wDesc->bytes(), "w"}, {y, yDesc->bytes(), "y", true},
        {scratch, scratch ? yDesc->bytes() : 0, "workSpace", true}},
       [=] {
+        std::vector<float> x_read, w_read;
+        const float* xr = as_read(in, s.x_size(), tf32, x_read);
+        const float* wr = as_read(filters, s.w_size(), tf32, w_read);
         form_and_blend(scratch, out, s.y_size(), al, be, false,
-                       [&](float* r) { ref::conv2d_forward<float>(in, filters, nullptr, r, s); });
+                       [&](float* r) { ref::conv2d_forward<float>(xr, wr, nullptr, r, s); });
         count_run(runs.forward, algo);
       }));
 }
@@ -323,6 +353,7 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
   if (!x || !w || !bias || !y || (scalar(alpha2) != 0.0f && !z))
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, std::string(call) + ": a null pointer");
   const float a1 = scalar(alpha1), a2 = scalar(alpha2);
+  const bool tf32 = tensor_op(kForward, algo, conv->math);
   const cudnnActivationStruct activation = *act;
   const auto* in = static_cast<const float*>(x);
   const auto* filters = static_cast<const float*>(w);
@@ -340,7 +371,9 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
       own.resize(static_cast<size_t>(s.y_size()));
       r = own.data();
     }
-    ref::conv2d_forward<float>(in, filters, nullptr, r, s);
+    std::vector<float> x_read, w_read;
+    ref::conv2d_forward<float>(as_read(in, s.x_size(), tf32, x_read),
+                               as_read(filters, s.w_size(), tf32, w_read), nullptr, r, s);
     const int64_t plane = int64_t{s.P} * s.Q;
     for (int64_t i = 0; i < s.y_size(); ++i) {
       float v = a1 * r[i];
@@ -369,6 +402,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
       st != CUDNN_STATUS_SUCCESS)
     return st;
   const float al = scalar(alpha), be = scalar(beta);
+  const bool tf32 = tensor_op(kBackwardData, algo, conv->math);
   const auto* grad = static_cast<const float*>(dy);
   const auto* filters = static_cast<const float*>(w);
   auto* out = static_cast<float*>(dx);
@@ -377,8 +411,11 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
       {{w, wDesc->bytes(), "w"}, {dy, dyDesc->bytes(), "dy"}, {dx, dxDesc->bytes(), "dx", true},
        {scratch, scratch ? dxDesc->bytes() : 0, "workSpace", true}},
       [=] {
+        std::vector<float> dy_read, w_read;
+        const float* dyr = as_read(grad, s.y_size(), tf32, dy_read);
+        const float* wr = as_read(filters, s.w_size(), tf32, w_read);
         form_and_blend(scratch, out, s.x_size(), al, be, false,
-                       [&](float* r) { ref::conv2d_backward_data<float>(grad, filters, r, s); });
+                       [&](float* r) { ref::conv2d_backward_data<float>(dyr, wr, r, s); });
         count_run(runs.backward_data, algo);
       }));
 }
@@ -400,6 +437,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
       st != CUDNN_STATUS_SUCCESS)
     return st;
   const float al = scalar(alpha), be = scalar(beta);
+  const bool tf32 = tensor_op(kBackwardFilter, algo, conv->math);
   const auto* in = static_cast<const float*>(x);
   const auto* grad = static_cast<const float*>(dy);
   auto* out = static_cast<float*>(dw);
@@ -408,8 +446,11 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
       {{x, xDesc->bytes(), "x"}, {dy, dyDesc->bytes(), "dy"}, {dw, dwDesc->bytes(), "dw", true},
        {scratch, scratch ? dwDesc->bytes() : 0, "workSpace", true}},
       [=] {
+        std::vector<float> x_read, dy_read;
+        const float* xr = as_read(in, s.x_size(), tf32, x_read);
+        const float* dyr = as_read(grad, s.y_size(), tf32, dy_read);
         form_and_blend(scratch, out, s.w_size(), al, be, /*zero_first=*/true,
-                       [&](float* r) { ref::conv2d_backward_filter<float>(in, grad, r, s); });
+                       [&](float* r) { ref::conv2d_backward_filter<float>(xr, dyr, r, s); });
         count_run(runs.backward_filter, algo);
       }));
 }

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "engine/device.h"
@@ -23,6 +24,7 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/path.h"
 #include "kernels/cuda/vendor.h"
+#include "kernels/math_mode.h"
 #include "kernels/ops.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
@@ -406,6 +408,31 @@ TEST_CASE("multi-tensor SGD, Adam, AdamW and zeroing: the per-tensor kernels' bi
   ops::fill_all(ops::TensorTable(grads, stream), 0.0f, stream);
   for (size_t k = 0; k < sizes.size(); ++k)
     CHECK(grads[k][0].to_vector() == std::vector<float>(static_cast<size_t>(sizes[k]), 0.0f));
+}
+
+// Math mode tf32 (kernels/math_mode.h) is cuBLAS's and cuDNN's: the hand-written kernels'
+// Dense and Conv2D refuse it, naming the path and the device, instead of computing fp32.
+TEST_CASE("the hand-written path refuses math mode tf32; the vendor path runs it") {
+  const Stream stream = Stream::default_for(Device::cuda(0));
+  const Tensor x = Tensor::zeros(Shape({2, 8}), stream), w = Tensor::zeros(Shape({3, 8}), stream),
+               b = Tensor::zeros(Shape({3}), stream);
+  const CudaPath before = cuda_path();
+  set_math_mode(MathMode::tf32);
+  set_cuda_path(CudaPath::handwritten);
+  std::string refusal;
+  try {
+    ops::dense_forward(x, w, b, false, stream);
+  } catch (const Error& e) {
+    refusal = e.what();
+  }
+  set_cuda_path(CudaPath::vendor);
+  const std::vector<float> y = ops::dense_forward(x, w, b, false, stream).to_vector();
+  set_math_mode(MathMode::fp32);
+  set_cuda_path(before);
+  CHECK(refusal == "dense_forward: math mode tf32 runs through cuBLAS and cuDNN: the handwritten "
+                   "CUDA path of cuda:0 computes in fp32 only (unset BRIGADE_CUDA_PATH for the "
+                   "vendor path, or use --math fp32)");
+  CHECK(y == std::vector<float>(6, 0.0f));
 }
 
 int main(int argc, char** argv) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/event.h"
+#include "kernels/math_mode.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
 #include "kernels/reference/maxpool2d.h"
@@ -154,6 +155,24 @@ TEST_CASE("ops name themselves and the shapes or devices that are wrong") {
   const Tensor logits = Tensor::zeros(Shape({2, 3}), doomed);
   const LossResult bad = softmax_cross_entropy(logits, labels_tensor({0, 3}, doomed), 2, doomed);
   CHECK(message_of([&] { loss_value(bad); }).find("label 3 of row 1") != std::string::npos);
+}
+
+// Math mode tf32 (kernels/math_mode.h) is the vendor libraries' on GPUs: a CPU device's Dense
+// and Conv2D refuse it, naming the op and the device, instead of computing fp32.
+TEST_CASE("Dense and Conv2D on a CPU device refuse math mode tf32") {
+  const Stream s = Stream::default_for(Device::cpu(0));
+  const Tensor x = Tensor::zeros(Shape({2, 8}), s), w = Tensor::zeros(Shape({3, 8}), s),
+               b = Tensor::zeros(Shape({3}), s);
+  const Tensor img = Tensor::zeros(Shape({1, 1, 3, 3}), s), k = Tensor::zeros(Shape({1, 1, 3, 3}), s),
+               kb = Tensor::zeros(Shape({1}), s);
+  set_math_mode(MathMode::tf32);
+  const std::string dense = message_of([&] { dense_forward(x, w, b, false, s); });
+  const std::string conv = message_of([&] { conv2d_forward(img, k, kb, {}, false, s); });
+  set_math_mode(MathMode::fp32);
+  CHECK(dense == "dense_forward: math mode tf32 needs tensor cores: cpu:0 is a CPU device, "
+                 "which computes in fp32 only (use --math fp32, the default)");
+  CHECK(conv.find("conv2d_forward: math mode tf32 needs tensor cores: cpu:0") != std::string::npos);
+  CHECK(dense_forward(x, w, b, false, s).to_vector() == std::vector<float>(6, 0.0f));  // fp32 runs
 }
 
 TEST_CASE("an op on another stream of the device orders after the producer and keeps its operands") {

@@ -119,3 +119,39 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   CHECK(alone.status == 2);
   CHECK(alone.output.find("--count-calls") != std::string::npos);
 }
+
+// --math tf32 (kernels/math_mode.h) times the vendor rows on tensor cores: on a GPU (emulated
+// ones here) the run says so in its JSON; where it cannot run, one line and exit 2.
+TEST_CASE("bench: --math tf32 times the vendor rows on a GPU, and is refused without one") {
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const auto refused = [&](const std::string& line, const std::string& says) {
+    const Run r = run_command(line);
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("brigade-bench: --math tf32: ") != std::string::npos);
+    CHECK(r.output.find(says) != std::string::npos);
+  };
+  refused(bench + " --math tf32 --count-calls",
+          "--count-calls counts the same calls in either math mode");
+#if defined(BRIGADE_CUDA_EMULATED)
+  const std::string one_gpu = "BRIGADE_EMULATED_GPUS=1 ", no_gpu = "BRIGADE_EMULATED_GPUS=0 ";
+#else
+  const std::string one_gpu, no_gpu;
+#endif
+  if (brigade::cuda_device_count() == 0 || !no_gpu.empty())
+    refused(no_gpu + bench + " --math tf32" + kQuick, "this machine has no GPU");
+  if (brigade::cuda_device_count() == 0 && one_gpu.empty()) return;  // no GPU to time on
+  refused(one_gpu + bench + " --level ops --impls cpu,handwritten --math tf32" + kQuick,
+          "--impls measures none: add vendor");
+  const fs::path json = temp_dir("bench-tf32") / "bench.json";
+  const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model --math tf32" +
+                            kQuick + " --json " + json.string());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("math tf32 (the vendor rows and the GPU peak)") != std::string::npos);
+  CHECK(r.output.find("math tf32: forward algorithm") != std::string::npos);  // cuDNN's choice
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  CHECK(out["math"] == "tf32");
+  CHECK(out["model"].size() == 3u);  // cpu, then the two CUDA paths: the CPU row still runs
+}

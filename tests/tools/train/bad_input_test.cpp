@@ -124,6 +124,20 @@ TEST_CASE("bad input: cuda:0 without a GPU") {
   check_refused(run_train({"--devices", "cuda:0"}), 2, "cuda:0");
 }
 
+// TF32 is the vendor libraries' on GPUs (kernels/math_mode.h): anywhere else, refused before
+// the first step, never trained in fp32 under tf32's name.
+TEST_CASE("bad input: --math tf32 where the devices compute fp32 only") {
+  const fs::path dir = temp_dir("math");
+  check_refused(run_train(quick(dir, {"--math", "tf32"})), 2,
+                "--math tf32: math mode tf32 needs tensor cores: cpu:0 is a CPU device");
+  check_refused(run_train(quick(dir, {"--math", "bf16"})), 2, "--math: bf16 not in {fp32,tf32}");
+  if (brigade::cuda_device_count() == 0) return;  // the hand-written path needs a GPU
+  const Run r = run_command("BRIGADE_CUDA_PATH=handwritten " + train_binary() +
+                            " --data synthetic --synthetic-count 256 --batch 32 --steps 1"
+                            " --devices cuda:0 --math tf32");
+  check_refused(r, 2, "the handwritten CUDA path of cuda:0 computes in fp32 only");
+}
+
 TEST_CASE("bad input: a batch smaller than the micro-batch count") {
   const fs::path dir = temp_dir("mb");
   check_refused(run_train(quick(dir, {"--batch", "4", "--microbatches", "8"})), 2,

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tools/train/options.h"
+#include "kernels/cuda/path.h"
+#include "kernels/math_mode.h"
 #include "tools/train/placement.h"
 
 using namespace brigade::train;
@@ -65,6 +67,7 @@ TEST_CASE("options: defaults are the question's recipe") {
   CHECK(o.batch == 128);
   CHECK(o.epochs <= 5);
   CHECK(o.microbatches == 0);  // resolved later from the stage count
+  CHECK(o.math == "fp32");     // the CPU devices' arithmetic: parity holds
 }
 
 TEST_CASE("options: values are read") {
@@ -163,6 +166,32 @@ TEST_CASE("placement: impossible device lists") {
   CHECK(error("gpu0").find("gpu0") != std::string::npos);
   if (brigade::cuda_device_count() == 0)
     CHECK(error("cuda:0").find("cuda:0") != std::string::npos);
+}
+
+TEST_CASE("placement: --math tf32 is set for GPUs on the vendor path, refused elsewhere") {
+  using brigade::Device, brigade::MathMode;
+  const auto error = [](const std::string& math, const std::vector<Device>& devices) {
+    try {
+      use_math_mode(math, devices);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error("tf32", {Device::cuda(0), Device::cpu(0)}) ==
+        "--math tf32: math mode tf32 needs tensor cores: cpu:0 is a CPU device, which computes "
+        "in fp32 only (use --math fp32, the default)");
+  CHECK(brigade::math_mode() == MathMode::fp32);  // a refusal sets nothing
+  const brigade::CudaPath path = brigade::cuda_path();
+  brigade::set_cuda_path(brigade::CudaPath::handwritten);
+  CHECK(error("tf32", {Device::cuda(1)}).find("the handwritten CUDA path of cuda:1 computes in "
+                                              "fp32 only") != std::string::npos);
+  brigade::set_cuda_path(brigade::CudaPath::vendor);
+  CHECK(error("tf32", {Device::cuda(0), Device::cuda(1)}) == "(no error)");
+  CHECK(brigade::math_mode() == MathMode::tf32);
+  CHECK(error("fp32", {Device::cpu(0)}) == "(no error)");
+  CHECK(brigade::math_mode() == MathMode::fp32);
+  brigade::set_cuda_path(path);
 }
 
 TEST_CASE("placement: a thread count per device makes devices of different speeds") {

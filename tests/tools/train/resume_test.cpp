@@ -127,6 +127,40 @@ TEST_CASE("resume: a pipeline over GPUs resumes exactly and trains like CPU devi
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-4 * std::abs(b[i]));
 }
 
+// --math tf32 on one GPU (kernels/math_mode.h): the GEMMs and convolutions read their inputs
+// rounded to TF32, so the run differs from fp32's, and stays close to it.
+TEST_CASE("--math tf32 on one GPU trains close to fp32, and not equal to it") {
+  if (brigade::cuda_device_count() == 0) {
+    MESSAGE("no GPU: skipped");
+    return;
+  }
+  const fs::path dir = temp_dir("tf32");
+  std::vector<std::string> fp32 = recipe(dir, "cuda:0", {"--steps", "6"}), tf32 = fp32;
+  fp32.insert(fp32.end(), {"--metrics", (dir / "fp32.jsonl").string()});
+  tf32.insert(tf32.end(), {"--math", "tf32", "--metrics", (dir / "tf32.jsonl").string()});
+  ok(fp32);
+  const Run r = ok(tf32);
+  CHECK(r.output.find("math tf32: forward algorithm") != std::string::npos);  // cuDNN's log
+  const std::vector<double> a = step_losses(dir / "fp32.jsonl"), b = step_losses(dir / "tf32.jsonl");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  // TF32 keeps 10 of 23 mantissa bits: each input is off by at most 2^-11 relative, a product
+  // of two by at most 2^-10 (about 1e-3), and a sum of products by at most that much of its
+  // terms' magnitudes (less, as the errors' signs vary: on emulated GPUs the losses differ by
+  // about 3e-5). The loss is a smooth function of those sums, and six Adam steps (updates
+  // normalised: a gradient off by 1e-3 relative moves a weight by about lr · 1e-3) add little
+  // to it, so 2e-3 relative, twice the worst bound of one product, holds every step; a
+  // product that is wrong rather than rounded (a missing term, a wrong operand) moves the
+  // first loss by far more.
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(a[i] - b[i]) <= 2e-3 * std::abs(a[i]));
+    differs = differs || a[i] != b[i];
+  }
+  CHECK(differs);
+}
+
 TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exact") {
   const fs::path dir = temp_dir("signal");
   // 60,000 synthetic samples: 5 epochs are ~9,000 steps, so the signal lands mid-run.
