@@ -2,6 +2,8 @@
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/bf16_avx512.h"
@@ -38,12 +40,23 @@ void portable_tile(const uint32_t* a_panel, const uint32_t* b_panel, int64_t pai
   std::copy(&acc[0][0], &acc[0][0] + MR * NR, tile);
 }
 
-// A bf16 operand as the packed panels hold it: a denormal counts as zero (vdpbf16ps's rule),
-// its sign kept.
-inline uint32_t operand(bf16 h) {
-  return (h.bits & 0x7F80u) != 0 ? h.bits : static_cast<uint32_t>(h.bits & 0x8000u);
+// A packed word, two bf16 (k in the low half, k + 1 in the high one), as vdpbf16ps reads its
+// operands: a denormal counts as zero, its sign kept (the portable kernel gets it so too).
+inline uint32_t flushed(uint32_t pair) {
+  const uint32_t keep_lo = (pair & 0x00007F80u) != 0 ? 0x0000FFFFu : 0x00008000u;
+  const uint32_t keep_hi = (pair & 0x7F800000u) != 0 ? 0xFFFF0000u : 0x80000000u;
+  return pair & (keep_lo | keep_hi);
 }
-inline uint32_t pair_of(bf16 k_even, bf16 k_odd) { return operand(k_even) | operand(k_odd) << 16; }
+inline uint32_t pair_of(bf16 k_even, bf16 k_odd) {
+  return flushed(uint32_t{k_even.bits} | uint32_t{k_odd.bits} << 16);
+}
+// The two bf16 at x (x[0] at k, x[1] at k + 1) as one word: x[0] lands in the low half.
+static_assert(std::endian::native == std::endian::little);
+inline uint32_t adjacent_pair(const bf16* x) {
+  uint32_t pair;
+  std::memcpy(&pair, x, sizeof pair);
+  return flushed(pair);
+}
 
 // Packs `count` lines of an operand, from line l0, over the depth [k0, k0 + depth) of a block,
 // into panels of `width` lines: per K pair, `width` words (x[l, k], x[l, k + 1]). A's lines
@@ -60,7 +73,7 @@ void pack_panels(bool k_contiguous, const bf16* X, int64_t ld, int64_t l0, int64
     if (k_contiguous) {  // each line's pairs are adjacent: read along the line
       for (int64_t l = 0; l < lines; ++l) {
         const bf16* x = X + (l0 + panel + l) * ld + k0;
-        for (int64_t p = 0; p < full; ++p) out[p * width + l] = pair_of(x[2 * p], x[2 * p + 1]);
+        for (int64_t p = 0; p < full; ++p) out[p * width + l] = adjacent_pair(x + 2 * p);
         if (depth % 2) out[full * width + l] = pair_of(x[2 * full], zero);
       }
     } else {  // lines adjacent: interleave two rows of K
@@ -103,11 +116,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                const bf16* A, int64_t lda, const bf16* B, int64_t ldb, float beta, float* C,
                int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // no products: C = beta·C, the first (and only) block with a zero sum
-    const std::vector<float> zero(static_cast<size_t>(NR), 0.0f);
-    for (int64_t j = 0; j < N; j += NR)
-      for (int64_t i = 0; i < M; ++i)
-        write_back(zero.data(), 1, std::min(NR, N - j), alpha, beta, true, C + i * ldc + j, ldc);
+  if (K <= 0) {  // no products: C = beta·C (beta 0: zeros, C not read)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
   const TileKernel tile_kernel = use_avx512_bf16() ? avx512::gemm_bf16_tile : portable_tile;

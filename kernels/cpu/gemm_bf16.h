@@ -3,7 +3,9 @@
 //
 //   C (M, N) float = alpha · op(A) · op(B) + beta · C,   op(A): (M, K) bf16, op(B): (K, N) bf16
 //
-// beta = 0 overwrites C without reading it (NaN in C does not survive), as BLAS does.
+// beta = 0 overwrites C without reading it (NaN in C does not survive), as BLAS does; alpha
+// multiplies the sums as computed (alpha = 0 with an Inf in A or B gives NaN: BLAS would not
+// have read them).
 //
 // How the work is blocked (the GotoBLAS/BLIS scheme; kernels/cuda/gemm_tiled.cu is its GPU
 // cousin). The instruction at the bottom is AVX-512 BF16's vdpbf16ps: for each of 16 float

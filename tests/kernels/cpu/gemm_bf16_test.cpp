@@ -93,6 +93,7 @@ TEST_CASE("gemm_bf16 on every ISA: every layout, odd sizes, block edges, alpha a
   // Σ|terms| / K, far above it for every K here (at most 600: 4·sqrt(602)·2^-23 ≈ 1.2e-5
   // against 1/600 ≈ 1.7e-3).
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> sizes = {
+      {5, 7, 0},      // no products: C = beta·C
       {1, 1, 1},      // one product, every tile and pair padded
       {7, 33, 5},     // under a tile in rows, one column over two panels, an odd K
       {9, 31, 2},     // one row over a tile, a K of one pair
