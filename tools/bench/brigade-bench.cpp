@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gemm level:\n");
       const std::vector<GemmRow> rows = bench_gemm_bf16(spec, op.batch, reps);
       std::printf("\nGEMM level: bf16 (kernels/cpu/gemm_bf16.h, %s) beside SGEMM (OpenBLAS), one "
-                  "thread, batch %lld;\nmedian ms per call; ratio = SGEMM time / bf16 time\n",
+                  "thread, batch %lld;\nmedian CPU ms of the thread per call; ratio = SGEMM time / bf16 time\n",
                   cpu::use_avx512_bf16() ? "AVX-512 BF16" : "portable",
                   static_cast<long long>(op.batch));
       std::printf("%-10s %-16s %-3s %7s %7s %7s %10s %10s %9s %9s %6s\n", "layer", "op", "lay",

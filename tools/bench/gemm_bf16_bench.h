@@ -20,7 +20,7 @@ struct GemmRow {
   std::string op;      // "conv fwd", "gemm bwd-weight", ...
   std::string layout;  // "NN", "NT", "TN": op(A) op(B)
   int64_t M = 0, N = 0, K = 0;
-  double sgemm_ms = 0, bf16_ms = 0;  // median per call
+  double sgemm_ms = 0, bf16_ms = 0;  // median CPU time of the calling thread per call
   double sgemm_gflops = 0, bf16_gflops = 0;
 };
 
