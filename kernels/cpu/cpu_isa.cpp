@@ -46,6 +46,13 @@ Isa kernel_isa() {
   return from_environment();
 }
 
+bool detected_avx512_bf16() {
+  static const bool has = detected_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+bool use_avx512_bf16() { return kernel_isa() == Isa::avx512 && detected_avx512_bf16(); }
+
 void force_kernel_isa(std::optional<Isa> isa) {
   if (isa) check_supported(*isa, "force_kernel_isa");
   forced.store(isa ? static_cast<int>(*isa) : -1, std::memory_order_relaxed);

@@ -28,4 +28,11 @@ Isa kernel_isa();
 // detection). Forcing avx512 on a CPU without it throws brigade::Error.
 void force_kernel_isa(std::optional<Isa> isa);
 
+// The bf16 kernels (bf16.h, gemm_bf16.h) need more than AVX-512F: the AVX-512 BF16 extension
+// (vcvtne2ps2bf16, vdpbf16ps; AMD Zen 4, Intel Cooper Lake and Sapphire Rapids onwards). They
+// take it when kernel_isa() is avx512 and the CPU has the extension, else their portable path:
+// forcing (or BRIGADE_CPU_ISA=) portable rules it out as it does the other AVX-512 kernels.
+bool detected_avx512_bf16();
+bool use_avx512_bf16();
+
 }  // namespace brigade::cpu

@@ -6,11 +6,13 @@
 //   brigade-bench --level ops --impls cpu --threads 1 --batch 128
 //   brigade-bench --level model --batches 128 --threads 1,2 --json bench.json
 //   brigade-bench --model tools/models/tiny_cnn.model --quick   # another model: NAME or FILE
+//   brigade-bench --level gemm --batch 128   # the bf16 GEMM beside SGEMM at the layers' shapes
 //   brigade-bench --devices cuda:0 --count-calls   # emulated GPUs: the calls of a step, counted
 //   brigade-bench --level model --math tf32        # cuBLAS and cuDNN on tensor cores (TF32)
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
-// per implementation), model_bench.h (samples/s of a training step), call_count_bench.h (the
+// per implementation), model_bench.h (samples/s of a training step), gemm_bf16_bench.h (the bf16
+// GEMM against SGEMM), call_count_bench.h (the
 // calls a GPU step makes, on emulated GPUs), then this file.
 #include <CLI/CLI.hpp>
 
@@ -25,8 +27,10 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/output_file.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "layers/model/model_file.h"
 #include "tools/bench/call_count_bench.h"
+#include "tools/bench/gemm_bf16_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"
@@ -171,8 +175,9 @@ int main(int argc, char** argv) {
                  "(tools/models/NAME.model) or a model FILE, as brigade-train's --model");
   app.add_option("--level", level,
                  "what to measure: ops (each layer's kernels), model (training steps of the "
-                 "whole model) or both")
-      ->check(CLI::IsMember({"ops", "model", "both"}));
+                 "whole model), both, or gemm (the bf16 GEMM beside SGEMM at the layers' GEMM "
+                 "shapes, one thread, --batch)")
+      ->check(CLI::IsMember({"ops", "model", "both", "gemm"}));
   app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
   app.add_option("--batch", op.batch, "op level: batch")->check(CLI::Range(1, 4096));
   app.add_option("--batches", mo.batches, "model level: batches")->delimiter(',')->check(CLI::Range(1, 4096));
@@ -209,7 +214,8 @@ int main(int argc, char** argv) {
   }
   op.repetitions = mo.repetitions = reps;
   op.threads = mo.threads = threads;
-  const bool run_ops = level != "model", run_model = level != "ops";
+  const bool run_ops = level == "ops" || level == "both";
+  const bool run_model = level == "model" || level == "both", run_gemm = level == "gemm";
   // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
   // exits 0 would look like a result (issue 20). By default they are skipped quietly.
   if (app.count("--impls") && run_ops && cuda_device_count() == 0)
@@ -306,6 +312,30 @@ int main(int argc, char** argv) {
                                 {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops},
                                 {"fraction_of_peak", f}});
       }
+    }
+    if (run_gemm) {
+      std::fprintf(stderr, "gemm level:\n");
+      const std::vector<GemmRow> rows = bench_gemm_bf16(spec, op.batch, reps);
+      std::printf("\nGEMM level: bf16 (kernels/cpu/gemm_bf16.h, %s) beside SGEMM (OpenBLAS), one "
+                  "thread, batch %lld;\nmedian CPU ms of the thread per call; ratio = SGEMM time / bf16 time\n",
+                  cpu::use_avx512_bf16() ? "AVX-512 BF16" : "portable",
+                  static_cast<long long>(op.batch));
+      std::printf("%-10s %-16s %-3s %7s %7s %7s %10s %10s %9s %9s %6s\n", "layer", "op", "lay",
+                  "M", "N", "K", "sgemm ms", "bf16 ms", "GFLOP/s", "bf16 GF/s", "ratio");
+      double fp32_total = 0, bf16_total = 0;
+      for (const GemmRow& r : rows) {
+        std::printf("%-10s %-16s %-3s %7lld %7lld %7lld %10.3f %10.3f %9.2f %9.2f %6.2f\n",
+                    r.layer.c_str(), r.op.c_str(), r.layout.c_str(), static_cast<long long>(r.M),
+                    static_cast<long long>(r.N), static_cast<long long>(r.K), r.sgemm_ms,
+                    r.bf16_ms, r.sgemm_gflops, r.bf16_gflops, r.sgemm_ms / r.bf16_ms);
+        fp32_total += r.sgemm_ms, bf16_total += r.bf16_ms;
+        out["gemm"].push_back({{"layer", r.layer}, {"op", r.op}, {"layout", r.layout},
+                               {"M", r.M}, {"N", r.N}, {"K", r.K}, {"sgemm_ms", r.sgemm_ms},
+                               {"bf16_ms", r.bf16_ms}, {"sgemm_gflops", r.sgemm_gflops},
+                               {"bf16_gflops", r.bf16_gflops}});
+      }
+      std::printf("%-10s %-16s %-3s %7s %7s %7s %10.3f %10.3f %9s %9s %6.2f\n", "all", "", "", "",
+                  "", "", fp32_total, bf16_total, "", "", fp32_total / bf16_total);
     }
     write_json_if_asked(out, json_path);
   } catch (const std::exception& e) {

@@ -32,6 +32,14 @@ inline double process_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// CPU seconds the calling thread has run: for work on one thread, what it cost, whatever else
+// the machine runs (its time waiting for a core is not counted).
+inline double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 inline Timing summarize(std::vector<double> seconds) {
   Timing t;
   if (seconds.empty()) return t;

@@ -52,6 +52,36 @@ TEST_CASE("bench: --model FILE measures that file's model, at the level asked") 
   CHECK(ops.output.find("conv2d_3") == std::string::npos);
 }
 
+TEST_CASE("bench: --level gemm times the bf16 GEMM beside SGEMM at each GEMM of the layers") {
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const fs::path json = temp_dir("bench-gemm") / "gemm.json";
+  const Run r = run_command(bench + " --model tiny_cnn --level gemm" + kQuick + " --json " +
+                            json.string());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("GEMM level: bf16") != std::string::npos);
+  CHECK(r.output.find("Op level") == std::string::npos);
+  CHECK(r.output.find("Model level") == std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  // tiny_cnn (its .model's comment) at batch 4: three GEMMs for each of its two convolutions
+  // and its dense layer. conv2d_1's forward: 8 filters x (4·26·26 columns) x (1·3·3 deep);
+  // conv2d_2's backward-filter: 16 x (8·3·3) x (4·11·11); the dense forward: 4 x 10 x 400.
+  REQUIRE(out["gemm"].size() == 9u);
+  auto shape = [&](size_t i) {
+    const nlohmann::json& g = out["gemm"][i];
+    return g["layout"].get<std::string>() + " " + std::to_string(g["M"].get<int64_t>()) + " " +
+           std::to_string(g["N"].get<int64_t>()) + " " + std::to_string(g["K"].get<int64_t>());
+  };
+  CHECK(shape(0) == "NN 8 2704 9");
+  CHECK(shape(5) == "NT 16 72 484");
+  CHECK(shape(6) == "NT 4 10 400");
+  for (const nlohmann::json& g : out["gemm"]) {
+    CHECK(g["sgemm_ms"].get<double>() > 0);
+    CHECK(g["bf16_ms"].get<double>() > 0);
+  }
+}
+
 TEST_CASE("bench: the old switches are refused, and a model file that is no model exits 2") {
   const std::string bench = tool_binary("BRIGADE_BENCH");
   // --model takes a value now: the old "--model --batches 128" names no model.
