@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <thread>
 
 #include "engine/allocator.h"
@@ -34,14 +35,14 @@ uint64_t parameter_bytes(const model::ModelShapes& shapes, size_t begin, size_t 
   return 4 * params * static_cast<uint64_t>(2 + states);  // value, gradient, state
 }
 
-uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed) {
-  constexpr int64_t kFew = 8, kMore = 64;  // rows of the two probes
+std::vector<uint64_t> measured_stage_bytes(const model::ModelSpec& spec, const Partition& cut,
+                                           int64_t rows, uint64_t seed) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const size_t n = spec.layers.size();
   const uint64_t budget = machine_memory_bytes() / 8;  // a probe must stay small beside the run
-  if (activation_bytes_per_sample(shapes, 0, n) * kMore > budget ||
+  if (activation_bytes_per_sample(shapes, 0, n) * static_cast<uint64_t>(rows) > budget ||
       parameter_bytes(shapes, 0, n, 0) > budget)
-    return 0;
+    return {};
   // A CPU device no run uses, with the whole model on it; its memory is given back after.
   constexpr int kScratch = 1 << 20;
   const Device scratch = Device::cpu(kScratch);
@@ -49,26 +50,56 @@ uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed) 
                                       1u, std::thread::hardware_concurrency()))});
   auto model = layers::Sequential::placed(spec, std::vector<Device>(n, scratch), seed);
   const Stream stream = Stream::default_for(scratch);
-  const auto peak = [&](int64_t rows) {
-    std::vector<int64_t> dims = spec.input;
-    dims[0] = rows;  // (rows, C, H, W) or (rows, F)
+  // The peak of stage [begin, end)'s step on the rows: its forward with a tape, then its
+  // backward from a gradient of its output (the loss's, for the last stage), with the input
+  // gradient every stage but the first sends back.
+  const auto peak = [&](const StageRange& stage) {
+    const bool last = stage.end == n;
+    std::vector<int64_t> dims = shapes.layers[stage.begin].input;  // (rows, C, H, W) or (rows, F)
+    dims[0] = rows;
+    std::vector<int64_t> out = shapes.layers[stage.end - 1].output;
+    out[0] = rows;
+    const Tensor labels =  // a blocking copy, made before the gate below; staged, not counted
+        ops::labels_tensor(std::vector<int32_t>(static_cast<size_t>(rows), 0), stream);
+    stream.synchronize();
     Allocator::of(scratch).reset_peak();
+    const uint64_t before = Allocator::of(scratch).stats().in_use;
+    // What the stage receives (or, the first, what the staging area hands it) counts: it is
+    // held from the forward to the backward.
+    const Tensor input = Tensor::zeros(Shape(dims), scratch);
+    const Tensor dy = last ? Tensor() : Tensor::zeros(Shape(out), scratch);  // from the next stage
+    // The stream waits at a gate until the whole step is described: every tensor of it, the
+    // backward's gradients and the kernels' workspace (im2col, GEMM packing) included, is then
+    // held at once (a CPU task holds its tensors until it runs), so the peak is the most one
+    // micro-batch's step can hold, whatever the timing, and the same in every run. (Nothing
+    // below waits for the stream: the layers' forward and backward and the loss only enqueue.)
+    std::promise<void> described;
+    stream.enqueue([gate = described.get_future().share()] { gate.wait(); });
+    struct Open {
+      std::promise<void>& gate;
+      ~Open() { gate.set_value(); }
+    } open{described};
     layers::Tape tape;
     layers::ForwardContext ctx;
     ctx.tape = &tape;
-    const Tensor logits = model->forward(Tensor::zeros(Shape(dims), scratch), ctx);
-    const Tensor labels =
-        ops::labels_tensor(std::vector<int32_t>(static_cast<size_t>(rows), 0), stream);
-    const ops::LossResult loss =
-        ops::softmax_cross_entropy(logits, labels, static_cast<float>(rows), stream);
-    tape.backward(loss.dlogits, /*need_input_grad=*/false);
-    stream.synchronize();
-    return Allocator::of(scratch).stats().peak_in_use;
+    const Tensor y = model->forward(input, ctx, stage.begin, stage.end);
+    if (last) {
+      const ops::LossResult loss =
+          ops::softmax_cross_entropy(y, labels, static_cast<float>(rows), stream);
+      tape.backward(loss.dlogits, /*need_input_grad=*/false);
+    } else {
+      tape.backward(dy, /*need_input_grad=*/stage.begin != 0);
+    }
+    return Allocator::of(scratch).stats().peak_in_use - before;
   };
-  const uint64_t few = peak(kFew), more = peak(kMore);
+  // Probed at the micro-batch's own rows: a kernel's workspace need not grow in step with them
+  // (a lowering cut into chunks), so no line through other sizes is trusted.
+  std::vector<uint64_t> bytes;
+  for (const StageRange& stage : cut.stages) bytes.push_back(peak(stage));
+  stream.synchronize();
   model.reset();
   Allocator::of(scratch).empty_cache();
-  return more > few ? (more - few) / (kMore - kFew) : 0;
+  return bytes;
 }
 
 uint64_t machine_memory_bytes() {
@@ -77,20 +108,30 @@ uint64_t machine_memory_bytes() {
                                : UINT64_MAX;
 }
 
+std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan, int64_t rows,
+                                  uint64_t seed) {
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  // The probe runs on a CPU device, so on GPUs alone it says nothing about them.
+  const bool any_cpu = std::any_of(plan.devices.begin(), plan.devices.end(),
+                                   [](const Device& d) { return d.is_cpu(); });
+  const std::vector<uint64_t> measured =
+      any_cpu ? measured_stage_bytes(spec, plan.cut, rows, seed) : std::vector<uint64_t>{};
+  std::vector<uint64_t> out;
+  for (size_t s = 0; s < plan.cut.stages.size(); ++s) {
+    const StageRange& r = plan.cut.stages[s];
+    const uint64_t analytic =
+        activation_bytes_per_sample(shapes, r.begin, r.end) * static_cast<uint64_t>(rows);
+    out.push_back(std::max(analytic, s < measured.size() ? measured[s] : 0));
+  }
+  return out;
+}
+
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const size_t n = spec.layers.size();
-  const bool any_cpu = std::any_of(plan.devices.begin(), plan.devices.end(),
-                                   [](const Device& d) { return d.is_cpu(); });
-  // The probe runs on a CPU device, so on GPUs alone it says nothing about them.
-  const double scale =
-      !any_cpu ? 1.0
-               : std::max(1.0, static_cast<double>(measured_bytes_per_sample(spec, seed)) /
-                                   static_cast<double>(std::max<uint64_t>(
-                                       1, activation_bytes_per_sample(shapes, 0, n))));
   const int m = plan.schedule.microbatches;
-  const auto rows = static_cast<uint64_t>((step_rows + m - 1) / m);  // the largest micro-batch
+  const int64_t rows = (step_rows + m - 1) / m;  // the largest micro-batch
+  const std::vector<uint64_t> bytes = stage_bytes(spec, plan, rows, seed);
   std::vector<DeviceLoad> loads;
   for (const Device& d : plan.devices) loads.push_back({.device = d});
   uint64_t image = 1;  // floats per sample
@@ -102,16 +143,23 @@ std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& pla
   std::vector<double> stage_activations;  // [stage]: one micro-batch
   for (int s = 0; s < plan.stages(); ++s) {
     const StageRange& r = plan.cut.stages[static_cast<size_t>(s)];
-    const auto per_sample = static_cast<uint64_t>(
-        scale * static_cast<double>(activation_bytes_per_sample(shapes, r.begin, r.end)));
-    stage_activations.push_back(static_cast<double>(per_sample * rows));
+    stage_activations.push_back(static_cast<double>(bytes.at(static_cast<size_t>(s))));
     loads[device_of(s)].parameter_bytes += parameter_bytes(shapes, r.begin, r.end,
                                                            optimizer_states);
   }
+  // At the schedule's worst instant each device holds its micro-batches in flight; and on a
+  // CPU device one more: the host thread issues the next action while the stream runs this
+  // one (executor.cpp, ComputeLead), and that action's tensors are allocated when it is issued.
   const TimelineStats stats =
       measure(simulate(plan.schedule, {}).timeline, stage_activations);
-  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d)
-    loads[d].activation_bytes = static_cast<uint64_t>(stats.devices[d].peak_activation_bytes);
+  for (size_t d = 0; d < stats.devices.size() && d < loads.size(); ++d) {
+    double ahead = 0;
+    if (loads[d].device.is_cpu())
+      for (int s : plan.schedule.stages_on(static_cast<int>(d)))
+        ahead = std::max(ahead, stage_activations[static_cast<size_t>(s)]);
+    loads[d].activation_bytes =
+        static_cast<uint64_t>(stats.devices[d].peak_activation_bytes + ahead);
+  }
   return loads;
 }
 

@@ -2,15 +2,18 @@
 // estimated before anything is allocated, so that a step that cannot fit is refused in a second
 // instead of failing mid-run (brigade-train's preflight compares it with each device's memory).
 //
-//   activations  a stage's micro-batch: the analytic bytes per sample of its layers, scaled by
-//                what a probe step measures where a CPU device trains, times a micro-batch's
-//                rows; a device holds its micro-batches in flight at the schedule's worst
-//                instant (the simulator's dry run of the plan's lists)
+//   activations  a stage's micro-batch: what a probe of the stage's step measures per sample
+//                where a CPU device trains (taped activations, gradients, workspace), times a
+//                micro-batch's rows; a device holds its micro-batches in flight at the
+//                schedule's worst instant (the simulator's dry run of the plan's lists), and a
+//                CPU device one more (the action its host thread issues ahead)
 //   parameters   its stages' values and gradients, and the optimizer's state for each
 //   staged       the staging area's two mini-batches: images on the first stage's device,
 //                labels on the last's
 //
-// An estimate: a run close to a device's limit may still fail, naming the device.
+// On CPU devices an upper bound of the step's peak (tests/tools/train/memory_test.cpp holds it
+// against the measured peaks, within a factor of 3); on GPUs alone a lower bound (the layers'
+// outputs only: a run close to a GPU's limit may still fail, naming the device).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -28,15 +31,16 @@ uint64_t activation_bytes_per_sample(const model::ModelShapes& shapes, size_t be
 // Bytes of the parameters of layers [begin, end) with their gradients and `states` optimizer
 // tensors each (Adam 2, SGD with momentum 1, without 0).
 uint64_t parameter_bytes(const model::ModelShapes& shapes, size_t begin, size_t end, int states);
-// Bytes one more sample adds to a training step's peak, measured rather than guessed: the
-// whole model on a scratch CPU device, a forward with a tape, the loss and the backward on a
-// few rows of zeros and then on more; the slope of the allocator's peak. It counts what the
-// analytic activation_bytes_per_sample does not (gradients, saved masks, allocator rounding):
-// about 2.5x that for the question's network. 0 when the probe itself would be too large. A
-// measurement: the peak depends on how far the host runs ahead of the device's stream (a
-// tensor is freed when its last task has run), so it varies a little between runs, and on a
-// loaded machine it can come out below the analytic bytes (step_loads never scales below them).
-uint64_t measured_bytes_per_sample(const model::ModelSpec& spec, uint64_t seed);
+// [stage]: the bytes a micro-batch of `rows` holds in each stage of `cut`, measured rather than
+// guessed: the whole model on a scratch CPU device, each stage's step on `rows` rows of zeros —
+// its input, its forward with a tape, the loss (the last stage), its backward with the input
+// gradient it sends back (every stage but the first). The stream is held until the step is
+// described, so every tensor of it is alive at once: the taped activations, the gradients, the
+// kernels' workspace (a convolution's lowered input is often larger than its output). The most
+// a micro-batch's step can hold, and the same in every run. Empty when the probe itself would
+// be too large for this machine.
+std::vector<uint64_t> measured_stage_bytes(const model::ModelSpec& spec, const Partition& cut,
+                                           int64_t rows, uint64_t seed);
 // This machine's physical memory.
 uint64_t machine_memory_bytes();
 
@@ -48,12 +52,19 @@ struct DeviceLoad {
   uint64_t staged_bytes = 0;      // the staging area's two mini-batches (images or labels)
 };
 
+// [stage]: what step_loads weighs a stage's micro-batch of `rows` by: where a CPU device
+// trains, measured_stage_bytes (the model built from `seed`), at least the analytic
+// activation_bytes_per_sample x rows; on GPUs alone (where the CPU's probe says nothing) the
+// analytic bytes, a lower bound.
+std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan, int64_t rows,
+                                  uint64_t seed);
+
 // [device]: the load of each of the plan's devices, for a step of `step_rows` samples cut into
-// the plan's micro-batches, `optimizer_states` tensors per parameter (parameter_bytes). Where a
-// CPU device trains, the activations are scaled by measured_bytes_per_sample (the model built
-// from `seed`); on GPUs alone by nothing (the analytic bytes, a lower bound). Pipeline devices
-// that name one device (stages sharing a GPU) each have their entry: sum them to weigh it.
+// the plan's micro-batches, `optimizer_states` tensors per parameter (parameter_bytes). A
+// device's activations: its micro-batches in flight at the schedule's worst instant, each of
+// its stage's stage_bytes; on a CPU device one micro-batch more, the action its host
+// thread has issued ahead of the one running (executor.cpp). Pipeline devices that name one
+// device (stages sharing a GPU) each have their entry: sum them to weigh it.
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed);
-
 }  // namespace brigade::pipeline

@@ -10,6 +10,7 @@
 
 #include "pipeline/schedule/generators/generators.h"
 #include "tools/train/preflight.h"
+#include "tools/train/suggested_command.h"
 
 namespace brigade::train {
 
@@ -105,6 +106,28 @@ CLI::Validator momentum_range() {
         return "";
       },
       "in [0, 1)");
+}
+
+}  // namespace
+
+namespace {
+
+// --threads-per-device within check_threads_per_device's limit; a count above it is refused
+// with this run's command given as many threads per device as this machine has cores (under
+// --distributed the rank count is mpirun's, unknown here: the limit alone is said).
+void check_thread_counts(const Options& o) {
+  try {
+    for (int threads : o.threads_per_device) check_threads_per_device(threads);
+  } catch (const UsageError& e) {
+    if (o.distributed) throw;
+    std::string counts;
+    for (int threads : o.threads_per_device)
+      counts += (counts.empty() ? "" : ",") + std::to_string(std::min(threads, hardware_threads()));
+    Suggestion fix;
+    fix.flags.emplace_back("--threads-per-device", counts);
+    throw UsageError(std::string(e.what()) + "; as many threads as cores:\n  " +
+                     suggested_command(o, fix));
+  }
 }
 
 }  // namespace
@@ -247,7 +270,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
 
   for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
   o.device_memory = parse_size(device_memory);
-  for (int threads : o.threads_per_device) check_threads_per_device(threads);
+  check_thread_counts(o);
   if (o.threads_per_device.size() > 1 && o.distributed)
     throw UsageError("--threads-per-device with one count per device and --distributed: each "
                      "rank runs one device; give one count");

@@ -5,6 +5,7 @@
 
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/validate.h"
+#include "tools/train/memory_check.h"
 #include "tools/train/preflight.h"
 
 namespace brigade::train {
@@ -27,7 +28,7 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
 }  // namespace
 
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
-                             const RunDevices& devices, int m, int64_t step_rows,
+                             const RunDevices& devices, int m, const EpochBatches& batches,
                              TrainingProcesses& processes) {
   if (o.balance == "blocks" && o.chunks != 1)
     throw UsageError("--chunks " + std::to_string(o.chunks) +
@@ -65,8 +66,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   // A rank runs one device; the CPU devices standing for the others are never used, so the
   // step's memory is weighed where one process runs them all.
   if (!processes.distributed())
-    check_step_fits(pipeline::step_loads(spec, s.plan, step_rows, optimizer_states(o), o.seed),
-                    step_rows, o.batch);
+    s.memory = describe_loads(check_memory(o, spec, request, s.plan, batches));
   s.model = pipeline::build_model(spec, s.plan, o.seed);
   s.runner = processes.make_runner(*s.model, s.plan, o);
   s.placement = pipeline::describe_stages(s.plan, spec);

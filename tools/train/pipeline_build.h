@@ -12,6 +12,7 @@
 
 #include "layers/sequential.h"
 #include "pipeline/runtime/plan.h"
+#include "tools/train/memory_check.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
 #include "tools/train/runners.h"
@@ -24,14 +25,16 @@ struct BuiltPipeline {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
   std::string placement;  // the stages, their devices and their share of the work
+  std::string memory;     // describe_loads: each device's step, estimated (empty: a rank's
+                          // run, not weighed)
   std::string warning;    // an unbalanced cut and the command that balances it, devices sharing
                           // cores: lines for stderr (empty: none)
 };
 
-// `m` micro-batches of a step of `step_rows` samples; `processes`: this process alone, or a
-// rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
+// `m` micro-batches of a step of `batches.first_rows` samples; `processes`: this process alone,
+// or a rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
 BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,
-                             const RunDevices& devices, int m, int64_t step_rows,
+                             const RunDevices& devices, int m, const EpochBatches& batches,
                              TrainingProcesses& processes);
 
 }  // namespace brigade::train

@@ -109,14 +109,7 @@ void check_threads_per_device(int threads) {
                      "than cores only take turns on them");
 }
 
-void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t step_rows, int64_t batch_flag) {
-  const std::string batch = "--batch " + std::to_string(batch_flag) +
-                            (batch_flag > step_rows
-                                 ? " (" + std::to_string(step_rows) + " samples: the whole set)"
-                                 : std::string());
-  // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory),
-  // with the loads of every pipeline device it runs summed: stages that share a GPU share its
-  // memory.
+std::vector<pipeline::DeviceLoad> loads_per_device(const std::vector<pipeline::DeviceLoad>& loads) {
   std::vector<pipeline::DeviceLoad> per_device;
   for (const pipeline::DeviceLoad& l : loads) {
     auto same = std::find_if(per_device.begin(), per_device.end(),
@@ -129,20 +122,29 @@ void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t ste
     same->parameter_bytes += l.parameter_bytes;
     same->staged_bytes += l.staged_bytes;
   }
-  for (const pipeline::DeviceLoad& l : per_device) {
+  return per_device;
+}
+
+std::optional<std::string> step_refusal(const std::vector<pipeline::DeviceLoad>& loads,
+                                        int64_t step_rows, int64_t batch_flag) {
+  const std::string batch = "--batch " + std::to_string(batch_flag) +
+                            (batch_flag > step_rows
+                                 ? " (" + std::to_string(step_rows) + " samples: the whole set)"
+                                 : std::string());
+  // Each device against its own capacity (a GPU's memory, a CPU device's --device-memory),
+  // with the loads of every pipeline device it runs summed: stages that share a GPU share its
+  // memory.
+  for (const pipeline::DeviceLoad& l : loads_per_device(loads)) {
     const uint64_t capacity = Allocator::of(l.device).stats().capacity;
     const uint64_t need = l.activation_bytes + l.parameter_bytes + l.staged_bytes;
     if (capacity != 0 && need > capacity)
-      throw UsageError(batch + ": " + l.device.str() + " would hold about " +
-                       format_size(need) + " (" + format_size(l.activation_bytes) +
-                       " of activations, " + format_size(l.parameter_bytes) +
-                       " of parameters, gradients and optimizer state" +
-                       (l.staged_bytes ? ", " + format_size(l.staged_bytes) + " of staged batches"
-                                       : std::string()) +
-                       ") but has " +
-                       format_size(capacity) + " (" +
-                       (l.device.is_cpu() ? "--device-memory" : "its memory") +
-                       "): use a smaller --batch, more --microbatches or more devices");
+      return batch + ": " + l.device.str() + " would hold about " + format_size(need) + " (" +
+             format_size(l.activation_bytes) + " of activations, " +
+             format_size(l.parameter_bytes) + " of parameters, gradients and optimizer state" +
+             (l.staged_bytes ? ", " + format_size(l.staged_bytes) + " of staged batches"
+                             : std::string()) +
+             ") but has " + format_size(capacity) + " (" +
+             (l.device.is_cpu() ? "--device-memory" : "its memory") + ")";
   }
   // CPU devices share this machine's memory; a step may take 3/4 of it (the rest is the
   // system's, the data's and the evaluation's: past it, the kernel's OOM killer ends the run).
@@ -152,11 +154,17 @@ void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t ste
       activations += l.activation_bytes + l.staged_bytes, parameters += l.parameter_bytes;
   const uint64_t memory = pipeline::machine_memory_bytes(), limit = memory / 4 * 3;
   if (activations + parameters > limit)
-    throw UsageError(batch + ": one step would hold about " +
-                     format_size(activations + parameters) + " in CPU devices (" +
-                     format_size(activations) + " of activations, " + format_size(parameters) +
-                     " of parameters, gradients and optimizer state), more than 3/4 of this "
-                     "machine's " + format_size(memory) + " of memory: use a smaller --batch");
+    return batch + ": one step would hold about " + format_size(activations + parameters) +
+           " in CPU devices (" + format_size(activations) + " of activations, " +
+           format_size(parameters) + " of parameters, gradients and optimizer state), more " +
+           "than 3/4 of this machine's " + format_size(memory) + " of memory";
+  return std::nullopt;
+}
+
+void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t step_rows,
+                     int64_t batch_flag) {
+  if (const std::optional<std::string> refusal = step_refusal(loads, step_rows, batch_flag))
+    throw UsageError(*refusal + ": use a smaller --batch, more --microbatches or more devices");
 }
 
 std::vector<std::string_view> optimizer_state_prefixes(const Options& o) {

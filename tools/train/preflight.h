@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,12 +65,18 @@ int hardware_threads();  // at least 1
 // Throws UsageError for --threads-per-device above kMaxThreadsPerCore x hardware_threads().
 void check_threads_per_device(int threads);
 
-// Refuses a step that cannot fit, before anything is allocated: each device against its
-// capacity (--device-memory, a GPU's memory), the loads (pipeline::step_loads) of every entry
-// naming that device summed (stages that share a GPU share its memory), and the CPU devices
-// together against this machine's memory. `step_rows`: the samples of one step (for the
-// message).
+// Why a step of these loads (pipeline::step_loads) cannot fit, or nothing: each device against
+// its capacity (--device-memory, a GPU's memory), the loads of every entry naming that device
+// summed (stages that share a GPU share its memory), and the CPU devices together against 3/4
+// of this machine's memory. `step_rows`: the samples of one step, `batch_flag`: --batch (for
+// the message, which names them, the device and the bytes).
+std::optional<std::string> step_refusal(const std::vector<pipeline::DeviceLoad>& loads,
+                                        int64_t step_rows, int64_t batch_flag);
+// step_refusal's message as a UsageError, with general advice; brigade-train's own refusal
+// (memory_check.h) ends with a command that fits instead.
 void check_step_fits(const std::vector<pipeline::DeviceLoad>& loads, int64_t step_rows,
                      int64_t batch_flag);
+// The loads of entries that name one device summed: one entry per device, in first-seen order.
+std::vector<pipeline::DeviceLoad> loads_per_device(const std::vector<pipeline::DeviceLoad>& loads);
 
 }  // namespace brigade::train

@@ -40,7 +40,8 @@ std::string suggested_command(const Options& o, const Suggestion& s) {
     for (const Device& d : *s.fewer_devices) list += (list.empty() ? "" : ",") + d.str();
     words = with_option(words, "--devices", list);
   }
-  if (o.resume) words = with_option(words, "--microbatches", std::to_string(s.microbatches));
+  if (o.resume && s.microbatches > 0)
+    words = with_option(words, "--microbatches", std::to_string(s.microbatches));
 
   std::vector<const char*> argv;
   for (const std::string& w : words) argv.push_back(w.c_str());

@@ -33,7 +33,7 @@ struct Suggestion {
   std::vector<std::pair<std::string, std::string>> flags;  // set on this run's words
   std::optional<std::vector<Device>> fewer_devices;         // run on these instead (a prefix)
   int pipeline_devices = 1;   // this run's pipeline devices (ranks of a replica)
-  int microbatches = 1;       // this run's micro-batches per step
+  int microbatches = 0;       // this run's micro-batches per step (0: its --microbatches as given)
 };
 
 // The command line of `suggestion` for the run of `options`, ready to print, or, should

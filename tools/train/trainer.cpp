@@ -80,7 +80,9 @@ void Training::set_up_pipeline() {
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
 
-  pipeline_ = build_pipeline(o_, spec_, devices_, m, batcher_->batch_rows(0), processes_);
+  pipeline_ = build_pipeline(o_, spec_, devices_, m,
+                             {.first_rows = batcher_->batch_rows(0), .samples = train_.count},
+                             processes_);
   busy_ms_.assign(devices_.devices.size(), 0.0);
 }
 
@@ -100,6 +102,7 @@ void Training::announce() {
   progress_->line("placement (" + devices_.describe_threads() +
                   (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
                   "): " + pipeline_.placement);
+  if (!pipeline_.memory.empty()) progress_->line(pipeline_.memory);
   if (!pipeline_.warning.empty() && reporter_) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", pipeline_.warning.c_str());

@@ -172,7 +172,7 @@ TEST_CASE("preflight: a batch that cannot fit a device or this machine is refuse
   check_refused_early(run_train({"--model", wide, "--data", "synthetic", "--synthetic-count",
                                  std::to_string(rows), "--batch", std::to_string(rows),
                                  "--devices", "cpu:0", "--steps", "1"}),
-                      "of memory: use a smaller --batch");
+                      "of memory; with ");
   // A batch larger than the data set is the whole set, and the evaluation is one test batch
   // (it allocated --batch rows of test images: std::bad_alloc for 100,000,000).
   const Run whole = run_train(quick(dir, {"--batch", "100000000", "--steps", "1"}));

@@ -160,6 +160,41 @@ TEST_CASE("suggestions: devices sharing cores: the command with as many threads 
   CHECK(fewer.output.find("hardware threads") == std::string::npos);  // no warning
 }
 
+TEST_CASE("suggestions: a step too large for --device-memory: the command that fits runs") {
+  // The run that once passed the preflight and ran out of memory at 1BW0 on cpu:1 (there with
+  // 24 MiB, where no count of this run fits: memory_test.cpp), given 48 MiB: refused, with more
+  // micro-batches (or a smaller batch) that fit, and that command passes the preflight and runs
+  // its step.
+  const std::string run = test::train_binary() +
+                          " --data synthetic --synthetic-count 256 --steps 1 --batch 48 "
+                          "--device-memory 48MiB --threads-per-device 1" + kThreeCpus;
+  const Run r = test::run_command(run);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 2);
+  CHECK(r.output.find("but has 48.0 MiB (--device-memory)") != std::string::npos);
+  const std::string fix = command_after(r.output, "it fits:");
+  REQUIRE(!fix.empty());
+  CHECK(fix.starts_with(run));  // this run's words, a flag changed or added
+  CHECK((fix.find("--microbatches ") != std::string::npos || fix.find("--batch ") != std::string::npos));
+  const Run fits = test::run_command(fix);
+  CAPTURE(fits.output);
+  CHECK(fits.status == 0);
+  CHECK(fits.output.find("out of memory") == std::string::npos);
+}
+
+TEST_CASE("suggestions: more threads per device than the limit: the command with as many as cores runs") {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string run = test::train_binary() + kQuick + " --devices cpu:0";
+  const Run r = test::run_command(run + " --threads-per-device " + std::to_string(4 * cores + 1));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 2);
+  const std::string fix = command_after(r.output, "as many threads as cores:");
+  CHECK(fix == run + " --threads-per-device " + std::to_string(cores));
+  const Run fewer = test::run_command(fix);
+  CAPTURE(fewer.output);
+  CHECK(fewer.status == 0);
+}
+
 TEST_CASE("suggestions: with_option replaces a flag or adds it; shell_words quotes what needs it") {
   CHECK(with_option({"x", "--a", "1"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
   CHECK(with_option({"x", "--a=1"}, "--a", "2") == std::vector<std::string>{"x", "--a=2"});
