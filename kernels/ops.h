@@ -143,6 +143,14 @@ void check_loss_status(const Tensor& host_status, int64_t classes);
 // logits: (N, classes)  labels: (N). How many rows' first largest logit is the label.
 // Blocks until counted (evaluation only, never inside a pipelined step).
 int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream& stream);
+// One micro-batch of a training step, told to the host without a wait of its own: writes row
+// `slot` of `tally` ((micro-batches, kTallyFloats) float32 storage of MicroBatchTally rows,
+// kernels/micro_batch_tally.h, on the stream's device) with r.loss, the accuracy count of
+// logits against labels, and the bad row and label that r.status holds (-1: none; a CPU loss
+// throws for a bad label instead). r: softmax_cross_entropy(logits, labels, ...). One launch
+// on a GPU, a task on a CPU; never blocks.
+void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossResult& r,
+                         const Tensor& tally, int64_t slot, const Stream& stream);
 
 // ---- Optimizer updates (in place, PyTorch's rules) -----------------------------------------
 

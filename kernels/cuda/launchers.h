@@ -21,6 +21,7 @@
 #include "kernels/cuda/cross_entropy_result.h"
 #include "kernels/cuda/gemm_args.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/micro_batch_tally.h"
 #include "kernels/optimizer_params.h"
 #include "kernels/shapes.h"
 #include "kernels/tensor_slot.h"

@@ -115,12 +115,12 @@ __global__ void cross_entropy_total_kernel(const float* row_loss /* (N) */,
 }
 
 // One block: each thread takes rows threadIdx.x, + blockDim.x, ...: the first largest logit
-// (strict >) compared with the label, counted in a register, then summed in shared memory;
-// thread 0 writes the count. One launch, no zeroing launch before it (the count is written,
-// not accumulated). A row is classes reads: even a large batch is a small kernel.
-__global__ void accuracy_kernel(const float* logits /* (N, classes) */,
-                                const int32_t* labels /* (N) */, int64_t N, int64_t classes,
-                                unsigned long long* correct) {
+// (strict >) compared with the label, counted in a register, then summed in shared memory.
+// Every thread returns the block's count. A row is classes reads: even a large batch is a
+// small kernel.
+__device__ unsigned long long block_correct(const float* logits /* (N, classes) */,
+                                            const int32_t* labels /* (N) */, int64_t N,
+                                            int64_t classes) {
   __shared__ unsigned long long block_count;
   if (threadIdx.x == 0) block_count = 0;
   __syncthreads();
@@ -134,7 +134,27 @@ __global__ void accuracy_kernel(const float* logits /* (N, classes) */,
   }
   if (mine > 0) atomicAdd(&block_count, mine);
   __syncthreads();
-  if (threadIdx.x == 0) *correct = block_count;
+  return block_count;
+}
+
+// Thread 0 writes the count. One launch, no zeroing launch before it (the count is written,
+// not accumulated).
+__global__ void accuracy_kernel(const float* logits /* (N, classes) */,
+                                const int32_t* labels /* (N) */, int64_t N, int64_t classes,
+                                unsigned long long* correct) {
+  const unsigned long long count = block_correct(logits, labels, N, classes);
+  if (threadIdx.x == 0) *correct = count;
+}
+
+// The accuracy count, written with the loss's result into one row of a step's tally: the
+// whole of what the host learns of a micro-batch, in the launch the count needed anyway.
+__global__ void tally_kernel(const float* logits /* (N, classes) */,
+                             const int32_t* labels /* (N) */, int64_t N, int64_t classes,
+                             const CrossEntropyResult* result, MicroBatchTally* row) {
+  const unsigned long long count = block_correct(logits, labels, N, classes);
+  if (threadIdx.x == 0)
+    *row = MicroBatchTally{result->loss, static_cast<int32_t>(count), result->bad_row,
+                           result->bad_label};
 }
 
 namespace {
@@ -186,6 +206,15 @@ void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64
   check_rows("accuracy_count", N, classes);
   BRIGADE_LAUNCH(accuracy_kernel, 1, kSumBlock, 0, stream, BRIGADE_EXTENT(logits, N * classes),
                  BRIGADE_EXTENT(labels, N), N, classes, BRIGADE_EXTENT(correct, 1));
+}
+
+void tally_cross_entropy(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
+                         const CrossEntropyResult* result, MicroBatchTally* row,
+                         const Stream& stream) {
+  check_rows("tally_cross_entropy", N, classes);
+  BRIGADE_LAUNCH(tally_kernel, 1, kSumBlock, 0, stream, BRIGADE_EXTENT(logits, N * classes),
+                 BRIGADE_EXTENT(labels, N), N, classes, BRIGADE_EXTENT(result, 1),
+                 BRIGADE_EXTENT(row, 1));
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

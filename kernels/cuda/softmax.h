@@ -25,3 +25,8 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* dl
 // whose first largest logit is at the label.
 void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
                     unsigned long long* correct, const Stream& stream);
+// The same count of one micro-batch, written with `result` (its softmax_cross_entropy's) into
+// *row (device memory): {loss, correct, bad row, bad label} (kernels/micro_batch_tally.h).
+void tally_cross_entropy(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
+                         const CrossEntropyResult* result, MicroBatchTally* row,
+                         const Stream& stream);

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/softmax.h"
 #include "kernels/cuda/cross_entropy_result.h"
+#include "kernels/micro_batch_tally.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
 
@@ -126,6 +127,38 @@ int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream&
   return static_cast<int64_t>(host);
 #else
   detail::no_kernel("accuracy_count", stream.device());
+#endif
+}
+
+void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossResult& r,
+                         const Tensor& tally, int64_t slot, const Stream& stream) {
+  detail::check_operands("tally_cross_entropy", stream,
+                         {{"logits", &logits}, {"labels", &labels}, {"loss", &r.loss},
+                          {"tally", &tally}});
+  detail::check_rows("tally_cross_entropy", logits, &labels);
+  BRIGADE_CHECK(tally.shape().rank() == 2 && tally.shape()[1] == kTallyFloats && slot >= 0 &&
+                    slot < tally.shape()[0],
+                "tally_cross_entropy: row " << slot << " of a tally " << tally.shape().str()
+                                            << "; expected (micro-batches, " << kTallyFloats
+                                            << ")");
+  const int64_t N = logits.shape()[0], classes = logits.shape()[1];
+  auto* row = reinterpret_cast<MicroBatchTally*>(tally.data<float>()) + slot;
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {logits, labels, r.loss, tally}, [=, loss = r.loss](ThreadPool&) {
+      const int64_t correct =
+          cpu::accuracy_count(logits.data<float>(), detail::int32_data(labels), N, classes);
+      *row = MicroBatchTally{*loss.data<float>(), static_cast<int32_t>(correct), -1, 0};
+    });
+    return;
+  }
+#if defined(BRIGADE_HAVE_CUDA)
+  BRIGADE_CHECK(r.status.defined(), "tally_cross_entropy: a GPU loss without its status");
+  detail::on_cuda(stream, {&logits, &labels, &r.status, &tally});
+  cuda::tally_cross_entropy(logits.data<float>(), detail::int32_data(labels), N, classes,
+                            static_cast<const CrossEntropyResult*>(r.status.storage()->data()),
+                            row, stream);
+#else
+  detail::no_kernel("tally_cross_entropy", stream.device());
 #endif
 }
 

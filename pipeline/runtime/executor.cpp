@@ -1,10 +1,12 @@
-// The executor: how a Runtime (runtime.h) runs one step. One host thread per device takes the
-// next instruction of its lowered list and issues its work on the device's streams; the step's
-// state is one Step, made here and passed to every function that needs it.
+// The executor: how a Runtime (runtime.h) runs one step. One host thread per device
+// (device_threads.h, living across steps) takes the next instruction of its lowered list and
+// issues its work on the device's streams; the step's state is one Step, made here and passed
+// to every function that needs it.
 //
-//   run_step        set up the Step, start the device threads, join them; then the NaN checks'
-//                   verdict, the update (only after a step without failure), the one host
-//                   synchronisation, and the result
+//   run_step        set up the Step, wake the device threads, wait for them; then the NaN
+//                   checks' verdict, the update (only after a step without failure), the one
+//                   host wait per device (drain), and the result, read from the step's tally
+//                   (step_tally.h)
 //   run_device      the loop: the device's first calls (the staged batch's events, the
 //                   trace's origin), zero the stages' gradients, then each instruction in
 //                   list order
@@ -15,7 +17,6 @@
 // checks), step_trace.h (the measured timeline) and link.h (the neighbours).
 #include <mutex>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "engine/allocator.h"
@@ -25,6 +26,7 @@
 #include "pipeline/runtime/step_checks.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/runtime/step_state.h"
+#include "pipeline/runtime/step_tally.h"
 #include "pipeline/runtime/step_trace.h"
 
 namespace brigade::pipeline {
@@ -44,6 +46,7 @@ struct Runtime::Step {
   Event inputs_ready, labels_ready;  // the staged batch's (StagedBatch)
   StepWork work;  // [stage][micro-batch]
   StepTrace trace;
+  StepTally tally;  // on the last stage's device, where this process runs it
   StepFailure failure;
 };
 
@@ -90,6 +93,20 @@ Action action_of(const Instruction& i) {
   const bool activation = i.kind == Kind::SendF || i.kind == Kind::RecvF;
   return {i.stage, activation ? Op::F : Op::B, i.microbatch};
 }
+
+// Waits, on the host, for everything enqueued on a device's streams: the send and receive
+// streams' work joined into the compute stream (stream-ordered waits, no host block), then one
+// event after it all and one host wait for it. Throws what failed on any of the three.
+void drain(const DeviceStreams& streams) {
+  for (const Stream* side : {&streams.send, &streams.recv}) {
+    Event done;
+    done.record(*side);
+    streams.compute.wait(done);
+  }
+  Event drained;
+  drained.record(streams.compute);
+  drained.synchronize();
+}
 }  // namespace
 
 StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
@@ -105,6 +122,9 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
             .labels_ready = batch.labels_ready,
             .work = StepWork(static_cast<size_t>(schedule_.stages())),
             .trace = StepTrace(devices_),
+            .tally = runs(last_device)
+                         ? StepTally(m, *streams_[static_cast<size_t>(last_device)])
+                         : StepTally(),
             .failure = {}};
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
@@ -113,10 +133,7 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   }
   for (auto& stage : step.work) stage.resize(static_cast<size_t>(m));
 
-  std::vector<std::thread> threads;
-  for (int d = 0; d < schedule_.devices; ++d)
-    if (runs(d)) threads.emplace_back([this, d, &step] { run_device(d, step); });
-  for (std::thread& t : threads) t.join();
+  threads_->run([this, &step](int d) { run_device(d, step); });  // run_device catches all
 
   // The NaN checks of CUDA devices run on host streams behind the GPU: the update waits for
   // their verdict (on a CPU device a failed check is the stream's sticky error, and the update
@@ -131,19 +148,18 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   else
     abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
 
-  // The one host synchronisation of the step. A task that failed on a stream surfaces here.
+  // The one host synchronisation of the step: one wait per device, for an event after all of
+  // its work (drain()). A task that failed on a stream surfaces here.
   std::exception_ptr stream_error;
   int stream_error_device = -1;
   for (size_t d = 0; d < streams_.size(); ++d) {
     if (!streams_[d]) continue;
-    for (const Stream* s : {&streams_[d]->compute, &streams_[d]->send, &streams_[d]->recv}) {
-      try {
-        s->synchronize();
-      } catch (const std::exception&) {
-        if (!stream_error) {
-          stream_error = std::current_exception();
-          stream_error_device = static_cast<int>(d);
-        }
+    try {
+      drain(*streams_[d]);
+    } catch (const std::exception&) {
+      if (!stream_error) {
+        stream_error = std::current_exception();
+        stream_error_device = static_cast<int>(d);
       }
     }
   }
@@ -167,14 +183,9 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
 
   step.trace.read_cuda_markers();
   StepResult result;
-  if (runs(last_device)) {
-    const Stream& last = streams_[static_cast<size_t>(last_device)]->compute;
-    for (int i = 0; i < m; ++i) {
-      const MicroBatchWork& w = step.work.back()[static_cast<size_t>(i)];
-      result.loss += w.loss.to_vector().at(0);
-      result.correct +=
-          options_.loss->correct(w.logits, step.inputs.labels[static_cast<size_t>(i)], last);
-    }
+  if (step.tally.defined()) {  // read after the wait above, which covered its copy
+    result.loss = step.tally.loss();
+    result.correct = step.tally.correct();
   }
   result.timeline = step.trace.timeline(schedule_);
   for (size_t d = 0; d < devices_.size(); ++d)
@@ -207,6 +218,8 @@ void Runtime::run_device(int d, Step& step) {
         mine.send.synchronize();
       }
     }
+    current.reset();
+    if (d == schedule_.device_of(schedule_.stages() - 1)) step.tally.copy_to_host(mine.compute);
   } catch (const ChannelClosed&) {
     // Another device failed first and closed the links: not an error of this one.
   } catch (...) {
@@ -263,9 +276,9 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
                              static_cast<float>(step.inputs.batch_size), mine.compute);
     check_labels(mine, a, options_.loss, y.shape(), loss);  // a kernel cannot throw: cause first
     if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
-    work.loss = loss.loss;
+    options_.loss->tally(y, step.inputs.labels[static_cast<size_t>(mb)], loss, step.tally.rows(),
+                         mb, mine.compute);  // read after the step: no host wait inside it
     work.dy = loss.dlogits;
-    work.logits = y;  // counted after the step's final synchronisation: no host wait inside it
   }
   step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
   if (stage.last()) return;
@@ -464,6 +477,7 @@ void Runtime::throw_failure(Step& step) {
   os << ": " << what_of(f.error);
   const int device = f.device;
   step.work.clear();  // what the failed step held goes before its streams do
+  step.tally = StepTally();
   os << recover_after_failure();
   throw PipelineError(os.str(), device, action ? action->stage : -1, action);
 }

@@ -28,10 +28,13 @@ class Loss {
   // Throws brigade::Error naming the bad target that `host_status` (apply()'s status, copied
   // into host memory) tells of; `output` is the shape apply() was given.
   virtual void check_status(const Tensor& host_status, const Shape& output) const = 0;
-  // How many of one micro-batch's samples the model got right (StepResult::correct). Blocks:
-  // the runtime calls it after the step's final synchronisation.
-  virtual int64_t correct(const Tensor& output, const Tensor& targets,
-                          const Stream& stream) const = 0;
+  // Row `slot` of the step's tally (kernels/micro_batch_tally.h; `tally` on the stream's device,
+  // (micro-batches, kTallyFloats)): result's loss, how many of the micro-batch's samples the
+  // model got right (StepResult::correct), and apply()'s label verdict where it has a status.
+  // Enqueued on `stream`, never blocking: the runtime copies the whole tally to the host once
+  // per step (step_tally.h).
+  virtual void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
+                     const Tensor& tally, int64_t slot, const Stream& stream) const = 0;
 };
 
 // Softmax over the classes of (rows, classes) logits and the cross-entropy against the label,
@@ -46,9 +49,9 @@ class SoftmaxCrossEntropy final : public Loss {
   void check_status(const Tensor& host_status, const Shape& output) const override {
     ops::check_loss_status(host_status, output[1]);
   }
-  int64_t correct(const Tensor& output, const Tensor& targets,
-                  const Stream& stream) const override {
-    return ops::accuracy_count(output, targets, stream);
+  void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
+             const Tensor& tally, int64_t slot, const Stream& stream) const override {
+    ops::tally_cross_entropy(output, targets, result, tally, slot, stream);
   }
 };
 

@@ -57,6 +57,10 @@ Runtime::Runtime(layers::Sequential& model, std::vector<Device> devices, Partiti
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d]) Stream::default_for(devices_[d]).synchronize();
   recover();  // makes the streams
+  std::vector<int> here;
+  for (int d = 0; d < schedule_.devices; ++d)
+    if (runs(d)) here.push_back(d);
+  threads_ = std::make_unique<DeviceThreads>(here);
 }
 
 // The model against the devices: every layer of a stage run here on its stage's device (the
@@ -178,6 +182,7 @@ void Runtime::make_links() {
 }
 
 Runtime::~Runtime() {
+  threads_.reset();  // joined first: no thread is inside a step now
   for (std::optional<DeviceStreams>& mine : streams_) {
     if (!mine) continue;
     // Drain, ignoring sticky errors: a failed step already reported them.

@@ -10,8 +10,10 @@
 //     most one, larger first) and each micro-batch's loss is divided by the mini-batch size,
 //     so the update is one big batch's;
 //   - nothing blocks the host inside a step but a receive waiting for its producer's thread to
-//     DESCRIBE its work; the one host synchronisation is at the end, after every stage has
-//     enqueued its optimizer step (one more before it with RuntimeOptions::max_grad_norm);
+//     DESCRIBE its work; the host waits for the devices at the end, once per device (an event
+//     after all of its work), after every stage has enqueued its optimizer step (one more wait
+//     before it with RuntimeOptions::max_grad_norm), and the loss and the correct count come
+//     back in that same wait (step_tally.h);
 //   - a failure on a host thread or in a stream task (step_checks.h) closes every link, every
 //     thread ends and every stream drains; step() throws PipelineError naming the device,
 //     stage, action and micro-batch, and the runtime stays usable with the parameters from
@@ -33,6 +35,7 @@
 #include "layers/optimizers.h"
 #include "layers/sequential.h"
 #include "pipeline/runtime/device_streams.h"
+#include "pipeline/runtime/device_threads.h"
 #include "pipeline/runtime/link.h"
 #include "pipeline/runtime/loss.h"
 #include "pipeline/runtime/partition.h"
@@ -199,6 +202,9 @@ class Runtime {
   // role's links where one end is elsewhere, null where neither end is here.
   std::vector<std::shared_ptr<Link>> activations_;
   std::vector<std::shared_ptr<Link>> gradients_;
+  // One host thread per device run here, across steps (device_threads.h); last, so that it is
+  // made after everything its threads use and joined before any of it goes.
+  std::unique_ptr<DeviceThreads> threads_;
 };
 
 }  // namespace brigade::pipeline

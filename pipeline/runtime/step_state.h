@@ -34,8 +34,6 @@ struct MicroBatchWork {
   Tensor output;  // F's result, until it is sent (SF) or handed to the next stage here
   Tensor dy;      // the output gradient: received, from the loss, or handed back; until W
   Tensor dx;      // B's input gradient, until it is sent (SB) or handed back here
-  Tensor loss;    // last stage: (1), this micro-batch's share of the mini-batch's mean loss
-  Tensor logits;  // last stage: (rows, classes), counted right after the step
 };
 
 // [stage][micro-batch]

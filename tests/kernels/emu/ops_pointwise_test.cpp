@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -194,6 +195,8 @@ TEST_CASE("softmax forward/backward, fused cross-entropy and accuracy match the 
     emu::softmax_cross_entropy(zf.data(), labels.data(), dlf.data(), r.N, r.classes,
                                float(r.N) + 2, workspace.data(), &result, stream);
     emu::accuracy_count(zf.data(), labels.data(), r.N, r.classes, &correct_got, stream);
+    MicroBatchTally tally{NAN, -2, -2, -2};
+    emu::tally_cross_entropy(zf.data(), labels.data(), r.N, r.classes, &result, &tally, stream);
     stream.synchronize();
 
     // softmax: exp has a few ulps of error, the row sum adds sqrt(classes)·eps relative.
@@ -218,6 +221,10 @@ TEST_CASE("softmax forward/backward, fused cross-entropy and accuracy match the 
     CHECK(std::fabs(result.loss - loss) <=
           4 * std::sqrt(double(r.N)) * kFloatEps * (std::fabs(loss) + 100.0));
     CHECK(correct_got == static_cast<unsigned long long>(correct));
+    // The tally: the same count, the loss's result as it is (bits), no bad row.
+    CHECK(tally.correct == correct);
+    CHECK(std::memcmp(&tally.loss, &result.loss, sizeof(float)) == 0);
+    CHECK(tally.bad_row == -1);
   }
 }
 
@@ -238,4 +245,11 @@ TEST_CASE("softmax_cross_entropy reports a bad label through its result, like th
   CHECK(!std::isnan(dl[0]));
   CHECK_THROWS_WITH_AS(check_cross_entropy_result(result, classes),
                        doctest::Contains("label 3 of row 2 is outside [0, 3)"), std::out_of_range);
+  // The tally of the micro-batch carries the bad row and its label to the host.
+  MicroBatchTally tally{};
+  emu::tally_cross_entropy(z.data(), labels.data(), N, classes, &result, &tally, stream);
+  stream.synchronize();
+  CHECK(tally.bad_row == 2);
+  CHECK(tally.bad_label == 3);
+  CHECK(std::isnan(tally.loss));
 }
