@@ -2,7 +2,7 @@
 // line, pipeline/runtime/step_memory.h) against what the step then holds (the allocator's peak,
 // each step's `peak_memory` in --metrics), over models, batches, schedules and device counts:
 // the estimate is never below the peak (so a run the preflight passes does not run out of
-// memory), and at most kMostOver (4) times it (so a run that fits by more is not refused). And the
+// memory), and at most kMostOver (5) times it (so a run that fits by more is not refused). And the
 // run that showed the estimate lying: --batch 48 on three devices of 24 MiB passed the
 // preflight and ran out of memory at 1BW0 on cpu:1.
 #include <doctest/doctest.h>
@@ -28,8 +28,9 @@ namespace {
 // in flight at its stage's most (each tensor of its step alive at once, the workspace too) and
 // one more that a CPU device's host thread may have issued ahead of its stream, which a step
 // reaches only when the timing lines up (measured: 1.04x to 3.3x, the question's network on
-// three devices at --batch 48).
-constexpr double kMostOver = 4.0;
+// three devices at --batch 48; 4.0x on cpu:0 of two, GPipe at --batch 32, on a loaded machine,
+// where the stream kept up with its host thread and the peak was lowest).
+constexpr double kMostOver = 5.0;
 
 // "16.2 MiB" -> the most bytes it may stand for (printed to a tenth of its unit).
 uint64_t most_bytes(double value, const std::string& unit) {

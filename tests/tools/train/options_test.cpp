@@ -178,11 +178,14 @@ TEST_CASE("placement: --math tf32 is set for GPUs on the vendor path, refused el
     }
     return std::string("(no error)");
   };
+  // The path is a process-wide setting, which CI's runs set through BRIGADE_CUDA_PATH: this
+  // test sets each one it checks, and puts the run's own back at the end.
+  const brigade::CudaPath path = brigade::cuda_path();
+  brigade::set_cuda_path(brigade::CudaPath::vendor);
   CHECK(error("tf32", {Device::cuda(0), Device::cpu(0)}) ==
         "--math tf32: math mode tf32 needs tensor cores: cpu:0 is a CPU device, which computes "
         "in fp32 only (use --math fp32, the default)");
   CHECK(brigade::math_mode() == MathMode::fp32);  // a refusal sets nothing
-  const brigade::CudaPath path = brigade::cuda_path();
   brigade::set_cuda_path(brigade::CudaPath::handwritten);
   CHECK(error("tf32", {Device::cuda(1)}).find("the handwritten CUDA path of cuda:1 computes in "
                                               "fp32 only") != std::string::npos);
