@@ -255,8 +255,9 @@ ChannelClosed ProcessLink::closed_error(int microbatch) const {
 }
 
 std::string ProcessLink::from_peer(int microbatch) const {
-  return name_ + (microbatch < 0 ? ": the next header" : ": micro-batch " + std::to_string(microbatch)) +
-         " from rank " + std::to_string(peer_);
+  const std::string which =
+      microbatch < 0 ? "the next header" : "micro-batch " + std::to_string(microbatch);
+  return name_ + ": " + which + " from rank " + std::to_string(peer_);
 }
 
 void ProcessLink::close(const std::string& why) {

@@ -107,8 +107,8 @@ class ProcessLink : public pipeline::Link {
   virtual Header failure_header(int microbatch, int64_t bytes) const = 0;
   virtual int header_tag(int microbatch) const = 0;
   // The receiving side's work done ahead of its receive() calls, on the communication thread,
-  // mutex_ held (with `receives_ahead` only).
-  // True if it took something (the thread then polls again at once).
+  // mutex_ held (with `receives_ahead` only); true if it took something (the thread then
+  // polls again at once).
   virtual bool receive_ahead() { return false; }
 
   // The receiving side of a failure: `failed_rank` (in MPI_COMM_WORLD) and `bytes` from its

@@ -7,10 +7,10 @@
 //
 // The contract, whatever carries the bytes:
 // - send(mb, message): `message.ready` is already recorded after the work that wrote
-//   `message.tensor` (a consumer never waits on an unrecorded event), and
-//   `message.checked`, where that work has checks on a host stream, after them. send never waits for
-//   the receiver (so two neighbours sending to each other cannot deadlock), and never
-//   blocks the host on the data.
+//   `message.tensor` (a consumer never waits on an unrecorded event), and `message.checked`,
+//   where that work has checks on a host stream, after them. send never waits for the
+//   receiver (so two neighbours sending to each other cannot deadlock), and never blocks the
+//   host on the data.
 // - receive(mb): blocks until micro-batch mb's pair is here and returns it; the tensor is on
 //   the receiving side's device and its `ready` event is recorded. Pairs may be received in
 //   any order the schedule's validator accepted.

@@ -90,7 +90,8 @@ void check_failure(const MpiSession& session) {
       break;
     }
     default: {
-      NcclLink from_1("activations 1->2", session, MPI_COMM_WORLD, 1, activations_1_2, 1, gpu, false);
+      NcclLink from_1("activations 1->2", session, MPI_COMM_WORLD, 1, activations_1_2, 1, gpu,
+                      false);
       NcclLink to_1("gradients 2->1", session, MPI_COMM_WORLD, 1, gradients_2_1, 1, gpu, true);
       pipeline::Message got = from_1.receive(0);
       std::printf("rank 2: received the tensor of a failed check\n");
@@ -127,7 +128,8 @@ void run(const MpiSession& session, const std::string& scenario) {
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   if (argc != 2 || session.size() < 2) {
-    std::fprintf(stderr, "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream|nccl-check\n");
+    std::fprintf(stderr,
+                 "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream|nccl-check\n");
     return 2;
   }
   try {
