@@ -33,13 +33,9 @@
 // for a later step to take.
 #pragma once
 
-#include <condition_variable>
-#include <list>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/process_link.h"
 
 namespace brigade::distributed {
@@ -55,23 +51,17 @@ class MpiLink final : public ProcessLink {
 
   void send(int microbatch, pipeline::Message message) override;
   pipeline::Message receive(int microbatch) override;
-  void close(const std::string& why) override;  // also drops the sends not posted yet
-  void reset() override;
 
  private:
-  struct Outgoing;
-  static constexpr int64_t kFailedWork = -1;  // header[0] of a failure (a rank is >= 0)
-  RankFailed receive_failure(const Header& header, int microbatch);
-  void communicate();    // the communication thread
-  void advance_sends();  // with mutex_ held: post the ready sends, retire completed ones
+  // ProcessLink's sending: a send waits for `message.ready` (a CPU stream's event carries
+  // its work's failure), then posts header and payload by MPI_Isend on the micro-batch's tags.
+  const Event* gate(const pipeline::Message& message) const override { return &message.ready; }
+  void post_payload(Outgoing& out) override;
+  Header failure_header(int microbatch, int64_t bytes) const override;
+  int header_tag(int microbatch) const override { return tags_.message(microbatch, 0); }
 
-  // Guarded by mutex_ (ProcessLink's).
-  std::condition_variable wake_;  // a send queued, or stopping
-  std::list<Outgoing> outgoing_;  // queued or in flight, in send order (a list: MPI holds
-                                  // pointers into its headers)
   std::vector<Tensor> abandoned_;  // receives given up (closed, failed) that MPI may still fill
-  bool stopping_ = false;
-  std::thread thread_;
+                                   // (mutex_)
 };
 
 }  // namespace brigade::distributed

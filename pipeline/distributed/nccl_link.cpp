@@ -2,20 +2,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
+
 namespace brigade::distributed {
 
 using pipeline::Message;
 
-// A header in flight: micro-batch, rank, dims[4]. Kept until MPI has sent it.
-struct NcclLink::SentHeader {
-  Header words{};
-  MPI_Request request = MPI_REQUEST_NULL;
-};
-
 NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, int peer,
                    int link, int microbatches, Device gpu, bool sending,
                    MpiLinkOptions options)
-    : ProcessLink(std::move(name), session, comm, peer, link, microbatches, gpu, options),
+    : ProcessLink(std::move(name), session, comm, peer, link, microbatches, gpu, options,
+                  /*in_send_order=*/true),
       sending_(sending) {
   BRIGADE_CHECK(gpu.is_cuda(), name_ << ": an NcclLink carries CUDA tensors; " << gpu
                                      << " is not a GPU (use an MpiLink)");
@@ -56,33 +53,14 @@ NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, i
                                      stream_.cuda_handle()));
   }
   stream_.synchronize();
+  start_communication(/*receives_ahead=*/!sending_);
 }
 
 NcclLink::~NcclLink() {
-  // Headers are small and sent eagerly; wait (bounded) for the last ones to leave.
-  try {
-    poll_until(
-        faults_,
-        [&] {
-          std::lock_guard<std::mutex> lock(mutex_);
-          retire_headers();
-          return headers_.empty();
-        },
-        [] { return false; }, options_.timeout, [&] { return name_ + ": the last headers"; });
-  } catch (const std::exception&) {
-    // A peer failed or never took them: the job is ending; nothing more to do here.
-  }
+  stop_communication();  // waits (bounded) for the last headers to leave
   // A receive posted for a micro-batch that never came, or a peer that failed, leaves NCCL
   // work that will never complete: abort it instead of waiting for it.
   if (closed() || faults_.heard() || !arrived_.empty()) nccl_->abort_pending();
-}
-
-void NcclLink::retire_headers() {
-  for (auto it = headers_.begin(); it != headers_.end();) {
-    int done = 0;
-    BRIGADE_MPI_CHECK(MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE));
-    it = done ? headers_.erase(it) : std::next(it);
-  }
 }
 
 void NcclLink::send(int microbatch, Message message) {
@@ -93,56 +71,89 @@ void NcclLink::send(int microbatch, Message message) {
                 name_ << ": micro-batch " << microbatch << " is "
                       << (t.defined() ? "on " + t.device().str() : std::string("undefined"))
                       << "; this NcclLink carries tensors of " << device_);
-  auto header = std::make_unique<SentHeader>();
-  header->words[0] = microbatch;
-  write_shape(t.shape(), &header->words[1]);  // (max_rank = 4: a rank-4 shape fills words 1..5)
+  Outgoing out;
+  out.microbatch = microbatch;
+  out.header[0] = microbatch;
+  write_shape(t.shape(), &out.header[1]);  // (max_rank = 4: a rank-4 shape fills words 1..5)
+  out.message = std::move(message);
+  queue_send(std::move(out));
+}
 
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) return;
+const Event* NcclLink::gate(const Message& message) const {
+  // Unrecorded where the sender's work has no checks behind its device (link.h).
+  return message.checked.recorded() ? &message.checked : nullptr;
+}
+
+void NcclLink::post_payload(Outgoing& out) {
   // The payload: after the producer's work, on the link's stream. The tensor's memory is
   // declared in use by that stream, so the allocator keeps it until the send is done.
-  stream_.wait(message.ready);
+  const Tensor& t = out.message.tensor;
+  stream_.wait(out.message.ready);
   t.record_stream(stream_);
   BRIGADE_CUDA_CHECK(cudaSetDevice(device_.index));
   BRIGADE_NCCL_RANK_CHECK(ncclSend(t.data<float>(), static_cast<size_t>(t.numel()), ncclFloat,
                                    nccl_peer_, nccl_->get(), stream_.cuda_handle()));
   // The header, after the ncclSend is enqueued: headers arrive in ncclSend order.
-  post_header(header->words, tags_.control(0), &header->request);
-  headers_.push_back(std::move(header));
-  retire_headers();
+  post_header(out.header, tags_.control(0), &out.requests[0]);
 }
 
-void NcclLink::take_next_header(int waiting_for) {
-  const Header words = receive_header(tags_.control(0), waiting_for);
-  const int64_t mb = words[0], rank = words[1];
-  BRIGADE_CHECK(mb >= 0 && mb < tags_.microbatches() && rank >= 0 && rank <= Shape::max_rank,
-                name_ << ": a header from rank " << peer_ << " that is not one (micro-batch " << mb
-                      << ", rank " << rank << "); is it running the same program?");
-  const Shape shape = read_shape(&words[1]);
-  Tensor tensor = Tensor::empty(shape, stream_);
-  BRIGADE_CUDA_CHECK(cudaSetDevice(device_.index));
-  BRIGADE_NCCL_RANK_CHECK(ncclRecv(tensor.data<float>(), static_cast<size_t>(shape.numel()),
-                                   ncclFloat, nccl_peer_, nccl_->get(), stream_.cuda_handle()));
-  Message message{tensor, Event()};
-  message.ready.record(stream_);
-  BRIGADE_CHECK(arrived_.emplace(static_cast<int>(mb), message).second,
-                name_ << ": micro-batch " << mb << " arrived twice from rank " << peer_);
+ProcessLink::Header NcclLink::failure_header(int microbatch, int64_t bytes) const {
+  return {microbatch, kFailedWork, faults_.rank(), bytes, 0, 0};
+}
+
+bool NcclLink::receive_ahead() {
+  if (receive_error_) return false;  // the peer sends nothing after its failure
+  try {
+    const std::optional<Header> words = try_receive_header(tags_.control(0), -1);
+    if (!words) return false;
+    const int64_t mb = (*words)[0], rank = (*words)[1];
+    BRIGADE_CHECK(mb >= 0 && mb < tags_.microbatches() &&
+                      (rank == kFailedWork || (rank >= 0 && rank <= Shape::max_rank)),
+                  name_ << ": a header from rank " << peer_ << " that is not one (micro-batch "
+                        << mb << ", rank " << rank << "); is it running the same program?");
+    if (rank == kFailedWork) {
+      // The sender's work for mb failed: it posted no ncclSend, so no ncclRecv here either.
+      receive_error_ = std::make_exception_ptr(
+          receive_failure((*words)[2], (*words)[3], static_cast<int>(mb)));
+      return true;
+    }
+    const Shape shape = read_shape(&(*words)[1]);
+    Tensor tensor = Tensor::empty(shape, stream_);
+    BRIGADE_CUDA_CHECK(cudaSetDevice(device_.index));
+    BRIGADE_NCCL_RANK_CHECK(ncclRecv(tensor.data<float>(), static_cast<size_t>(shape.numel()),
+                                     ncclFloat, nccl_peer_, nccl_->get(), stream_.cuda_handle()));
+    Message message{tensor, Event()};
+    message.ready.record(stream_);
+    BRIGADE_CHECK(arrived_.emplace(static_cast<int>(mb), message).second,
+                  name_ << ": micro-batch " << mb << " arrived twice from rank " << peer_);
+  } catch (...) {
+    // Another rank's failure heard while the text came, a bad header, a failed call: the
+    // receivers throw it.
+    receive_error_ = std::current_exception();
+  }
+  return true;
 }
 
 Message NcclLink::receive(int microbatch) {
   BRIGADE_CHECK(!sending_, name_ << ": this end was made to send (sending = true)");
   tags_.check_microbatch(name_, microbatch, "receive");
-  std::lock_guard<std::mutex> order(receive_mutex_);
-  for (;;) {
-    if (closed()) throw closed_error(microbatch);
-    auto it = arrived_.find(microbatch);
-    if (it != arrived_.end()) {
-      Message message = std::move(it->second);
+  Message message;
+  std::exception_ptr error;
+  auto here = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = arrived_.find(microbatch); it != arrived_.end()) {
+      message = std::move(it->second);
       arrived_.erase(it);
-      return message;
+      return true;
     }
-    take_next_header(microbatch);
-  }
+    error = receive_error_;
+    return error != nullptr;
+  };
+  if (!poll_until(faults_, here, [&] { return closed(); }, options_.timeout,
+                  [&] { return from_peer(microbatch); }))
+    throw closed_error(microbatch);
+  if (error) std::rethrow_exception(error);
+  return message;
 }
 
 }  // namespace brigade::distributed

@@ -324,7 +324,10 @@ void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, S
   Event written;
   written.record(mine.compute);
   if (to == d || !runs(to)) {
-    link.send(produced.microbatch, {t, written});
+    Message message{t, written};
+    // To another process: its link sends only what passed this device's checks so far (link.h).
+    if (!runs(to) && mine.check) message.checked.record(*mine.check);
+    link.send(produced.microbatch, std::move(message));
     return;
   }
   mine.send.wait(written);

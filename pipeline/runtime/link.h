@@ -7,9 +7,10 @@
 //
 // The contract, whatever carries the bytes:
 // - send(mb, message): `message.ready` is already recorded after the work that wrote
-//   `message.tensor` (a consumer never waits on an unrecorded event). send never waits for
-//   the receiver (so two neighbours sending to each other cannot deadlock), and never
-//   blocks the host on the data.
+//   `message.tensor` (a consumer never waits on an unrecorded event), and `message.checked`,
+//   where that work has checks on a host stream, after them. send never waits for the
+//   receiver (so two neighbours sending to each other cannot deadlock), and never blocks the
+//   host on the data.
 // - receive(mb): blocks until micro-batch mb's pair is here and returns it; the tensor is on
 //   the receiving side's device and its `ready` event is recorded. Pairs may be received in
 //   any order the schedule's validator accepted.
@@ -27,6 +28,11 @@ namespace brigade::pipeline {
 struct Message {
   Tensor tensor;
   Event ready;  // recorded after the work that wrote `tensor`
+  // Where that work's checks run on a host stream behind its device (a GPU's NaN and label
+  // checks, step_checks.h): recorded on that stream after them, so it fails if one failed.
+  // Unrecorded where there are none. A link to another process sends the tensor only once it
+  // has passed, and the failure in its place otherwise (pipeline/distributed/nccl_link.h).
+  Event checked{};
 };
 
 class ChannelClosed : public Error {

@@ -161,24 +161,48 @@ TEST_CASE("a NaN injected on one rank of 3, or on one replica of 2 x 2, ends eve
 }
 
 #if defined(BRIGADE_CUDA_EMULATED) && BRIGADE_TEST_HAVE_NCCL
-// A NaN in a weight of rank 3 (replica 1's last stage) on emulated GPUs: its check fails at the
-// step's end, and replica 0's stage 1 must not enqueue an ncclAllReduce that rank 3 never joins
-// (its GPU would wait there, where no host hears a fault notice): the replicas agree first
-// (nccl_reducer.h), so every rank ends naming the failure, and the checkpoint of step 2 stays.
-TEST_CASE("emulated GPUs: a NaN on one replica of 2 x 2 ends every rank, named") {
+// A NaN in a weight on emulated GPUs: rank 1 of 3, or rank 3 of 2 x 2 (replica 1's last stage,
+// alone). A GPU's check runs on a host stream behind the GPU, so the NcclLink that sends the
+// checked output waits (on its own thread) for the checks' verdict and sends the cause in the
+// tensor's place: the neighbour names rank 1's first failure, not a check of its own that the
+// NaN would have failed next (pipeline/distributed/nccl_link.h). No rank completes the step —
+// each needs a tensor the failed rank never sends, and replica 0's stage 1 must not enqueue
+// an ncclAllReduce that rank 3 never joins (the replicas agree first, nccl_reducer.h) — so the
+// checkpoint of step 2 stays.
+TEST_CASE("emulated GPUs: a NaN on rank 1 of 3, or on one replica of 2 x 2, ends every rank, named") {
   const fs::path dir = temp_dir("emulated-nccl-nan");
   const fs::path model = dir / "three.model";
   std::ofstream(model) << kModel;
-  const fs::path checkpoints = dir / "ckpt";
-  const Run run = failing_job(
-      4, "BRIGADE_EMULATED_GPUS=4 BRIGADE_INJECT_NAN=3:3",
-      {"--model", model.string(), "--data", "synthetic", "--synthetic-count", "320", "--batch",
-       "32", "--steps", "4", "--distributed", "--data-parallel", "2", "--devices", "cuda",
-       "--check-finite", "--checkpoint-dir", checkpoints.string(), "--checkpoint-every", "1"});
-  CAPTURE(run.output);
-  check_every_rank_names(run, 4, {3}, "1F0", 1);
-  const auto checkpoint = brigade::safetensors::read_file((checkpoints / "checkpoint.safetensors").string());
-  CHECK(checkpoint.metadata.at("step") == "2");
+  struct Case {
+    const char* name;
+    int ranks;
+    std::vector<std::string> layout;
+    int failed;  // the rank given the NaN
+    std::string cause;
+  };
+  for (const Case& c :
+       {Case{"3", 3, {}, 1, "activations 1->2: micro-batch 0 not sent"},
+        Case{"2x2", 4, {"--data-parallel", "2"}, 3, "gradients 1->0: micro-batch 0 not sent"}}) {
+    CAPTURE(c.name);
+    const fs::path checkpoints = dir / (std::string("ckpt-") + c.name);
+    const Run run = failing_job(
+        c.ranks,
+        "BRIGADE_EMULATED_GPUS=" + std::to_string(c.ranks) +
+            " BRIGADE_INJECT_NAN=" + std::to_string(c.failed) + ":3",
+        with({"--model", model.string(), "--data", "synthetic", "--synthetic-count", "320",
+              "--batch", "32", "--steps", "4", "--distributed", "--devices", "cuda",
+              "--check-finite", "--checkpoint-dir", checkpoints.string(), "--checkpoint-every",
+              "1"},
+             c.layout));
+    CAPTURE(run.output);
+    check_every_rank_names(run, c.ranks, {c.failed}, "1F0", 1);
+    CHECK(run.output.find("brigade: rank " + std::to_string(c.failed) + " failed: " + c.cause +
+                          ": action 1F0 (stage 1, micro-batch 0): non-finite value nan") !=
+          std::string::npos);
+    const auto checkpoint =
+        brigade::safetensors::read_file((checkpoints / "checkpoint.safetensors").string());
+    CHECK(checkpoint.metadata.at("step") == "2");
+  }
 }
 #endif
 

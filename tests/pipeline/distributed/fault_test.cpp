@@ -76,6 +76,17 @@ void check_every_rank_says(const Job& job, const std::string& cause) {
   }
 }
 
+// A job that the link's failure message must end (30 s is the hang detector, far below the
+// links' BRIGADE_MPI_TIMEOUT_S): every rank names rank 1's `cause`, none gave up waiting,
+// none carried on.
+void check_ended_by_the_link(const Job& job, const std::string& cause) {
+  CHECK_FALSE(job.timed_out);
+  CHECK(failed(job));
+  check_every_rank_says(job, cause);
+  CHECK(job.output.find("still waiting") == std::string::npos);
+  CHECK(job.output.find("without an error") == std::string::npos);
+}
+
 }  // namespace
 
 // The limit is a hang detector, not a timing assertion: these jobs end in a few seconds.
@@ -113,10 +124,21 @@ TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause
   // the hang detector.
   const Job job = run_job("stream", std::chrono::seconds(30));
   INFO(job.output);
-  CHECK_FALSE(job.timed_out);
-  CHECK(failed(job));
-  check_every_rank_says(job, "activations 1->2: micro-batch 0 not sent: non-finite value in "
-                             "stage 1 (a test's failure)");
-  CHECK(job.output.find("still waiting") == std::string::npos);
-  CHECK(job.output.find("without an error") == std::string::npos);
+  check_ended_by_the_link(job, "activations 1->2: micro-batch 0 not sent: non-finite value in "
+                               "stage 1 (a test's failure)");
 }
+
+#if BRIGADE_FAULT_WORKER_NCCL && defined(BRIGADE_CUDA_EMULATED)
+// The same over NcclLinks, where the failure is not on a stream at all: rank 1's GPU wrote the
+// tensor, but its check, on a host stream behind the GPU, failed. Its link sends the failure
+// in the tensor's place (nccl_link.h): rank 2 never receives the tensor (it would say so and
+// send it back), and every rank names rank 1's check, its action and micro-batch. Emulated
+// builds only: each rank has emulated GPUs of its own (a real machine needs three GPUs).
+TEST_CASE("fault: a check that fails behind a GPU ends the job with its cause, not the tensor") {
+  const Job job = run_job("nccl-check", std::chrono::seconds(30));
+  INFO(job.output);
+  check_ended_by_the_link(job, "activations 1->2: micro-batch 0 not sent: action 1F0 (stage 1, "
+                               "micro-batch 0): non-finite value nan (a test's failure)");
+  CHECK(job.output.find("received the tensor of a failed check") == std::string::npos);
+}
+#endif

@@ -6,6 +6,10 @@
 //   stream         the work behind rank 1's send to rank 2 fails on its stream, and rank 1
 //                  waits for rank 2's reply, rank 2 for that send and rank 0 for rank 1: the
 //                  host of rank 1 never learns of the failure, so only the link can tell
+//   nccl-check     the same over NcclLinks on a GPU per rank (builds with NCCL only): rank
+//                  1's GPU work succeeds, but its check (on a host stream behind the GPU,
+//                  as pipeline/runtime/step_checks.h makes it) fails: its NcclLink sends
+//                  the failure to rank 2 in the tensor's place, never the tensor
 // Every rank ends the way the trainer does: catch, report_failure_and_abort.
 #include <csignal>
 #include <cstdio>
@@ -16,6 +20,10 @@
 #include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/mpi_link.h"
 #include "pipeline/distributed/mpi_reducer.h"
+#if BRIGADE_FAULT_WORKER_NCCL
+#include "pipeline/distributed/nccl_link.h"
+#include "pipeline/runtime/step_checks.h"
+#endif
 
 using namespace brigade;
 using namespace brigade::distributed;
@@ -52,10 +60,55 @@ void stream_failure(const MpiSession& session) {
   }
 }
 
+#if BRIGADE_FAULT_WORKER_NCCL
+// The stream scenario over NcclLinks (made by each pair in ascending link number, as their
+// constructors are collective), with the failure in the check behind the GPU, not on it.
+void check_failure(const MpiSession& session) {
+  const Device gpu = Device::cuda(0);
+  switch (session.rank()) {
+    case 0:
+      NcclLink("gradients 1->0", session, MPI_COMM_WORLD, 1, gradients_1_0, 1, gpu, false)
+          .receive(0);
+      break;
+    case 1: {
+      NcclLink to_2("activations 1->2", session, MPI_COMM_WORLD, 2, activations_1_2, 1, gpu, true);
+      NcclLink from_2("gradients 2->1", session, MPI_COMM_WORLD, 2, gradients_2_1, 1, gpu, false);
+      NcclLink to_0("gradients 1->0", session, MPI_COMM_WORLD, 0, gradients_1_0, 1, gpu, true);
+      Stream compute = Stream::create(gpu);
+      Stream check = Stream::create(Device::cpu(0));
+      Tensor t = Tensor::zeros(Shape{4}, compute);  // (4): what the GPU wrote, fine
+      pipeline::Message message{t, Event()};
+      message.ready.record(compute);
+      check.wait(message.ready);
+      check.enqueue([] {
+        throw pipeline::FailedCheck("non-finite value nan (a test's failure)",
+                                    pipeline::Action{1, pipeline::Op::F, 0});
+      });
+      message.checked.record(check);
+      to_2.send(0, std::move(message));
+      from_2.receive(0);
+      break;
+    }
+    default: {
+      NcclLink from_1("activations 1->2", session, MPI_COMM_WORLD, 1, activations_1_2, 1, gpu,
+                      false);
+      NcclLink to_1("gradients 2->1", session, MPI_COMM_WORLD, 1, gradients_2_1, 1, gpu, true);
+      pipeline::Message got = from_1.receive(0);
+      std::printf("rank 2: received the tensor of a failed check\n");
+      to_1.send(0, std::move(got));
+    }
+  }
+}
+#endif
+
 void run(const MpiSession& session, const std::string& scenario) {
   const int r = session.rank();
   if (scenario == "stream") {
     stream_failure(session);
+#if BRIGADE_FAULT_WORKER_NCCL
+  } else if (scenario == "nccl-check") {
+    check_failure(session);
+#endif
   } else if (r == 1) {
     if (scenario == "kill") std::raise(SIGKILL);
     throw Error("out of memory on cpu:0 in stage 1 (a test's failure)");
@@ -75,7 +128,8 @@ void run(const MpiSession& session, const std::string& scenario) {
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   if (argc != 2 || session.size() < 2) {
-    std::fprintf(stderr, "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream\n");
+    std::fprintf(stderr,
+                 "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream|nccl-check\n");
     return 2;
   }
   try {
