@@ -17,10 +17,14 @@ bf16* bf16_buffer(int slot, int64_t n) {
   return buffer.data();
 }
 
+void float_to_bf16(ThreadPool& pool, const float* x, bf16* y, int64_t n) {
+  pool.parallel_for(n, [&](int64_t i0, int64_t i1) { float_to_bf16(x + i0, y + i0, i1 - i0); },
+                    1 << 14);
+}
+
 const bf16* rounded_to_bf16(int slot, const float* x, int64_t n, ThreadPool& pool) {
   bf16* out = bf16_buffer(slot, n);
-  pool.parallel_for(n, [&](int64_t i0, int64_t i1) { float_to_bf16(x + i0, out + i0, i1 - i0); },
-                    1 << 14);
+  float_to_bf16(pool, x, out, n);
   return out;
 }
 

@@ -8,8 +8,9 @@
 //   backward-data    col (CRS, nb·PQ) = bf16(w)ᵀ · bf16(dy), dx = col2im(col)           float
 //   backward-filter  dw (K, CRS)   += bf16(dy) · bf16(col(x))ᵀ                          float
 //   backward-bias    db += sums of dy: no GEMM, in float (conv2d.h's, unchanged)
-// col(x) holds x's own values (or 0 for padding), so rounding col is rounding x: the
-// reference is kernels/reference/conv2d.h in double on round_to_bf16(x), round_to_bf16(w).
+// x is rounded once per call and lowered in bf16 (lowering.h's im2col_ld_bf16): col holds x's
+// own values or 0, so its entries are bf16(x). The reference is kernels/reference/conv2d.h in
+// double on round_to_bf16(x), round_to_bf16(w).
 //
 // Always im2col, never the fp32 path's Winograd or direct single-channel kernel: Winograd
 // multiplies transformed inputs and filters (sums of several inputs with fractions), so
@@ -19,7 +20,8 @@
 // product to vdpbf16ps.
 //
 // Workspace: conv2d_bf16_workspace_floats(s, pool) floats owned by the caller (nullptr:
-// allocated per call), as in conv2d.h; the bf16 buffers are carved out of it. Results depend
+// allocated per call), as in conv2d.h; the bf16 buffers (w, x, each worker's col and dy) are
+// carved out of it. Results depend
 // on the shape alone, never on the pool size (groups and filter chunks cut as in conv2d.h).
 #pragma once
 

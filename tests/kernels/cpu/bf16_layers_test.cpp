@@ -9,10 +9,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/thread_pool.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/conv2d/bf16.h"
+#include "kernels/cpu/conv2d/lowering.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/reference/bf16.h"
 #include "kernels/reference/conv2d.h"
@@ -213,4 +216,26 @@ TEST_CASE("round_to_bf16, the references' rounding: ties to even, worked by hand
   CHECK(ref::round_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);  // above half: up
   CHECK(ref::round_to_bf16(-(1.0f + 0x1p-8f + 0x1p-20f)) == -(1.0f + 0x1p-7f));
   CHECK(std::isinf(ref::round_to_bf16(std::numeric_limits<float>::max())));  // past the top
+}
+
+TEST_CASE("im2col in bf16: the bits of the float im2col rounded, every test shape") {
+  for (const ConvCase& c : kConvCases) {
+    const Conv2dShape s = make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+    CAPTURE(c.C);
+    CAPTURE(c.H);
+    CAPTURE(c.W);
+    CAPTURE(c.R);
+    CAPTURE(c.S);
+    CAPTURE(c.stride);
+    const int64_t chw = s.C * s.H * s.W, rows = s.C * s.R * s.S, PQ = s.P * s.Q;
+    const auto x = to_float(random_vector(chw, 21));
+    std::vector<cpu::bf16> x16(static_cast<size_t>(chw));
+    cpu::float_to_bf16(x.data(), x16.data(), chw);
+    std::vector<float> col(static_cast<size_t>(rows * PQ));
+    cpu::lowering::im2col_ld_portable(x.data(), col.data(), PQ, s);
+    std::vector<cpu::bf16> want(col.size()), got(col.size(), cpu::bf16{0xFFFF});
+    cpu::float_to_bf16(col.data(), want.data(), rows * PQ);
+    cpu::lowering::im2col_ld_bf16(x16.data(), got.data(), PQ, s);
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(cpu::bf16)) == 0);
+  }
 }
