@@ -21,6 +21,7 @@ void cuda_memset_async(void* dst, uint64_t bytes, const Stream& stream);
 uint64_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::float32: return 4;
+    case DType::bfloat16: return 2;
   }
   throw Error("dtype_size: unknown dtype");
 }
@@ -28,6 +29,7 @@ uint64_t dtype_size(DType dtype) {
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::float32: return "float32";
+    case DType::bfloat16: return "bfloat16";
   }
   return "unknown";
 }

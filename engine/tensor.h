@@ -38,10 +38,13 @@
 
 namespace brigade {
 
-enum class DType : uint8_t { float32 };  // more will come (float16, bfloat16, int32)
+// The element type. float32 is every op's (kernels/ops.h checks it); bfloat16 (2 bytes, a
+// float's upper half: kernels/cpu/bf16.h) is for storage in bf16 only so far: an op given a
+// bfloat16 tensor refuses it by name, never reading its bits as floats.
+enum class DType : uint8_t { float32, bfloat16 };
 
-uint64_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "float32"
+uint64_t dtype_size(DType dtype);     // 4, 2
+const char* dtype_name(DType dtype);  // "float32", "bfloat16"
 
 template <class T>
 constexpr DType dtype_of();

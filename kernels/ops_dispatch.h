@@ -17,6 +17,7 @@
 #include "engine/thread_pool.h"
 #include "kernels/cuda/path.h"
 #include "kernels/math_mode.h"
+#include "kernels/precision.h"
 
 namespace brigade::ops::detail {
 
@@ -37,6 +38,17 @@ inline void check_math_mode(const char* op, const Stream& stream) {
   if (!why.empty()) throw Error(std::string(op) + ": " + why);
 }
 
+// A GEMM or convolution (Dense, Conv2D) in precision bf16 on a device without bf16 kernels
+// (kernels/precision.h): an error naming the op and the device, never fp32 in bf16's place.
+// Returns the precision the op computes in, read once when the op is enqueued.
+inline Precision check_precision(const char* op, const Stream& stream) {
+  const Precision p = precision();
+  const Device& device = stream.device();
+  const std::string why = precision_refusal(p, device.is_cuda(), device.str());
+  if (!why.empty()) throw Error(std::string(op) + ": " + why);
+  return p;
+}
+
 // ---- Operand checks ------------------------------------------------------------------------
 
 // Every operand is defined, float32 and on the stream's device.
@@ -44,6 +56,9 @@ inline void check_operands(const char* op, const Stream& stream,
                            std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
   for (const auto& [name, t] : operands) {
     BRIGADE_CHECK(t->defined(), op << ": " << name << " is an undefined tensor");
+    BRIGADE_CHECK(t->dtype() == DType::float32,
+                  op << ": " << name << " " << t->str() << " is not float32, the only element "
+                     << "type its kernels take");
     BRIGADE_CHECK(t->device() == stream.device(), op << ": " << name << " " << t->str()
                                                      << " is not on the stream's device "
                                                      << stream.str());

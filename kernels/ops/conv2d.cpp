@@ -1,9 +1,11 @@
 // Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
-// device's threads, kernels/cpu/conv2d/) beside the CUDA branch (cuDNN or the hand-written
-// im2col + gemm_tiled over the micro-batch, as kernels/cuda/path.h's setting says at each call).
+// device's threads, kernels/cpu/conv2d/; in precision bf16 im2col + gemm_bf16, conv2d/bf16.h)
+// beside the CUDA branch (cuDNN or the hand-written im2col + gemm_tiled over the micro-batch,
+// as kernels/cuda/path.h's setting says at each call).
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/conv2d/bf16.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
@@ -28,9 +30,10 @@ Conv2dShape conv2d_shape(const char* op, const Shape& x, const Shape& w, const C
 }
 
 namespace {
-// The CPU conv workspace (cpu/conv2d/conv2d.h) as a tensor of the stream.
-Tensor cpu_workspace(const Conv2dShape& s, const Stream& stream) {
-  const int64_t floats = cpu::conv2d_workspace_floats(s, stream.thread_pool());
+// The CPU conv workspace (cpu/conv2d/conv2d.h, or bf16.h in bf16) as a tensor of the stream.
+Tensor cpu_workspace(const Conv2dShape& s, const Stream& stream, bool bf16) {
+  const int64_t floats = bf16 ? cpu::conv2d_bf16_workspace_floats(s, stream.thread_pool())
+                              : cpu::conv2d_workspace_floats(s, stream.thread_pool());
   return detail::workspace(floats * sizeof(float), stream);
 }
 
@@ -53,15 +56,17 @@ int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
                       bool relu, const Stream& stream) {
   detail::check_math_mode("conv2d_forward", stream);
+  const bool bf16 = detail::check_precision("conv2d_forward", stream) == Precision::bf16;
   detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
   Tensor y = Tensor::empty(Shape({s.N, s.K, s.P, s.Q}), stream);  // (N, K, P, Q)
   if (stream.device().is_cpu()) {
-    Tensor ws = cpu_workspace(s, stream);
+    Tensor ws = cpu_workspace(s, stream, bf16);
     detail::on_cpu(stream, {x, w, b, y, ws}, [=](ThreadPool& pool) {
-      cpu::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s,
-                          pool, ws.data<float>(), relu);
+      const auto forward = bf16 ? cpu::conv2d_forward_bf16 : cpu::conv2d_forward;
+      forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s, pool,
+              ws.data<float>(), relu);
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
@@ -84,6 +89,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
   detail::check_math_mode("conv2d_backward_data", stream);
+  const bool bf16 = detail::check_precision("conv2d_backward_data", stream) == Precision::bf16;
   detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -98,11 +104,12 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   }
   Tensor dx = Tensor::empty(x_shape, stream);  // (N, C, H, W)
   if (stream.device().is_cpu()) {
-    Tensor ws = cpu_workspace(s, stream);
+    Tensor ws = cpu_workspace(s, stream, bf16);
     detail::on_cpu(stream, {dy, w, dx, ws, relu_x}, [=](ThreadPool& pool) {
-      cpu::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s, pool,
-                                ws.data<float>(),
-                                relu_x.defined() ? relu_x.data<float>() : nullptr);
+      const auto backward_data =
+          bf16 ? cpu::conv2d_backward_data_bf16 : cpu::conv2d_backward_data;
+      backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s, pool,
+                    ws.data<float>(), relu_x.defined() ? relu_x.data<float>() : nullptr);
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
@@ -126,6 +133,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
   detail::check_math_mode("conv2d_backward_params", stream);
+  const bool bf16 = detail::check_precision("conv2d_backward_params", stream) == Precision::bf16;
   detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
@@ -135,10 +143,12 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                                               << Shape({s.N, s.K, s.P, s.Q}) << " of input "
                                               << x.shape() << " and weights " << dw.shape());
   if (stream.device().is_cpu()) {
-    Tensor ws = cpu_workspace(s, stream);
+    Tensor ws = cpu_workspace(s, stream, bf16);
     detail::on_cpu(stream, {x, dy, dw, db, ws}, [=](ThreadPool& pool) {
-      cpu::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s, pool,
-                                  ws.data<float>());
+      const auto backward_filter =
+          bf16 ? cpu::conv2d_backward_filter_bf16 : cpu::conv2d_backward_filter;
+      backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s, pool,
+                      ws.data<float>());
       cpu::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, pool);
     });
   } else {

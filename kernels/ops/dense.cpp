@@ -1,7 +1,9 @@
 // Dense of kernels/ops.h: the checks, then the CPU branch (OpenBLAS SGEMM on the device's
-// threads, kernels/cpu/dense.h) beside the CUDA branch (cuBLAS or the hand-written
-// gemm_tiled, as kernels/cuda/path.h's setting says at each call).
+// threads, kernels/cpu/dense.h; in precision bf16 gemm_bf16, kernels/cpu/dense_bf16.h) beside
+// the CUDA branch (cuBLAS or the hand-written gemm_tiled, as kernels/cuda/path.h's setting
+// says at each call).
 #include "kernels/cpu/dense.h"
+#include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
 
@@ -27,6 +29,7 @@ bool vendor() { return cuda_path() == CudaPath::vendor; }
 Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
                      const Stream& stream) {
   detail::check_math_mode("dense_forward", stream);
+  const bool bf16 = detail::check_precision("dense_forward", stream) == Precision::bf16;
   detail::check_operands("dense_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   check_dense("dense_forward", x.shape(), w.shape());
   detail::check_bias("dense_forward", b, w.shape()[0]);
@@ -34,8 +37,12 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
   Tensor y = Tensor::empty(Shape({N, out}), stream);  // (N, out)
   if (stream.device().is_cpu()) {
     detail::on_cpu(stream, {x, w, b, y}, [=](ThreadPool& pool) {
-      cpu::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
-                         in, out, pool, relu);
+      if (bf16)
+        cpu::dense_forward_bf16(x.data<float>(), w.data<float>(), b.data<float>(),
+                                y.data<float>(), N, in, out, pool, relu);
+      else
+        cpu::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(),
+                           N, in, out, pool, relu);
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
@@ -55,6 +62,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 
 Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
   detail::check_math_mode("dense_backward_data", stream);
+  const bool bf16 = detail::check_precision("dense_backward_data", stream) == Precision::bf16;
   detail::check_operands("dense_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
                 "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
@@ -63,8 +71,12 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   Tensor dx = Tensor::empty(Shape({N, in}), stream);  // (N, in)
   if (stream.device().is_cpu()) {
     detail::on_cpu(stream, {dy, w, dx}, [=](ThreadPool& pool) {
-      cpu::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
-                               pool);
+      if (bf16)
+        cpu::dense_backward_data_bf16(dy.data<float>(), w.data<float>(), dx.data<float>(), N,
+                                      in, out, pool);
+      else
+        cpu::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in,
+                                 out, pool);
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
@@ -85,6 +97,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream) {
   detail::check_math_mode("dense_backward_params", stream);
+  const bool bf16 = detail::check_precision("dense_backward_params", stream) == Precision::bf16;
   detail::check_operands("dense_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                    {"db", &db}});
   check_dense("dense_backward_params", x.shape(), dw.shape());
@@ -95,8 +108,12 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
                                                    << out << ") for x " << x.shape());
   if (stream.device().is_cpu()) {
     detail::on_cpu(stream, {x, dy, dw, db}, [=](ThreadPool& pool) {
-      cpu::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in, out,
-                                 pool);
+      if (bf16)
+        cpu::dense_backward_weight_bf16(x.data<float>(), dy.data<float>(), dw.data<float>(), N,
+                                        in, out, pool);
+      else
+        cpu::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in,
+                                   out, pool);
       cpu::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, pool);
     });
   } else {

@@ -9,6 +9,7 @@
 //   brigade-bench --level gemm --batch 128   # the bf16 GEMM beside SGEMM at the layers' shapes
 //   brigade-bench --devices cuda:0 --count-calls   # emulated GPUs: the calls of a step, counted
 //   brigade-bench --level model --math tf32        # cuBLAS and cuDNN on tensor cores (TF32)
+//   brigade-bench --level both --threads 1 --precision fp32,bf16   # the CPU in fp32 and bf16
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
 // per implementation), model_bench.h (samples/s of a training step), gemm_bf16_bench.h (the bf16
@@ -28,6 +29,7 @@
 #include "engine/error.h"
 #include "engine/output_file.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/precision.h"
 #include "layers/model/model_file.h"
 #include "tools/bench/call_count_bench.h"
 #include "tools/bench/gemm_bf16_bench.h"
@@ -152,6 +154,31 @@ std::string math_refusal(const std::string& math, bool count_calls, bool run_ops
   return "";
 }
 
+// The options of one precision's pass: bf16 has CPU kernels only (kernels/precision.h), so its
+// pass measures the cpu rows alone (the reference's are the same in any precision).
+OpBenchOptions for_precision(OpBenchOptions o, Precision p) {
+  if (p == Precision::bf16) o.impls = {"cpu"};
+  return o;
+}
+ModelBenchOptions for_precision(ModelBenchOptions o, Precision p) {
+  if (p == Precision::bf16) o.cuda_impls = {};
+  return o;
+}
+
+// bench(p) once per precision named, in order (the process's setting made p for it, fp32
+// again after), its rows tagged with the precision's name.
+template <class Bench>
+auto in_each_precision(const std::vector<std::string>& names, Bench bench) {
+  decltype(bench(Precision::fp32)) rows;
+  for (const std::string& name : names) {
+    const Precision p = parse_precision(name);
+    set_precision(p);
+    for (auto& r : bench(p)) rows.push_back(std::move(r)), rows.back().precision = name;
+  }
+  set_precision(Precision::fp32);
+  return rows;
+}
+
 double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
                int threads) {
   if (device.rfind("cuda", 0) == 0) return gpu_peak;
@@ -204,6 +231,13 @@ int main(int argc, char** argv) {
                  "fp32, or tf32 (tensor cores, inputs rounded to 10 mantissa bits); the CPU and "
                  "hand-written rows are fp32 either way. tf32 needs a GPU")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  std::vector<std::string> precisions = {"fp32"};
+  app.add_option("--precision", precisions,
+                 "precisions of Dense and Conv2D measured, one pass each, side by side: fp32, "
+                 "bf16 (operands rounded to bfloat16, sums in fp32; the cpu rows only), or "
+                 "fp32,bf16")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
     return *status;
   if (quick) {
@@ -232,6 +266,11 @@ int main(int argc, char** argv) {
     return cli::kUsageStatus;
   }
   op.math = mo.math = parse_math_mode(math);
+  if (count && precisions != std::vector<std::string>{"fp32"}) {
+    std::fprintf(stderr, "brigade-bench: --precision bf16 has CPU kernels only, and "
+                 "--count-calls counts GPU calls: leave --precision out\n");
+    return cli::kUsageStatus;
+  }
 
   const std::optional<model::ModelSpec> model_spec =
       models::load_model_or_say_why(model_name, BRIGADE_MODELS_DIR, "brigade-bench");
@@ -276,18 +315,20 @@ int main(int argc, char** argv) {
 
     if (run_ops) {
       std::fprintf(stderr, "op level:\n");
-      const std::vector<OpRow> rows = bench_ops(spec, op);
+      const std::vector<OpRow> rows = in_each_precision(
+          precisions, [&](Precision p) { return bench_ops(spec, for_precision(op, p)); });
       std::printf("\nOp level (median ms per call; %%peak = GFLOP/s / FMA peak of the same threads,"
                   " or / cuBLAS SGEMM on a GPU;\nconv GFLOP/s count a direct convolution's"
                   " multiply-adds: Winograd does 2.25x fewer, so it can pass 100 %%)\n");
-      std::printf("%-10s %-16s %-12s %3s %5s  %-38s %10s %9s %6s\n", "layer", "op", "impl", "thr",
-                  "batch", "shape", "ms", "GFLOP/s", "%peak");
+      std::printf("%-10s %-16s %-12s %-4s %3s %5s  %-38s %10s %9s %6s\n", "layer", "op", "impl",
+                  "prec", "thr", "batch", "shape", "ms", "GFLOP/s", "%peak");
       for (const OpRow& r : rows) {
         const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
-        std::printf("%-10s %-16s %-12s %3d %5lld  %-38s %10.3f %9.2f %6.1f\n", r.layer.c_str(),
-                    r.op.c_str(), r.impl.c_str(), r.threads, static_cast<long long>(r.batch),
-                    r.shape.c_str(), r.ms, r.gflops, 100 * f);
+        std::printf("%-10s %-16s %-12s %-4s %3d %5lld  %-38s %10.3f %9.2f %6.1f\n",
+                    r.layer.c_str(), r.op.c_str(), r.impl.c_str(), r.precision.c_str(), r.threads,
+                    static_cast<long long>(r.batch), r.shape.c_str(), r.ms, r.gflops, 100 * f);
         out["ops"].push_back({{"layer", r.layer}, {"op", r.op}, {"impl", r.impl},
+                              {"precision", r.precision},
                               {"device", r.device}, {"threads", r.threads}, {"batch", r.batch},
                               {"shape", r.shape}, {"flops", r.flops}, {"ms", r.ms},
                               {"cpu_ms", r.cpu_ms}, {"gflops", r.gflops},
@@ -296,17 +337,20 @@ int main(int argc, char** argv) {
     }
     if (run_model) {
       std::fprintf(stderr, "model level:\n");
-      const std::vector<ModelRow> rows = bench_model(spec, mo);
+      const std::vector<ModelRow> rows = in_each_precision(
+          precisions, [&](Precision p) { return bench_model(spec, for_precision(mo, p)); });
       std::printf("\nModel level: training steps of %s on one device (SGD momentum; %.1f MFLOP per"
                   " sample)\n", model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
-      std::printf("%-7s %-12s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "thr", "batch",
-                  "step ms", "samples/s", "GFLOP/s", "%peak");
+      std::printf("%-7s %-12s %-4s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "prec", "thr",
+                  "batch", "step ms", "samples/s", "GFLOP/s", "%peak");
       for (const ModelRow& r : rows) {
         const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
-        std::printf("%-7s %-12s %3d %6lld %10.2f %11.1f %9.2f %6.1f\n", r.device.c_str(),
-                    r.impl.c_str(), r.threads, static_cast<long long>(r.batch), r.step_ms,
-                    r.samples_per_s, r.gflops, 100 * f);
-        out["model"].push_back({{"device", r.device}, {"impl", r.impl}, {"threads", r.threads},
+        std::printf("%-7s %-12s %-4s %3d %6lld %10.2f %11.1f %9.2f %6.1f\n", r.device.c_str(),
+                    r.impl.c_str(), r.precision.c_str(), r.threads,
+                    static_cast<long long>(r.batch), r.step_ms, r.samples_per_s, r.gflops,
+                    100 * f);
+        out["model"].push_back({{"device", r.device}, {"impl", r.impl},
+                                {"precision", r.precision}, {"threads", r.threads},
                                 {"batch", r.batch}, {"step_ms", r.step_ms},
                                 {"cpu_step_ms", r.cpu_step_ms},
                                 {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops},

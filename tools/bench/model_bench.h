@@ -30,6 +30,7 @@ struct ModelRow {
   double cpu_step_ms = 0;
   double samples_per_s = 0;  // batch / step time
   double gflops = 0;         // training FLOPs / step time
+  std::string precision = "fp32";  // of Dense and Conv2D (kernels/precision.h)
 };
 
 struct ModelBenchOptions {

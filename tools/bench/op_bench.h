@@ -34,6 +34,7 @@ struct OpRow {
   double ms = 0;       // median per call
   double cpu_ms = 0;   // process CPU time per call (every thread), median: steadier when shared
   double gflops = 0;   // flops / time; 0 when flops is 0
+  std::string precision = "fp32";  // of Dense and Conv2D (kernels/precision.h)
 };
 
 struct OpBenchOptions {

@@ -172,6 +172,12 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "or tf32 (tensor cores through cuBLAS and cuDNN: faster on GPUs since Ampere, "
                  "inputs rounded to 10 mantissa bits; GPUs on the vendor path only)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  app.add_option("--precision", o.precision,
+                 "precision of Dense and Conv2D: fp32, or bf16 (their GEMM operands rounded to "
+                 "bfloat16, sums in fp32; parameters, gradients, optimizer, softmax and loss stay "
+                 "fp32; CPU devices only, AVX-512 BF16 where the processor has it)")
+      ->default_str("fp32")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 
   app.add_option("--schedule", o.schedule,
                  "pipeline schedule: naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, "

@@ -39,13 +39,18 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 // is a UsageError naming the device or the path. (choose_devices calls it.)
 void use_math_mode(const std::string& math, const std::vector<Device>& devices);
 
+// --precision (kernels/precision.h) for this process, after checking every device has bf16
+// kernels: a CUDA device is a UsageError naming it. (choose_devices calls it.)
+void use_precision(const std::string& precision, const std::vector<Device>& devices);
+
 // A flag that takes one count for every device or one per device of --devices (e.g. 2,1):
 // each device's count, 0 where none was given. Throws UsageError for another number of counts.
 std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,
                             const Options& options, size_t devices);
 
 // Resolves the devices against the model (auto: no more GPUs than the cut can use) and
-// configures every CPU device (threads and --device-memory) and the math mode (--math).
+// configures every CPU device (threads and --device-memory), the math mode (--math) and the
+// precision (--precision).
 // Throws UsageError for impossible combinations.
 RunDevices choose_devices(const Options& options, const model::ModelSpec& model);
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/chunks.h"
 #include "kernels/cpu/conv2d/avx512.h"
+#include "kernels/cpu/conv2d/grouping.h"
 #include "kernels/cpu/conv2d/lowering.h"
 #include "kernels/cpu/conv2d/winograd.h"
 #include "kernels/cpu/gemm.h"
@@ -19,6 +20,9 @@
 namespace brigade::cpu {
 namespace {
 
+using conv2d_grouping::Grouping;
+using conv2d_grouping::for_each_group;
+using conv2d_grouping::group_samples;
 using lowering::col2im_ld;
 using lowering::im2col_ld;
 
@@ -55,16 +59,8 @@ bool is_direct(const Conv2dShape& s, Isa isa) {
 int64_t padded_rows(const Conv2dShape& s) { return s.P + s.R - 1; }
 int64_t padded_cols(const Conv2dShape& s) { return s.Q + s.S - 1; }
 
-// How the work is cut, from the shape alone (chunks.h: never from the thread count). Groups
-// of nb samples, each lowered into one col matrix (C·R·S, nb·P·Q): several samples per SGEMM
-// keep its N dimension wide where P·Q is small (the question's conv4 has P·Q = 9). Forward and
-// backward-data hand the groups to whichever thread is free; backward-filter cuts the batch
-// into up to 8 fixed chunks, each summed group by group into its own (K, CRS) partial, and
-// adds the partials in chunk order. Each worker (chunks.h) has its own scratch (col and ybuf).
-struct Plan {
-  int64_t nb;        // samples per SGEMM
-  int64_t groups;    // ceil(N / nb)
-  int64_t chunks;    // backward-filter's chunks of samples
+// How the work is cut (grouping.h), and each worker's scratch (col and ybuf).
+struct Plan : Grouping {
   int64_t workers;   // threads taking part (chunks.h): at most one per sample
   int64_t col;       // floats of one worker's col buffer: (CRS, nb·PQ), or a padded sample
   int64_t ybuf;      // floats of one worker's (K, nb·PQ) gather/scatter buffer
@@ -73,41 +69,16 @@ struct Plan {
   int64_t total() const { return workers * worker_floats() + chunks * partial; }
 };
 
-// SGEMM's N: wide enough to run near full speed. On the question's conv3/conv4, 192..384 measured
-// alike (within noise) and 768 slower (the col buffer outgrows L2).
-constexpr int64_t kTargetColumns = 256;
-constexpr int64_t kMaxColFloats = 1 << 20;    // 4 MiB of col per worker at most
-
 Plan make_plan(const Conv2dShape& s, const ThreadPool& pool) {
   const int64_t PQ = s.P * s.Q, CRS = s.C * s.R * s.S;
   Plan p{};
-  p.nb = std::max<int64_t>(1, (kTargetColumns + PQ - 1) / PQ);
-  // At least kChunks groups where the batch allows, so that handing them out as threads come
-  // free evens out a thread that runs slower than the others.
-  p.nb = std::min(p.nb, std::max<int64_t>(1, s.N / kChunks));
-  p.nb = std::max<int64_t>(1, std::min(p.nb, kMaxColFloats / std::max<int64_t>(1, CRS * PQ)));
-  p.groups = (s.N + p.nb - 1) / p.nb;
-  // Backward-filter's chunks: up to kChunks, each at least kTargetColumns deep, so that its
-  // own (K, CRS) partial, written and read back once, costs little beside its products (8
-  // chunks of 16 samples of conv4 ran 5-10 % slower than 4 of 32).
-  p.chunks = std::clamp<int64_t>(s.N * PQ / kTargetColumns, 1,
-                                 std::max<int64_t>(1, std::min(kChunks, s.N)));
+  static_cast<Grouping&>(p) = group_samples(s);
   p.workers = chunk_workers(pool, s.N);
   p.col = CRS * p.nb * PQ;
   if (s.C == 1 && s.stride == 1) p.col = std::max(p.col, padded_rows(s) * padded_cols(s));
   p.ybuf = p.nb > 1 ? s.K * p.nb * PQ : 0;
   p.partial = s.K * CRS;
   return p;
-}
-
-// Runs body(worker, n0, nbk) for the groups [g·nb, (g+1)·nb) of the batch, handed out one at
-// a time to whichever thread is free, `worker` numbering that thread (and its scratch). For
-// work whose result per sample does not depend on who computes it (forward, backward-data).
-template <class Body>
-void for_each_group(const Conv2dShape& s, const Plan& plan, ThreadPool& pool, Body&& body) {
-  for_each_chunk(pool, plan.groups, [&](int64_t worker, int64_t g) {
-    body(worker, g * plan.nb, std::min(plan.nb, s.N - g * plan.nb));
-  });
 }
 
 // Lowers samples [n0, n0 + nbk) into col (CRS, nbk·PQ), sample j in columns [j·PQ, (j+1)·PQ),

@@ -3,19 +3,23 @@
 
 namespace brigade::cpu::lowering {
 
-void im2col_ld_portable(const float* x, float* col, int64_t ld, const Conv2dShape& s) {
+namespace {
+// The portable im2col for any element type: floats, or bf16 values copied as they are.
+template <class T>
+void im2col_ld_any(const T* x, T* col, int64_t ld, const Conv2dShape& s) {
   const int64_t stride = s.stride;
+  const T zero{};
   for_each_col_row(s, [&](int64_t row, int64_t pq, bool inside, int64_t xo, int64_t lo, int64_t hi) {
-    float* out = col + row * ld + pq;
+    T* out = col + row * ld + pq;
     if (!inside) {
-      std::fill(out, out + s.Q, 0.0f);
+      std::fill(out, out + s.Q, zero);
       return;
     }
-    for (int64_t q = 0; q < lo; ++q) out[q] = 0.0f;
-    for (int64_t q = hi; q < s.Q; ++q) out[q] = 0.0f;
+    for (int64_t q = 0; q < lo; ++q) out[q] = zero;
+    for (int64_t q = hi; q < s.Q; ++q) out[q] = zero;
     if (hi <= lo) return;
-    const float* in = x + xo + lo * stride;  // the first pixel read: inside x
-    float* o = out + lo;
+    const T* in = x + xo + lo * stride;  // the first pixel read: inside x
+    T* o = out + lo;
     const int64_t n = hi - lo;
     if (stride == 1) {  // short rows: an inline loop the compiler vectorises beats memcpy calls
       for (int64_t q = 0; q < n; ++q) o[q] = in[q];
@@ -23,6 +27,15 @@ void im2col_ld_portable(const float* x, float* col, int64_t ld, const Conv2dShap
       for (int64_t q = 0; q < n; ++q) o[q] = in[q * stride];
     }
   });
+}
+}  // namespace
+
+void im2col_ld_portable(const float* x, float* col, int64_t ld, const Conv2dShape& s) {
+  im2col_ld_any(x, col, ld, s);
+}
+
+void im2col_ld_bf16(const bf16* x, bf16* col, int64_t ld, const Conv2dShape& s) {
+  im2col_ld_any(x, col, ld, s);
 }
 
 void col2im_ld(const float* col, int64_t ld, float* dx, const Conv2dShape& s) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/shapes.h"
 
@@ -47,6 +48,10 @@ inline void for_each_col_row(const Conv2dShape& s, Fn&& row_fn) {
 void im2col_ld(const float* x, float* col, int64_t ld, const Conv2dShape& s, Isa isa);
 // The adjoint: dx (C, H, W) = the sum of col entries per pixel, over columns [0, P·Q).
 void col2im_ld(const float* col, int64_t ld, float* dx, const Conv2dShape& s);
+
+// im2col of a sample already rounded to bf16 (the bf16 convolution, bf16.h): the same walk
+// as the portable loop, moving 2-byte values, so that col is never written in float.
+void im2col_ld_bf16(const bf16* x, bf16* col, int64_t ld, const Conv2dShape& s);
 
 // The two implementations behind im2col_ld, exposed so that each can be tested on its own.
 void im2col_ld_portable(const float* x, float* col, int64_t ld, const Conv2dShape& s);

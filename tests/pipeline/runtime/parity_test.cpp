@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kernels/precision.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/lowering.h"
 #include "pipeline/schedule/validate.h"
@@ -73,6 +74,46 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
       }
     }
   }
+}
+
+// Precision bf16 (kernels/precision.h): the same invariant, bit for bit, since every op is
+// still the same function on the same inputs on any device and thread count (the bf16
+// kernels' sums are cut from the shape alone). CPU devices only: a GPU refuses bf16.
+TEST_CASE("precision bf16: 1f1b, zb-h1 and gpipe on 1-3 CPU devices train like one device") {
+  if (test::on_cuda()) {
+    MESSAGE("bf16 has CPU kernels only: nothing to compare on GPUs");
+    return;
+  }
+  testing::Deadline deadline("bf16 parity", std::chrono::seconds(300));
+  const auto data = batches();
+  const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
+  struct Bf16For {  // the process's precision for this test, fp32 again after it
+    Bf16For() { set_precision(Precision::bf16); }
+    ~Bf16For() { set_precision(Precision::fp32); }
+  };
+  for (const std::string name : {"1f1b", "zb-h1", "gpipe"})
+    for (int p = 1; p <= 3; ++p)
+      for (int m : {p, 2 * p + 1}) {
+        CAPTURE(name);
+        CAPTURE(p);
+        CAPTURE(m);
+        const Schedule schedule = make_schedule(name, p, m);
+        const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
+        auto model = test::placed_model(partition, p, /*first_device=*/1);
+        std::unique_ptr<layers::Sequential> reference;
+        {
+          const Bf16For bf16;
+          Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
+                          {.seed = test::kDropoutSeed});
+          for (int step = 0; step < kSteps; ++step)
+            runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
+          reference = test::train_on_one_device(data, m, test::reference_device());
+        }
+        test::check_close(test::params_of(*model), test::params_of(*reference), /*exact=*/true);
+        // And bf16 did compute something else than fp32 would have.
+        auto fp32 = test::train_on_one_device(data, m, test::reference_device());
+        CHECK(test::params_of(*fp32) != test::params_of(*reference));
+      }
 }
 
 // GPipe as its paper draws it: the backward last micro-batch first. Not a generator's order

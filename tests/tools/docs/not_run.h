@@ -28,6 +28,15 @@ inline const std::vector<NotRun>& not_run() {
       {"docs/distributed.md",
        "mpirun --hostfile hosts -np 6 build/tools/brigade-train --distributed --data-parallel 2 \\",
        "needs the machines of a hostfile"},
+      {"docs/benchmarks.md",
+       "env OPENBLAS_CORETYPE=Haswell build/tools/brigade-bench --level both --impls cpu "
+       "--threads 1 --batch 128 --batches 128 --reps 5 --precision fp32,bf16 --json "
+       "bf16-haswell.json",
+       "a measurement of both precisions at both levels: about a minute on 2 cores"},
+      {"docs/benchmarks.md",
+       "env -u OPENBLAS_CORETYPE build/tools/brigade-bench --level both --impls cpu --threads 1 "
+       "--batch 128 --batches 128 --reps 5 --precision fp32,bf16 --json bf16-avx512.json",
+       "a measurement of both precisions at both levels: about a minute on 2 cores"},
       {"docs/gpu.md", "",
        "every command needs a GPU, the CUDA toolkit, a download or a build of minutes"},
   };

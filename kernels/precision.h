@@ -1,0 +1,63 @@
+// The precision of the GEMMs and convolutions in training: fp32, or bf16 with fp32 master
+// weights.
+//
+//   fp32   every op in float (the default; every result bit for bit what it always was).
+//   bf16   Dense and Conv2D (forward, backward-data, backward-filter) round their two GEMM
+//          operands to bfloat16 (round to nearest, ties to even: kernels/cpu/bf16.h) and
+//          accumulate the products in float; their outputs are float. Everything else stays
+//          float: the parameters and their gradients (summed across micro-batches), the
+//          optimizer and its state (the "master weights"), bias, ReLU, pooling, dropout,
+//          softmax, the loss and every reduction. No loss scaling: bf16 has float's exponent
+//          range. Each op's own rule is written beside its kernel (kernels/cpu/dense_bf16.h,
+//          kernels/cpu/conv2d/bf16.h).
+//
+// bf16 exists on CPU devices (AVX-512 BF16's vdpbf16ps where the processor has it, the same
+// bits portably elsewhere). A CUDA device, on either path, refuses it: the GEMM and
+// convolution ops check the setting (check_precision in kernels/ops_dispatch.h) and a program
+// checks it against its devices before it starts (precision_refusal), in one message, never
+// computing fp32 in bf16's place.
+//
+// One setting per process, like kernels/math_mode.h; an op reads it when it is enqueued, so
+// set it before training starts. Plain C++: every build can parse, print and refuse it.
+#pragma once
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace brigade {
+
+enum class Precision { fp32, bf16 };
+
+inline const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : "bf16"; }
+
+// "fp32" or "bf16"; anything else throws std::invalid_argument naming both.
+inline Precision parse_precision(std::string_view text) {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "bf16") return Precision::bf16;
+  throw std::invalid_argument("invalid precision \"" + std::string(text) +
+                              "\": expected \"fp32\" or \"bf16\"");
+}
+
+namespace precision_detail {
+inline std::atomic<Precision>& setting() {
+  static std::atomic<Precision> p{Precision::fp32};
+  return p;
+}
+}  // namespace precision_detail
+
+inline Precision precision() { return precision_detail::setting().load(std::memory_order_relaxed); }
+inline void set_precision(Precision p) {
+  precision_detail::setting().store(p, std::memory_order_relaxed);
+}
+
+// Why `p` cannot run on `device` (its name, e.g. "cpu:0" or "cuda:1"); empty when it can.
+inline std::string precision_refusal(Precision p, bool device_is_cuda, const std::string& device) {
+  if (p == Precision::fp32 || !device_is_cuda) return "";
+  return "precision bf16 has kernels for CPU devices only: " + device +
+         " is a CUDA device, whose Dense and Conv2D compute in fp32 (use --precision fp32, the "
+         "default)";
+}
+
+}  // namespace brigade

@@ -1,0 +1,119 @@
+// Precision bf16 (kernels/precision.h) through kernels/ops.h: a CPU device's Dense and Conv2D
+// compute in bf16 (the bits of kernels/cpu's bf16 kernels, which tests/kernels/cpu checks
+// against the reference), fp32 is left as it was, a CUDA device refuses bf16 naming the op and
+// the device, and a bfloat16 tensor is refused by every op rather than read as floats.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "kernels/cpu/conv2d/bf16.h"
+#include "kernels/cpu/dense_bf16.h"
+#include "kernels/ops.h"
+#include "kernels/precision.h"
+#include "tests/support/error_text.h"
+
+namespace brigade::ops {
+namespace {
+
+// The process's precision for one test, fp32 again after it (whatever the test did).
+struct PrecisionFor {
+  explicit PrecisionFor(Precision p) { set_precision(p); }
+  ~PrecisionFor() { set_precision(Precision::fp32); }
+};
+
+std::vector<float> wave(int64_t n, float f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = std::sin(f * float(i + 1)) * 0.9f;
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("precision: parsed, named, refused on CUDA devices only") {
+  CHECK(parse_precision("fp32") == Precision::fp32);
+  CHECK(parse_precision("bf16") == Precision::bf16);
+  CHECK(std::string(precision_name(Precision::bf16)) == "bf16");
+  CHECK(testing::error_text<std::invalid_argument>([] { parse_precision("fp16"); }) ==
+        "invalid precision \"fp16\": expected \"fp32\" or \"bf16\"");
+  CHECK(precision_refusal(Precision::bf16, false, "cpu:0").empty());
+  CHECK(precision_refusal(Precision::fp32, true, "cuda:0").empty());
+  CHECK(precision_refusal(Precision::bf16, true, "cuda:1") ==
+        "precision bf16 has kernels for CPU devices only: cuda:1 is a CUDA device, whose Dense "
+        "and Conv2D compute in fp32 (use --precision fp32, the default)");
+}
+
+TEST_CASE("precision bf16: Dense and Conv2D on a CPU device run the bf16 kernels, fp32 unchanged") {
+  const Stream s = Stream::default_for(Device::cpu(0));
+  const int64_t N = 5, in = 37, out = 11;
+  const auto xv = wave(N * in, 0.37f), wv = wave(out * in, 0.11f), bv = wave(out, 0.5f);
+  const Tensor x = Tensor::from_vector(xv, Shape({N, in}), s);
+  const Tensor w = Tensor::from_vector(wv, Shape({out, in}), s);
+  const Tensor b = Tensor::from_vector(bv, Shape({out}), s);
+  const std::vector<float> fp32_before = dense_forward(x, w, b, true, s).to_vector();
+
+  std::vector<float> want(static_cast<size_t>(N * out));
+  ThreadPool pool(1);
+  cpu::dense_forward_bf16(xv.data(), wv.data(), bv.data(), want.data(), N, in, out, pool, true);
+  {
+    PrecisionFor bf16(Precision::bf16);
+    const std::vector<float> got = dense_forward(x, w, b, true, s).to_vector();
+    CHECK(same_bits(got, want));
+    CHECK(!same_bits(got, fp32_before));  // bf16 did round something
+  }
+  CHECK(same_bits(dense_forward(x, w, b, true, s).to_vector(), fp32_before));
+
+  // Conv2D: a 3x3 stride-1 shape that fp32 computes by Winograd, bf16 by im2col.
+  const Conv2dShape cs = make_conv2d_shape(2, 4, 6, 6, 5, 3, 3, 1, Padding::same);
+  const auto iv = wave(2 * 4 * 6 * 6, 0.23f), kv = wave(5 * 4 * 9, 0.7f), kbv = wave(5, 0.3f);
+  const Tensor img = Tensor::from_vector(iv, Shape({2, 4, 6, 6}), s);
+  const Tensor k = Tensor::from_vector(kv, Shape({5, 4, 3, 3}), s);
+  const Tensor kb = Tensor::from_vector(kbv, Shape({5}), s);
+  std::vector<float> conv_want(static_cast<size_t>(2 * 5 * 6 * 6));
+  cpu::conv2d_forward_bf16(iv.data(), kv.data(), kbv.data(), conv_want.data(), cs, pool, nullptr);
+  PrecisionFor bf16(Precision::bf16);
+  CHECK(same_bits(conv2d_forward(img, k, kb, {1, Padding::same}, false, s).to_vector(),
+                  conv_want));
+}
+
+TEST_CASE("precision bf16: a CUDA device refuses Dense and Conv2D by name") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("no CUDA device (real or emulated): the refusal's text is checked above only");
+    return;
+  }
+  const Stream g = Stream::default_for(Device::cuda(0));
+  const Tensor x = Tensor::zeros(Shape({2, 8}), g), w = Tensor::zeros(Shape({3, 8}), g),
+               b = Tensor::zeros(Shape({3}), g);
+  const Tensor img = Tensor::zeros(Shape({1, 1, 3, 3}), g),
+               k = Tensor::zeros(Shape({1, 1, 3, 3}), g), kb = Tensor::zeros(Shape({1}), g);
+  PrecisionFor bf16(Precision::bf16);
+  CHECK(testing::error_text<Error>([&] { dense_forward(x, w, b, false, g); }) ==
+        "dense_forward: " + precision_refusal(Precision::bf16, true, "cuda:0"));
+  CHECK(testing::error_text<Error>([&] { conv2d_backward_params(img, img, k, kb, {}, g); }) ==
+        "conv2d_backward_params: " + precision_refusal(Precision::bf16, true, "cuda:0"));
+}
+
+TEST_CASE("a bfloat16 tensor: two bytes an element, refused by an op by name") {
+  const Stream s = Stream::default_for(Device::cpu(0));
+  const Tensor h = Tensor::empty(Shape({2, 8}), s, DType::bfloat16);
+  CHECK(h.nbytes() == 32);
+  CHECK(h.str() == "bfloat16 (2, 8) on cpu:0");
+  const Tensor w = Tensor::zeros(Shape({3, 8}), s), b = Tensor::zeros(Shape({3}), s);
+  CHECK(testing::error_text<Error>([&] { dense_forward(h, w, b, false, s); }) ==
+        "dense_forward: x bfloat16 (2, 8) on cpu:0 is not float32, the only element type its "
+        "kernels take");
+  CHECK(testing::error_text<Error>([&] { relu_forward(h, s); }).find("not float32") !=
+        std::string::npos);
+  CHECK(testing::error_text<Error>([&] { h.data<float>(); }) ==
+        "data<float32>() of a bfloat16 (2, 8) on cpu:0");
+}
+
+}  // namespace brigade::ops
