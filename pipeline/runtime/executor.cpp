@@ -14,7 +14,8 @@
 //                   (send, receive)
 //
 // Read in that order; the pieces it calls are stage.h (the layers), step_checks.h (NaN
-// checks), step_trace.h (the measured timeline) and link.h (the neighbours).
+// checks), step_trace.h (the measured timeline), link.h (the neighbours), compute_lead.h (how
+// far a CPU device's host thread runs ahead) and device_streams.h (drain: the step's wait).
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "engine/event.h"
 #include "kernels/ops.h"
 #include "layers/grad_clip.h"
+#include "pipeline/runtime/compute_lead.h"
 #include "pipeline/runtime/step_checks.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/runtime/step_state.h"
@@ -51,41 +53,6 @@ struct Runtime::Step {
 };
 
 namespace {
-// How far a device's host thread may run ahead of its compute stream. On a CPU device a task
-// holds its tensors (inputs, outputs, the workspace of im2col and GEMM packing) until it has
-// run, so a host thread that describes the whole list at once allocates every micro-batch's
-// activations before the first is freed: the peak is then what the host got ahead by, not
-// what the schedule holds (the question's network at --batch 48 on three devices: 110 MB on
-// cpu:1, 28 MB with the bound below). So the host issues compute action k only once action k - 2 has
-// run: the stream always has the next action queued behind the running one (it never waits
-// for the host), and at most those two actions' transient tensors are held beyond the
-// schedule's in-flight micro-batches, which step_memory.h counts. A CUDA device needs no such
-// bound: a kernel holds no tensor, and the allocator hands a freed block to the same stream's
-// later work in stream order, so there the host may run as far ahead as it likes.
-class ComputeLead {
- public:
-  explicit ComputeLead(const Device& device) : bounded_(device.is_cpu()) {}
-
-  void before_issuing() {
-    if (!bounded_ || !two_back_.recorded()) return;
-    try {
-      two_back_.synchronize();
-    } catch (const StreamError&) {
-      // The stream failed: its later tasks are skipped (and hold nothing once skipped), and
-      // the step's final synchronisation reports the failure from the action where it began.
-    }
-  }
-  void issued(const Stream& compute) {
-    if (!bounded_) return;
-    two_back_ = std::exchange(one_back_, Event());
-    one_back_.record(compute);
-  }
-
- private:
-  bool bounded_;
-  Event one_back_, two_back_;  // recorded after the last compute action issued, and the one before
-};
-
 // The compute action an instruction is part of, to name it in a PipelineError: a transfer of
 // an activation belongs to the stage's F, one of a gradient to its backward.
 Action action_of(const Instruction& i) {
@@ -94,19 +61,6 @@ Action action_of(const Instruction& i) {
   return {i.stage, activation ? Op::F : Op::B, i.microbatch};
 }
 
-// Waits, on the host, for everything enqueued on a device's streams: the send and receive
-// streams' work joined into the compute stream (stream-ordered waits, no host block), then one
-// event after it all and one host wait for it. Throws what failed on any of the three.
-void drain(const DeviceStreams& streams) {
-  for (const Stream* side : {&streams.send, &streams.recv}) {
-    Event done;
-    done.record(*side);
-    streams.compute.wait(done);
-  }
-  Event drained;
-  drained.record(streams.compute);
-  drained.synchronize();
-}
 }  // namespace
 
 StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
