@@ -3,19 +3,21 @@
 // issues its work on the device's streams; the step's state is one Step, made here and passed
 // to every function that needs it.
 //
-//   run_step        set up the Step, wake the device threads, wait for them; then the NaN
-//                   checks' verdict, the update (only after a step without failure), the one
-//                   host wait per device (drain), and the result, read from the step's tally
-//                   (step_tally.h)
+//   run_step        set up the Step, wake the device threads, wait for them; then the
+//                   update (only after a step without failure: on GPUs the kernels obey the
+//                   checks' verdict, step_verdict.h; elsewhere the host waits for it first),
+//                   the one host wait per device (drain), and the result, read from the
+//                   step's tally (step_tally.h) and verdict
 //   run_device      the loop: the device's first calls (the staged batch's events, the
 //                   trace's origin), zero the stages' gradients, then each instruction in
 //                   list order
 //   execute         one instruction: a compute action (forward, backward) or a transfer
 //                   (send, receive)
 //
-// Read in that order; the pieces it calls are stage.h (the layers), step_checks.h (NaN
-// checks), step_trace.h (the measured timeline), link.h (the neighbours), compute_lead.h (how
+// Read in that order; the pieces it calls are stage.h (the layers), step_checks.h and
+// step_verdict.h (the NaN and label checks, on the host or on the GPUs), step_trace.h (the measured timeline), link.h (the neighbours), compute_lead.h (how
 // far a CPU device's host thread runs ahead) and device_streams.h (drain: the step's wait).
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -30,6 +32,7 @@
 #include "pipeline/runtime/step_state.h"
 #include "pipeline/runtime/step_tally.h"
 #include "pipeline/runtime/step_trace.h"
+#include "pipeline/runtime/step_verdict.h"
 
 namespace brigade::pipeline {
 
@@ -49,6 +52,7 @@ struct Runtime::Step {
   StepWork work;  // [stage][micro-batch]
   StepTrace trace;
   StepTally tally;  // on the last stage's device, where this process runs it
+  StepVerdict verdict;  // the checks' verdict on the GPUs; undefined: their host path
   StepFailure failure;
 };
 
@@ -79,7 +83,11 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
             .tally = runs(last_device)
                          ? StepTally(m, *streams_[static_cast<size_t>(last_device)])
                          : StepTally(),
+            .verdict = {},
             .failure = {}};
+  std::vector<const DeviceStreams*> mine;
+  for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
+  if (verdict_on_devices()) step.verdict = StepVerdict(mine);
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
     step.inputs.first_sample.push_back(offset);
@@ -89,18 +97,21 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
 
   threads_->run([this, &step](int d) { run_device(d, step); });  // run_device catches all
 
-  // The NaN checks of CUDA devices run on host streams behind the GPU: the update waits for
-  // their verdict (on a CPU device a failed check is the stream's sticky error, and the update
-  // behind it would be skipped anyway). A failed step changes no parameter: the update is
-  // issued only when every device ran its list and every check passed. (Stages in order:
-  // replicas' reducers meet in the same order.)
-  std::vector<const DeviceStreams*> mine;
-  for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
-  const CheckVerdict verdict = check_verdict(mine);
-  if (!step.failure.failed && !verdict.error)
+  // A failed step changes no parameter. On GPUs whose checks give their verdict there
+  // (step_verdict.h), every word reaches every device and the optimizers' kernels obey it:
+  // the host does not wait. Elsewhere the checks of CUDA devices run on host streams behind
+  // the GPU and the update waits for their verdict (on a CPU device a failed check is the
+  // stream's sticky error, and the update behind it would be skipped anyway); it is issued
+  // only when every device ran its list and every check passed. (Stages in order: replicas'
+  // reducers meet in the same order.)
+  const CheckVerdict verdict = step.verdict.defined() ? CheckVerdict{} : check_verdict(mine);
+  const bool updated = !step.failure.failed && !verdict.error;
+  if (updated) {
+    if (step.verdict.defined()) step.verdict.exchange(mine);
     update_parameters(step);
-  else
+  } else {
     abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
+  }
 
   // The one host synchronisation of the step: one wait per device, for an event after all of
   // its work (drain()). A task that failed on a stream surfaces here.
@@ -124,6 +135,15 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     if (verdict.action) f.where = instruction(*verdict.action);
     f.error = verdict.error;
   }
+  if (!f.failed && !stream_error && step.verdict.defined())
+    if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
+      // The update's kernels changed nothing; the optimizers' step counts went on: undone.
+      for (const std::unique_ptr<Stage>& stage : stages_) stage->optimizer().undo_step();
+      f.failed = true;
+      f.device = failed->device;
+      f.where = instruction(failed->action);
+      f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
+    }
   if (!f.failed && stream_error) {
     f.failed = true;
     f.device = stream_error_device;
@@ -221,17 +241,28 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
   BRIGADE_CHECK(x.defined(), to_string(a) << ": its input was not received");
   step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
   const Tensor y = stage.forward(x, work, step.inputs, mb, options_.recompute, mine.compute);
+  // On the GPUs' verdict (step_verdict.h), or on the host path (step_checks.h).
+  const auto check_finite_of = [&](StepCheck check, const Tensor& t, const std::string& what) {
+    if (step.verdict.defined())
+      step.verdict.check_finite(d, mine.compute, a, check, t, what);
+    else
+      check_finite(mine, a, t, what);
+  };
   if (options_.check_finite)
-    check_finite(mine, a, y, "the output of stage " + std::to_string(i.stage));
+    check_finite_of(StepCheck::output_finite, y, "the output of stage " + std::to_string(i.stage));
   if (stage.last()) {
     // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
     const ops::LossResult loss =
         options_.loss->apply(y, step.inputs.labels[static_cast<size_t>(mb)],
                              static_cast<float>(step.inputs.batch_size), mine.compute);
-    check_labels(mine, a, options_.loss, y.shape(), loss);  // a kernel cannot throw: cause first
-    if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
     options_.loss->tally(y, step.inputs.labels[static_cast<size_t>(mb)], loss, step.tally.rows(),
                          mb, mine.compute);  // read after the step: no host wait inside it
+    // A kernel cannot throw for a bad label: its check first, the cause before the NaN.
+    if (step.verdict.defined())
+      step.verdict.check_labels(d, mine.compute, a, y.shape(), step.tally);
+    else
+      check_labels(mine, a, options_.loss, y.shape(), loss);
+    if (options_.check_finite) check_finite_of(StepCheck::loss_finite, loss.loss, "the loss");
     work.dy = loss.dlogits;
   }
   step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
@@ -316,21 +347,35 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
 // Every W of the stages was enqueued on their compute streams before: the sums across
 // replicas, the clipping and the optimizers see them all. Devices in order, each device's
 // stages in order: replicas' reducers meet in the same order.
+//
+// On the GPUs' verdict (step_verdict.h), each stage's optimizer obeys its device's table, and
+// the table is copied to the host behind the update, for the step's end to read.
+bool Runtime::verdict_on_devices() const {
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (!local_[d] || !devices_[d].is_cuda()) return false;
+  const bool reduced = std::any_of(role_.reducers.begin(), role_.reducers.end(),
+                                   [](const GradientReducer* r) { return r != nullptr; });
+  return role_.replicas == 1 && !reduced && options_.max_grad_norm <= 0;
+}
+
 void Runtime::update_parameters(Step& step) {
   int device = 0;  // the device being updated, named if it fails (clipping: device 0)
-  const auto on_every_stage = [&](void (Stage::*part)(const Stream&) const) {
+  const auto on_every_stage = [&](const auto& part) {
     for (device = 0; device < schedule_.devices; ++device)
       if (runs(device))
-        for (int s : schedule_.stages_on(device)) {
-          const Stage& stage = *stages_[static_cast<size_t>(s)];
-          (stage.*part)(streams_[static_cast<size_t>(device)]->compute);
-        }
+        for (int s : schedule_.stages_on(device))
+          part(*stages_[static_cast<size_t>(s)], streams_[static_cast<size_t>(device)]->compute);
     device = 0;
   };
   try {
-    on_every_stage(&Stage::reduce);
+    on_every_stage([](const Stage& stage, const Stream& compute) { stage.reduce(compute); });
     if (options_.max_grad_norm > 0 && !clip_gradients()) return;
-    on_every_stage(&Stage::step);
+    on_every_stage([&](const Stage& stage, const Stream& compute) {
+      stage.step(compute, step.verdict.defined() ? step.verdict.table(device) : Tensor());
+    });
+    if (step.verdict.defined())
+      for (device = 0; device < schedule_.devices; ++device)
+        step.verdict.copy_to_host(device, streams_[static_cast<size_t>(device)]->compute);
   } catch (...) {
     fail(step, device, std::nullopt, std::current_exception());
   }
@@ -432,6 +477,7 @@ void Runtime::throw_failure(Step& step) {
   const int device = f.device;
   step.work.clear();  // what the failed step held goes before its streams do
   step.tally = StepTally();
+  step.verdict = StepVerdict();
   os << recover_after_failure();
   throw PipelineError(os.str(), device, action ? action->stage : -1, action);
 }

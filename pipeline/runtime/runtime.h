@@ -181,6 +181,9 @@ class Runtime {
   void backward(int d, const Instruction& i, Step& step);
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
+  // True when the step's checks give their verdict on the GPUs (step_verdict.h): every
+  // device is a GPU of this process, one replica, no clipping. Else their host path.
+  bool verdict_on_devices() const;
   void update_parameters(Step& step);
   void abandon_reductions(const std::string& why);  // a failed step's, for the replicas
   bool clip_gradients();
