@@ -87,7 +87,7 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
             .failure = {}};
   std::vector<const DeviceStreams*> mine;
   for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
-  if (verdict_on_devices()) step.verdict = StepVerdict(mine);
+  if (verdict_on_devices()) step.verdict = StepVerdict(mine, last_device);
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
     step.inputs.first_sample.push_back(offset);
@@ -105,23 +105,23 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   // only when every device ran its list and every check passed. (Stages in order: replicas'
   // reducers meet in the same order.)
   const CheckVerdict verdict = step.verdict.defined() ? CheckVerdict{} : check_verdict(mine);
-  const bool updated = !step.failure.failed && !verdict.error;
-  if (updated) {
-    if (step.verdict.defined()) step.verdict.exchange(mine);
-    update_parameters(step);
-  } else {
+  bool stepped = false;  // the optimizers were issued (and advanced their step counts)
+  if (!step.failure.failed && !verdict.error)
+    stepped = update_parameters(step);
+  else
     abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
-  }
 
   // The one host synchronisation of the step: one wait per device, for an event after all of
   // its work (drain()). A task that failed on a stream surfaces here.
   std::exception_ptr stream_error;
   int stream_error_device = -1;
+  std::vector<char> failed_streams(streams_.size(), 0);  // [device]: its drain threw
   for (size_t d = 0; d < streams_.size(); ++d) {
     if (!streams_[d]) continue;
     try {
       drain(*streams_[d]);
     } catch (const std::exception&) {
+      failed_streams[d] = 1;
       if (!stream_error) {
         stream_error = std::current_exception();
         stream_error_device = static_cast<int>(d);
@@ -135,16 +135,25 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     if (verdict.action) f.where = instruction(*verdict.action);
     f.error = verdict.error;
   }
+  // A failed step's updates changed nothing (the kernels obeyed the verdict; a failed stream
+  // skipped its tasks), but the optimizers' step counts went on when they were issued: undone,
+  // so that SGD's first step and Adam's bias correction are as if the step never was.
+  const auto undo_steps_on = [&](const std::vector<char>& devices) {
+    if (!stepped) return;
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (devices[static_cast<size_t>(d)])
+        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+  };
   if (!f.failed && !stream_error && step.verdict.defined())
     if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
-      // The update's kernels changed nothing; the optimizers' step counts went on: undone.
-      for (const std::unique_ptr<Stage>& stage : stages_) stage->optimizer().undo_step();
+      undo_steps_on(std::vector<char>(streams_.size(), 1));
       f.failed = true;
       f.device = failed->device;
       f.where = instruction(failed->action);
       f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
     }
   if (!f.failed && stream_error) {
+    undo_steps_on(failed_streams);
     f.failed = true;
     f.device = stream_error_device;
     f.error = stream_error;
@@ -173,8 +182,9 @@ void Runtime::run_device(int d, Step& step) {
   try {
     const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
     // The step's first calls on this device are made here, where their failure is this
-    // device's (a GPU that faulted since the last step is named with the step): the staged
-    // batch's events, then the trace's origin.
+    // device's (a GPU that faulted since the last step is named with the step): the
+    // verdict's word, the staged batch's events, then the trace's origin.
+    if (step.verdict.defined()) step.verdict.start(d, mine);
     if (d == schedule_.device_of(0) && step.inputs_ready.recorded())
       mine.compute.wait(step.inputs_ready);
     if (d == schedule_.device_of(schedule_.stages() - 1) && step.labels_ready.recorded())
@@ -349,7 +359,8 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
 // stages in order: replicas' reducers meet in the same order.
 //
 // On the GPUs' verdict (step_verdict.h), each stage's optimizer obeys its device's table, and
-// the table is copied to the host behind the update, for the step's end to read.
+// the last stage's device's table is copied to the host behind its update, for the step's end
+// to read.
 bool Runtime::verdict_on_devices() const {
   for (size_t d = 0; d < devices_.size(); ++d)
     if (!local_[d] || !devices_[d].is_cuda()) return false;
@@ -358,7 +369,8 @@ bool Runtime::verdict_on_devices() const {
   return role_.replicas == 1 && !reduced && options_.max_grad_norm <= 0;
 }
 
-void Runtime::update_parameters(Step& step) {
+bool Runtime::update_parameters(Step& step) {
+  bool stepped = false;
   int device = 0;  // the device being updated, named if it fails (clipping: device 0)
   const auto on_every_stage = [&](const auto& part) {
     for (device = 0; device < schedule_.devices; ++device)
@@ -368,17 +380,24 @@ void Runtime::update_parameters(Step& step) {
     device = 0;
   };
   try {
+    if (step.verdict.defined()) {  // every device's word to every device, before any update
+      std::vector<const DeviceStreams*> mine;
+      for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(&*s);
+      step.verdict.exchange(mine);
+    }
     on_every_stage([](const Stage& stage, const Stream& compute) { stage.reduce(compute); });
-    if (options_.max_grad_norm > 0 && !clip_gradients()) return;
+    if (options_.max_grad_norm > 0 && !clip_gradients()) return false;
     on_every_stage([&](const Stage& stage, const Stream& compute) {
       stage.step(compute, step.verdict.defined() ? step.verdict.table(device) : Tensor());
     });
-    if (step.verdict.defined())
-      for (device = 0; device < schedule_.devices; ++device)
-        step.verdict.copy_to_host(device, streams_[static_cast<size_t>(device)]->compute);
+    stepped = true;
+    if (step.verdict.defined())  // read where the tally is
+      step.verdict.copy_to_host(
+          streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))]->compute);
   } catch (...) {
     fail(step, device, std::nullopt, std::current_exception());
   }
+  return stepped;
 }
 
 // A step that failed before its update: the replicas of its stages must not wait for sums

@@ -11,16 +11,23 @@
 
 namespace brigade::pipeline {
 
-StepVerdict::StepVerdict(const std::vector<const DeviceStreams*>& devices) {
-  const int64_t words = static_cast<int64_t>(devices.size());
+StepVerdict::StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader)
+    : reader_(reader) {
   for (const DeviceStreams* s : devices) {
     BRIGADE_CHECK(s && s->compute.device().is_cuda() && s->check,
                   "a step's verdict on the devices needs every device to be a GPU of this process");
-    words_.push_back(Tensor::zeros(Shape({1}), s->compute));  // kStepOk: a memset, no launch
-    tables_.push_back(Tensor::empty(Shape({words}), s->compute));
-    host_.push_back(Tensor::empty_pinned(Shape({1}), *s->check));
   }
+  words_.resize(devices.size());
+  tables_.resize(devices.size());
   checks_.resize(devices.size());
+}
+
+void StepVerdict::start(int d, const DeviceStreams& streams) {
+  const size_t i = static_cast<size_t>(d);
+  words_[i] = Tensor::zeros(Shape({1}), streams.compute);  // kStepOk: a memset, no launch
+  tables_[i] = Tensor::empty(Shape({static_cast<int64_t>(tables_.size())}), streams.compute);
+  if (d == reader_)
+    host_ = Tensor::empty_pinned(Shape({static_cast<int64_t>(tables_.size())}), *streams.check);
 }
 
 int32_t StepVerdict::word_of(const Action& a, StepCheck check) const {
@@ -56,16 +63,16 @@ void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {
     }
 }
 
-void StepVerdict::copy_to_host(int d, const Stream& compute) {
-  copy_async(host_[static_cast<size_t>(d)], words_[static_cast<size_t>(d)], compute);
+void StepVerdict::copy_to_host(const Stream& reader_compute) {
+  copy_async(host_, tables_[static_cast<size_t>(reader_)], reader_compute);
 }
 
 std::optional<StepVerdict::Failure> StepVerdict::failure(const StepTally& tally) const {
   int device = -1;
   int32_t first = kStepOk;  // the largest word: the first failure
-  for (size_t d = 0; d < host_.size(); ++d) {
-    int32_t word;  // device d's own word
-    std::memcpy(&word, host_[d].data<float>(), sizeof(word));
+  for (size_t d = 0; d < tables_.size(); ++d) {
+    int32_t word;  // device d's word
+    std::memcpy(&word, host_.data<float>() + d, sizeof(word));
     if (word > first) {
       first = word;
       device = static_cast<int>(d);

@@ -14,9 +14,12 @@
 //                       is not the word: e's stream writes its table while others read its word;
 //   the update          each stage's optimizer reads its device's table and updates nothing
 //                       when a word holds a failure (step_unless_failed);
-//   the end             each word is copied into page-locked host memory behind the update;
-//                       the step's one wait per device (drain) covers the copies, and then
-//                       failure() reads them: the largest word, the failure the host path
+//   the end             the reader's table (the last stage's device: the tally's) is copied
+//                       into page-locked host memory behind its update, as the tally is (one
+//                       device's pinned copies only: a pinned block that a faulted GPU
+//                       used would fail the next allocation of any device's pinned memory);
+//                       the step's one wait per device (drain) covers the copy, and then
+//                       failure() reads the words: the largest word, the failure the host path
 //                       reports (the smallest stage's). The caller undoes the optimizers' step
 //                       counts (Optimizer::undo_step) when the step failed.
 #pragma once
@@ -36,11 +39,15 @@ namespace brigade::pipeline {
 class StepVerdict {
  public:
   StepVerdict() = default;  // no verdict on the devices: the checks' host path
-  // A word (zeroed: kStepOk) and a table per device on its compute stream, and the word's
-  // host copy; `devices[d]` are the streams of schedule device d, every one a GPU's.
-  explicit StepVerdict(const std::vector<const DeviceStreams*>& devices);
+  // `devices[d]` are the streams of schedule device d, every one a GPU's; `reader`: the
+  // device whose table the host reads.
+  StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader);
 
   bool defined() const { return !tables_.empty(); }
+  // On device d's thread, among its first calls of the step (where a GPU that faulted since
+  // the last step is named with the step): its word (zeroed: kStepOk), its table, and the
+  // table's host copy on the reader.
+  void start(int d, const DeviceStreams& streams);
 
   // On device d's thread, after `a` wrote `t` on `compute`: `check` (output_finite or
   // loss_finite) fails when t holds a NaN or an infinity. `what`: "the output of stage 2".
@@ -54,15 +61,15 @@ class StepVerdict {
   void exchange(const std::vector<const DeviceStreams*>& devices);
   // Device d's table, for its optimizers: (devices) int32 words on d.
   const Tensor& table(int d) const { return tables_[static_cast<size_t>(d)]; }
-  // Behind device d's update on `compute`: its word into host memory.
-  void copy_to_host(int d, const Stream& compute);
+  // Behind the reader's update, on its compute stream: its table into host memory.
+  void copy_to_host(const Stream& reader_compute);
 
   struct Failure {
     int device;
     Action action;
     std::string message;  // "non-finite value in the output of stage 1 (8, 3)"
   };
-  // After the step's wait covered every copy_to_host: the first failure, or none. `tally`:
+  // After the step's wait covered copy_to_host: the first failure, or none. `tally`:
   // the step's, read already (a bad label's row and label are in it).
   std::optional<Failure> failure(const StepTally& tally) const;
 
@@ -76,7 +83,8 @@ class StepVerdict {
 
   std::vector<Tensor> words_;   // [device]: (1) int32, its checks' verdict, on that device
   std::vector<Tensor> tables_;  // [device]: (devices) int32, every device's word, on that device
-  std::vector<Tensor> host_;    // [device]: its word in page-locked host memory
+  int reader_ = -1;
+  Tensor host_;  // the reader's table in page-locked host memory
   std::vector<std::vector<Check>> checks_;  // [device], each written by that device's thread only
 };
 
