@@ -32,8 +32,18 @@ uint64_t cuda_total_memory(const Device& device);
 namespace {
 constexpr std::align_val_t cpu_alignment{64};  // a cache line; enough for any SIMD load
 
+// False too when an event cannot be asked: a GPU that faulted keeps the error (a sticky
+// error), so the work of its streams that used a block is never known to be done, and the
+// block is never handed out again — a healthy device's allocation (a block another GPU's
+// stream copied from, then faulted) must not fail with that GPU's error.
 bool all_done(const std::vector<Event>& events) {
-  return std::all_of(events.begin(), events.end(), [](const Event& e) { return e.query(); });
+  return std::all_of(events.begin(), events.end(), [](const Event& e) {
+    try {
+      return e.query();
+    } catch (const std::exception&) {
+      return false;
+    }
+  });
 }
 
 // True the first time an allocator (of `device`, pinned or not) keeps a freed block out of its

@@ -199,6 +199,18 @@ void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream) {
   BRIGADE_CHECK(dst.defined() && src.defined(), "copy_async: undefined tensor");
   BRIGADE_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
                 "copy_async: cannot copy " << src.str() << " into " << dst.str());
+  copy_async(dst, 0, src, 0, src.numel(), stream);
+}
+
+void copy_async(const Tensor& dst, int64_t dst_first, const Tensor& src, int64_t src_first,
+                int64_t count, const Stream& stream) {
+  BRIGADE_CHECK(dst.defined() && src.defined(), "copy_async: undefined tensor");
+  BRIGADE_CHECK(dst.dtype() == src.dtype() && count >= 0 && src_first >= 0 && dst_first >= 0 &&
+                    src_first + count <= src.numel() && dst_first + count <= dst.numel(),
+                "copy_async: cannot copy elements [" << src_first << ", " << src_first + count
+                                                     << ") of " << src.str() << " to ["
+                                                     << dst_first << ", " << dst_first + count
+                                                     << ") of " << dst.str());
   const Device from = src.device(), to = dst.device();
   BRIGADE_CHECK(stream.device() == from || stream.device() == to,
                 "copy_async from " << from << " to " << to << " on " << stream.str()
@@ -206,22 +218,28 @@ void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream) {
   // `stream` now uses both storages: neither block may be reused elsewhere before the copy.
   src.record_stream(stream);
   dst.record_stream(stream);
-  const uint64_t bytes = src.nbytes();
+  const uint64_t element = dtype_size(src.dtype());
+  const uint64_t bytes = static_cast<uint64_t>(count) * element;
+  const uint64_t dst_at = static_cast<uint64_t>(dst_first) * element;
+  const uint64_t src_at = static_cast<uint64_t>(src_first) * element;
   if (stream.device().is_cpu()) {
     // The task holds both storages until it has run.
-    stream.enqueue([d = dst.storage(), s = src.storage(), bytes, from, to] {
+    stream.enqueue([d = dst.storage(), s = src.storage(), bytes, dst_at, src_at, from, to] {
+      char* out = static_cast<char*>(d->data()) + dst_at;
+      const char* in = static_cast<const char*>(s->data()) + src_at;
       if (from.is_cpu() && to.is_cpu()) {
-        std::memcpy(d->data(), s->data(), bytes);
+        std::memcpy(out, in, bytes);
         return;
       }
 #if defined(BRIGADE_HAVE_CUDA)
-      detail::cuda_memcpy_blocking(d->data(), to, s->data(), from, bytes);
+      detail::cuda_memcpy_blocking(out, to, in, from, bytes);
 #endif
     });
     return;
   }
 #if defined(BRIGADE_HAVE_CUDA)
-  detail::cuda_memcpy_async(dst.storage()->data(), to, src.storage()->data(), from, bytes,
+  detail::cuda_memcpy_async(static_cast<char*>(dst.storage()->data()) + dst_at, to,
+                            static_cast<const char*>(src.storage()->data()) + src_at, from, bytes,
                             stream);
 #endif
 }

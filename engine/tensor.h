@@ -133,5 +133,9 @@ class Tensor {
 };
 
 void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream);
+// The same for `count` elements: src's from src_first into dst's from dst_first (one word of
+// a small table, say), both ranges inside their tensors.
+void copy_async(const Tensor& dst, int64_t dst_first, const Tensor& src, int64_t src_first,
+                int64_t count, const Stream& stream);
 
 }  // namespace brigade

@@ -178,22 +178,40 @@ class TensorTable {
   bool empty() const { return rows_.empty(); }
 
  private:
-  friend void sgd_step_all(const TensorTable&, const SgdParams&, bool, const Stream&);
-  friend void adam_step_all(const TensorTable&, const AdamParams&, int64_t, const Stream&);
+  friend void sgd_step_all(const TensorTable&, const SgdParams&, bool, const Tensor&,
+                           const Stream&);
+  friend void adam_step_all(const TensorTable&, const AdamParams&, int64_t, const Tensor&,
+                            const Stream&);
   friend void fill_all(const TensorTable&, float, const Stream&);
   void use_on(const Stream& stream, const char* op) const;  // checks; record_stream each tensor
   std::vector<Row> rows_;
   std::vector<TensorSlot> slots_;  // the rows' pointers and sizes, on the host
   Tensor device_;                  // the same slots, their bytes, on the GPU
 };
+// `verdict`: a step's verdict on the stream's GPU (step_verdict_* below), or undefined:
+// when it is defined and any of its words holds a failure, the launch updates nothing.
 // Every row: p, g, s1 = momentum buffer (undefined without momentum).
 void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
-                  const Stream& stream);
+                  const Tensor& verdict, const Stream& stream);
 // Every row: p, g, s1 = m, s2 = v.
 void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
-                   const Stream& stream);
+                   const Tensor& verdict, const Stream& stream);
 // Every row's p = a (an optimizer's zero_grad: the rows' p are the gradients).
 void fill_all(const TensorTable& table, float a, const Stream& stream);
+
+// ---- A step's verdict on a GPU (kernels/step_verdict.h) ------------------------------------
+// `verdict`: (words), int32 bits (see "Integer tensors"), kStepOk = 0 when made by
+// Tensor::zeros, on the stream's GPU. One launch each, never blocking; CUDA streams only (a
+// CPU stream's check is a task that throws). `failed`: step_check_word(stage, micro-batch,
+// check).
+
+// Word `word` = max(itself, failed) when `t` holds a NaN or an infinity.
+void step_verdict_check_finite(const Tensor& t, const Tensor& verdict, int64_t word,
+                               int32_t failed, const Stream& stream);
+// Word `word` = max(itself, failed) when row `slot` of the step's tally (micro_batch_tally.h:
+// (micro-batches, kTallyFloats)) says a label was outside the classes.
+void step_verdict_check_labels(const Tensor& tally, int64_t slot, const Tensor& verdict,
+                               int64_t word, int32_t failed, const Stream& stream);
 
 // ---- Elementwise -----------------------------------------------------------------------------
 

@@ -33,6 +33,14 @@ void Optimizer::zero_grad(std::optional<Stream> stream) {
   for (Parameter* p : params_) ops::fill(p->grad, 0.0f, stream_of(*p, stream));
 }
 
+void Optimizer::step_unless_failed(const Stream& gpu, const Tensor& verdict) {
+  // Without parameters there is nothing to update (a stage of pooling alone): only the count.
+  BRIGADE_CHECK(params_.empty() || one_gpu_stream(gpu).has_value(),
+                kind() << ": an update that obeys a step's verdict needs every parameter on "
+                       << gpu.str() << "'s GPU");
+  update(gpu, verdict);
+}
+
 SGD::SGD(std::vector<Parameter*> params, SgdParams h) : Optimizer(std::move(params)), h_(h) {
   try {
     check_sgd_params(h_);  // at construction, where the user wrote them
@@ -43,13 +51,13 @@ SGD::SGD(std::vector<Parameter*> params, SgdParams h) : Optimizer(std::move(para
     for (Parameter* p : params_) buf_.push_back(Tensor::zeros(p->value.shape(), p->value.stream()));
 }
 
-void SGD::step(std::optional<Stream> stream) {
+void SGD::update(const std::optional<Stream>& stream, const Tensor& verdict) {
   if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
     std::vector<ops::TensorTable::Row> rows;
     for (size_t i = 0; i < params_.size(); ++i)
       rows.push_back({params_[i]->value, params_[i]->grad, h_.momentum != 0 ? buf_[i] : Tensor(),
                       Tensor()});
-    ops::sgd_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_ == 0, *gpu);
+    ops::sgd_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_ == 0, verdict, *gpu);
     ++steps_;
     return;
   }
@@ -81,13 +89,13 @@ Adam::Adam(std::vector<Parameter*> params, AdamParams h) : Optimizer(std::move(p
   }
 }
 
-void Adam::step(std::optional<Stream> stream) {
+void Adam::update(const std::optional<Stream>& stream, const Tensor& verdict) {
   ++steps_;  // Adam's bias correction counts steps from 1
   if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
     std::vector<ops::TensorTable::Row> rows;
     for (size_t i = 0; i < params_.size(); ++i)
       rows.push_back({params_[i]->value, params_[i]->grad, m_[i], v_[i]});
-    ops::adam_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_, *gpu);
+    ops::adam_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_, verdict, *gpu);
     return;
   }
   for (size_t i = 0; i < params_.size(); ++i) {

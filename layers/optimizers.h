@@ -46,7 +46,14 @@ class Optimizer {
 
   // One update of every parameter from its .grad; on `stream` if given (it must be on every
   // parameter's device), else on each parameter's own stream.
-  virtual void step(std::optional<Stream> stream = std::nullopt) = 0;
+  void step(std::optional<Stream> stream = std::nullopt) { update(stream, Tensor()); }
+  // The same on `gpu`, the one GPU stream of every parameter (the multi-tensor update), unless
+  // a word of `verdict` (a step's verdict on that GPU, kernels/step_verdict.h) says the step
+  // failed: then the launch changes nothing, and the host, once it reads the verdict, calls
+  // undo_step() so that the step count (SGD's first step, Adam's bias correction) is as if
+  // this step had not been taken.
+  void step_unless_failed(const Stream& gpu, const Tensor& verdict);
+  void undo_step() { --steps_; }
   void zero_grad(std::optional<Stream> stream = std::nullopt);
 
   // Every state tensor (the parameter's shape, on its device), named after its parameter:
@@ -69,6 +76,9 @@ class Optimizer {
   // parameters on several devices or streams): then each tensor gets its own update.
   std::optional<Stream> one_gpu_stream(const std::optional<Stream>& stream) const;
   // `kept`, made again from `rows` on `stream` only when they are other tensors than it holds.
+  // One update, on `stream` or each parameter's own, skipped on the GPU when `verdict` (when
+  // defined) holds a failure (step_unless_failed).
+  virtual void update(const std::optional<Stream>& stream, const Tensor& verdict) = 0;
   static const ops::TensorTable& table_of(ops::TensorTable& kept,
                                           std::vector<ops::TensorTable::Row> rows,
                                           const Stream& stream);
@@ -82,13 +92,13 @@ class Optimizer {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter*> params, SgdParams h);
-  void step(std::optional<Stream> stream = std::nullopt) override;
   std::vector<NamedTensor> state() override;
   std::string kind() const override { return "sgd"; }
   // The prefix of the state's names, one tensor per parameter when there is momentum.
   static constexpr std::string_view kMomentumPrefix = "sgd.momentum.";
 
  private:
+  void update(const std::optional<Stream>& stream, const Tensor& verdict) override;
   SgdParams h_;
   std::vector<Tensor> buf_;  // momentum buffers, one per parameter (none without momentum)
   ops::TensorTable table_;   // step's multi-tensor table: p, g, buf per parameter
@@ -98,13 +108,13 @@ class SGD : public Optimizer {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Parameter*> params, AdamParams h);
-  void step(std::optional<Stream> stream = std::nullopt) override;
   std::vector<NamedTensor> state() override;
   std::string kind() const override { return "adam"; }
   // The prefixes of the state's names: two tensors per parameter.
   static constexpr std::string_view kFirstMomentPrefix = "adam.m.", kSecondMomentPrefix = "adam.v.";
 
  private:
+  void update(const std::optional<Stream>& stream, const Tensor& verdict) override;
   AdamParams h_;
   std::vector<Tensor> m_, v_;  // first and second moments, one per parameter
   ops::TensorTable table_;     // step's multi-tensor table: p, g, m, v per parameter

@@ -42,6 +42,7 @@ namespace brigade::emu {
 #include "kernels/cuda/maxpool2d.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/optimizers.h"
+#include "kernels/cuda/step_verdict.h"
 }  // namespace brigade::emu
 
 // The native compilation: launches on a CUDA stream.
@@ -57,5 +58,6 @@ namespace brigade::cuda {
 #include "kernels/cuda/maxpool2d.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/optimizers.h"
+#include "kernels/cuda/step_verdict.h"
 }  // namespace brigade::cuda
 #endif

@@ -14,7 +14,8 @@
 // float, exactly as the reference does; the kernels see only floats.
 //
 // The multi-tensor forms (*_all) update every tensor of a table in one launch (a stage's
-// parameters, or its gradients to zero), element by element with the same code.
+// parameters, or its gradients to zero), element by element with the same code. The updates
+// read a step's verdict first (kernels/step_verdict.h): a failed step changes nothing.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "engine/error.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launchers.h"
+#include "kernels/step_verdict.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
@@ -69,15 +71,27 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v /* (n) 
   for (int64_t i = grid_first(); i < n; i += grid_stride()) adam_element(p, g, m, v, i, a);
 }
 
+// True when a word of the step's verdict (words[0, n), n = 0 without one) holds a failure
+// (kernels/step_verdict.h).
+__device__ __forceinline__ bool step_failed(const int32_t* words, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (words[i] != kStepOk) return true;
+  return false;
+}
+
 // The multi-tensor kernels: a 2-D grid, row y of blocks on slot y of the table, each row a
 // grid-stride loop over its tensor as the per-tensor kernel's grid is (blocks beyond a small
 // tensor's end do nothing). One launch whatever the number of tensors.
-__global__ void sgd_all_kernel(const TensorSlot* table /* (tensors) */, SgdScalars a) {
+__global__ void sgd_all_kernel(const TensorSlot* table /* (tensors) */, SgdScalars a,
+                               const int32_t* verdict /* (words) */, int64_t words) {
+  if (step_failed(verdict, words)) return;
   const TensorSlot t = table[blockIdx.y];
   for (int64_t i = grid_first(); i < t.n; i += grid_stride()) sgd_element(t.p, t.g, t.s1, i, a);
 }
 
-__global__ void adam_all_kernel(const TensorSlot* table /* (tensors) */, AdamScalars a) {
+__global__ void adam_all_kernel(const TensorSlot* table /* (tensors) */, AdamScalars a,
+                                const int32_t* verdict /* (words) */, int64_t words) {
+  if (step_failed(verdict, words)) return;
   const TensorSlot t = table[blockIdx.y];
   for (int64_t i = grid_first(); i < t.n; i += grid_stride())
     adam_element(t.p, t.g, t.s1, t.s2, i, a);
@@ -154,24 +168,32 @@ void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const 
 }
 
 void sgd_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
-                    const SgdParams& h, bool first_step, const Stream& stream) {
+                    const SgdParams& h, bool first_step, const int32_t* verdict,
+                    int64_t verdict_words, const Stream& stream) {
   check_sgd_params(h);
+  BRIGADE_CHECK(verdict_words >= 0 && (verdict != nullptr || verdict_words == 0),
+                "sgd_update_all: a verdict of " << verdict_words << " words at " << verdict);
   for (const TensorSlot& t : slots)
     BRIGADE_CHECK(h.momentum == 0.0 || t.s1 != nullptr || t.n == 0,
                   "sgd_update_all: momentum " << h.momentum << " needs a momentum buffer per tensor");
   const dim3 grid = grid_of_all("sgd_update_all", slots, true, h.momentum != 0.0, false);
   if (grid.x == 0) return;
   BRIGADE_LAUNCH(sgd_all_kernel, grid, kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(table, slots.size()), sgd_scalars(h, first_step));
+                 BRIGADE_EXTENT(table, slots.size()), sgd_scalars(h, first_step),
+                 BRIGADE_EXTENT(verdict, verdict_words), verdict_words);
 }
 
 void adam_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
-                     const AdamParams& h, int64_t step, const Stream& stream) {
+                     const AdamParams& h, int64_t step, const int32_t* verdict,
+                     int64_t verdict_words, const Stream& stream) {
   check_adam_params(h, step);
+  BRIGADE_CHECK(verdict_words >= 0 && (verdict != nullptr || verdict_words == 0),
+                "adam_update_all: a verdict of " << verdict_words << " words at " << verdict);
   const dim3 grid = grid_of_all("adam_update_all", slots, true, true, true);
   if (grid.x == 0) return;
   BRIGADE_LAUNCH(adam_all_kernel, grid, kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(table, slots.size()), adam_scalars(h, step));
+                 BRIGADE_EXTENT(table, slots.size()), adam_scalars(h, step),
+                 BRIGADE_EXTENT(verdict, verdict_words), verdict_words);
 }
 
 void fill_all(const TensorSlot* table, const std::vector<TensorSlot>& slots, float value,

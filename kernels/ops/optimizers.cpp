@@ -116,19 +116,32 @@ void TensorTable::use_on(const Stream& stream, const char* op) const {
     for (const Tensor& t : r) detail::record_use(t, stream);
 }
 
-#if defined(BRIGADE_HAVE_CUDA)
 namespace {
+#if defined(BRIGADE_HAVE_CUDA)
 const TensorSlot* device_slots(const Tensor& bytes) {
   return reinterpret_cast<const TensorSlot*>(bytes.data<float>());
 }
-}  // namespace
+const int32_t* verdict_words(const Tensor& verdict) {
+  return verdict.defined() ? detail::int32_data(verdict) : nullptr;
+}
 #endif
+// A step's verdict, when given, is on the stream's device (and used there).
+void check_verdict(const char* op, const Tensor& verdict, const Stream& stream) {
+  if (!verdict.defined()) return;
+  BRIGADE_CHECK(verdict.device() == stream.device(),
+                op << ": the step's verdict is on " << verdict.device().str()
+                   << ", not on the stream's device " << stream.str());
+  detail::record_use(verdict, stream);
+}
+}  // namespace
 
 void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
-                  const Stream& stream) {
+                  const Tensor& verdict, const Stream& stream) {
   table.use_on(stream, "sgd_step_all");
+  check_verdict("sgd_step_all", verdict, stream);
 #if defined(BRIGADE_HAVE_CUDA)
-  cuda::sgd_update_all(device_slots(table.device_), table.slots_, h, first_step, stream);
+  cuda::sgd_update_all(device_slots(table.device_), table.slots_, h, first_step,
+                       verdict_words(verdict), verdict.defined() ? verdict.numel() : 0, stream);
 #else
   (void)h, (void)first_step;
   detail::no_kernel("sgd_step_all", stream.device());
@@ -136,10 +149,12 @@ void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
 }
 
 void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
-                   const Stream& stream) {
+                   const Tensor& verdict, const Stream& stream) {
   table.use_on(stream, "adam_step_all");
+  check_verdict("adam_step_all", verdict, stream);
 #if defined(BRIGADE_HAVE_CUDA)
-  cuda::adam_update_all(device_slots(table.device_), table.slots_, h, step, stream);
+  cuda::adam_update_all(device_slots(table.device_), table.slots_, h, step,
+                        verdict_words(verdict), verdict.defined() ? verdict.numel() : 0, stream);
 #else
   (void)h, (void)step;
   detail::no_kernel("adam_step_all", stream.device());

@@ -2,6 +2,8 @@
 // a send stream for the copies of outgoing activations and gradients, a receive stream that
 // owns the buffers those copies land in (and copies what another Runtime handed over), and —
 // on a CUDA device — a CPU stream for the checks of its results (step_checks.h).
+//
+// drain() is a step's one host wait for a device (executor.cpp, run_step).
 #pragma once
 #include <optional>
 
@@ -13,5 +15,10 @@ struct DeviceStreams {
   Stream compute, send, recv;
   std::optional<Stream> check;
 };
+
+// Waits, on the host, for everything enqueued on a device's streams: the send and receive
+// streams' work joined into the compute stream (stream-ordered waits, no host block), then one
+// event after it all and one host wait for it. Throws what failed on any of the three.
+void drain(const DeviceStreams& streams);
 
 }  // namespace brigade::pipeline

@@ -3,18 +3,21 @@
 // issues its work on the device's streams; the step's state is one Step, made here and passed
 // to every function that needs it.
 //
-//   run_step        set up the Step, wake the device threads, wait for them; then the NaN
-//                   checks' verdict, the update (only after a step without failure), the one
-//                   host wait per device (drain), and the result, read from the step's tally
-//                   (step_tally.h)
+//   run_step        set up the Step, wake the device threads, wait for them; then the
+//                   update (only after a step without failure: on GPUs the kernels obey the
+//                   checks' verdict, step_verdict.h; elsewhere the host waits for it first),
+//                   the one host wait per device (drain), and the result, read from the
+//                   step's tally (step_tally.h) and verdict
 //   run_device      the loop: the device's first calls (the staged batch's events, the
 //                   trace's origin), zero the stages' gradients, then each instruction in
 //                   list order
 //   execute         one instruction: a compute action (forward, backward) or a transfer
 //                   (send, receive)
 //
-// Read in that order; the pieces it calls are stage.h (the layers), step_checks.h (NaN
-// checks), step_trace.h (the measured timeline) and link.h (the neighbours).
+// Read in that order; the pieces it calls are stage.h (the layers), step_checks.h and
+// step_verdict.h (the NaN and label checks, on the host or on the GPUs), step_trace.h (the measured timeline), link.h (the neighbours), compute_lead.h (how
+// far a CPU device's host thread runs ahead) and device_streams.h (drain: the step's wait).
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -23,11 +26,13 @@
 #include "engine/event.h"
 #include "kernels/ops.h"
 #include "layers/grad_clip.h"
+#include "pipeline/runtime/compute_lead.h"
 #include "pipeline/runtime/step_checks.h"
 #include "pipeline/runtime/runtime.h"
 #include "pipeline/runtime/step_state.h"
 #include "pipeline/runtime/step_tally.h"
 #include "pipeline/runtime/step_trace.h"
+#include "pipeline/runtime/step_verdict.h"
 
 namespace brigade::pipeline {
 
@@ -47,45 +52,11 @@ struct Runtime::Step {
   StepWork work;  // [stage][micro-batch]
   StepTrace trace;
   StepTally tally;  // on the last stage's device, where this process runs it
+  StepVerdict verdict;  // the checks' verdict on the GPUs; undefined: their host path
   StepFailure failure;
 };
 
 namespace {
-// How far a device's host thread may run ahead of its compute stream. On a CPU device a task
-// holds its tensors (inputs, outputs, the workspace of im2col and GEMM packing) until it has
-// run, so a host thread that describes the whole list at once allocates every micro-batch's
-// activations before the first is freed: the peak is then what the host got ahead by, not
-// what the schedule holds (the question's network at --batch 48 on three devices: 110 MB on
-// cpu:1, 28 MB with the bound below). So the host issues compute action k only once action k - 2 has
-// run: the stream always has the next action queued behind the running one (it never waits
-// for the host), and at most those two actions' transient tensors are held beyond the
-// schedule's in-flight micro-batches, which step_memory.h counts. A CUDA device needs no such
-// bound: a kernel holds no tensor, and the allocator hands a freed block to the same stream's
-// later work in stream order, so there the host may run as far ahead as it likes.
-class ComputeLead {
- public:
-  explicit ComputeLead(const Device& device) : bounded_(device.is_cpu()) {}
-
-  void before_issuing() {
-    if (!bounded_ || !two_back_.recorded()) return;
-    try {
-      two_back_.synchronize();
-    } catch (const StreamError&) {
-      // The stream failed: its later tasks are skipped (and hold nothing once skipped), and
-      // the step's final synchronisation reports the failure from the action where it began.
-    }
-  }
-  void issued(const Stream& compute) {
-    if (!bounded_) return;
-    two_back_ = std::exchange(one_back_, Event());
-    one_back_.record(compute);
-  }
-
- private:
-  bool bounded_;
-  Event one_back_, two_back_;  // recorded after the last compute action issued, and the one before
-};
-
 // The compute action an instruction is part of, to name it in a PipelineError: a transfer of
 // an activation belongs to the stage's F, one of a gradient to its backward.
 Action action_of(const Instruction& i) {
@@ -94,19 +65,6 @@ Action action_of(const Instruction& i) {
   return {i.stage, activation ? Op::F : Op::B, i.microbatch};
 }
 
-// Waits, on the host, for everything enqueued on a device's streams: the send and receive
-// streams' work joined into the compute stream (stream-ordered waits, no host block), then one
-// event after it all and one host wait for it. Throws what failed on any of the three.
-void drain(const DeviceStreams& streams) {
-  for (const Stream* side : {&streams.send, &streams.recv}) {
-    Event done;
-    done.record(*side);
-    streams.compute.wait(done);
-  }
-  Event drained;
-  drained.record(streams.compute);
-  drained.synchronize();
-}
 }  // namespace
 
 StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
@@ -125,7 +83,11 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
             .tally = runs(last_device)
                          ? StepTally(m, *streams_[static_cast<size_t>(last_device)])
                          : StepTally(),
+            .verdict = {},
             .failure = {}};
+  std::vector<const DeviceStreams*> mine;
+  for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
+  if (verdict_on_devices()) step.verdict = StepVerdict(mine, last_device);
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
     step.inputs.first_sample.push_back(offset);
@@ -135,16 +97,17 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
 
   threads_->run([this, &step](int d) { run_device(d, step); });  // run_device catches all
 
-  // The NaN checks of CUDA devices run on host streams behind the GPU: the update waits for
-  // their verdict (on a CPU device a failed check is the stream's sticky error, and the update
-  // behind it would be skipped anyway). A failed step changes no parameter: the update is
-  // issued only when every device ran its list and every check passed. (Stages in order:
-  // replicas' reducers meet in the same order.)
-  std::vector<const DeviceStreams*> mine;
-  for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
-  const CheckVerdict verdict = check_verdict(mine);
+  // A failed step changes no parameter. On GPUs whose checks give their verdict there
+  // (step_verdict.h), every word reaches every device and the optimizers' kernels obey it:
+  // the host does not wait. Elsewhere the checks of CUDA devices run on host streams behind
+  // the GPU and the update waits for their verdict (on a CPU device a failed check is the
+  // stream's sticky error, and the update behind it would be skipped anyway); it is issued
+  // only when every device ran its list and every check passed. (Stages in order: replicas'
+  // reducers meet in the same order.)
+  const CheckVerdict verdict = step.verdict.defined() ? CheckVerdict{} : check_verdict(mine);
+  bool stepped = false;  // the optimizers were issued (and advanced their step counts)
   if (!step.failure.failed && !verdict.error)
-    update_parameters(step);
+    stepped = update_parameters(step);
   else
     abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
 
@@ -152,11 +115,13 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   // its work (drain()). A task that failed on a stream surfaces here.
   std::exception_ptr stream_error;
   int stream_error_device = -1;
+  std::vector<char> failed_streams(streams_.size(), 0);  // [device]: its drain threw
   for (size_t d = 0; d < streams_.size(); ++d) {
     if (!streams_[d]) continue;
     try {
       drain(*streams_[d]);
     } catch (const std::exception&) {
+      failed_streams[d] = 1;
       if (!stream_error) {
         stream_error = std::current_exception();
         stream_error_device = static_cast<int>(d);
@@ -170,7 +135,25 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     if (verdict.action) f.where = instruction(*verdict.action);
     f.error = verdict.error;
   }
+  // A failed step's updates changed nothing (the kernels obeyed the verdict; a failed stream
+  // skipped its tasks), but the optimizers' step counts went on when they were issued: undone,
+  // so that SGD's first step and Adam's bias correction are as if the step never was.
+  const auto undo_steps_on = [&](const std::vector<char>& devices) {
+    if (!stepped) return;
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (devices[static_cast<size_t>(d)])
+        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+  };
+  if (!f.failed && !stream_error && step.verdict.defined())
+    if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
+      undo_steps_on(std::vector<char>(streams_.size(), 1));
+      f.failed = true;
+      f.device = failed->device;
+      f.where = instruction(failed->action);
+      f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
+    }
   if (!f.failed && stream_error) {
+    undo_steps_on(failed_streams);
     f.failed = true;
     f.device = stream_error_device;
     f.error = stream_error;
@@ -199,8 +182,9 @@ void Runtime::run_device(int d, Step& step) {
   try {
     const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
     // The step's first calls on this device are made here, where their failure is this
-    // device's (a GPU that faulted since the last step is named with the step): the staged
-    // batch's events, then the trace's origin.
+    // device's (a GPU that faulted since the last step is named with the step): the
+    // verdict's word, the staged batch's events, then the trace's origin.
+    if (step.verdict.defined()) step.verdict.start(d, mine);
     if (d == schedule_.device_of(0) && step.inputs_ready.recorded())
       mine.compute.wait(step.inputs_ready);
     if (d == schedule_.device_of(schedule_.stages() - 1) && step.labels_ready.recorded())
@@ -267,17 +251,28 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
   BRIGADE_CHECK(x.defined(), to_string(a) << ": its input was not received");
   step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
   const Tensor y = stage.forward(x, work, step.inputs, mb, options_.recompute, mine.compute);
+  // On the GPUs' verdict (step_verdict.h), or on the host path (step_checks.h).
+  const auto check_finite_of = [&](StepCheck check, const Tensor& t, const std::string& what) {
+    if (step.verdict.defined())
+      step.verdict.check_finite(d, mine.compute, a, check, t, what);
+    else
+      check_finite(mine, a, t, what);
+  };
   if (options_.check_finite)
-    check_finite(mine, a, y, "the output of stage " + std::to_string(i.stage));
+    check_finite_of(StepCheck::output_finite, y, "the output of stage " + std::to_string(i.stage));
   if (stage.last()) {
     // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
     const ops::LossResult loss =
         options_.loss->apply(y, step.inputs.labels[static_cast<size_t>(mb)],
                              static_cast<float>(step.inputs.batch_size), mine.compute);
-    check_labels(mine, a, options_.loss, y.shape(), loss);  // a kernel cannot throw: cause first
-    if (options_.check_finite) check_finite(mine, a, loss.loss, "the loss");
     options_.loss->tally(y, step.inputs.labels[static_cast<size_t>(mb)], loss, step.tally.rows(),
                          mb, mine.compute);  // read after the step: no host wait inside it
+    // A kernel cannot throw for a bad label: its check first, the cause before the NaN.
+    if (step.verdict.defined())
+      step.verdict.check_labels(d, mine.compute, a, y.shape(), step.tally);
+    else
+      check_labels(mine, a, options_.loss, y.shape(), loss);
+    if (options_.check_finite) check_finite_of(StepCheck::loss_finite, loss.loss, "the loss");
     work.dy = loss.dlogits;
   }
   step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
@@ -365,24 +360,47 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
 // Every W of the stages was enqueued on their compute streams before: the sums across
 // replicas, the clipping and the optimizers see them all. Devices in order, each device's
 // stages in order: replicas' reducers meet in the same order.
-void Runtime::update_parameters(Step& step) {
+//
+// On the GPUs' verdict (step_verdict.h), each stage's optimizer obeys its device's table, and
+// the last stage's device's table is copied to the host behind its update, for the step's end
+// to read.
+bool Runtime::verdict_on_devices() const {
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (!local_[d] || !devices_[d].is_cuda()) return false;
+  const bool reduced = std::any_of(role_.reducers.begin(), role_.reducers.end(),
+                                   [](const GradientReducer* r) { return r != nullptr; });
+  return role_.replicas == 1 && !reduced && options_.max_grad_norm <= 0;
+}
+
+bool Runtime::update_parameters(Step& step) {
+  bool stepped = false;
   int device = 0;  // the device being updated, named if it fails (clipping: device 0)
-  const auto on_every_stage = [&](void (Stage::*part)(const Stream&) const) {
+  const auto on_every_stage = [&](const auto& part) {
     for (device = 0; device < schedule_.devices; ++device)
       if (runs(device))
-        for (int s : schedule_.stages_on(device)) {
-          const Stage& stage = *stages_[static_cast<size_t>(s)];
-          (stage.*part)(streams_[static_cast<size_t>(device)]->compute);
-        }
+        for (int s : schedule_.stages_on(device))
+          part(*stages_[static_cast<size_t>(s)], streams_[static_cast<size_t>(device)]->compute);
     device = 0;
   };
   try {
-    on_every_stage(&Stage::reduce);
-    if (options_.max_grad_norm > 0 && !clip_gradients()) return;
-    on_every_stage(&Stage::step);
+    if (step.verdict.defined()) {  // every device's word to every device, before any update
+      std::vector<const DeviceStreams*> mine;
+      for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(&*s);
+      step.verdict.exchange(mine);
+    }
+    on_every_stage([](const Stage& stage, const Stream& compute) { stage.reduce(compute); });
+    if (options_.max_grad_norm > 0 && !clip_gradients()) return false;
+    on_every_stage([&](const Stage& stage, const Stream& compute) {
+      stage.step(compute, step.verdict.defined() ? step.verdict.table(device) : Tensor());
+    });
+    stepped = true;
+    if (step.verdict.defined())  // read where the tally is
+      step.verdict.copy_to_host(
+          streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))]->compute);
   } catch (...) {
     fail(step, device, std::nullopt, std::current_exception());
   }
+  return stepped;
 }
 
 // A step that failed before its update: the replicas of its stages must not wait for sums
@@ -481,6 +499,7 @@ void Runtime::throw_failure(Step& step) {
   const int device = f.device;
   step.work.clear();  // what the failed step held goes before its streams do
   step.tally = StepTally();
+  step.verdict = StepVerdict();
   os << recover_after_failure();
   throw PipelineError(os.str(), device, action ? action->stage : -1, action);
 }

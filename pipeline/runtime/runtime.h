@@ -181,7 +181,12 @@ class Runtime {
   void backward(int d, const Instruction& i, Step& step);
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
-  void update_parameters(Step& step);
+  // True when the step's checks give their verdict on the GPUs (step_verdict.h): every
+  // device is a GPU of this process, one replica, no clipping. Else their host path.
+  bool verdict_on_devices() const;
+  // The reducers, the clipping and the optimizers, in stage order; true when the optimizers
+  // were issued (their step counts advanced).
+  bool update_parameters(Step& step);
   void abandon_reductions(const std::string& why);  // a failed step's, for the replicas
   bool clip_gradients();
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);

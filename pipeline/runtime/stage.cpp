@@ -90,6 +90,11 @@ void Stage::abandon_reduction(const std::string& why) const {
   if (reducer_) reducer_->abandon(why);
 }
 
-void Stage::step(const Stream& compute) const { optimizer_->step(compute); }
+void Stage::step(const Stream& compute, const Tensor& verdict) const {
+  if (verdict.defined())
+    optimizer_->step_unless_failed(compute, verdict);
+  else
+    optimizer_->step(compute);
+}
 
 }  // namespace brigade::pipeline

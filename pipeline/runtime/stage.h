@@ -54,7 +54,9 @@ class Stage {
   void reduce(const Stream& compute) const;
   // Instead of reduce(), when the step failed first: the replicas must not wait for this one.
   void abandon_reduction(const std::string& why) const;
-  void step(const Stream& compute) const;
+  // `verdict`: the step's verdict on this GPU (step_verdict.h), or undefined: the update then
+  // runs unconditionally (the host path has already checked).
+  void step(const Stream& compute, const Tensor& verdict) const;
   std::vector<layers::Parameter*> parameters() const;
 
  private:

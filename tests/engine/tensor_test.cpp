@@ -117,3 +117,16 @@ TEST_CASE("copy_async refuses mismatched tensors and a stream of a third device"
                         ": the stream must belong to one of the two devices").c_str(),
                        brigade::Error);
 }
+
+TEST_CASE("copy_async of a range: those elements only, at their place; a range outside refused") {
+  const Tensor src = Tensor::from_vector(iota(6, 10), {6}, Device::cpu(0));  // 10 .. 15
+  const Tensor dst = Tensor::from_vector(iota(5, 0), {5}, Device::cpu(1));   // 0 .. 4
+  const Stream s = Stream::default_for(Device::cpu(1));
+  copy_async(dst, 3, src, 1, 2, s);  // 11, 12 into elements 3 and 4
+  s.synchronize();
+  CHECK(dst.to_vector() == std::vector<float>{0, 1, 2, 11, 12});
+  CHECK_THROWS_WITH_AS(copy_async(dst, 4, src, 0, 2, s),
+                       "copy_async: cannot copy elements [0, 2) of float32 (6) on cpu:0 to [4, 6) "
+                       "of float32 (5) on cpu:1",
+                       brigade::Error);
+}

@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "kernels/cuda/path.h"
 #include "kernels/cuda/vendor.h"
 #include "kernels/math_mode.h"
+#include "kernels/micro_batch_tally.h"
 #include "kernels/ops.h"
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
@@ -33,6 +36,7 @@
 #include "kernels/reference/optimizers.h"
 #include "kernels/reference/relu.h"
 #include "kernels/reference/softmax.h"
+#include "kernels/step_verdict.h"
 #include "tests/kernels/cpu/check.h"
 
 using namespace brigade;
@@ -380,7 +384,7 @@ TEST_CASE("multi-tensor SGD, Adam, AdamW and zeroing: the per-tensor kernels' bi
   for (const SgdParams& h : sgds) {
     const auto update = [&](bool all, const ops::TensorTable& table,
                             const std::vector<ops::TensorTable::Row>& rows, int step) {
-      if (all) return ops::sgd_step_all(table, h, step == 1, stream);
+      if (all) return ops::sgd_step_all(table, h, step == 1, Tensor(), stream);
       for (const auto& r : rows) ops::sgd_step(r[0], r[1], r[2], h, step == 1, stream);
     };
     const auto many = run(true, update);
@@ -392,7 +396,7 @@ TEST_CASE("multi-tensor SGD, Adam, AdamW and zeroing: the per-tensor kernels' bi
   for (const AdamParams& h : adams) {
     const auto update = [&](bool all, const ops::TensorTable& table,
                             const std::vector<ops::TensorTable::Row>& rows, int step) {
-      if (all) return ops::adam_step_all(table, h, step, stream);
+      if (all) return ops::adam_step_all(table, h, step, Tensor(), stream);
       for (const auto& r : rows) ops::adam_step(r[0], r[1], r[2], r[3], h, step, stream);
     };
     const auto many = run(true, update);
@@ -408,6 +412,73 @@ TEST_CASE("multi-tensor SGD, Adam, AdamW and zeroing: the per-tensor kernels' bi
   ops::fill_all(ops::TensorTable(grads, stream), 0.0f, stream);
   for (size_t k = 0; k < sizes.size(); ++k)
     CHECK(grads[k][0].to_vector() == std::vector<float>(static_cast<size_t>(sizes[k]), 0.0f));
+}
+
+// A step's verdict on a GPU (kernels/step_verdict.h): each check writes its failure's word
+// only when it fails, the earliest failure (smallest stage) wins whatever the order of the
+// checks, and the multi-tensor updates change nothing once any word holds a failure.
+TEST_CASE("a step's verdict: the checks keep the first failure; the updates obey it") {
+  const Stream stream = Stream::default_for(Device::cuda(0));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto words = [&](const Tensor& verdict) {
+    const std::vector<float> bits = verdict.to_vector();
+    std::vector<int32_t> w(bits.size());
+    std::memcpy(w.data(), bits.data(), bits.size() * sizeof(float));
+    return w;
+  };
+  const Tensor verdict = Tensor::zeros(Shape({3}), stream);
+  const Tensor finite = Tensor::from_vector({1, -2, 3e38f}, Shape({3}), stream);
+  const Tensor with_nan = Tensor::from_vector({1, nan, 3}, Shape({3}), stream);
+  const Tensor with_inf = Tensor::from_vector({-inf, 0}, Shape({2}), stream);
+  const int32_t stage2 = step_check_word(2, 1, StepCheck::output_finite);
+  const int32_t stage1 = step_check_word(1, 3, StepCheck::loss_finite);
+  ops::step_verdict_check_finite(finite, verdict, 0, step_check_word(0, 0, StepCheck::output_finite),
+                                 stream);
+  ops::step_verdict_check_finite(with_nan, verdict, 1, stage2, stream);  // the later stage first
+  ops::step_verdict_check_finite(with_nan, verdict, 1, stage1, stream);
+  ops::step_verdict_check_finite(with_inf, verdict, 2, stage2, stream);
+  CHECK(words(verdict) == std::vector<int32_t>{kStepOk, stage1, stage2});
+  const StepCheckFailure f = step_check_failure(stage1);
+  CHECK(f.stage == 1);
+  CHECK(f.microbatch == 3);
+  CHECK(f.check == StepCheck::loss_finite);
+
+  // The label check reads a tally row's verdict (bad_row >= 0: a label outside the classes).
+  std::vector<float> rows(2 * kTallyFloats);
+  const MicroBatchTally good{0.5f, 3, -1, 0}, bad{0.5f, 2, 4, 9};
+  std::memcpy(rows.data(), &good, sizeof(good));
+  std::memcpy(rows.data() + kTallyFloats, &bad, sizeof(bad));
+  const Tensor tally = Tensor::from_vector(rows, Shape({2, kTallyFloats}), stream);
+  const Tensor labels = Tensor::zeros(Shape({2}), stream);
+  const int32_t row1 = step_check_word(4, 1, StepCheck::labels);
+  ops::step_verdict_check_labels(tally, 0, labels, 0, step_check_word(4, 0, StepCheck::labels),
+                                 stream);
+  ops::step_verdict_check_labels(tally, 1, labels, 1, row1, stream);
+  CHECK(words(labels) == std::vector<int32_t>{kStepOk, row1});
+
+  // The updates: a passing verdict updates as no verdict does; a failed one changes nothing.
+  const std::vector<float> p0 = {1, 2, 3, 4}, g0 = {0.5f, -1, 2, 0.25f};
+  const auto updated = [&](const Tensor& obeyed, bool adam) {
+    const Tensor p = Tensor::from_vector(p0, Shape({4}), stream);
+    const Tensor g = Tensor::from_vector(g0, Shape({4}), stream);
+    const Tensor m = Tensor::zeros(Shape({4}), stream), v = Tensor::zeros(Shape({4}), stream);
+    const ops::TensorTable table({{p, g, m, adam ? v : Tensor()}}, stream);
+    if (adam)
+      ops::adam_step_all(table, AdamParams{.lr = 0.1}, 1, obeyed, stream);
+    else
+      ops::sgd_step_all(table, SgdParams{.lr = 0.1, .momentum = 0.9}, true, obeyed, stream);
+    return p.to_vector();
+  };
+  const Tensor passed = Tensor::zeros(Shape({3}), stream);
+  for (const bool adam : {false, true}) {
+    CAPTURE(adam);
+    const std::vector<float> plain = updated(Tensor(), adam);
+    CHECK(plain != p0);
+    CHECK(updated(passed, adam) == plain);
+    CHECK(updated(verdict, adam) == p0);  // words 1 and 2 failed
+    CHECK(updated(labels, adam) == p0);
+  }
 }
 
 // Math mode tf32 (kernels/math_mode.h) is cuBLAS's and cuDNN's: the hand-written kernels'
