@@ -170,11 +170,13 @@ bool Allocator::waiting_could_help_locked(uint64_t size) const {
 
 // Deadlock. The waiting thread waits for events recorded at free time, i.e. for work already
 // enqueued; enqueued work waits only on records that already exist (never in a cycle, see
-// stream_cpu.cpp) and never on a host thread: Brigade's host-side rendezvous (channels, the
-// local reducer) block host threads, not stream tasks. So a host thread's wait always ends.
-// The one thread that may be what the events wait for is a CPU stream's worker running a
-// task: the pending work may be that very task, or queued behind it. Such a thread does not
-// wait: it is told so.
+// stream_cpu.cpp) and never on a host thread of this process: Brigade's host-side rendezvous
+// (channels, the local reducer) block host threads, not stream tasks. So a host thread's wait
+// always ends. The one thread that may be what the events wait for is a CPU stream's worker
+// running a task: the pending work may be that very task, or queued behind it. Such a thread
+// does not wait: it is told so. (Work that waits on another process is outside this argument:
+// an NCCL send queued on a GPU stream completes when the peer rank enqueues its receive, which
+// that rank's host thread does not do while it is itself waiting here.)
 void Allocator::refuse_to_wait_inside_stream_work_locked(uint64_t bytes) {
   const std::string task_of = detail::stream_task_of_this_thread();
   if (task_of.empty()) return;

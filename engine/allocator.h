@@ -40,7 +40,7 @@
 // allocator does the same before it gives up): memory about to be freed is never reported as
 // missing. A request that cannot fit beside the live blocks throws OutOfMemoryError at once:
 //   cpu:1: out of memory allocating 64.0 MiB (in use 200.0 MiB, reserved 230.0 MiB, capacity 256.0 MiB)
-// A task of a CPU stream never waits (the work may be its own, see allocate): it throws.
+// A task of a CPU stream never waits (allocator.cpp says why): it throws, saying so.
 #pragma once
 
 #include <cstdint>
