@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "engine/error.h"
+#include "engine/stream_impl.h"
 
 namespace brigade {
 
@@ -122,43 +123,88 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
                                                     << ", a stream of another device");
   const uint64_t size = block_size(bytes);
-  void* data = nullptr;
   Event owner_before;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (caching())
-      data = take_from_cache_locked(size, stream, &owner_before);
-    else
-      free_ready_locked();  // what was freed since, and whose work is done
-    if (!data) {
-      const uint64_t cap = capacity();
-      auto fits = [&] { return cap == 0 || reserved_ + size <= cap; };
-      if (!fits()) free_ready_locked();  // make room from the cache first
-      if (fits()) {
-        data = raw_allocate(size);
-        if (!data && reserved_ != in_use_) {  // the system said no: give back the cache, retry
-          free_ready_locked();
-          data = raw_allocate(size);
-        }
-      }
-      if (!data) {
-        std::ostringstream os;
-        os << device_ << ": out of memory allocating " << format_bytes(bytes) << " (in use "
-           << format_bytes(in_use_) << ", reserved " << format_bytes(reserved_);
-        if (cap != 0) os << ", capacity " << format_bytes(cap);
-        os << ")";
-        throw OutOfMemoryError(os.str());
-      }
-      reserved_ += size;
-    }
-    in_use_ += size;
-    peak_in_use_ = std::max(peak_in_use_, in_use_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  void* data = take_or_obtain_locked(size, stream, &owner_before);
+  if (!data && waiting_could_help_locked(size)) {
+    // Blocks freed by the host while queued work still uses them hold memory that this
+    // request could have once that work has run. Wait for it, return the whole cache to the
+    // system, and try once more, as PyTorch's caching allocator does before it gives up.
+    refuse_to_wait_inside_stream_work_locked(bytes);
+    ++waits_for_pending_;
+    lock.unlock();
+    empty_cache();
+    lock.lock();
+    data = take_or_obtain_locked(size, stream, &owner_before);
   }
+  if (!data) throw out_of_memory_locked(bytes, "");
+  in_use_ += size;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
+  lock.unlock();
 #if defined(BRIGADE_HAVE_CUDA)
   if (device_.is_cuda() || pinned_) detail::cuda_lend(data, bytes);
 #endif
   return std::shared_ptr<Block>(new Block(data, size, stream, std::move(owner_before)),
                                 [this](Block* block) { release(block); });
+}
+
+// The cache first; else new memory within the capacity, after releasing the cached blocks
+// whose work is done. Null when neither gives a block without waiting.
+void* Allocator::take_or_obtain_locked(uint64_t size, const Stream& stream, Event* owner_before) {
+  void* data = nullptr;
+  if (caching())
+    data = take_from_cache_locked(size, stream, owner_before);
+  else
+    free_ready_locked();  // what was freed since, and whose work is done
+  if (data) return data;
+  const uint64_t cap = capacity();
+  auto fits = [&] { return cap == 0 || reserved_ + size <= cap; };
+  if (!fits()) free_ready_locked();  // make room from the cache first
+  if (!fits()) return nullptr;
+  data = raw_allocate(size);
+  if (!data && reserved_ != in_use_) {  // the system said no: give back the cache, retry
+    free_ready_locked();
+    data = raw_allocate(size);
+  }
+  if (data) reserved_ += size;
+  return data;
+}
+
+// Waiting helps when the cache holds blocks (all of them still in flight: the ready ones were
+// just released) and the request fits beside the live blocks once those are gone. A request
+// larger than the capacity minus what is in use can never fit: it fails at once.
+bool Allocator::waiting_could_help_locked(uint64_t size) const {
+  const uint64_t cap = capacity();
+  return reserved_ > in_use_ && (cap == 0 || in_use_ + size <= cap);
+}
+
+// Deadlock. The waiting thread waits for events recorded at free time, i.e. for work already
+// enqueued; enqueued work waits only on records that already exist (never in a cycle, see
+// stream_cpu.cpp) and never on a host thread of this process: Brigade's host-side rendezvous
+// (channels, the local reducer) block host threads, not stream tasks. So a host thread's wait
+// always ends. The one thread that may be what the events wait for is a CPU stream's worker
+// running a task: the pending work may be that very task, or queued behind it. Such a thread
+// does not wait: it is told so. (Work that waits on another process is outside this argument:
+// an NCCL send queued on a GPU stream completes when the peer rank enqueues its receive, which
+// that rank's host thread does not do while it is itself waiting here.)
+void Allocator::refuse_to_wait_inside_stream_work_locked(uint64_t bytes) {
+  const std::string task_of = detail::stream_task_of_this_thread();
+  if (task_of.empty()) return;
+  throw out_of_memory_locked(
+      bytes, "; " + format_bytes(reserved_ - in_use_) +
+                 " of freed blocks wait for queued work, which a task of " + task_of +
+                 " cannot wait for: it may be that work or queued behind it; allocate on the "
+                 "host before enqueuing the task");
+}
+
+OutOfMemoryError Allocator::out_of_memory_locked(uint64_t bytes, const std::string& why) const {
+  const uint64_t cap = capacity();
+  std::ostringstream os;
+  os << device_ << ": out of memory allocating " << format_bytes(bytes) << " (in use "
+     << format_bytes(in_use_) << ", reserved " << format_bytes(reserved_);
+  if (cap != 0) os << ", capacity " << format_bytes(cap);
+  os << ")" << why;
+  return OutOfMemoryError(os.str());
 }
 
 // First choice: a block this stream freed itself (only other users must be done; its own
@@ -273,7 +319,7 @@ void Allocator::empty_cache() {
 
 MemoryStats Allocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {in_use_, reserved_, peak_in_use_, capacity()};
+  return {in_use_, reserved_, peak_in_use_, capacity(), waits_for_pending_};
 }
 
 void Allocator::reset_peak() {

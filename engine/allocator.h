@@ -33,18 +33,25 @@
 //
 // Counters: in use (bytes of live blocks), reserved (in use + cached), peak in use. A CPU
 // device may have a capacity (configure_cpu_device); a CUDA device's is its memory.
-// Going over it first releases the cache blocks that are ready, then throws
-// OutOfMemoryError, e.g.
+// Going over it (or the system refusing memory) first releases the cached blocks whose work is
+// done. If that is not enough, but the request fits beside the live blocks, the allocation
+// waits for the work of the blocks still in flight (freed by the host, still used by queued
+// work), returns the whole cache to the system and tries once more (PyTorch's caching
+// allocator does the same before it gives up): memory about to be freed is never reported as
+// missing. A request that cannot fit beside the live blocks throws OutOfMemoryError at once:
 //   cpu:1: out of memory allocating 64.0 MiB (in use 200.0 MiB, reserved 230.0 MiB, capacity 256.0 MiB)
+// A task of a CPU stream never waits (allocator.cpp says why): it throws, saying so.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/error.h"
 #include "engine/event.h"
 #include "engine/stream.h"
 
@@ -55,6 +62,9 @@ struct MemoryStats {
   uint64_t reserved = 0;
   uint64_t peak_in_use = 0;
   uint64_t capacity = 0;  // 0 = unlimited
+  // Allocations that found no room but would fit once freed blocks' queued work has run:
+  // each waited for that work and emptied the cache before its one retry.
+  uint64_t waits_for_pending = 0;
 };
 
 class Allocator;
@@ -132,6 +142,11 @@ class Allocator {
   void release(Block* block);  // the shared_ptr deleter
   // A cached block for `stream` (null if none): its memory, and the owner's event it skipped.
   void* take_from_cache_locked(uint64_t size, const Stream& stream, Event* owner_before);
+  // One attempt that never waits: the cache, else new memory within the capacity. Null if none.
+  void* take_or_obtain_locked(uint64_t size, const Stream& stream, Event* owner_before);
+  bool waiting_could_help_locked(uint64_t size) const;
+  void refuse_to_wait_inside_stream_work_locked(uint64_t bytes);  // throws on a stream's worker
+  OutOfMemoryError out_of_memory_locked(uint64_t bytes, const std::string& why) const;
   void free_ready_locked();    // returns ready cached blocks to the system
   uint64_t capacity() const;
   void* raw_allocate(uint64_t size);
@@ -144,6 +159,7 @@ class Allocator {
   uint64_t in_use_ = 0;
   uint64_t reserved_ = 0;
   uint64_t peak_in_use_ = 0;
+  uint64_t waits_for_pending_ = 0;
   uint64_t cuda_capacity_ = 0;  // a CUDA device's memory (its capacity)
 };
 

@@ -164,8 +164,12 @@ void run_item(CpuQueue& q, CpuQueue::Item& item, bool failed,
   }
 }
 
+// The queue whose items this thread runs (a worker's, for its whole life).
+thread_local const CpuQueue* worker_of_this_thread = nullptr;
+
 void worker_loop(const std::shared_ptr<CpuQueue>& queue) {
   CpuQueue& q = *queue;
+  worker_of_this_thread = &q;
   for (;;) {
     CpuQueue::Item item;
     bool failed;
@@ -307,6 +311,10 @@ class CpuStream final : public StreamImpl {
 };
 
 }  // namespace
+
+std::string stream_task_of_this_thread() {
+  return worker_of_this_thread ? worker_of_this_thread->name : std::string();
+}
 
 std::shared_ptr<StreamImpl> make_cpu_stream(Device device) {
   return std::make_shared<CpuStream>(device);

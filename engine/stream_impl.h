@@ -68,6 +68,10 @@ class StreamImpl {
 std::shared_ptr<StreamImpl> make_cpu_stream(Device device);
 std::shared_ptr<StreamImpl> make_cuda_stream(Device device);
 
+// "cpu:1 stream#3" when the calling thread is that CPU stream's worker running one of its
+// items, else empty: a thread that must not block on queued work (the allocator asks).
+std::string stream_task_of_this_thread();
+
 // The live streams, for describe_streams(). A backend registers its stream at the end of
 // its constructor and unregisters it at the start of its destructor.
 void register_stream(StreamImpl* stream);

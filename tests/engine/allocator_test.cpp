@@ -2,11 +2,14 @@
 // Each test uses its own CPU device index: allocators and their counters are per device.
 #include <doctest/doctest.h>
 
+#include <future>
 #include <string>
 
 #include "engine/allocator.h"
+#include "tests/support/allocation_probe.h"
 #include "tests/support/deadline.h"
 #include "tests/support/gate.h"
+#include "tests/support/error_text.h"
 #include "tests/support/stream_probe.h"
 
 using brigade::Allocator;
@@ -190,6 +193,77 @@ TEST_CASE("going over a device's capacity throws an error naming device, request
   CHECK(alloc.stats().reserved == 256 * MiB);
   CHECK(alloc.stats().in_use == 256 * MiB);
   CHECK(alloc.stats().capacity == 256 * MiB);
+}
+
+// Memory freed by the host while queued work still uses it is memory about to be free: an
+// allocation that fits once that work has run waits for it instead of reporting out of memory
+// (with the cache or without: either way the block is held until its work is done).
+TEST_CASE("an allocation that fits once freed blocks' queued work has run waits for it; one "
+          "that can never fit fails at once") {
+  Deadline deadline("out of memory while memory is about to be freed");
+  const int index = 27;
+  brigade::configure_cpu_device(index, {1, 1 * MiB});
+  const Device dev = Device::cpu(index);
+  Allocator& alloc = Allocator::of(dev);
+  Stream user = Stream::create(dev), other = Stream::create(dev);
+  auto live = alloc.allocate(256 * KiB, other);
+  auto freed = alloc.allocate(768 * KiB, user);
+  Gate gate;
+  bool used = false;
+  user.enqueue(gate.blocker());
+  user.enqueue([memory = static_cast<char*>(freed->data()), &used] {  // queued behind the gate
+    memory[0] = 1;
+    used = true;
+  });
+  freed.reset();  // by the host, while that task still waits to use it
+  CHECK(alloc.stats().in_use == 256 * KiB);
+  CHECK(alloc.stats().reserved == 1 * MiB);
+
+  // 256 KiB live + 1 MiB > 1 MiB whatever the queued work does: no wait, the error at once.
+  const uint64_t waits_before = alloc.stats().waits_for_pending;
+  CHECK_THROWS_WITH_AS(alloc.allocate(1 * MiB, other),
+                       "cpu:27: out of memory allocating 1.0 MiB (in use 256.0 KiB, reserved "
+                       "1.0 MiB, capacity 1.0 MiB)",
+                       brigade::OutOfMemoryError);
+  CHECK(alloc.stats().waits_for_pending == waits_before);
+
+  // 256 + 768 KiB fits once the task has run: the allocation blocks until then.
+  auto pending = std::async(std::launch::async, [&] { return alloc.allocate(768 * KiB, other); });
+  CHECK(brigade::testing::allocation_waits(alloc, waits_before, pending));
+  gate.open();
+  auto block = pending.get();
+  CHECK(used);  // the task that used the freed block ran before its memory was given again
+  CHECK(block->size() == Allocator::block_size(768 * KiB));
+  CHECK(alloc.stats().in_use == 1 * MiB);
+  CHECK(alloc.stats().waits_for_pending == waits_before + 1);
+}
+
+// A task of a CPU stream that would have to wait is refused, not left to wait: the work it would
+// wait for may be its own, or queued behind it on its stream (a deadlock).
+TEST_CASE("an allocation inside a stream's task does not wait for queued work: it says why") {
+  Deadline deadline("no wait inside stream work");
+  const int index = 28;
+  brigade::configure_cpu_device(index, {1, 1 * MiB});
+  const Device dev = Device::cpu(index);
+  Allocator& alloc = Allocator::of(dev);
+  Stream user = Stream::create(dev), worker = Stream::create(dev);
+  Gate gate;
+  auto freed = alloc.allocate(768 * KiB, user);
+  user.enqueue(gate.blocker());
+  freed.reset();  // its work (the owner's, behind the gate) is still queued
+  std::string refused;
+  worker.enqueue([&] {
+    refused = brigade::testing::error_text<brigade::OutOfMemoryError>(
+        [&] { alloc.allocate(768 * KiB, worker); });
+  });
+  worker.synchronize();
+  gate.open();
+  user.synchronize();
+  CHECK(refused == "cpu:28: out of memory allocating 768.0 KiB (in use 0 B, reserved 768.0 KiB, "
+                   "capacity 1.0 MiB); 768.0 KiB of freed blocks wait for queued work, which a "
+                   "task of " + worker.str() + " cannot wait for: it may be that work or queued "
+                   "behind it; allocate on the host before enqueuing the task");
+  CHECK(alloc.allocate(768 * KiB, worker)->size() == Allocator::block_size(768 * KiB));
 }
 
 TEST_CASE("an allocation for another device's stream is refused") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/event.h"
 #include "engine/tensor.h"
+#include "tests/support/allocation_probe.h"
 #include "tests/support/deadline.h"
 #include "tests/support/gate.h"
 #include "tests/support/stream_probe.h"
@@ -249,6 +251,45 @@ static std::vector<float> read_after_free(bool declared) {
   owner.synchronize();
   reader.synchronize();
   return seen.to_vector();
+}
+
+// A GPU freed block whose work is still queued (held by a StreamHold) is memory about to be
+// free: an allocation that fits once that work has run waits for it (the streams' pending
+// frees, then the cache back to the device, then one retry) instead of reporting out of
+// memory; one that cannot fit beside the live blocks fails at once. Sized from the emulated
+// GPU's memory (BRIGADE_EMULATED_GPU_MEMORY: tests/engine/meson.build sets 1 GiB).
+TEST_CASE("a GPU allocation that fits once freed blocks' queued work has run waits for it" *
+          doctest::skip(no_gpu)) {
+  Deadline deadline("GPU out of memory while memory is about to be freed");
+  brigade::Allocator& alloc = brigade::Allocator::of(Device::cuda(0));
+  alloc.empty_cache();  // what earlier cases left cached
+  const brigade::MemoryStats before = alloc.stats();
+  const uint64_t room = before.capacity - before.in_use;
+  // Over half the room (a bin is at most 25% above the request): two never fit side by side.
+  const uint64_t half_and_more = room * 3 / 5;
+  Stream user = Stream::create(Device::cuda(0)), other = Stream::create(Device::cuda(0));
+  auto freed = alloc.allocate(half_and_more, user);
+  brigade::emu::gpu::StreamHold hold(user.cuda_handle());
+  BRIGADE_CUDA_CHECK(cudaMemsetAsync(freed->data(), 0, half_and_more, user.cuda_handle()));
+  freed.reset();  // by the host, while the memset still waits behind the hold
+
+  // A byte more than the room left beside the live blocks: no wait, the error at once.
+  CHECK_THROWS_WITH_AS(alloc.allocate(room + 1, other),
+                       ("cuda:0: out of memory allocating " + brigade::format_bytes(room + 1) +
+                        " (in use " + brigade::format_bytes(before.in_use) + ", reserved " +
+                        brigade::format_bytes(alloc.stats().reserved) + ", capacity " +
+                        brigade::format_bytes(before.capacity) + ")")
+                           .c_str(),
+                       brigade::OutOfMemoryError);
+  CHECK(alloc.stats().waits_for_pending == before.waits_for_pending);
+
+  auto pending = std::async(std::launch::async, [&] { return alloc.allocate(half_and_more, other); });
+  CHECK(brigade::testing::allocation_waits(alloc, before.waits_for_pending, pending));
+  hold.release();
+  auto block = pending.get();
+  CHECK(cudaStreamQuery(user.cuda_handle()) == cudaSuccess);  // the held work ran first
+  CHECK(block->size() == brigade::Allocator::block_size(half_and_more));
+  CHECK(alloc.stats().waits_for_pending == before.waits_for_pending + 1);
 }
 
 TEST_CASE("a block freed while another stream still reads it: poison reaches an undeclared "

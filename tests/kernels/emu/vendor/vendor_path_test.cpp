@@ -72,8 +72,8 @@ TEST_CASE("cuDNN: an algorithm refused at execution falls back to the next that 
   CHECK(dx.to_host() == dx_want);
   CHECK(dw.to_host() == dw_want);
   const emu::vendor::AlgorithmRuns after = emu::vendor::cudnn_algorithm_runs();
-  // The emulation's second-ranked algorithms (kernels/emu/vendor/cudnn_conv.cpp's lists; the
-  // backward lists' second is non-deterministic, so the third runs).
+  // The emulation's second-ranked algorithms (kernels/emu/vendor/cudnn_algorithms.cpp's lists;
+  // the backward lists' second is non-deterministic, so the third runs).
   CHECK(after.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] ==
         before.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] + 1);
   CHECK(after.backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING] ==
