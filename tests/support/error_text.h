@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <utility>
+
+#include "engine/error.h"
 
 namespace brigade::testing {
 
@@ -15,6 +18,12 @@ std::string error_text(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// The message of the brigade::Error fn throws ("" when it throws none): what most tests compare.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  return error_text<brigade::Error>(std::forward<Fn>(fn));
 }
 
 }  // namespace brigade::testing

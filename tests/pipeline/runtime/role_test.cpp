@@ -25,9 +25,9 @@ namespace brigade::pipeline {
 namespace {
 
 constexpr int kSteps = 3;
-constexpr int64_t kBatch = 12;
+constexpr int64_t kBatchRows = 12;
 
-std::vector<HostBatch> batches() { return test::random_batches(kSteps, kBatch, 300); }
+std::vector<HostBatch> batches() { return test::random_batches(kSteps, kBatchRows, 300); }
 
 // The links of one replica's pipeline, as two processes would see them: the runtimes at the
 // two ends of "activations 0->1" share one Channel (one queue), but each holds its own end.

@@ -10,22 +10,15 @@
 
 namespace bp = brigade::pipeline;
 
-namespace {
-
-// The lists of s in text form, one "dN: ..." line per device.
-std::string lists(const bp::Schedule& s) { return bp::format_lists(s); }
-
-}  // namespace
-
 TEST_CASE("naive: each micro-batch down and back up before the next, m honoured") {
   const bp::Schedule s = bp::naive(2, 3);
-  CHECK(lists(s) ==
+  CHECK(bp::format_lists(s) ==
         "d0: 0F0 0BW0 0F1 0BW1 0F2 0BW2\n"
         "d1: 1F0 1BW0 1F1 1BW1 1F2 1BW2\n");
   CHECK(s.microbatches == 3);
   CHECK(s.batch_units == 1);
   // With two chunks per device each micro-batch visits device 0 twice on each pass.
-  CHECK(lists(bp::naive(2, 1, 2)) ==
+  CHECK(bp::format_lists(bp::naive(2, 1, 2)) ==
         "d0: 0F0 2F0 2BW0 0BW0\n"
         "d1: 1F0 3F0 3BW0 1BW0\n");
   // make_schedule passes m through: `--schedule naive --microbatches 4` runs 4.
@@ -33,10 +26,10 @@ TEST_CASE("naive: each micro-batch down and back up before the next, m honoured"
 }
 
 TEST_CASE("gpipe, p=2 m=3 and p=4 m=4") {
-  CHECK(lists(bp::gpipe(2, 3)) ==
+  CHECK(bp::format_lists(bp::gpipe(2, 3)) ==
         "d0: 0F0 0F1 0F2 0BW0 0BW1 0BW2\n"
         "d1: 1F0 1F1 1F2 1BW0 1BW1 1BW2\n");
-  CHECK(lists(bp::gpipe(4, 4)) ==
+  CHECK(bp::format_lists(bp::gpipe(4, 4)) ==
         "d0: 0F0 0F1 0F2 0F3 0BW0 0BW1 0BW2 0BW3\n"
         "d1: 1F0 1F1 1F2 1F3 1BW0 1BW1 1BW2 1BW3\n"
         "d2: 2F0 2F1 2F2 2F3 2BW0 2BW1 2BW2 2BW3\n"
@@ -44,16 +37,16 @@ TEST_CASE("gpipe, p=2 m=3 and p=4 m=4") {
 }
 
 TEST_CASE("1f1b, p=2 m=3 and p=4 m=4: warm-up p-1-d forwards, then alternate") {
-  CHECK(lists(bp::one_f_one_b(2, 3)) ==
+  CHECK(bp::format_lists(bp::one_f_one_b(2, 3)) ==
         "d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2\n"
         "d1: 1F0 1BW0 1F1 1BW1 1F2 1BW2\n");
-  CHECK(lists(bp::one_f_one_b(4, 4)) ==
+  CHECK(bp::format_lists(bp::one_f_one_b(4, 4)) ==
         "d0: 0F0 0F1 0F2 0F3 0BW0 0BW1 0BW2 0BW3\n"
         "d1: 1F0 1F1 1F2 1BW0 1F3 1BW1 1BW2 1BW3\n"
         "d2: 2F0 2F1 2BW0 2F2 2BW1 2F3 2BW2 2BW3\n"
         "d3: 3F0 3BW0 3F1 3BW1 3F2 3BW2 3F3 3BW3\n");
   // m < p: the warm-up is cut short.
-  CHECK(lists(bp::one_f_one_b(4, 2)) ==
+  CHECK(bp::format_lists(bp::one_f_one_b(4, 2)) ==
         "d0: 0F0 0F1 0BW0 0BW1\n"
         "d1: 1F0 1F1 1BW0 1BW1\n"
         "d2: 2F0 2F1 2BW0 2BW1\n"
@@ -61,10 +54,10 @@ TEST_CASE("1f1b, p=2 m=3 and p=4 m=4: warm-up p-1-d forwards, then alternate") {
 }
 
 TEST_CASE("zb-h1, p=2 m=3 and p=4 m=4: device d postpones its first d W's to the end") {
-  CHECK(lists(bp::zb_h1(2, 3)) ==
+  CHECK(bp::format_lists(bp::zb_h1(2, 3)) ==
         "d0: 0F0 0F1 0B0 0W0 0F2 0B1 0W1 0B2 0W2\n"
         "d1: 1F0 1B0 1F1 1B1 1W0 1F2 1B2 1W1 1W2\n");
-  CHECK(lists(bp::zb_h1(4, 4)) ==
+  CHECK(bp::format_lists(bp::zb_h1(4, 4)) ==
         "d0: 0F0 0F1 0F2 0F3 0B0 0W0 0B1 0W1 0B2 0W2 0B3 0W3\n"
         "d1: 1F0 1F1 1F2 1B0 1F3 1B1 1W0 1B2 1W1 1B3 1W2 1W3\n"
         "d2: 2F0 2F1 2B0 2F2 2B1 2F3 2B2 2W0 2B3 2W1 2W2 2W3\n"
@@ -83,7 +76,7 @@ TEST_CASE("zb-auto, p=2 m=3 on uneven stages: the bottleneck keeps BW fused, the
   bp::CostModel costs;
   costs.stages = {{1, 1, 1, 1, 1.5}, {0.5, 0.5, 0.5, 1, 0.75}};
   const bp::Schedule s = bp::zb_auto(2, 3, costs);
-  CHECK(lists(s) ==
+  CHECK(bp::format_lists(s) ==
         "d0: 0F0 0F1 0BW0 0F2 0BW1 0BW2\n"
         "d1: 1F0 1B0 1F1 1B1 1W0 1W1 1F2 1BW2\n");
   CHECK(s.name == "zb-auto");
@@ -91,7 +84,7 @@ TEST_CASE("zb-auto, p=2 m=3 on uneven stages: the bottleneck keeps BW fused, the
   CHECK(bp::simulate(bp::one_f_one_b(2, 3), costs).stats.makespan == doctest::Approx(7.75));
   CHECK(bp::simulate(bp::zb_h1(2, 3), costs).stats.makespan == doctest::Approx(9));
   // The registry passes the costs through.
-  CHECK(lists(bp::make_schedule("zb-auto", 2, 3, 1, costs)) == lists(s));
+  CHECK(bp::format_lists(bp::make_schedule("zb-auto", 2, 3, 1, costs)) == bp::format_lists(s));
 }
 
 TEST_CASE("zb-auto with F = B = W everywhere is as short as ZB-H1: 3m + p - 1") {
@@ -106,11 +99,11 @@ TEST_CASE("zb-auto with F = B = W everywhere is as short as ZB-H1: 3m + p - 1") 
 
 TEST_CASE("interleaved-1f1b, p=2 m=2 v=2 and p=4 m=4 v=2") {
   // Stages 0, 1 are chunk 0 of devices 0, 1; stages 2, 3 are their chunk 1.
-  CHECK(lists(bp::interleaved_1f1b(2, 2, 2)) ==
+  CHECK(bp::format_lists(bp::interleaved_1f1b(2, 2, 2)) ==
         "d0: 0F0 0F1 2F0 2F1 2BW0 2BW1 0BW0 0BW1\n"
         "d1: 1F0 1F1 3F0 3BW0 3F1 3BW1 1BW0 1BW1\n");
   // Warm-up (p-1-d)·2 + (v-1)·p = 10, 8, 6, 4 forwards, capped at m·v = 8.
-  CHECK(lists(bp::interleaved_1f1b(4, 4, 2)) ==
+  CHECK(bp::format_lists(bp::interleaved_1f1b(4, 4, 2)) ==
         "d0: 0F0 0F1 0F2 0F3 4F0 4F1 4F2 4F3 4BW0 4BW1 4BW2 4BW3 0BW0 0BW1 0BW2 0BW3\n"
         "d1: 1F0 1F1 1F2 1F3 5F0 5F1 5F2 5F3 5BW0 5BW1 5BW2 5BW3 1BW0 1BW1 1BW2 1BW3\n"
         "d2: 2F0 2F1 2F2 2F3 6F0 6F1 6F2 6BW0 6F3 6BW1 6BW2 6BW3 2BW0 2BW1 2BW2 2BW3\n"
@@ -120,7 +113,7 @@ TEST_CASE("interleaved-1f1b, p=2 m=2 v=2 and p=4 m=4 v=2") {
 TEST_CASE("looped-bfs, p=2 m=3 v=2: every micro-batch through chunk 0, then chunk 1, then back") {
   // Stages 0, 1 are chunk 0 of devices 0, 1; stages 2, 3 their chunk 1. Backwards in
   // micro-batch order within a chunk, the chunks reversed.
-  CHECK(lists(bp::looped_bfs(2, 3, 2)) ==
+  CHECK(bp::format_lists(bp::looped_bfs(2, 3, 2)) ==
         "d0: 0F0 0F1 0F2 2F0 2F1 2F2 2BW0 2BW1 2BW2 0BW0 0BW1 0BW2\n"
         "d1: 1F0 1F1 1F2 3F0 3F1 3F2 3BW0 3BW1 3BW2 1BW0 1BW1 1BW2\n");
   CHECK(bp::default_chunks("looped-bfs") == 2);

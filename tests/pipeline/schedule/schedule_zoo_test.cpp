@@ -50,8 +50,6 @@ double idle_inside(const bp::Schedule& s, int device) {
   return last - first - busy;
 }
 
-std::string lists(const bp::Schedule& s) { return bp::format_lists(s); }
-
 }  // namespace
 
 TEST_CASE("the new generators validate over a sweep of sizes and keep to their budgets") {
@@ -98,7 +96,7 @@ TEST_CASE("dualpipe-v, p=2 m=4: the eight phases worked out by hand") {
   // 1 x (B1 F1 B0); B1 whole, then B0 split; 1 x (W B0); 1 x W.
   // Device 1 (stages 1 and 2): 2 x (F0 F1); 2 x (F0 B1 F1 B0); B1 B0 whole, then both split;
   // 2 x W.
-  CHECK(lists(bp::dualpipe_v(2, 4)) ==
+  CHECK(bp::format_lists(bp::dualpipe_v(2, 4)) ==
         "d0: 0F0 0F1 0F2 3F0 3B0 3W0 3F1 0F3 3BW1 3F2 0BW0 3BW2 3F3 0BW1 3BW3 0B2 0W2 0B3 "
         "0W3\n"
         "d1: 1F0 2F0 1F1 2F1 1F2 2BW0 2F2 1BW0 1F3 2BW1 2F3 1BW1 2BW2 1BW2 2B3 1B3 2W3 1W3\n");

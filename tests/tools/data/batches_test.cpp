@@ -22,13 +22,9 @@ using brigade::data::Dataset;
 using brigade::data::epoch_order;
 using brigade::data::make_synthetic;
 using brigade::data::Split;
+using brigade::testing::error_of;
 
 namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
-}
 
 std::vector<int64_t> order_of(uint64_t seed, int64_t epoch, int64_t n, bool shuffle = true) {
   std::vector<int64_t> order(static_cast<size_t>(n));

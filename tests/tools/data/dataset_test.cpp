@@ -20,17 +20,13 @@ using brigade::data::load_dataset;
 using brigade::data::load_fashion_mnist;
 using brigade::data::make_synthetic;
 using brigade::data::Split;
+using brigade::testing::error_of;
 using brigade::testing::Bytes;
 using brigade::testing::gzip;
 using brigade::testing::idx_bytes;
 using brigade::testing::TempDir;
 
 namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
-}
 
 uint64_t pixel_sum(const Dataset& d, int64_t first, int64_t count) {
   const auto begin = d.pixels.begin() + first * d.sample_size();

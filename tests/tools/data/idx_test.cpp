@@ -15,6 +15,7 @@
 
 using brigade::data::parse_idx;
 using brigade::data::read_idx_file;
+using brigade::testing::error_of;
 using brigade::testing::Bytes;
 using brigade::testing::gzip;
 using brigade::testing::idx_bytes;
@@ -31,12 +32,6 @@ Bytes noise(size_t n) {
     b = static_cast<uint8_t>(x >> 24);
   }
   return out;
-}
-
-// The message of the brigade::Error `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  return brigade::testing::error_text<brigade::Error>(std::forward<F>(f));
 }
 
 }  // namespace
