@@ -14,17 +14,14 @@
 #include "kernels/reference/conv2d.h"
 #include "kernels/reference/dense.h"
 #include "kernels/reference/maxpool2d.h"
+#include "tests/kernels/ops/wave.h"
 #include "tests/support/deadline.h"
 #include "tests/support/error_text.h"
 
 namespace brigade::ops {
 namespace {
 
-std::vector<float> wave(int64_t n, float f) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = std::sin(f * float(i + 1)) * 0.9f;
-  return v;
-}
+using brigade::testing::wave;
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 

@@ -15,6 +15,7 @@
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
 #include "kernels/precision.h"
+#include "tests/kernels/ops/wave.h"
 #include "tests/support/error_text.h"
 
 namespace brigade::ops {
@@ -26,11 +27,7 @@ struct PrecisionFor {
   ~PrecisionFor() { set_precision(Precision::fp32); }
 };
 
-std::vector<float> wave(int64_t n, float f) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = std::sin(f * float(i + 1)) * 0.9f;
-  return v;
-}
+using brigade::testing::wave;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

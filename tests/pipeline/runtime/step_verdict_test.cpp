@@ -20,8 +20,8 @@ namespace brigade::pipeline {
 namespace {
 
 // 3 stages of the test model on `devices`, 1F1B over 4 micro-batches.
-struct ThreeStages {
-  ThreeStages(const std::vector<Device>& devices, const OptimizerFactory& optimizer,
+struct ThreeStagesOn {
+  ThreeStagesOn(const std::vector<Device>& devices, const OptimizerFactory& optimizer,
               RuntimeOptions options)
       : partition(at_cuts(8, {2, 6})),
         model(layers::Sequential::placed(
@@ -38,7 +38,7 @@ std::vector<Device> cpu_devices(int first) {
 }
 
 // Element 0 of stage 1's first weight = NaN, through the host (the runtime is idle).
-void poison_stage_1(ThreeStages& t) {
+void poison_stage_1(ThreeStagesOn& t) {
   const StageRange r = t.partition.stages[1];
   for (size_t i = r.begin; i < r.end; ++i) {
     const auto params = t.model->parameters(i, i + 1);
@@ -72,7 +72,7 @@ struct Failure {
 };
 
 // The failure of one step of `t` on `batch`, once its parameters are checked unchanged.
-Failure failed_step(ThreeStages& t, const HostBatch& batch, uint32_t step) {
+Failure failed_step(ThreeStagesOn& t, const HostBatch& batch, uint32_t step) {
   const auto before = test::params_of(*t.model);
   Failure f;
   try {
@@ -92,8 +92,8 @@ TEST_CASE("a NaN in stage 1 of 3: the same failure as on CPU devices, no paramet
   // another device (or the same GPU): the verdict must name stage 1's, the first.
   const RuntimeOptions options{.seed = test::kDropoutSeed, .check_finite = true};
   const HostBatch batch = test::random_batch(8, 9);
-  ThreeStages cpu(cpu_devices(110), test::sgd, options);
-  ThreeStages here(test::test_devices(3, 113), test::sgd, options);
+  ThreeStagesOn cpu(cpu_devices(110), test::sgd, options);
+  ThreeStagesOn here(test::test_devices(3, 113), test::sgd, options);
   poison_stage_1(cpu);
   poison_stage_1(here);
   const Failure expected = failed_step(cpu, batch, 0);
@@ -115,8 +115,8 @@ TEST_CASE("a bad label: the last stage's failure, as on CPU devices, no paramete
   const RuntimeOptions options{.seed = test::kDropoutSeed};
   HostBatch batch = test::random_batch(8, 9);
   batch.labels[5] = 7;  // 3 classes; 4 micro-batches of 2: micro-batch 2, its row 1
-  ThreeStages cpu(cpu_devices(116), test::sgd, options);
-  ThreeStages here(test::test_devices(3, 119), test::sgd, options);
+  ThreeStagesOn cpu(cpu_devices(116), test::sgd, options);
+  ThreeStagesOn here(test::test_devices(3, 119), test::sgd, options);
   const Failure expected = failed_step(cpu, batch, 0);
   const Failure got = failed_step(here, batch, 0);
   CHECK(expected.action == Action{2, Op::F, 2});
@@ -136,8 +136,8 @@ TEST_CASE("Adam after a failed step takes the step a run without it takes, to th
   const std::vector<HostBatch> batches = test::random_batches(2, 8, 21);
   HostBatch bad = batches[1];
   bad.labels[0] = 7;  // 3 classes: the step fails at its first loss
-  ThreeStages failed(test::test_devices(3, 122), adam, options);
-  ThreeStages clean(test::test_devices(3, 125), adam, options);
+  ThreeStagesOn failed(test::test_devices(3, 122), adam, options);
+  ThreeStagesOn clean(test::test_devices(3, 125), adam, options);
   failed.runtime.step(batches[0], 0);
   failed_step(failed, bad, 1);
   const StepResult after = failed.runtime.step(batches[1], 2);
