@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,7 +137,16 @@ TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause
 // send it back), and every rank names rank 1's check, its action and micro-batch. Emulated
 // builds only: each rank has emulated GPUs of its own (a real machine needs three GPUs).
 TEST_CASE("fault: a check that fails behind a GPU ends the job with its cause, not the tensor") {
+  // Each rank's own emulated GPU, whatever the environment says (CI's sanitizer runs set 0:
+  // a machine without a GPU), restored after the job.
+  const char* before = std::getenv("BRIGADE_EMULATED_GPUS");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  setenv("BRIGADE_EMULATED_GPUS", "1", 1);
   const Job job = run_job("nccl-check", std::chrono::seconds(30));
+  if (saved)
+    setenv("BRIGADE_EMULATED_GPUS", saved->c_str(), 1);
+  else
+    unsetenv("BRIGADE_EMULATED_GPUS");
   INFO(job.output);
   check_ended_by_the_link(job, "activations 1->2: micro-batch 0 not sent: action 1F0 (stage 1, "
                                "micro-batch 0): non-finite value nan (a test's failure)");
