@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "engine/allocator.h"
@@ -32,17 +31,6 @@ struct ThreeStages {
 const HostBatch& batch() {
   static const HostBatch b = test::random_batch(8, 9);
   return b;
-}
-
-// Every parameter of the model has the bits it had in `before` (a NaN equal to itself).
-void check_unchanged(layers::Sequential& model, const std::vector<std::vector<float>>& before) {
-  const auto now = test::params_of(model);
-  REQUIRE(now.size() == before.size());
-  for (size_t t = 0; t < now.size(); ++t) {
-    INFO("parameter " << t);
-    REQUIRE(now[t].size() == before[t].size());
-    CHECK(std::memcmp(now[t].data(), before[t].data(), now[t].size() * sizeof(float)) == 0);
-  }
 }
 
 // Stage s's first parameter (a weight): where a test writes a NaN.
@@ -86,7 +74,7 @@ TEST_CASE("a NaN in any stage stops the step at that stage's first forward") {
       FAIL("the step did not fail");
     } catch (const PipelineError& e) {
       // No optimizer ran: every parameter has its bits from before the step (NaN included).
-      check_unchanged(*t.model, before);
+      test::check_same_bits(*t.model, before);
       CHECK(e.device() == stage);
       CHECK(e.stage() == stage);
       REQUIRE(e.action().has_value());
@@ -166,7 +154,7 @@ TEST_CASE("a bad input shape fails the first stage, a bad label the last") {
     t.runtime.step(bad_label, 0);
     FAIL("the step did not fail");
   } catch (const PipelineError& e) {
-    check_unchanged(*t.model, before);
+    test::check_same_bits(*t.model, before);
     CHECK(e.stage() == 2);
     CHECK(*e.action() == Action{2, Op::F, 0});
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +170,17 @@ inline std::vector<std::vector<float>> params_of(layers::Sequential& m) {
   std::vector<std::vector<float>> out;
   for (layers::Parameter* p : m.parameters()) out.push_back(p->value.to_vector());
   return out;
+}
+
+// Every parameter of `m` has the bits it had in `before` (a NaN equal to itself).
+inline void check_same_bits(layers::Sequential& m, const std::vector<std::vector<float>>& before) {
+  const auto now = params_of(m);
+  REQUIRE(now.size() == before.size());
+  for (size_t t = 0; t < now.size(); ++t) {
+    INFO("parameter " << t);
+    REQUIRE(now[t].size() == before[t].size());
+    CHECK(std::memcmp(now[t].data(), before[t].data(), now[t].size() * sizeof(float)) == 0);
+  }
 }
 
 // |a - b| <= 1e-5 (1 + |b|): relative, floored at 1 for values near zero.

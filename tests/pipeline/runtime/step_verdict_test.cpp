@@ -7,7 +7,6 @@
 // 4 emulated GPUs, and every stage on one), each test beside CPU devices.
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -54,22 +53,18 @@ void poison_stage_1(ThreeStagesOn& t) {
   FAIL("stage 1 has no parameter");
 }
 
-// Every parameter's bits equal `before`'s (a NaN equal to itself).
-void check_bits(layers::Sequential& model, const std::vector<std::vector<float>>& before) {
-  const auto now = test::params_of(model);
-  REQUIRE(now.size() == before.size());
-  for (size_t t = 0; t < now.size(); ++t) {
-    INFO("parameter " << t);
-    REQUIRE(now[t].size() == before[t].size());
-    CHECK(std::memcmp(now[t].data(), before[t].data(), now[t].size() * sizeof(float)) == 0);
-  }
-}
-
 struct Failure {
   int device = -1, stage = -1;
   Action action{};
   std::string what;
 };
+
+// `got` failed where `expected` (the same step on CPU devices) did: device, stage, action.
+void check_same_place(const Failure& got, const Failure& expected) {
+  CHECK(got.device == expected.device);
+  CHECK(got.stage == expected.stage);
+  CHECK(got.action == expected.action);
+}
 
 // The failure of one step of `t` on `batch`, once its parameters are checked unchanged.
 Failure failed_step(ThreeStagesOn& t, const HostBatch& batch, uint32_t step) {
@@ -79,7 +74,7 @@ Failure failed_step(ThreeStagesOn& t, const HostBatch& batch, uint32_t step) {
     t.runtime.step(batch, step);
     FAIL("the step did not fail");
   } catch (const PipelineError& e) {
-    check_bits(*t.model, before);
+    test::check_same_bits(*t.model, before);
     REQUIRE(e.action().has_value());
     f = {e.device(), e.stage(), *e.action(), e.what()};
   }
@@ -99,9 +94,7 @@ TEST_CASE("a NaN in stage 1 of 3: the same failure as on CPU devices, no paramet
   const Failure expected = failed_step(cpu, batch, 0);
   const Failure got = failed_step(here, batch, 0);
   CHECK(expected.action == Action{1, Op::F, 0});
-  CHECK(got.device == expected.device);
-  CHECK(got.stage == expected.stage);
-  CHECK(got.action == expected.action);
+  check_same_place(got, expected);
   CAPTURE(got.what);
   CHECK(got.what.find("pipeline step 0 (schedule 1f1b) failed on " +
                       here.runtime.devices()[1].str() + " (device 1), stage 1, action 1F0 "
@@ -120,9 +113,7 @@ TEST_CASE("a bad label: the last stage's failure, as on CPU devices, no paramete
   const Failure expected = failed_step(cpu, batch, 0);
   const Failure got = failed_step(here, batch, 0);
   CHECK(expected.action == Action{2, Op::F, 2});
-  CHECK(got.device == expected.device);
-  CHECK(got.stage == expected.stage);
-  CHECK(got.action == expected.action);
+  check_same_place(got, expected);
   CAPTURE(got.what);
   CHECK(got.what.find("label 7 of row 1 is outside [0, 3)") != std::string::npos);
 }
@@ -145,7 +136,7 @@ TEST_CASE("Adam after a failed step takes the step a run without it takes, to th
   const StepResult expected = clean.runtime.step(batches[1], 2);
   CHECK(after.loss == expected.loss);
   // Adam's bias correction counts 2 steps on both: every parameter has the same bits.
-  check_bits(*failed.model, test::params_of(*clean.model));
+  test::check_same_bits(*failed.model, test::params_of(*clean.model));
 }
 
 }  // namespace
