@@ -22,14 +22,13 @@ Exits 1 when Brigade is outside the spread. Needs Debian's python3-torch (1.13) 
 python3-numpy, as pytorch_seed_cnn.py, whose readers and network builder it uses.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_seed_cnn import FASHION_MNIST, REPO, build_model, read_idx, read_safetensors, run  # noqa: E402
+from pytorch_seed_cnn import FASHION_MNIST, REPO, build_model, read_idx, read_safetensors, run, step_losses  # noqa: E402
 
 import numpy as np  # noqa: E402  (pytorch_seed_cnn re-executes under Debian's python3 if needed)
 import torch  # noqa: E402
@@ -128,11 +127,7 @@ def compare(a):
          "--batch", str(a.batch), "--steps", str(a.steps), "--epochs", "1", "--no-shuffle",
          "--seed", str(a.seed), "--data-dir", a.data_dir, "--save-initial", init,
          "--metrics", metrics, "--print-every", "10"])
-    brigade = {}
-    for line in open(metrics):
-        rec = json.loads(line)
-        if rec.get("kind") == "step":
-            brigade[rec["step"]] = rec["loss"]
+    brigade = step_losses(metrics)
     missing = [s for s in range(1, a.steps + 1) if s not in brigade]
     if missing:
         raise ValueError(f"{metrics}: no loss for steps {missing}")
