@@ -132,6 +132,16 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
+def step_losses(metrics):
+    """step -> loss, from brigade-train's --metrics file (JSON lines; the "step" ones)."""
+    losses = {}
+    for line in open(metrics):
+        rec = json.loads(line)
+        if rec.get("kind") == "step":
+            losses[rec["step"]] = rec["loss"]
+    return losses
+
+
 def parity(a):
     torch.set_num_threads(1)
     work = a.workdir or tempfile.mkdtemp(prefix="brigade-parity-")
@@ -145,11 +155,7 @@ def parity(a):
          "--batch", str(a.batch), "--steps", str(a.steps), "--epochs", "1", "--no-shuffle",
          "--seed", str(a.seed), "--data-dir", a.data_dir, "--save-initial", init, "--save", final,
          "--metrics", metrics, "--print-every", "10"])
-    brigade_loss = {}
-    for line in open(metrics):
-        rec = json.loads(line)
-        if rec.get("kind") == "step":
-            brigade_loss[rec["step"]] = rec["loss"]
+    brigade_loss = step_losses(metrics)
 
     # PyTorch in float32 (the comparison) and in float64 (the exact trajectory, to tell how far
     # float32 itself can stay from it), in lockstep on the same batches.

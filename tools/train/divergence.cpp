@@ -41,20 +41,22 @@ std::vector<layers::NamedTensor> named(const std::vector<layers::Parameter*>& pa
   return out;
 }
 
-void load_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path) {
-  layers::load_parameters(params, path);
+safetensors::Dtype load_if_finite(const std::vector<layers::Parameter*>& params,
+                                  const std::string& path) {
+  const safetensors::Dtype dtype = layers::load_parameters(params, path);
   const std::string bad = first_non_finite(named(params));
   if (!bad.empty())
     throw std::runtime_error("--init-from " + path + ": " + bad +
                              ": refusing parameters that are not finite");
+  return dtype;
 }
 
 void save_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path,
-                    int64_t step) {
+                    int64_t step, safetensors::Dtype dtype) {
   const std::string bad = first_non_finite(named(params));
   if (!bad.empty())
     throw std::runtime_error(diverged(step, "refusing to write --save " + path + ", " + bad));
-  layers::save_parameters(params, path);
+  layers::save_parameters(params, path, {}, dtype);
 }
 
 std::string diverged(int64_t step, const std::string& what) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/model/safetensors.h"
 #include "layers/optimizers.h"
 #include "tools/train/runners.h"
 
@@ -42,12 +43,15 @@ std::vector<layers::NamedTensor> named(const std::vector<layers::Parameter*>& pa
 
 // --init-from: loads the parameters (layers/param_file.h), then throws naming the file and
 // the tensor when one holds a NaN or an Inf (the run then ends: nothing is trained on them).
-void load_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path);
+// Returns the file's dtype, F32 or BF16.
+safetensors::Dtype load_if_finite(const std::vector<layers::Parameter*>& params,
+                                  const std::string& path);
 
-// --save: writes the parameters (layers/param_file.h) after `step` steps, or, when one holds
-// a NaN or an Inf, throws naming it and writes nothing (a previous file stays).
+// --save: writes the parameters (layers/param_file.h) as `dtype` (F32 or BF16) after `step`
+// steps, or, when one holds a NaN or an Inf, throws naming it and writes nothing (a previous
+// file stays).
 void save_if_finite(const std::vector<layers::Parameter*>& params, const std::string& path,
-                    int64_t step);
+                    int64_t step, safetensors::Dtype dtype = safetensors::Dtype::F32);
 
 // "step 4: <what>: training diverged (try a smaller --lr)"
 std::string diverged(int64_t step, const std::string& what);

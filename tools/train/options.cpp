@@ -132,6 +132,10 @@ void check_thread_counts(const Options& o) {
 
 }  // namespace
 
+safetensors::Dtype save_dtype(const Options& o) {
+  return o.save_dtype == "bf16" ? safetensors::Dtype::BF16 : safetensors::Dtype::F32;
+}
+
 std::optional<Options> parse_options(int argc, const char* const* argv) {
   Options o;
   CLI::App app{
@@ -256,7 +260,14 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->default_str(cli::kNotGiven);
   app.add_option("--save", o.save, "write the final parameters (safetensors)")
       ->default_str(cli::kNotGiven);
-  app.add_option("--init-from", o.init_from, "start from these parameters (safetensors)")
+  app.add_option("--save-dtype", o.save_dtype,
+                 "dtype of the parameters --save writes: fp32 (F32, exact), or bf16 (BF16, each "
+                 "value rounded to nearest even: half the size, for inference); --save-initial "
+                 "and checkpoints are always fp32")
+      ->default_str("fp32")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--init-from", o.init_from,
+                 "start from these parameters (safetensors, F32 or BF16: BF16 widened exactly)")
       ->default_str(cli::kNotGiven);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "write checkpoints here (every --checkpoint-every steps, on SIGINT/SIGTERM, "

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/model/safetensors.h"
 #include "tools/command_line.h"
 
 namespace brigade::train {
@@ -66,6 +67,7 @@ struct Options {
   std::string metrics;                   // JSON lines
   std::string plot;                      // FILE.svg: loss and accuracy against steps (tools/plot)
   std::string save_initial, save, init_from;
+  std::string save_dtype = "fp32";       // fp32 | bf16: the dtype --save writes (layers/param_file.h)
   std::string checkpoint_dir;
   int64_t checkpoint_every = 500;        // steps; 0 = only on a signal and at the end
   bool resume = false;
@@ -84,6 +86,9 @@ struct Options {
 // Parses argv. Returns nullopt when the program should exit 0 (--help was printed);
 // throws UsageError for anything wrong.
 std::optional<Options> parse_options(int argc, const char* const* argv);
+
+// The safetensors dtype --save writes: F32 for --save-dtype fp32, BF16 for bf16.
+safetensors::Dtype save_dtype(const Options& o);
 
 // "256MiB", "1.5GiB", "512MB", "4096" (bytes), "64k": a size in bytes. Binary suffixes
 // (KiB, MiB, GiB, TiB; K, M, G, T alone mean the same) and decimal ones (kB, MB, GB, TB).

@@ -203,9 +203,12 @@ void check_output_space(const Options& o, const model::ModelSpec& spec, const Re
                 checkpoint_file_size(spec, recipe, optimizer_state_prefixes(o)),
                 "a checkpoint (parameters and optimizer state)");
   if (o.save.empty() && o.save_initial.empty()) return;
-  const uint64_t parameters = safetensors::file_size(layers::parameter_layout(spec));
-  if (!o.save.empty()) check_space("--save", o.save, parameters, "the parameters");
-  if (!o.save_initial.empty()) check_space("--save-initial", o.save_initial, parameters, "the parameters");
+  if (!o.save.empty())
+    check_space("--save", o.save,
+                safetensors::file_size(layers::parameter_layout(spec, save_dtype(o))), "the parameters");
+  if (!o.save_initial.empty())
+    check_space("--save-initial", o.save_initial,
+                safetensors::file_size(layers::parameter_layout(spec)), "the parameters");
 }
 
 }  // namespace brigade::train

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -120,15 +121,20 @@ void Training::announce() {
 // --init-from and --resume, read by the reporter and taken by every process; --save-initial.
 void Training::load_starting_point() {
   if (!o_.init_from.empty() || o_.resume) {
+    std::optional<safetensors::Dtype> init_dtype;  // what --init-from held, on the reporter
     processes_.on_reporter(
         [&] {
-          if (!o_.init_from.empty()) load_if_finite(model().parameters(), o_.init_from);
+          if (!o_.init_from.empty()) init_dtype = load_if_finite(model().parameters(), o_.init_from);
           if (o_.resume)
             resume_point_ = load_checkpoint(o_.checkpoint_dir, spec_, recipe_,
                                             model().parameters(), runner().optimizers());
         },
         o_.resume ? "reading the checkpoint" : "reading --init-from");
     processes_.broadcast_model(model(), runner(), resume_point_);
+    if (init_dtype)
+      progress_->line("initial parameters from " + o_.init_from + " (" +
+                      std::string(safetensors::dtype_name(*init_dtype)) +
+                      (*init_dtype == safetensors::Dtype::BF16 ? ", widened exactly to fp32)" : ")"));
   }
   if (o_.resume) {
     progress_->line("resumed from " + checkpoint_path(o_.checkpoint_dir) + " at step " +

@@ -36,9 +36,10 @@ int Training::report() {
   if (!o_.save.empty()) {
     processes_.gather_model(model(), runner());
     processes_.on_reporter(
-        [&] { save_if_finite(model().parameters(), o_.save, resume_point_.step); },
+        [&] { save_if_finite(model().parameters(), o_.save, resume_point_.step, save_dtype(o_)); },
         "writing --save");
-    progress_->line("parameters saved to " + o_.save);
+    progress_->line("parameters saved to " + o_.save + " (" +
+                    std::string(safetensors::dtype_name(save_dtype(o_))) + ")");
   }
   draw();
   progress_->line(summary(wall));
