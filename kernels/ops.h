@@ -213,6 +213,18 @@ void step_verdict_check_finite(const Tensor& t, const Tensor& verdict, int64_t w
 void step_verdict_check_labels(const Tensor& tally, int64_t slot, const Tensor& verdict,
                                int64_t word, int32_t failed, const Stream& stream);
 
+// ---- bf16 values (precision bf16's boundaries: kernels/precision.h) ------------------------
+// CPU devices only, like every bf16 kernel: a CUDA device throws "<op>: no kernel for cuda:N".
+
+// out = x with every element rounded to bf16 (to nearest, ties to even), still float32;
+// `out` may be x itself (in place). x, out: float32, the same shape.
+void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
+// x (float32) -> a bfloat16 tensor of x's shape, half the bytes: the same rounding, so exact
+// when x holds bf16 values.
+Tensor narrow_to_bf16(const Tensor& x, const Stream& stream);
+// x (bfloat16) -> float32 of x's shape: exact.
+Tensor widen_to_float32(const Tensor& x, const Stream& stream);
+
 // ---- Elementwise -----------------------------------------------------------------------------
 
 void accumulate(const Tensor& dst, const Tensor& src, const Stream& stream);  // dst += src

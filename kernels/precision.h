@@ -10,6 +10,17 @@
 //          softmax, the loss and every reduction. No loss scaling: bf16 has float's exponent
 //          range. Each op's own rule is written beside its kernel (kernels/cpu/dense_bf16.h,
 //          kernels/cpu/conv2d/bf16.h).
+//          And at every layer boundary — where a pipeline may cut the model — the values are
+//          bf16, as under PyTorch's autocast: each layer's output, and the gradient of each
+//          layer's input, is rounded to bf16 (kept in float32 storage) before anything reads
+//          it (layers/bf16_boundary.h). Inside a layer the float rules above hold (a Dense's
+//          bias gradient sums the float dy it is given; a Dropout scales in float, then its
+//          output is rounded); the loss reads the last layer's rounded output in float, and
+//          the gradient it returns stays float (the loss and the last layer are always on one
+//          stage). So a stage's input and output, and the gradients it receives and sends,
+//          are bf16 values on any cut: one device and N devices compute the same bits, and
+//          the tensors cross between stages in bf16 storage (DType::bfloat16, half the bytes)
+//          losslessly (pipeline/runtime/README.md). The model's input is data, not rounded.
 //
 // bf16 exists on CPU devices (AVX-512 BF16's vdpbf16ps where the processor has it, the same
 // bits portably elsewhere). A CUDA device, on either path, refuses it: the GEMM and

@@ -3,6 +3,8 @@
 #include "layers/module.h"
 
 #include "kernels/ops.h"
+#include "kernels/precision.h"
+#include "layers/bf16_boundary.h"
 #include "layers/init.h"
 
 namespace brigade::layers {
@@ -49,7 +51,14 @@ Tensor Module::forward(const Tensor& x, ForwardContext& ctx, ReluHandoff relu) {
   BRIGADE_CHECK((!relu.masked_by_next || has_relu_output(spec_)) &&
                     (!relu.input_relu || can_mask_relu_input(spec_)),
                 name() << ": a ReLU's mask handed to or from a layer that cannot apply it");
-  return run(x, ctx.stream_for(device_), ctx, relu);
+  const Stream stream = ctx.stream_for(device_);
+  const size_t recorded = ctx.tape ? ctx.tape->size() : 0;
+  Tensor y = run(x, stream, ctx, relu);
+  if (precision() == Precision::bf16) {  // a layer boundary: bf16 values (bf16_boundary.h)
+    y = round_at_boundary(y, x, stream);
+    if (ctx.tape && ctx.tape->size() > recorded) round_input_gradient_of_last(*ctx.tape, stream);
+  }
+  return y;
 }
 
 namespace {

@@ -10,6 +10,16 @@ void Tape::record(std::unique_ptr<Node> node) {
   nodes_.push_back(std::move(node));
 }
 
+std::unique_ptr<Node> Tape::take_last() {
+  BRIGADE_CHECK(!propagated_ && !nodes_.empty(),
+                "Tape: no node to take back (" << nodes_.size() << " recorded, "
+                                               << (propagated_ ? "a backward half has run" : "no backward yet")
+                                               << ")");
+  std::unique_ptr<Node> node = std::move(nodes_.back());
+  nodes_.pop_back();
+  return node;
+}
+
 void Tape::propagate(const Tensor& dy) {
   BRIGADE_CHECK(dy.defined(), "Tape: the output gradient is an undefined tensor");
   if (propagated_) {

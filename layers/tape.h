@@ -49,6 +49,9 @@ class Node {
 class Tape {
  public:
   void record(std::unique_ptr<Node> node);
+  // Takes the last node recorded back out (to record it again wrapped: bf16_boundary.h). Only
+  // before a backward half has run, and only when there is one.
+  std::unique_ptr<Node> take_last();
   size_t size() const { return nodes_.size(); }
 
   // B. need_input_grad = false skips the first node's input gradient (the first stage's

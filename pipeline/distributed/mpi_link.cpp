@@ -25,8 +25,8 @@ void MpiLink::send(int microbatch, Message message) {
   BRIGADE_CHECK(t.device().is_cpu(), name_ << ": micro-batch " << microbatch << " is on "
                                            << t.device()
                                            << "; an MpiLink carries CPU tensors (use an NcclLink)");
-  BRIGADE_CHECK(t.numel() <= INT_MAX, name_ << ": micro-batch " << microbatch << " has "
-                                            << t.numel() << " elements, over MPI's int count");
+  BRIGADE_CHECK(t.nbytes() <= INT_MAX, name_ << ": micro-batch " << microbatch << " has "
+                                             << t.nbytes() << " bytes, over MPI's int count");
   Outgoing out;
   out.microbatch = microbatch;
   write_shape(t.shape(), &out.header[0]);
@@ -38,7 +38,8 @@ void MpiLink::send(int microbatch, Message message) {
 void MpiLink::post_payload(Outgoing& out) {
   post_header(out.header, tags_.message(out.microbatch, 0), &out.requests[0]);
   const Tensor& t = out.message.tensor;
-  BRIGADE_MPI_CHECK(MPI_Isend(t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT, peer_,
+  // float32, or bfloat16 in a bf16 run (kernels/precision.h): the header names which.
+  BRIGADE_MPI_CHECK(MPI_Isend(t.storage()->data(), static_cast<int>(t.nbytes()), MPI_BYTE, peer_,
                               tags_.message(out.microbatch, 1), comm_, &out.requests[1]));
 }
 
@@ -53,16 +54,18 @@ Message MpiLink::receive(int microbatch) {
   const Header header = receive_header(tags_.message(microbatch, 0), microbatch);
   if (header[0] == kFailedWork) throw receive_failure(header[1], header[2], microbatch);
   BRIGADE_CHECK(header[0] >= 0 && header[0] <= Shape::max_rank &&
-                    header[5] == static_cast<int64_t>(DType::float32),
-                what() << ": a header that is not a float32 tensor of rank 0 to 4 (rank "
-                       << header[0] << ", dtype " << header[5] << ")");
+                    (header[5] == static_cast<int64_t>(DType::float32) ||
+                     header[5] == static_cast<int64_t>(DType::bfloat16)),
+                what() << ": a header that is not a float32 or bfloat16 tensor of rank 0 to 4 "
+                          "(rank " << header[0] << ", dtype " << header[5] << ")");
+  const auto dtype = static_cast<DType>(header[5]);
   const Shape shape = read_shape(&header[0]);
 
   // The payload lands in host memory of device_ straight from MPI; the stream only carries
   // the event, recorded once the bytes are in.
-  Tensor tensor = Tensor::empty(shape, stream_);
+  Tensor tensor = Tensor::empty(shape, stream_, dtype);
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Irecv(tensor.data<float>(), static_cast<int>(shape.numel()), MPI_FLOAT,
+  BRIGADE_MPI_CHECK(MPI_Irecv(tensor.storage()->data(), static_cast<int>(tensor.nbytes()), MPI_BYTE,
                               peer_, tags_.message(microbatch, 1), comm_, &request));
   auto payload_here = [&] {
     int here = 0;

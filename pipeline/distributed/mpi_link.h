@@ -1,12 +1,13 @@
 // MpiLink: a Link (pipeline/runtime/link.h) to a stage in another process, over MPI point-to-point.
-// CPU tensors (float32). One object is ONE END of a link (process_link.h: what every link to
-// another process shares); this file is how its bytes move.
+// CPU tensors: float32, or bfloat16 in a bf16 run (kernels/precision.h). One object is ONE
+// END of a link (process_link.h: what every link to another process shares); this file is how
+// its bytes move.
 //
 // On the wire, per micro-batch mb, two messages on `comm` from the sender to the receiver,
 // tagged by link_tags.h from the link number and the step's micro-batch count m:
 //   header   tag(link, mb, 0)   6 × int64: rank, dims[4], dtype   (the shape: the last
 //                                micro-batch may be smaller)
-//   payload  tag(link, mb, 1)   numel × float
+//   payload  tag(link, mb, 1)   numel × 4 or 2 bytes (float32 or bfloat16, as the header says)
 // or, when the work that writes the tensor failed on the sender, a failure in its place:
 //   header   tag(link, mb, 0)   kFailedWork, the sender's rank in MPI_COMM_WORLD, n
 //   payload  tag(link, mb, 1)   n chars: the cause ("activations 1->2: micro-batch 0 not

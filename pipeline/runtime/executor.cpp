@@ -27,6 +27,7 @@
 #include "engine/allocator.h"
 #include "engine/event.h"
 #include "kernels/ops.h"
+#include "kernels/precision.h"
 #include "pipeline/runtime/compute_lead.h"
 #include "pipeline/runtime/step_checks.h"
 #include "pipeline/runtime/runtime.h"
@@ -152,6 +153,7 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
     result.correct = step.tally.correct();
   }
   result.timeline = step.trace.timeline(schedule_);
+  result.sent_bytes = step.trace.sent_bytes();
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d])
       result.peak_memory[devices_[d].str()] = Allocator::of(devices_[d]).stats().peak_in_use;
@@ -297,19 +299,31 @@ void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, S
   const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
   const int to = schedule_.device_of(produced.op == Op::F ? produced.stage + 1 : produced.stage - 1);
   BRIGADE_CHECK(t.defined(), to_string(produced) << ": nothing to send");
+  if (to == d) {  // the next or previous stage is here: the tensor itself
+    Event written;
+    written.record(mine.compute);
+    link.send(produced.microbatch, {t, written});
+    return;
+  }
+  // To another device: in a bf16 run the tensor holds bf16 values (layers/bf16_boundary.h),
+  // so it crosses in bf16 storage, half the bytes, exactly; receive() widens it back.
+  const Tensor crossing =
+      precision() == Precision::bf16 ? ops::narrow_to_bf16(t, mine.compute) : t;
+  step.trace.sent(d, crossing.nbytes());
   Event written;
   written.record(mine.compute);
-  if (to == d || !runs(to)) {
-    Message message{t, written};
+  if (!runs(to)) {
+    Message message{crossing, written};
     // To another process: its link sends only what passed this device's checks so far (link.h).
-    if (!runs(to) && mine.check) message.checked.record(*mine.check);
+    if (mine.check) message.checked.record(*mine.check);
     link.send(produced.microbatch, std::move(message));
     return;
   }
   mine.send.wait(written);
   step.trace.mark(d, TraceLane::send, produced, mine.send, true);
-  Tensor there = Tensor::empty(t.shape(), streams_[static_cast<size_t>(to)]->recv);
-  copy_async(there, t, mine.send);
+  Tensor there = Tensor::empty(crossing.shape(), streams_[static_cast<size_t>(to)]->recv,
+                               crossing.dtype());
+  copy_async(there, crossing, mine.send);
   step.trace.mark(d, TraceLane::send, produced, mine.send, false);
   Event arrived;
   arrived.record(mine.send);
@@ -328,9 +342,10 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
   if (msg.tensor.device() != devices_[static_cast<size_t>(d)]) {
     // A sender in another Runtime of this process handed over its own tensor (send() above):
     // the receive stream copies it here once it is written.
-    here = Tensor::empty(msg.tensor.shape(), mine.recv);
+    here = Tensor::empty(msg.tensor.shape(), mine.recv, msg.tensor.dtype());
     copy_async(here, msg.tensor, mine.recv);
   }
+  if (here.dtype() == DType::bfloat16) here = ops::widen_to_float32(here, mine.recv);  // exact
   step.trace.mark(d, TraceLane::recv, receiving, mine.recv, false);  // here
   Event arrived;  // not msg.ready.record(): copies of an Event are one event, the sender's
   arrived.record(mine.recv);

@@ -93,6 +93,10 @@ struct StepResult {
   double loss = 0;                   // the loss's mean over the mini-batch (RuntimeOptions::loss)
   int64_t correct = 0;               // samples it counts as correct (accuracy's numerator)
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
+  // The bytes this process's devices sent to other devices (stages on another device, here
+  // or in another process): activations and input gradients. A bf16 run sends them in bf16
+  // storage, half an fp32 run's bytes (kernels/precision.h).
+  uint64_t sent_bytes = 0;
   // Per device this process runs, by name ("cuda:1"): the allocator's peak in use during
   // the step (a --metrics line's peak_memory).
   std::map<std::string, uint64_t> peak_memory;

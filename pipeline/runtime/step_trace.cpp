@@ -15,8 +15,15 @@ StepTrace::StepTrace(const std::vector<Device>& devices)
     : t0_(std::chrono::steady_clock::now()),
       devices_(devices),
       origin_ms_(devices.size(), 0.0),
-      markers_(devices.size()) {
+      markers_(devices.size()),
+      sent_bytes_(devices.size(), 0) {
   for (size_t d = 0; d < devices.size(); ++d) origins_.push_back(Event::timed());  // not copies
+}
+
+uint64_t StepTrace::sent_bytes() const {
+  uint64_t total = 0;
+  for (uint64_t bytes : sent_bytes_) total += bytes;
+  return total;
 }
 
 void StepTrace::start(int d, const Stream& compute) {

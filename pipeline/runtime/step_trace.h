@@ -13,6 +13,7 @@
 // Each device's thread appends to its own list, so marking needs no lock.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <utility>
@@ -42,6 +43,11 @@ class StepTrace {
   // the receive lane, the one that receives (1F3 for 1RF3, 0B3 for 0RB3).
   void mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start);
 
+  // Device d sent `bytes` to another device (a tensor between stages; d's thread only).
+  void sent(int d, uint64_t bytes) { sent_bytes_[static_cast<size_t>(d)] += bytes; }
+  // What every device sent, after the device threads have ended.
+  uint64_t sent_bytes() const;
+
   // After the step's final synchronisation: turn CUDA markers into the host clock.
   void read_cuda_markers();
   // The one marked action that started and did not end — where a failed stream failed (the
@@ -65,6 +71,7 @@ class StepTrace {
   std::vector<Event> origins_;       // [device], CUDA: recorded on its idle compute stream...
   std::vector<double> origin_ms_;    // ...at this host time (ms since t0_)
   std::vector<std::deque<Marker>> markers_;  // [device]; a deque: marked entries never move
+  std::vector<uint64_t> sent_bytes_;          // [device]
 };
 
 }  // namespace brigade::pipeline

@@ -1,7 +1,8 @@
 // Precision bf16 (kernels/precision.h) through kernels/ops.h: a CPU device's Dense and Conv2D
 // compute in bf16 (the bits of kernels/cpu's bf16 kernels, which tests/kernels/cpu checks
 // against the reference), fp32 is left as it was, a CUDA device refuses bf16 naming the op and
-// the device, and a bfloat16 tensor is refused by every op rather than read as floats.
+// the device, and a bfloat16 tensor is refused by every op rather than read as floats, except
+// the ops that round to bf16 values and narrow to and widen from bfloat16.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/conv2d/bf16.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
@@ -111,6 +113,36 @@ TEST_CASE("a bfloat16 tensor: two bytes an element, refused by an op by name") {
         std::string::npos);
   CHECK(testing::error_text<Error>([&] { h.data<float>(); }) ==
         "data<float32>() of a bfloat16 (2, 8) on cpu:0");
+}
+
+TEST_CASE("bf16 values: rounded in place, narrowed to bfloat16 and widened back, bit for bit") {
+  const Stream s = Stream::default_for(Device::cpu(0));
+  // A tie to even (1 + 2^-8 -> 1), a tie to odd's neighbour (1 + 3·2^-8 -> 1 + 2^-6), a
+  // denormal, a NaN, an infinity, -0, and a wave of ordinary values: every one rounded as the
+  // scalar to_bf16 (kernels/cpu/bf16.h, tested against its own cases) rounds it.
+  std::vector<float> values = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -0.0f,
+                               cpu::float_from_bits(0x00018000u), std::nanf(""), INFINITY};
+  for (float v : wave(100000, 0.37f)) values.push_back(v);
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::vector<float> expected;
+  for (float v : values) expected.push_back(cpu::to_float(cpu::to_bf16(v)));
+  CHECK(expected[0] == 1.0f);
+  CHECK(expected[1] == 1.0f + 0x1p-6f);
+
+  const Tensor x = Tensor::from_vector(values, Shape({n}), s);
+  const Tensor narrow = narrow_to_bf16(x, s);
+  CHECK(narrow.dtype() == DType::bfloat16);
+  CHECK(narrow.nbytes() * 2 == x.nbytes());
+  CHECK(same_bits(widen_to_float32(narrow, s).to_vector(), expected));
+  round_to_bf16(x, x, s);  // in place
+  CHECK(same_bits(x.to_vector(), expected));
+  // bf16 values survive the narrowing exactly.
+  CHECK(same_bits(widen_to_float32(narrow_to_bf16(x, s), s).to_vector(), expected));
+
+  CHECK(testing::error_text<Error>([&] { widen_to_float32(x, s); }) ==
+        "widen_to_float32: x float32 (" + std::to_string(n) + ") on cpu:0 is not a bfloat16 tensor");
+  CHECK(testing::error_text<Error>([&] { round_to_bf16(narrow, x, s); }).find("not float32") !=
+        std::string::npos);
 }
 
 }  // namespace brigade::ops

@@ -1,7 +1,7 @@
 // brigade-train --distributed under mpirun against the same training in one process: the
 // parameters it saves (--save, gathered on rank 0) after a few steps of a small model on
 // synthetic data, for 2 and 3 ranks (one per stage), 2 ranks running 2 or 3 interleaved
-// stages each or a V, clipping by the global norm, and 2 stages x 2 replicas; the exact
+// stages each or a V, clipping by the global norm, bf16, and 2 stages x 2 replicas; the exact
 // resume of a distributed checkpoint; and on GPUs, NCCL's links and reducer against one
 // process and against CPU ranks. (What a failing job does: failure_test.cpp.)
 //
@@ -49,9 +49,13 @@ TEST_CASE("2 and 3 ranks, and 2 ranks of 2 or 3 interleaved stages, save what on
   const std::vector<std::string> clip = {"--clip-grad-norm", "0.05", "--optimizer", "sgd",
                                          "--lr", "0.1"};
   const std::vector<std::string> vee = {"--schedule", "zb-v", "--balance", "params"};
+  // bf16 (kernels/precision.h): activations and gradients cross the MPI links in bfloat16,
+  // as they cross between one process's devices; both bit for bit what one device computes.
+  const std::vector<std::string> bf16 = {"--precision", "bf16"};
   for (const Case& c : {Case{"2", 2, {}}, Case{"3", 3, {}}, Case{"2x2", 2, interleaved(2)},
                         Case{"2x3", 2, interleaved(3)}, Case{"3-clip", 3, clip},
-                        Case{"2x2-clip", 2, with(interleaved(2), clip)}, Case{"2-zb-v", 2, vee}}) {
+                        Case{"2x2-clip", 2, with(interleaved(2), clip)}, Case{"2-zb-v", 2, vee},
+                        Case{"3-bf16", 3, bf16}}) {
     CAPTURE(c.name);
     const auto base = with(recipe(dir, 4), c.schedule);
     std::string devices;

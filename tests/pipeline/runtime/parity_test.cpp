@@ -76,10 +76,16 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
   }
 }
 
-// Precision bf16 (kernels/precision.h): the same invariant, bit for bit, since every op is
-// still the same function on the same inputs on any device and thread count (the bf16
-// kernels' sums are cut from the shape alone). CPU devices only: a GPU refuses bf16.
-TEST_CASE("precision bf16: 1f1b, zb-h1 and gpipe on 1-3 CPU devices train like one device") {
+// Precision bf16 (kernels/precision.h): the same invariant, bit for bit, parameters and
+// losses. Every layer's output and input gradient is a bf16 value (layers/bf16_boundary.h), so
+// the tensors that cross between devices, in bf16 storage, arrive exactly as one device would
+// have used them; and every op is still the same function on the same inputs on any device
+// and thread count (the bf16 kernels' sums are cut from the shape alone). Were a boundary left
+// in float (a Dropout's scaled output, a bias gradient's sum of the incoming gradient), the
+// crossing would round what one device keeps, and these bits would differ. CPU devices only:
+// a GPU refuses bf16.
+TEST_CASE("precision bf16: 1f1b, zb-h1, gpipe and interleaved on 1-3 CPU devices train like one "
+          "device") {
   if (test::on_cuda()) {
     MESSAGE("bf16 has CPU kernels only: nothing to compare on GPUs");
     return;
@@ -91,25 +97,41 @@ TEST_CASE("precision bf16: 1f1b, zb-h1 and gpipe on 1-3 CPU devices train like o
     Bf16For() { set_precision(Precision::bf16); }
     ~Bf16For() { set_precision(Precision::fp32); }
   };
-  for (const std::string name : {"1f1b", "zb-h1", "gpipe"})
+  // Trains with `schedule` on its devices in bf16; the losses of the steps.
+  const auto train = [&](layers::Sequential& model, const Schedule& schedule,
+                         const Partition& partition) {
+    const Bf16For bf16;
+    Runtime runtime(model, test::test_devices(schedule.devices, 1), partition, schedule,
+                    test::sgd, {.seed = test::kDropoutSeed});
+    std::vector<double> losses;
+    for (int step = 0; step < kSteps; ++step)
+      losses.push_back(runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step)).loss);
+    return losses;
+  };
+  for (const std::string name : {"1f1b", "zb-h1", "gpipe", "interleaved-1f1b"})
     for (int p = 1; p <= 3; ++p)
       for (int m : {p, 2 * p + 1}) {
+        if (name == "interleaved-1f1b" && m % p != 0) continue;  // m a multiple of p
         CAPTURE(name);
         CAPTURE(p);
         CAPTURE(m);
-        const Schedule schedule = make_schedule(name, p, m);
-        const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
-        auto model = test::placed_model(partition, p, /*first_device=*/1);
+        const Schedule schedule = make_schedule(name, p, m, default_chunks(name));
+        const Partition partition = balance(layer_costs(shapes, CostKind::flops),
+                                            schedule.stages(), p, schedule.placement);
+        auto model = test::placed_model(partition, p, /*first_device=*/1, schedule.placement);
+        const std::vector<double> losses = train(*model, schedule, partition);
+        // One device, one stage, the same micro-batches: the parameters and the losses.
+        const Schedule alone = make_schedule("gpipe", 1, m);
+        const Partition whole = balance(layer_costs(shapes, CostKind::flops), 1);
+        auto one = test::placed_model(whole, 1, /*first_device=*/1);
+        CHECK(losses == train(*one, alone, whole));
         std::unique_ptr<layers::Sequential> reference;
         {
           const Bf16For bf16;
-          Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
-                          {.seed = test::kDropoutSeed});
-          for (int step = 0; step < kSteps; ++step)
-            runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
           reference = test::train_on_one_device(data, m, test::reference_device());
         }
         test::check_close(test::params_of(*model), test::params_of(*reference), /*exact=*/true);
+        test::check_close(test::params_of(*one), test::params_of(*reference), /*exact=*/true);
         // And bf16 did compute something else than fp32 would have.
         auto fp32 = test::train_on_one_device(data, m, test::reference_device());
         CHECK(test::params_of(*fp32) != test::params_of(*reference));

@@ -1,0 +1,49 @@
+// The bf16 value ops of kernels/ops.h: rounding a float32 tensor to bf16 values, and narrowing
+// to / widening from bfloat16 storage (kernels/cpu/bf16_values.h). CPU devices only: precision
+// bf16 has no CUDA kernels (kernels/precision.h).
+#include "kernels/cpu/bf16_values.h"
+#include "kernels/ops.h"
+#include "kernels/ops_dispatch.h"
+
+namespace brigade::ops {
+
+namespace {
+// A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
+cpu::bf16* bf16_data(const Tensor& t) { return static_cast<cpu::bf16*>(t.storage()->data()); }
+}  // namespace
+
+void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
+  detail::check_operands("round_to_bf16", stream, {{"x", &x}, {"out", &out}});
+  detail::check_same_shape("round_to_bf16", "x", x, "out", out);
+  if (!stream.device().is_cpu()) detail::no_kernel("round_to_bf16", stream.device());
+  detail::on_cpu(stream, {x, out}, [=](ThreadPool& pool) {
+    cpu::round_to_bf16_values(x.data<float>(), out.data<float>(), x.numel(), pool);
+  });
+}
+
+Tensor narrow_to_bf16(const Tensor& x, const Stream& stream) {
+  detail::check_operands("narrow_to_bf16", stream, {{"x", &x}});
+  if (!stream.device().is_cpu()) detail::no_kernel("narrow_to_bf16", stream.device());
+  Tensor y = Tensor::empty(x.shape(), stream, DType::bfloat16);
+  detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
+    cpu::narrow_to_bf16(x.data<float>(), bf16_data(y), x.numel(), pool);
+  });
+  return y;
+}
+
+Tensor widen_to_float32(const Tensor& x, const Stream& stream) {
+  BRIGADE_CHECK(x.defined() && x.dtype() == DType::bfloat16,
+                "widen_to_float32: x " << (x.defined() ? x.str() : "undefined")
+                                       << " is not a bfloat16 tensor");
+  BRIGADE_CHECK(x.device() == stream.device(), "widen_to_float32: x " << x.str()
+                                                   << " is not on the stream's device "
+                                                   << stream.str());
+  if (!stream.device().is_cpu()) detail::no_kernel("widen_to_float32", stream.device());
+  Tensor y = Tensor::empty(x.shape(), stream);
+  detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
+    cpu::widen_from_bf16(bf16_data(x), y.data<float>(), x.numel(), pool);
+  });
+  return y;
+}
+
+}  // namespace brigade::ops

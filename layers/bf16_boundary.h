@@ -1,0 +1,30 @@
+// Precision bf16's layer boundaries (kernels/precision.h): in a bf16 run, the output of every
+// layer and the gradient of its input are bf16 values (stored in float32), as under PyTorch's
+// autocast. A pipeline may cut the model at any layer boundary, so with this rule a stage's
+// input, its output and the gradients it receives and sends are bf16 values on any partition:
+// one device and N devices compute the same thing, and the tensors cross between stages in
+// bf16 storage losslessly (pipeline/runtime/README.md).
+//
+// Module::forward applies both halves to every layer: its output rounded on its stream, and
+// the node it recorded wrapped so that the input gradient is rounded too. Rounding is in
+// place (one pass, no memory), so the tape's own saved output — a ReLU's mask, a max-pool's
+// winner — is the rounded value the next layer sees, on one device as on many. Where the
+// result is a view of the layer's input (Flatten), the rounded values go to a new tensor
+// instead: the input may be the caller's batch, which a layer never writes.
+#pragma once
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "layers/tape.h"
+
+namespace brigade::layers {
+
+// `result` (computed from `source` on `stream`) rounded to bf16 values: in place, or a new
+// tensor when it shares `source`'s storage.
+Tensor round_at_boundary(const Tensor& result, const Tensor& source, const Stream& stream);
+
+// Replaces the tape's last node — the one a layer's forward just recorded — with one whose
+// input gradient is rounded by round_at_boundary on `stream` (the layer's stream).
+void round_input_gradient_of_last(Tape& tape, const Stream& stream);
+
+}  // namespace brigade::layers
