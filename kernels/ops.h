@@ -148,9 +148,12 @@ int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream&
 // kernels/micro_batch_tally.h, on the stream's device) with r.loss, the accuracy count of
 // logits against labels, and the bad row and label that r.status holds (-1: none; a CPU loss
 // throws for a bad label instead). r: softmax_cross_entropy(logits, labels, ...). One launch
-// on a GPU, a task on a CPU; never blocks.
+// on a GPU, a task on a CPU; never blocks. `labels_verdict` (GPUs only; null: none): the
+// step's label check in the same launch, a bad label writes its failure into that word.
+struct VerdictWord;
 void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossResult& r,
-                         const Tensor& tally, int64_t slot, const Stream& stream);
+                         const Tensor& tally, int64_t slot, const Stream& stream,
+                         const VerdictWord* labels_verdict = nullptr);
 
 // ---- Optimizer updates (in place, PyTorch's rules) -----------------------------------------
 
@@ -208,10 +211,13 @@ void fill_all(const TensorTable& table, float a, const Stream& stream);
 // Word `word` = max(itself, failed) when `t` holds a NaN or an infinity.
 void step_verdict_check_finite(const Tensor& t, const Tensor& verdict, int64_t word,
                                int32_t failed, const Stream& stream);
-// Word `word` = max(itself, failed) when row `slot` of the step's tally (micro_batch_tally.h:
-// (micro-batches, kTallyFloats)) says a label was outside the classes.
-void step_verdict_check_labels(const Tensor& tally, int64_t slot, const Tensor& verdict,
-                               int64_t word, int32_t failed, const Stream& stream);
+// Where a check writes its failure: word `word` of `verdict` becomes max(itself, failed).
+// The label check is tally_cross_entropy's, given one of these.
+struct VerdictWord {
+  Tensor verdict;
+  int64_t word = 0;
+  int32_t failed = 0;
+};
 
 // ---- bf16 values (precision bf16's boundaries: kernels/precision.h) ------------------------
 // CPU devices only, like every bf16 kernel: a CUDA device throws "<op>: no kernel for cuda:N".

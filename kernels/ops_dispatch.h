@@ -126,4 +126,8 @@ inline void on_cuda(const Stream& stream, std::initializer_list<const Tensor*> o
   for (const Tensor* t : operands) record_use(*t, stream);
 }
 
+// A step's verdict on a GPU (kernels/step_verdict.h): `verdict` holds word `word` and lives on
+// the stream's GPU, or an error naming `op` (kernels/ops/step_verdict.cpp).
+void check_verdict(const char* op, const Tensor& verdict, int64_t word, const Stream& stream);
+
 }  // namespace brigade::ops::detail

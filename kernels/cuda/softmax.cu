@@ -147,14 +147,18 @@ __global__ void accuracy_kernel(const float* logits /* (N, classes) */,
 }
 
 // The accuracy count, written with the loss's result into one row of a step's tally: the
-// whole of what the host learns of a micro-batch, in the launch the count needed anyway.
+// whole of what the host learns of a micro-batch, in the launch the count needed anyway. The
+// label check of the step's verdict (kernels/step_verdict.h) joins the same launch: with a
+// `word`, a bad label also writes `failed` into it.
 __global__ void tally_kernel(const float* logits /* (N, classes) */,
                              const int32_t* labels /* (N) */, int64_t N, int64_t classes,
-                             const CrossEntropyResult* result, MicroBatchTally* row) {
+                             const CrossEntropyResult* result, MicroBatchTally* row,
+                             int32_t* word /* (1) or null */, int32_t failed) {
   const unsigned long long count = block_correct(logits, labels, N, classes);
-  if (threadIdx.x == 0)
-    *row = MicroBatchTally{result->loss, static_cast<int32_t>(count), result->bad_row,
-                           result->bad_label};
+  if (threadIdx.x != 0) return;
+  *row = MicroBatchTally{result->loss, static_cast<int32_t>(count), result->bad_row,
+                         result->bad_label};
+  if (word != nullptr && result->bad_row >= 0) atomicMax(word, failed);
 }
 
 namespace {
@@ -210,11 +214,11 @@ void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64
 
 void tally_cross_entropy(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
                          const CrossEntropyResult* result, MicroBatchTally* row,
-                         const Stream& stream) {
+                         int32_t* word, int32_t failed, const Stream& stream) {
   check_rows("tally_cross_entropy", N, classes);
   BRIGADE_LAUNCH(tally_kernel, 1, kSumBlock, 0, stream, BRIGADE_EXTENT(logits, N * classes),
                  BRIGADE_EXTENT(labels, N), N, classes, BRIGADE_EXTENT(result, 1),
-                 BRIGADE_EXTENT(row, 1));
+                 BRIGADE_EXTENT(row, 1), BRIGADE_EXTENT(word, 1), failed);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

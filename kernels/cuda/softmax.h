@@ -27,6 +27,8 @@ void accuracy_count(const float* logits, const int32_t* labels, int64_t N, int64
                     unsigned long long* correct, const Stream& stream);
 // The same count of one micro-batch, written with `result` (its softmax_cross_entropy's) into
 // *row (device memory): {loss, correct, bad row, bad label} (kernels/micro_batch_tally.h).
+// `word` (null: none): a step's verdict word (kernels/step_verdict.h), *word = max(*word,
+// failed) when the result holds a bad label — the step's label check, in the same launch.
 void tally_cross_entropy(const float* logits, const int32_t* labels, int64_t N, int64_t classes,
-                         const CrossEntropyResult* result, MicroBatchTally* row,
-                         const Stream& stream);
+                         const CrossEntropyResult* result, MicroBatchTally* row, int32_t* word,
+                         int32_t failed, const Stream& stream);

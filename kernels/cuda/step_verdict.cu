@@ -1,6 +1,7 @@
-// A step's verdict on a GPU: the checks that write a failure into a device's word
+// A step's verdict on a GPU: the finite check that writes a failure into a device's word
 // (kernels/step_verdict.h: the words, ordered so that atomicMax keeps the failure the host
-// reports; a fresh word is zeroed memory, kStepOk). Read by the multi-tensor optimizers
+// reports; a fresh word is zeroed memory, kStepOk). The label check is the tally's launch
+// (softmax.cu's tally_kernel). Read by the multi-tensor optimizers
 // (optimizers.cu), which update nothing once a word holds a failure.
 //
 // The finite check is a grid-stride loop: a thread that finds a non-finite element writes
@@ -27,23 +28,12 @@ __global__ void step_verdict_finite_kernel(const float* t /* (n) */, int64_t n,
   }
 }
 
-__global__ void step_verdict_labels_kernel(const MicroBatchTally* row /* (1) */,
-                                           int32_t* word /* (1) */, int32_t failed) {
-  if (row->bad_row >= 0) atomicMax(word, failed);
-}
-
 void step_verdict_check_finite(const float* t, int64_t n, int32_t* word, int32_t failed,
                                const Stream& stream) {
   BRIGADE_CHECK(n >= 0, "step_verdict_check_finite: n = " << n << " is negative");
   if (n == 0) return;  // a grid of zero blocks is an invalid launch
   BRIGADE_LAUNCH(step_verdict_finite_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
                  BRIGADE_EXTENT(t, n), n, BRIGADE_EXTENT(word, 1), failed);
-}
-
-void step_verdict_check_labels(const MicroBatchTally* row, int32_t* word, int32_t failed,
-                               const Stream& stream) {
-  BRIGADE_LAUNCH(step_verdict_labels_kernel, 1, 1, 0, stream, BRIGADE_EXTENT(row, 1),
-                 BRIGADE_EXTENT(word, 1), failed);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

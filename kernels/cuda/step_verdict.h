@@ -5,7 +5,3 @@
 // *word = max(*word, failed) when some element of t[0, n) is NaN or infinite.
 void step_verdict_check_finite(const float* t, int64_t n, int32_t* word, int32_t failed,
                                const Stream& stream);
-// *word = max(*word, failed) when the tally row says a label was outside the classes
-// (row->bad_row >= 0).
-void step_verdict_check_labels(const MicroBatchTally* row, int32_t* word, int32_t failed,
-                               const Stream& stream);

@@ -131,7 +131,8 @@ int64_t accuracy_count(const Tensor& logits, const Tensor& labels, const Stream&
 }
 
 void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossResult& r,
-                         const Tensor& tally, int64_t slot, const Stream& stream) {
+                         const Tensor& tally, int64_t slot, const Stream& stream,
+                         const VerdictWord* labels_verdict) {
   detail::check_operands("tally_cross_entropy", stream,
                          {{"logits", &logits}, {"labels", &labels}, {"loss", &r.loss},
                           {"tally", &tally}});
@@ -143,6 +144,9 @@ void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossR
                                             << ")");
   const int64_t N = logits.shape()[0], classes = logits.shape()[1];
   auto* row = reinterpret_cast<MicroBatchTally*>(tally.data<float>()) + slot;
+  if (labels_verdict)
+    detail::check_verdict("tally_cross_entropy", labels_verdict->verdict, labels_verdict->word,
+                          stream);
   if (stream.device().is_cpu()) {
     detail::on_cpu(stream, {logits, labels, r.loss, tally}, [=, loss = r.loss](ThreadPool&) {
       const int64_t correct =
@@ -154,9 +158,14 @@ void tally_cross_entropy(const Tensor& logits, const Tensor& labels, const LossR
 #if defined(BRIGADE_HAVE_CUDA)
   BRIGADE_CHECK(r.status.defined(), "tally_cross_entropy: a GPU loss without its status");
   detail::on_cuda(stream, {&logits, &labels, &r.status, &tally});
+  int32_t* word = nullptr;
+  if (labels_verdict) {
+    detail::on_cuda(stream, {&labels_verdict->verdict});
+    word = detail::int32_data(labels_verdict->verdict) + labels_verdict->word;
+  }
   cuda::tally_cross_entropy(logits.data<float>(), detail::int32_data(labels), N, classes,
                             static_cast<const CrossEntropyResult*>(r.status.storage()->data()),
-                            row, stream);
+                            row, word, labels_verdict ? labels_verdict->failed : 0, stream);
 #else
   detail::no_kernel("tally_cross_entropy", stream.device());
 #endif

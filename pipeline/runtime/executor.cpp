@@ -248,13 +248,14 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
     const ops::LossResult loss =
         options_.loss->apply(y, step.inputs.labels[static_cast<size_t>(mb)],
                              static_cast<float>(step.inputs.batch_size), mine.compute);
+    // A kernel cannot throw for a bad label: its check first, the cause before the NaN. On
+    // the GPUs' verdict the tally's launch makes it; elsewhere the host path.
+    std::optional<ops::VerdictWord> labels_word;
+    if (step.verdict.defined()) labels_word = step.verdict.labels_word(d, a, y.shape());
     options_.loss->tally(y, step.inputs.labels[static_cast<size_t>(mb)], loss, step.tally.rows(),
-                         mb, mine.compute);  // read after the step: no host wait inside it
-    // A kernel cannot throw for a bad label: its check first, the cause before the NaN.
-    if (step.verdict.defined())
-      step.verdict.check_labels(d, mine.compute, a, y.shape(), step.tally);
-    else
-      check_labels(mine, a, options_.loss, y.shape(), loss);
+                         mb, mine.compute,  // read after the step: no host wait inside it
+                         labels_word ? &*labels_word : nullptr);
+    if (!step.verdict.defined()) check_labels(mine, a, options_.loss, y.shape(), loss);
     if (options_.check_finite) check_finite_of(StepCheck::loss_finite, loss.loss, "the loss");
     work.dy = loss.dlogits;
   }

@@ -32,9 +32,12 @@ class Loss {
   // (micro-batches, kTallyFloats)): result's loss, how many of the micro-batch's samples the
   // model got right (StepResult::correct), and apply()'s label verdict where it has a status.
   // Enqueued on `stream`, never blocking: the runtime copies the whole tally to the host once
-  // per step (step_tally.h).
+  // per step (step_tally.h). `labels_verdict` (null on the host path): where the step's
+  // verdict lives on the GPUs (step_verdict.h), a bad target also writes its failure into that
+  // word, in the same launch.
   virtual void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
-                     const Tensor& tally, int64_t slot, const Stream& stream) const = 0;
+                     const Tensor& tally, int64_t slot, const Stream& stream,
+                     const ops::VerdictWord* labels_verdict) const = 0;
 };
 
 // Softmax over the classes of (rows, classes) logits and the cross-entropy against the label,
@@ -50,8 +53,9 @@ class SoftmaxCrossEntropy final : public Loss {
     ops::check_loss_status(host_status, output[1]);
   }
   void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
-             const Tensor& tally, int64_t slot, const Stream& stream) const override {
-    ops::tally_cross_entropy(output, targets, result, tally, slot, stream);
+             const Tensor& tally, int64_t slot, const Stream& stream,
+             const ops::VerdictWord* labels_verdict) const override {
+    ops::tally_cross_entropy(output, targets, result, tally, slot, stream, labels_verdict);
   }
 };
 

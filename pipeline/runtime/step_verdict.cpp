@@ -44,12 +44,10 @@ void StepVerdict::check_finite(int d, const Stream& compute, const Action& a, St
   ops::step_verdict_check_finite(t, words_[static_cast<size_t>(d)], 0, failed, compute);
 }
 
-void StepVerdict::check_labels(int d, const Stream& compute, const Action& a, const Shape& output,
-                               const StepTally& tally) {
+ops::VerdictWord StepVerdict::labels_word(int d, const Action& a, const Shape& output) {
   const int32_t failed = word_of(a, StepCheck::labels);
   checks_[static_cast<size_t>(d)].push_back({failed, "the loss", output});
-  ops::step_verdict_check_labels(tally.rows(), a.microbatch, words_[static_cast<size_t>(d)], 0,
-                                 failed, compute);
+  return {words_[static_cast<size_t>(d)], 0, failed};
 }
 
 void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {

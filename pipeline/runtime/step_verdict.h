@@ -6,8 +6,8 @@
 //
 //   each device d       its word (an int32, kernels/step_verdict.h), zeroed (kStepOk) on d's
 //                       compute stream when the step begins; d's checks write their failure
-//                       into it with atomicMax (NaN/Inf of a tensor; the label verdict of the tally's
-//                       row, after Loss::tally wrote it);
+//                       into it with atomicMax (NaN/Inf of a tensor; a bad label, in the launch of
+//                       Loss::tally that writes the tally's row);
 //   after every list    exchange(): device e's word goes into word e of every device's table
 //                       of one word per device (an event after e's list, a wait and a
 //                       one-word copy on the table's compute stream: no host wait). The table
@@ -29,6 +29,7 @@
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "kernels/ops.h"
 #include "kernels/step_verdict.h"
 #include "pipeline/runtime/device_streams.h"
 #include "pipeline/runtime/step_tally.h"
@@ -53,10 +54,9 @@ class StepVerdict {
   // loss_finite) fails when t holds a NaN or an infinity. `what`: "the output of stage 2".
   void check_finite(int d, const Stream& compute, const Action& a, StepCheck check,
                     const Tensor& t, const std::string& what);
-  // The same for the labels of `a`'s loss: row a.microbatch of `tally` (written before on
-  // `compute`) says whether one was outside the classes of `output` (its logits' shape).
-  void check_labels(int d, const Stream& compute, const Action& a, const Shape& output,
-                    const StepTally& tally);
+  // The same for the labels of `a`'s loss, whose logits have the shape `output`: the word
+  // the loss's tally writes a bad label into (Loss::tally, in the tally's own launch).
+  ops::VerdictWord labels_word(int d, const Action& a, const Shape& output);
   // Once every device's list is enqueued: every word into every table (see above).
   void exchange(const std::vector<const DeviceStreams*>& devices);
   // Device d's table, for its optimizers: (devices) int32 words on d.

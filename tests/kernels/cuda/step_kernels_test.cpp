@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,18 +128,31 @@ TEST_CASE("a step's verdict: the checks keep the first failure; the updates obey
   CHECK(f.microbatch == 3);
   CHECK(f.check == StepCheck::loss_finite);
 
-  // The label check reads a tally row's verdict (bad_row >= 0: a label outside the classes).
-  std::vector<float> rows(2 * kTallyFloats);
-  const MicroBatchTally good{0.5f, 3, -1, 0}, bad{0.5f, 2, 4, 9};
-  std::memcpy(rows.data(), &good, sizeof(good));
-  std::memcpy(rows.data() + kTallyFloats, &bad, sizeof(bad));
-  const Tensor tally = Tensor::from_vector(rows, Shape({2, kTallyFloats}), stream);
+  // The label check is the tally's launch: a micro-batch whose labels are all in the classes
+  // leaves its word alone, one with a label outside them writes its failure, and the tally's
+  // row says which row and label, as without a word.
+  const Tensor logits = Tensor::from_vector({1, 2, 0, 3, 0, 1}, Shape({2, 3}), stream);
+  const Tensor tally = Tensor::zeros(Shape({2, kTallyFloats}), stream);
   const Tensor labels = Tensor::zeros(Shape({2}), stream);
+  const int32_t row0 = step_check_word(4, 0, StepCheck::labels);
   const int32_t row1 = step_check_word(4, 1, StepCheck::labels);
-  ops::step_verdict_check_labels(tally, 0, labels, 0, step_check_word(4, 0, StepCheck::labels),
-                                 stream);
-  ops::step_verdict_check_labels(tally, 1, labels, 1, row1, stream);
+  const auto tally_of = [&](const std::vector<int32_t>& targets, int64_t slot, int32_t failed) {
+    const Tensor t = ops::labels_tensor(targets, stream);
+    const ops::LossResult r = ops::softmax_cross_entropy(logits, t, 2.0f, stream);
+    const ops::VerdictWord word{labels, slot, failed};
+    ops::tally_cross_entropy(logits, t, r, tally, slot, stream, &word);
+  };
+  tally_of({1, 0}, 0, row0);
+  tally_of({1, 9}, 1, row1);
   CHECK(words(labels) == std::vector<int32_t>{kStepOk, row1});
+  const std::vector<float> rows = tally.to_vector();
+  MicroBatchTally good{}, bad{};
+  std::memcpy(&good, rows.data(), sizeof(good));
+  std::memcpy(&bad, rows.data() + kTallyFloats, sizeof(bad));
+  CHECK(good.bad_row == -1);
+  CHECK(good.correct == 2);
+  CHECK(bad.bad_row == 1);
+  CHECK(bad.bad_label == 9);
 
   // The updates: a passing verdict updates as no verdict does; a failed one changes nothing.
   const std::vector<float> p0 = {1, 2, 3, 4}, g0 = {0.5f, -1, 2, 0.25f};

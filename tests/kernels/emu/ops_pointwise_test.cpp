@@ -196,7 +196,9 @@ TEST_CASE("softmax forward/backward, fused cross-entropy and accuracy match the 
                                float(r.N) + 2, workspace.data(), &result, stream);
     emu::accuracy_count(zf.data(), labels.data(), r.N, r.classes, &correct_got, stream);
     MicroBatchTally tally{NAN, -2, -2, -2};
-    emu::tally_cross_entropy(zf.data(), labels.data(), r.N, r.classes, &result, &tally, stream);
+    int32_t word = 0;  // the step's verdict word: every label is in the classes, left alone
+    emu::tally_cross_entropy(zf.data(), labels.data(), r.N, r.classes, &result, &tally, &word, 7,
+                             stream);
     stream.synchronize();
 
     // softmax: exp has a few ulps of error, the row sum adds sqrt(classes)·eps relative.
@@ -225,6 +227,7 @@ TEST_CASE("softmax forward/backward, fused cross-entropy and accuracy match the 
     CHECK(tally.correct == correct);
     CHECK(std::memcmp(&tally.loss, &result.loss, sizeof(float)) == 0);
     CHECK(tally.bad_row == -1);
+    CHECK(word == 0);
   }
 }
 
@@ -245,10 +248,18 @@ TEST_CASE("softmax_cross_entropy reports a bad label through its result, like th
   CHECK(!std::isnan(dl[0]));
   CHECK_THROWS_WITH_AS(check_cross_entropy_result(result, classes),
                        doctest::Contains("label 3 of row 2 is outside [0, 3)"), std::out_of_range);
-  // The tally of the micro-batch carries the bad row and its label to the host.
+  // The tally of the micro-batch carries the bad row and its label to the host, and writes the
+  // label check's failure into a step's verdict word (the larger word stays: atomicMax).
   MicroBatchTally tally{};
-  emu::tally_cross_entropy(z.data(), labels.data(), N, classes, &result, &tally, stream);
+  int32_t word = 5;
+  emu::tally_cross_entropy(z.data(), labels.data(), N, classes, &result, &tally, &word, 7, stream);
+  emu::tally_cross_entropy(z.data(), labels.data(), N, classes, &result, &tally, &word, 6, stream);
+  MicroBatchTally without_word{};
+  emu::tally_cross_entropy(z.data(), labels.data(), N, classes, &result, &without_word, nullptr, 9,
+                           stream);
   stream.synchronize();
+  CHECK(word == 7);
+  CHECK(std::memcmp(&without_word, &tally, sizeof(tally)) == 0);
   CHECK(tally.bad_row == 2);
   CHECK(tally.bad_label == 3);
   CHECK(std::isnan(tally.loss));

@@ -27,8 +27,9 @@ class DoubledCrossEntropy final : public Loss {
     plain_.check_status(host_status, output);
   }
   void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
-             const Tensor& tally, int64_t slot, const Stream& stream) const override {
-    plain_.tally(output, targets, result, tally, slot, stream);
+             const Tensor& tally, int64_t slot, const Stream& stream,
+             const ops::VerdictWord* labels_verdict) const override {
+    plain_.tally(output, targets, result, tally, slot, stream, labels_verdict);
   }
 
  private:
@@ -50,10 +51,11 @@ class CountsClass final : public Loss {
     plain_.check_status(host_status, output);
   }
   void tally(const Tensor& output, const Tensor& targets, const ops::LossResult& result,
-             const Tensor& tally, int64_t slot, const Stream& stream) const override {
+             const Tensor& tally, int64_t slot, const Stream& stream,
+             const ops::VerdictWord* labels_verdict) const override {
     const Tensor all_k =  // (rows) int32: every row labelled k
         ops::labels_tensor(std::vector<int32_t>(static_cast<size_t>(targets.shape()[0]), k_), stream);
-    plain_.tally(output, all_k, result, tally, slot, stream);
+    plain_.tally(output, all_k, result, tally, slot, stream, labels_verdict);
   }
 
  private:
