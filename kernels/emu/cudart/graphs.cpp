@@ -14,7 +14,8 @@
 // Operations") and Runtime API reference state them, each failing with CUDA's code:
 //   - capture may not begin on the legacy stream, nor on a stream already capturing;
 //   - "It is invalid to synchronize or query the execution status of a stream which is being
-//     captured or a captured event": cudaErrorStreamCaptureUnsupported, and the capture is
+//     captured or a captured event": cudaErrorStreamCaptureUnsupported (the emulation refuses
+//     cudaStreamDestroy of a capturing stream the same way), and the capture is
 //     invalidated (cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated and no
 //     graph; every other use of its streams returns cudaErrorStreamCaptureInvalidated);
 //   - potentially unsafe calls (cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost,
@@ -169,10 +170,8 @@ cudaError_t capturing_stream_refused(StreamState& stream, const char* call) {
 }
 
 cudaError_t unsafe_call_refused(const char* call) {
-  Emulation& e = Emulation::get();
-  const auto captures = e.captures;  // invalidate() does not end them; copied for clarity
   cudaError_t result = cudaSuccess;
-  for (const auto& capture : captures) {
+  for (const auto& capture : Emulation::get().captures) {  // each one it applies to
     const bool applies = capture->mode == cudaStreamCaptureModeGlobal ||
                          (capture->mode == cudaStreamCaptureModeThreadLocal &&
                           capture->thread == std::this_thread::get_id());

@@ -213,9 +213,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.stream_destroy;
-  if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.erase(stream) == 0)
+  if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.count(stream) == 0)
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaStreamDestroy: not a stream created by cudaStreamCreate*");
+  // A capture's stream is ended with its capture (cudaStreamEndCapture), not destroyed.
+  if (capturing_stream_refused(*stream->state, "cudaStreamDestroy") != cudaSuccess)
+    return last_error();
+  e.live_streams.erase(stream);
   stream->state->destroyed = true;
   stream->state->wake.notify_one();
   delete stream;

@@ -202,6 +202,8 @@ TEST_CASE("a call that synchronises or queries during a global capture fails and
       {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s); },
        cudaErrorStreamCaptureUnsupported},
       {"cudaStreamQuery", [&] { return cudaStreamQuery(s); }, cudaErrorStreamCaptureUnsupported},
+      {"cudaStreamDestroy", [&] { return cudaStreamDestroy(s); },
+       cudaErrorStreamCaptureUnsupported},
       {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); },
        cudaErrorStreamCaptureUnsupported},
       {"cudaMalloc", [&] { return cudaMalloc(&fresh, 16); }, cudaErrorStreamCaptureUnsupported},
