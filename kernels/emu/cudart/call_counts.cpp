@@ -48,6 +48,8 @@ void count_kernel_launch() {
 
 void count_library_call() { add_one(&CallCounts::library_calls); }
 
+void count_graph_launch() { add_one(&CallCounts::graph_launches); }
+
 void count_host_block() { add_one(&CallCounts::host_blocking); }
 
 CallCounts call_counts() {

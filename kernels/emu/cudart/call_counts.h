@@ -18,6 +18,7 @@ void count_call(const char* entry_point);
 // only when it copies to pageable memory; a library call runs only when its checks pass).
 void count_kernel_launch();  // a grid enqueued on a stream (<<<>>>, i.e. cudaLaunchKernel)
 void count_library_call();   // a cuBLAS, cuDNN or NCCL call that enqueued work on a stream
+void count_graph_launch();   // cudaGraphLaunch: an instantiated graph enqueued on a stream
 void count_host_block();     // a call that waited, on the host, for work of a GPU to finish
 
 }  // namespace brigade::emu::gpu

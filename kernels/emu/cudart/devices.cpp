@@ -159,6 +159,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
   ++e.counts.device_synchronize;
+  if (unsafe_call_refused("cudaDeviceSynchronize") != cudaSuccess) return last_error();
   Gpu* gpu = gpu_at(current_device(), "cudaDeviceSynchronize");
   if (gpu == nullptr) return last_error();
   count_host_block();

@@ -37,6 +37,7 @@ const char* base_string(cudaError_t code) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorPeerAccessAlreadyEnabled:
@@ -44,6 +45,22 @@ const char* base_string(cudaError_t code) {
     case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined:
+      return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent:
+      return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
   }
   return "unrecognized error code";
 }
@@ -96,12 +113,22 @@ const char* cudaGetErrorName(cudaError_t error) {
     BRIGADE_NAME(cudaErrorNoDevice)
     BRIGADE_NAME(cudaErrorInvalidDevice)
     BRIGADE_NAME(cudaErrorInvalidResourceHandle)
+    BRIGADE_NAME(cudaErrorIllegalState)
     BRIGADE_NAME(cudaErrorNotReady)
     BRIGADE_NAME(cudaErrorIllegalAddress)
     BRIGADE_NAME(cudaErrorPeerAccessAlreadyEnabled)
     BRIGADE_NAME(cudaErrorPeerAccessNotEnabled)
     BRIGADE_NAME(cudaErrorLaunchFailure)
     BRIGADE_NAME(cudaErrorNotSupported)
+    BRIGADE_NAME(cudaErrorStreamCaptureUnsupported)
+    BRIGADE_NAME(cudaErrorStreamCaptureInvalidated)
+    BRIGADE_NAME(cudaErrorStreamCaptureMerge)
+    BRIGADE_NAME(cudaErrorStreamCaptureUnmatched)
+    BRIGADE_NAME(cudaErrorStreamCaptureUnjoined)
+    BRIGADE_NAME(cudaErrorStreamCaptureIsolation)
+    BRIGADE_NAME(cudaErrorStreamCaptureImplicit)
+    BRIGADE_NAME(cudaErrorCapturedEvent)
+    BRIGADE_NAME(cudaErrorStreamCaptureWrongThread)
 #undef BRIGADE_NAME
   }
   return "cudaErrorUnknown";

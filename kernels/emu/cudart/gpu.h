@@ -36,6 +36,7 @@
 namespace brigade::emu::gpu {
 
 struct StreamState;
+struct Capture;  // a stream capture in progress (graphs.cpp)
 
 // A stream's worker: runs tasks in order; a task that throws faults the stream's GPU.
 struct Task {
@@ -85,6 +86,9 @@ struct StreamState {
   std::condition_variable wake;  // the worker waits here for tasks
   std::thread worker;
   uint64_t chaos_state = 0;  // the worker's own generator of delays (chaos.cpp)
+  // The capture this stream's work goes into instead of its queue (cudaStreamBeginCapture,
+  // or a wait on an event recorded in a capture); null when it runs what it is given.
+  std::shared_ptr<Capture> capture;
 };
 
 // One cudaEventRecord: immutable; re-recording an event makes a new one.
@@ -93,6 +97,10 @@ struct Record {
   uint64_t position = 0;
   VectorClock clock;  // the stream's clock at the record: what a wait on it is ordered after
   std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
+  // Recorded on a capturing stream: the capture, and how many operations that stream had
+  // captured then (a wait on it by the capture's origin joins that stream back; graphs.cpp).
+  std::shared_ptr<Capture> capture;
+  uint64_t captured_ops = 0;
 };
 
 }  // namespace brigade::emu::gpu
@@ -101,6 +109,8 @@ struct Record {
 struct CUstream_st {
   std::shared_ptr<brigade::emu::gpu::StreamState> state;
 };
+struct CUgraph_st;      // graphs.cpp
+struct CUgraphExec_st;  // graphs.cpp
 struct CUevent_st {
   brigade::emu::gpu::Gpu* gpu = nullptr;
   unsigned flags = 0;
@@ -146,6 +156,9 @@ class Emulation {
   ApiCounts counts;  // cuda_emulation.h
   std::set<const CUstream_st*> live_streams;
   std::set<const CUevent_st*> live_events;
+  std::set<const CUgraph_st*> live_graphs;           // cudaStreamEndCapture's, until destroyed
+  std::set<const CUgraphExec_st*> live_graph_execs;  // cudaGraphInstantiate's, until destroyed
+  std::set<std::shared_ptr<Capture>> captures;       // the captures in progress
   // The happens-before check (hb.h): the host's clock, a version that changes with it, and
   // the next stream's number.
   VectorClock host_clock;
@@ -194,10 +207,40 @@ std::shared_ptr<StreamState> legacy_stream(Gpu& gpu);
 // the legacy stream waits for the GPU's blocking streams and lands pending pageable copies,
 // work on a blocking stream waits for the legacy stream.
 uint64_t enqueue(StreamState& stream, Task task);
+// Appends a task that makes `waiter` wait until `target` has run `position`; `clock` is
+// target's clock at `position`, which the waiter's takes in (done or not, it is ordered).
+void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position,
+                  const VectorClock& clock);
 // Blocks (releasing the lock) until `stream` has run `position`, or its GPU has faulted.
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
 // Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs.
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
+
+// ---- graphs (graphs.cpp); all with Emulation::mutex held -----------------------------------
+// What a capturing stream is given goes into its capture, not its queue: enqueue hands the
+// task here (its position is 0: it has none), record_access the accesses that follow it.
+void capture_task(StreamState& stream, Task task);
+void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what);
+// The calls CUDA forbids during a capture, each failing, and invalidating the capture, as on a
+// GPU; each returns cudaSuccess when the call may go on.
+//   capturing_stream_refused: a call that waits for or queries a capturing stream
+//     (cudaStreamSynchronize, cudaStreamQuery): cudaErrorStreamCaptureUnsupported;
+//   unsafe_call_refused: a call that may synchronise implicitly (cudaMalloc, cudaFree,
+//     cudaMallocHost, cudaFreeHost, cudaDeviceSynchronize, a synchronous cudaMemcpy) while a
+//     capture of cudaStreamCaptureModeGlobal (any thread) or ThreadLocal (this thread) is in
+//     progress: cudaErrorStreamCaptureUnsupported;
+//   legacy_stream_refused: any use of the legacy stream of a GPU one of whose blocking
+//     streams is capturing (it would depend on the capture): cudaErrorStreamCaptureImplicit.
+// Why the capture `stream` is in was invalidated; "" when it holds or there is none.
+std::string invalidated_capture(const StreamState& stream);
+cudaError_t capturing_stream_refused(StreamState& stream, const char* call);
+cudaError_t unsafe_call_refused(const char* call);
+cudaError_t legacy_stream_refused(Gpu& gpu, const char* call);
+// cudaStreamWaitEvent's and cudaEventRecord's part in a capture (forks and joins); a refusal
+// as above, or cudaSuccess with `handled` set when the capture took the call over.
+cudaError_t capture_wait(StreamState& waiter, const Record& record, bool* handled);
+cudaError_t captured_event_refused(const Record& record, const char* call);
+std::shared_ptr<Record> capture_record(const std::shared_ptr<StreamState>& stream);
 
 // ---- chaos (chaos.cpp): BRIGADE_EMU_CHAOS=SEED, seeded random delays ------------------------
 // The first state of the generator of `gpu`'s stream numbered `number` (0 without chaos).

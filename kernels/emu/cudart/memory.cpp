@@ -142,6 +142,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   count_call("cudaMalloc");
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
+  if (unsafe_call_refused("cudaMalloc") != cudaSuccess) return last_error();
   *ptr = nullptr;
   ++e.counts.malloc;
   Gpu* gpu = current_gpu("cudaMalloc");  // memory of the calling thread's current device
@@ -166,6 +167,7 @@ cudaError_t cudaFree(void* ptr) {
   count_call("cudaFree");
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  if (unsafe_call_refused("cudaFree") != cudaSuccess) return last_error();
   if (ptr == nullptr) return ok();
   ++e.counts.free;
   const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
@@ -190,6 +192,9 @@ static cudaError_t host_alloc(void** ptr, size_t size, unsigned int flags) {
   std::lock_guard lock(e.mutex);
   *ptr = nullptr;
   ++e.counts.host_alloc;
+  if (unsafe_call_refused(flags == cudaHostAllocDefault ? "cudaMallocHost" : "cudaHostAlloc") !=
+      cudaSuccess)
+    return last_error();
   if (flags != cudaHostAllocDefault)
     return fail(cudaErrorInvalidValue, "cudaHostAlloc: only cudaHostAllocDefault is emulated");
   const uint64_t bytes = std::max<uint64_t>(size, 1);
@@ -216,6 +221,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   std::unique_lock lock(e.mutex);
   if (ptr == nullptr) return ok();
   ++e.counts.host_free;
+  if (unsafe_call_refused("cudaFreeHost") != cudaSuccess) return last_error();
   const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
@@ -250,6 +256,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
   if (!s || !classify("cudaMemcpyAsync", dst, src, count, kind, &to, &from))
     return last_error();
   if (count == 0) return ok();
+  if (s->capture && (to.kind == Where::pageable || from.kind == Where::pageable))
+    return capturing_stream_refused(*s, "cudaMemcpyAsync with pageable host memory at one end");
   const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
   record_copy(*s, dst, src, "cudaMemcpyAsync");
   // To pageable memory the call returns only when the copy is done.
@@ -268,6 +276,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  if (unsafe_call_refused("cudaMemcpy") != cudaSuccess) return last_error();
   ++e.counts.legacy_memcpy;
   auto legacy = stream_of(nullptr, "cudaMemcpy");  // the current device's legacy stream
   Where to, from;
@@ -333,6 +342,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
+  if (unsafe_call_refused("cudaMemcpyPeer") != cudaSuccess) return last_error();
   ++e.counts.legacy_memcpy;
   Gpu* gpu = current_gpu("cudaMemcpyPeer");
   Where to, from;

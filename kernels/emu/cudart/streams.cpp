@@ -79,8 +79,8 @@ uint64_t append(StreamState& stream, Task task) {
   return position;
 }
 
-// Appends a task that makes `waiter` wait until `target` has run `position`; `clock` is
-// target's clock at `position`, which the waiter's takes in (done or not, it is ordered).
+}  // namespace
+
 void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint64_t position,
                   const VectorClock& clock) {
   if (target.get() == &waiter) return;
@@ -93,6 +93,8 @@ void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint
                        },
                        "cudaStreamWaitEvent"});
 }
+
+namespace {
 
 // Pageable host-to-device cudaMemcpy copies land once something is ordered after them.
 void land_unlanded(Gpu& gpu, StreamState& legacy) {
@@ -112,7 +114,8 @@ std::shared_ptr<StreamState> stream_of(cudaStream_t handle, const char* call) {
   Emulation& e = Emulation::get();
   if (handle == nullptr || handle == cudaStreamLegacy) {
     Gpu* gpu = current_gpu(call);
-    return gpu != nullptr ? legacy_stream(*gpu) : nullptr;
+    if (gpu == nullptr || legacy_stream_refused(*gpu, call) != cudaSuccess) return nullptr;
+    return legacy_stream(*gpu);
   }
   if (handle == cudaStreamPerThread) {
     fail(cudaErrorNotSupported, std::string(call) + ": cudaStreamPerThread is not emulated");
@@ -125,10 +128,20 @@ std::shared_ptr<StreamState> stream_of(cudaStream_t handle, const char* call) {
     return nullptr;
   }
   if (fault_of(*handle->state->gpu) != cudaSuccess) return nullptr;
+  if (const std::string why = invalidated_capture(*handle->state); !why.empty()) {
+    fail(cudaErrorStreamCaptureInvalidated,
+         std::string(call) + ": " + *handle->state->name + " is in a capture invalidated earlier: " +
+             why + " (end it with cudaStreamEndCapture)");
+    return nullptr;
+  }
   return handle->state;
 }
 
 uint64_t enqueue(StreamState& stream, Task task) {
+  if (stream.capture) {  // recorded, not run; no position (graphs.cpp)
+    capture_task(stream, std::move(task));
+    return 0;
+  }
   Gpu& gpu = *stream.gpu;
   if (stream.legacy) {
     land_unlanded(gpu, stream);
@@ -200,9 +213,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   ++e.counts.stream_destroy;
-  if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.erase(stream) == 0)
+  if (stream == nullptr || stream == cudaStreamLegacy || e.live_streams.count(stream) == 0)
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaStreamDestroy: not a stream created by cudaStreamCreate*");
+  // A capture's stream is ended with its capture (cudaStreamEndCapture), not destroyed.
+  if (capturing_stream_refused(*stream->state, "cudaStreamDestroy") != cudaSuccess)
+    return last_error();
+  e.live_streams.erase(stream);
   stream->state->destroyed = true;
   stream->state->wake.notify_one();
   delete stream;
@@ -217,6 +234,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   ++e.counts.stream_synchronize;
   auto s = stream_of(stream, "cudaStreamSynchronize");
   if (!s) return last_error();
+  if (capturing_stream_refused(*s, "cudaStreamSynchronize") != cudaSuccess) return last_error();
   if (s->legacy) land_unlanded(*s->gpu, *s);
   const VectorClock synchronised = s->clock;
   count_host_block();
@@ -232,6 +250,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard lock(e.mutex);
   auto s = stream_of(stream, "cudaStreamQuery");
   if (!s) return last_error();
+  if (capturing_stream_refused(*s, "cudaStreamQuery") != cudaSuccess) return last_error();
   if (s->completed < s->enqueued || (s->legacy && !s->gpu->unlanded.empty()))
     return fail(cudaErrorNotReady, "");
   host_observes(s->clock);  // the host saw all of it done
@@ -248,8 +267,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: the event is not live");
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
-  if (event->last)
-    enqueue_wait(*s, event->last->stream, event->last->position, event->last->clock);
+  if (!event->last) return ok();
+  bool captured = false;
+  if (capture_wait(*s, *event->last, &captured) != cudaSuccess) return last_error();
+  if (!captured) enqueue_wait(*s, event->last->stream, event->last->position, event->last->clock);
   return ok();
 }
 
@@ -305,6 +326,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                 "cudaEventRecord: the event belongs to " + name_of(*event->gpu) +
                     " and the stream to " + name_of(*s->gpu) +
                     " (an event is created on the thread's current device)");
+  if (s->capture) {  // a node of the capture: what a wait on it forks or joins (graphs.cpp)
+    event->last = capture_record(s);
+    return ok();
+  }
   auto record = std::make_shared<Record>();
   record->stream = s;
   const bool timed = (event->flags & cudaEventDisableTiming) == 0;
@@ -325,6 +350,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: the event is not live");
   if (!event->last) return ok();  // never recorded: complete
+  if (captured_event_refused(*event->last, "cudaEventQuery") != cudaSuccess) return last_error();
   if (const cudaError_t f = fault_of(*event->gpu); f != cudaSuccess) return f;
   if (event->last->stream->completed < event->last->position) return fail(cudaErrorNotReady, "");
   host_observes(event->last->clock);  // the host saw the work before the record done
@@ -339,6 +365,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: the event is not live");
   if (!event->last) return ok();
+  if (captured_event_refused(*event->last, "cudaEventSynchronize") != cudaSuccess)
+    return last_error();
   const auto record = event->last;
   count_host_block();
   wait_for(lock, *record->stream, record->position);
@@ -360,6 +388,8 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
                 "cudaEventElapsedTime: the events belong to different devices");
   if (!start->last || !end->last)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+  for (const auto* r : {start->last.get(), end->last.get()})
+    if (captured_event_refused(*r, "cudaEventElapsedTime") != cudaSuccess) return last_error();
   for (const auto* r : {start->last.get(), end->last.get()})
     if (r->stream->completed < r->position) return fail(cudaErrorNotReady, "");
   *ms = std::chrono::duration<float, std::milli>(end->last->at - start->last->at).count();

@@ -154,6 +154,9 @@ ncclResult_t issue(const char* call, ncclComm_t comm, cudaStream_t stream, ncclD
     if (!s)
       return fail(ncclUnhandledCudaError,
                   std::string(call) + ": its stream: " + cudaGetErrorString(cudaGetLastError()));
+    if (s->capture)  // its replay would repeat the operations' numbers: refused, never run eagerly
+      return fail(ncclInvalidUsage, std::string(call) + ": " + *s->name +
+                                        " is capturing, and the emulation does not capture NCCL");
     if (s->gpu->index != op.comm->device)
       return fail(ncclInvalidUsage, std::string(call) + ": the stream belongs to " +
                                         gpu::name_of(*s->gpu) + " and the communicator to cuda:" +

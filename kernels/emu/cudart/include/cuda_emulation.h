@@ -39,7 +39,7 @@ struct CallCounts {
   std::map<std::string, uint64_t, std::less<>> by_entry_point;
   uint64_t kernel_launches = 0;  // grids enqueued on a stream
   uint64_t library_calls = 0;    // cuBLAS, cuDNN and NCCL calls that enqueued work on a stream
-  uint64_t graph_launches = 0;   // cudaGraphLaunch: none, Brigade captures no CUDA graph yet
+  uint64_t graph_launches = 0;   // cudaGraphLaunch calls that enqueued their graph
   // Calls that waited on the host for a GPU: cudaStreamSynchronize, cudaEventSynchronize,
   // cudaDeviceSynchronize, cudaFree and cudaFreeHost (they synchronise), cudaMemcpy to or
   // from host memory, cudaMemcpyAsync to pageable memory. A query (cudaStreamQuery,

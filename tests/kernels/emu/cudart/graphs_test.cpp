@@ -1,0 +1,385 @@
+// Stream capture and CUDA graphs on emulated GPUs (kernels/emu/cudart/graphs.cpp), through the
+// CUDA API: what a capturing stream is given is recorded, not run; a replay runs it as
+// captured; and each call CUDA forbids during a capture fails with CUDA's code and invalidates
+// the capture, as on a GPU. Emulated builds only, 2 GPUs of 64 MiB
+// (tests/kernels/emu/cudart/meson.build); cuda:1 is faulted on purpose by the last case.
+#include <doctest/doctest.h>
+
+#include <cuda_emulation.h>
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/emu/emulated_gpu.h"
+#include "tests/kernels/emu/cudart/cudart_support.h"
+
+using brigade::testing::device_floats;
+using brigade::testing::stream_on;
+
+namespace {
+
+// The kernels, with parameter types the happens-before check reads (const: read).
+void fill(float* out, float value, int n) {
+  for (int i = 0; i < n; ++i) out[i] = value;
+}
+void add_into(const float* in, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] += in[i];
+}
+
+// Launches as BRIGADE_LAUNCH does on an emulated GPU: one block of one thread.
+template <class... Params, class... Args>
+cudaError_t launch(cudaStream_t stream, const char* name, void (*kernel)(Params...), Args... args) {
+  return brigade::emu::launch_native(stream, name, brigade::emu::dim3(1), brigade::emu::dim3(1), 0,
+                                     kernel, args...);
+}
+
+std::vector<float> values_of(const float* device, int n, cudaStream_t stream) {
+  std::vector<float> host(static_cast<size_t>(n));
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(cudaMemcpy(host.data(), device, host.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+  return host;
+}
+
+// The text of the thread's last error (NVIDIA's, then the emulator's), read and reset.
+std::string last_error_text() { return cudaGetErrorString(cudaGetLastError()); }
+
+// Ends the capture on `stream`, which must have been invalidated: no graph, CUDA's code.
+void expect_invalidated_end(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(stream, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(0x1);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(graph == nullptr);
+  (void)cudaGetLastError();
+  REQUIRE(cudaStreamIsCapturing(stream, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusNone);  // the stream is usable again
+}
+
+cudaGraphExec_t instantiate(cudaGraph_t graph) {
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  return exec;
+}
+
+// A graph captured on `stream` from what `issue` gives it, and its instantiation.
+struct Captured {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+Captured capture(cudaStream_t stream, const std::function<void()>& issue) {
+  Captured c;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  issue();
+  REQUIRE(cudaStreamEndCapture(stream, &c.graph) == cudaSuccess);
+  c.exec = instantiate(c.graph);
+  return c;
+}
+void destroy(const Captured& c) {
+  REQUIRE(cudaGraphExecDestroy(c.exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(c.graph) == cudaSuccess);
+}
+
+}  // namespace
+
+TEST_CASE("what a capturing stream is given is recorded, not run; each replay runs it in order") {
+  cudaStream_t s = stream_on(0);
+  float* a = device_floats(0, 4);
+  float* b = device_floats(0, 4);
+  REQUIRE(cudaMemsetAsync(b, 0, 4 * sizeof(float), s) == cudaSuccess);
+  REQUIRE(launch(s, "fill", fill, a, 1.0f, 4) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  REQUIRE(launch(s, "add_into", add_into, static_cast<const float*>(a), b, 4) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(a, b, 4 * sizeof(float), cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(b, 0, sizeof(float), s) == cudaSuccess);  // b[0] only
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(graph != nullptr);
+
+  // Nothing ran: a is still 1, b still 0.
+  CHECK(values_of(a, 4, s) == std::vector<float>{1, 1, 1, 1});
+  CHECK(values_of(b, 4, s) == std::vector<float>{0, 0, 0, 0});
+
+  const cudaGraphExec_t exec = instantiate(graph);
+  // Replay 1: b += a (1), a = b (1), b[0] = 0. Replay 2: b += a (2 but b[0]: 0 + 1), a = b.
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  CHECK(values_of(a, 4, s) == std::vector<float>{1, 1, 1, 1});
+  CHECK(values_of(b, 4, s) == std::vector<float>{0, 1, 1, 1});
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  CHECK(values_of(a, 4, s) == std::vector<float>{1, 2, 2, 2});
+  CHECK(values_of(b, 4, s) == std::vector<float>{0, 2, 2, 2});
+
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGraphLaunch(exec, s) == cudaErrorInvalidValue);
+  CHECK(cudaGraphDestroy(graph) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  REQUIRE(cudaFree(a) == cudaSuccess);
+  REQUIRE(cudaFree(b) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("a replay runs a kernel's arguments as captured, not the host's variables since") {
+  cudaStream_t s = stream_on(0);
+  float* out = device_floats(0, 2);
+  float value = 3.0f;
+  int n = 2;
+  const Captured graph =
+      capture(s, [&] { REQUIRE(launch(s, "fill", fill, out, value, n) == cudaSuccess); });
+  value = 5.0f;  // as on a GPU, the graph holds the value 3 the launch was given
+  n = 1;
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  CHECK(values_of(out, 2, s) == std::vector<float>{3, 3});
+  destroy(graph);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("launching a graph counts one graph launch and no kernel launch") {
+  cudaStream_t s = stream_on(0);
+  float* out = device_floats(0, 1);
+  const Captured graph = capture(s, [&] {
+    for (int i = 0; i < 3; ++i) REQUIRE(launch(s, "fill", fill, out, 1.0f, 1) == cudaSuccess);
+  });
+  const auto before = brigade::emu::gpu::call_counts();
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  const auto added = brigade::emu::gpu::call_counts().since(before);
+  CHECK(added.graph_launches == 2);
+  CHECK(added.kernel_launches == 0);
+  CHECK(added.by_entry_point.at("cudaGraphLaunch") == 2);
+  CHECK(added.by_entry_point.count("cudaLaunchKernel") == 0);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  destroy(graph);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("each launch of a graph is ordered after its previous launch, on any stream") {
+  cudaStream_t s = stream_on(0);
+  cudaStream_t other = stream_on(0);
+  float* one = device_floats(0, 1);
+  float* sum = device_floats(0, 1);
+  REQUIRE(launch(s, "fill", fill, one, 1.0f, 1) == cudaSuccess);
+  REQUIRE(launch(s, "fill", fill, sum, 0.0f, 1) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  const Captured graph = capture(s, [&] {
+    REQUIRE(launch(s, "add_into", add_into, static_cast<const float*>(one), sum, 1) == cudaSuccess);
+  });
+  // No event orders the two streams: the graph's own launches are (a race otherwise).
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(graph.exec, other) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(other) == cudaSuccess);
+  CHECK(values_of(sum, 1, s) == std::vector<float>{2});
+  destroy(graph);
+  REQUIRE(cudaFree(one) == cudaSuccess);
+  REQUIRE(cudaFree(sum) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}
+
+TEST_CASE("a call that synchronises or queries during a global capture fails and invalidates it") {
+  cudaStream_t s = stream_on(0);
+  cudaStream_t other = stream_on(0);
+  float* out = device_floats(0, 1);
+  float host = 0.0f;
+  void* fresh = nullptr;
+  struct Refused {
+    const char* call;
+    std::function<cudaError_t()> make;
+    cudaError_t code;
+  };
+  const std::vector<Refused> refused = {
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s); },
+       cudaErrorStreamCaptureUnsupported},
+      {"cudaStreamQuery", [&] { return cudaStreamQuery(s); }, cudaErrorStreamCaptureUnsupported},
+      {"cudaStreamDestroy", [&] { return cudaStreamDestroy(s); },
+       cudaErrorStreamCaptureUnsupported},
+      {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); },
+       cudaErrorStreamCaptureUnsupported},
+      {"cudaMalloc", [&] { return cudaMalloc(&fresh, 16); }, cudaErrorStreamCaptureUnsupported},
+      {"cudaMemcpy", [&] { return cudaMemcpy(&host, out, sizeof(float), cudaMemcpyDeviceToHost); },
+       cudaErrorStreamCaptureUnsupported},
+      // A pageable copy's staging is a host operation: no node of a graph.
+      {"cudaMemcpyAsync", [&] {
+         return cudaMemcpyAsync(&host, out, sizeof(float), cudaMemcpyDeviceToHost, s);
+       }, cudaErrorStreamCaptureUnsupported},
+  };
+  for (const Refused& r : refused) {
+    CAPTURE(r.call);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    REQUIRE(launch(s, "fill", fill, out, 1.0f, 1) == cudaSuccess);
+    CHECK(r.make() == r.code);
+    CHECK(last_error_text().find("invalidated") != std::string::npos);
+    // Every later use of the capture's stream says so.
+    CHECK(launch(s, "fill", fill, out, 2.0f, 1) == cudaErrorStreamCaptureInvalidated);
+    (void)cudaGetLastError();
+    expect_invalidated_end(s);
+  }
+  // From another thread too: a global capture forbids unsafe calls everywhere.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaError_t from_thread = cudaSuccess;
+  std::thread([&] { from_thread = cudaMalloc(&fresh, 16); }).join();
+  CHECK(from_thread == cudaErrorStreamCaptureUnsupported);
+  expect_invalidated_end(s);
+  // A stream that does not capture may still be used, and a relaxed capture allows cudaMalloc.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  REQUIRE(launch(other, "fill", fill, out, 4.0f, 1) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(other) == cudaSuccess);
+  REQUIRE(cudaMalloc(&fresh, 16) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE(cudaFree(fresh) == cudaSuccess);
+  CHECK(values_of(out, 1, s) == std::vector<float>{4});  // no refused call ran anything
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}
+
+TEST_CASE("capture begins off the legacy stream and ends on the stream and thread that began it") {
+  CHECK(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal) ==
+        cudaErrorStreamCaptureUnsupported);
+  cudaStream_t s = stream_on(0);
+  cudaStream_t other = stream_on(0);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaErrorIllegalState);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(other, &graph) == cudaErrorIllegalState);  // not capturing
+  cudaError_t from_thread = cudaSuccess;
+  std::thread([&] { from_thread = cudaStreamEndCapture(s, &graph); }).join();
+  CHECK(from_thread == cudaErrorStreamCaptureWrongThread);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+  // Ending on a stream forked into the capture is not ending it where it began.
+  cudaEvent_t fork = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(other, fork, 0) == cudaSuccess);
+  CHECK(cudaStreamEndCapture(other, &graph) == cudaErrorStreamCaptureUnmatched);
+  (void)cudaGetLastError();
+  expect_invalidated_end(s);
+  REQUIRE(cudaEventDestroy(fork) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}
+
+TEST_CASE("events fork a capture onto another stream and join it back; an unjoined fork fails") {
+  cudaStream_t s = stream_on(0);
+  cudaStream_t side = stream_on(0);
+  float* a = device_floats(0, 1);
+  float* b = device_floats(0, 1);
+  cudaEvent_t fork = nullptr, join = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess);
+
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(launch(s, "fill", fill, a, 2.0f, 1) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(side, fork, 0) == cudaSuccess);  // side joins the capture
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(side, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  CHECK(cudaEventQuery(fork) == cudaErrorCapturedEvent);  // a captured event is no GPU work
+  (void)cudaGetLastError();
+  expect_invalidated_end(s);
+
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(launch(s, "fill", fill, a, 2.0f, 1) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(side, fork, 0) == cudaSuccess);
+  REQUIRE(launch(side, "fill", fill, b, 3.0f, 1) == cudaSuccess);
+  REQUIRE(cudaEventRecord(join, side) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(s, join, 0) == cudaSuccess);
+  REQUIRE(launch(s, "add_into", add_into, static_cast<const float*>(b), a, 1) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(side, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusNone);
+  const cudaGraphExec_t exec = instantiate(graph);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  CHECK(values_of(a, 1, s) == std::vector<float>{5});
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+  // Work on the fork after its join is unjoined again.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(side, fork, 0) == cudaSuccess);
+  REQUIRE(cudaEventRecord(join, side) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(s, join, 0) == cudaSuccess);
+  REQUIRE(launch(side, "fill", fill, b, 3.0f, 1) == cudaSuccess);
+  graph = reinterpret_cast<cudaGraph_t>(0x1);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureUnjoined);
+  CHECK(graph == nullptr);
+  CHECK(last_error_text().find("never joined back") != std::string::npos);
+
+  // A capturing stream may not wait on work recorded outside the capture.
+  REQUIRE(cudaEventRecord(join, side) == cudaSuccess);  // side no longer captures
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(s, join, 0) == cudaErrorStreamCaptureIsolation);
+  (void)cudaGetLastError();
+  expect_invalidated_end(s);
+
+  REQUIRE(cudaStreamSynchronize(side) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(fork) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(join) == cudaSuccess);
+  REQUIRE(cudaFree(a) == cudaSuccess);
+  REQUIRE(cudaFree(b) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(side) == cudaSuccess);
+}
+
+TEST_CASE("the legacy stream may not be used while a blocking stream of its device captures") {
+  cudaStream_t blocking = stream_on(0, cudaStreamDefault);
+  float* out = device_floats(0, 1);
+  REQUIRE(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  CHECK(cudaMemsetAsync(out, 0, sizeof(float), nullptr) == cudaErrorStreamCaptureImplicit);
+  (void)cudaGetLastError();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CHECK(cudaStreamIsCapturing(nullptr, &status) == cudaErrorStreamCaptureImplicit);
+  (void)cudaGetLastError();
+  expect_invalidated_end(blocking);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(blocking) == cudaSuccess);
+}
+
+TEST_CASE("a replay is checked for races on the stream it runs on") {
+  // cuda:1, faulted by this case: a fault is sticky.
+  cudaStream_t s = stream_on(1);
+  cudaStream_t other = stream_on(1);
+  float* a = device_floats(1, 1);
+  const Captured graph =
+      capture(s, [&] { REQUIRE(launch(s, "fill", fill, a, 1.0f, 1) == cudaSuccess); });
+
+  // The replay on `other` and a write of `a` on `s` that nothing orders: a race, found.
+  REQUIRE(launch(s, "fill", fill, a, 2.0f, 1) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(graph.exec, other) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(other) == cudaErrorLaunchFailure);
+  const std::string report = last_error_text();
+  CHECK(report.find("a data race") != std::string::npos);
+  CHECK(report.find("kernel fill") != std::string::npos);
+}
+
+TEST_CASE("a replay that touches memory freed since the capture faults, as on a GPU") {
+  // cuda:2, faulted by this case.
+  cudaStream_t s = stream_on(2);
+  float* a = device_floats(2, 1);
+  const Captured graph =
+      capture(s, [&] { REQUIRE(launch(s, "fill", fill, a, 1.0f, 1) == cudaSuccess); });
+  REQUIRE(cudaFree(a) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);  // asynchronous, as a kernel's fault is
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  CHECK(last_error_text().find("no longer allocated") != std::string::npos);
+}
