@@ -11,10 +11,12 @@ backward passes, over the batch and over the output pixels, among its threads), 
 difference is the spread bf16 training has on its own. Brigade passes when its worst per-step
 distance to the nearer PyTorch run is within the worst per-step spread. A third PyTorch run,
 "Brigade's rule" (kernels/precision.h: the two operands of every Conv2D and Dense GEMM rounded
-to bf16, forward and both backward passes, the sums, outputs and bias in fp32), says what
-separates the two programs when Brigade is outside: autocast also rounds each Conv2D's and
-Linear's output, bias included, and the gradients flowing back, to bf16. A last autocast run with oneDNN off (torch.backends.mkldnn.flags(enabled=False))
-is printed for scale only: it runs other kernels, not the same ones in another order.
+to bf16, forward and both backward passes, with fp32 sums; every layer's output and every
+layer's input gradient rounded to bf16; the loss and its gradient in fp32), says what
+separates the two programs when Brigade is outside: autocast also adds the bias in bf16 and
+rounds the weight gradients to bf16 before they reach the fp32 masters. A last autocast run
+with oneDNN off (torch.backends.mkldnn.flags(enabled=False)) is printed for scale only: it runs
+other kernels, not the same ones in another order.
 
   /usr/bin/python3 tools/compare/pytorch_bf16_autocast.py
 
@@ -35,7 +37,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
-# ---- Brigade's rule in PyTorch: operands rounded to bf16, everything else fp32 ----------------
+# ---- Brigade's rule in PyTorch: GEMM operands and layer boundaries rounded to bf16 ------------
 
 def bf16(t):
     """t rounded to bfloat16 (nearest, ties to even) and widened back to float32."""
@@ -44,7 +46,8 @@ def bf16(t):
 
 class Bf16OperandsConv2d(torch.autograd.Function):
     """y = conv(bf16(x), bf16(w)) + b; dx = conv_input(bf16(w), bf16(dy)); dw = conv_weight(bf16(x),
-    bf16(dy)): every product on bf16 operands, every sum, output and bias in float32."""
+    bf16(dy)): every product on bf16 operands, every sum and the bias in float32 (the boundary
+    after the layer rounds its output)."""
 
     @staticmethod
     def forward(ctx, x, w, b):
@@ -77,15 +80,35 @@ class Bf16OperandsLinear(torch.autograd.Function):
         return dyr @ wr, dyr.t() @ xr, dy.sum(dim=0)
 
 
+class Bf16Boundary(torch.autograd.Function):
+    """The boundary between two layers: the value crossing it is a bf16 value both ways, the
+    first layer's output going forward and the second layer's input gradient coming back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return bf16(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return bf16(dy)
+
+
 def brigade_rule_forward(model, x):
-    """model's forward with its Conv2d and Linear layers computed by Brigade's bf16 rule."""
-    for layer in model:
+    """model's forward with its Conv2d and Linear layers computed by Brigade's bf16 rule and
+    every layer's output and input gradient rounded to bf16. The last layer's output (the
+    logits) is rounded too, but the loss's gradient flowing into it stays fp32."""
+    layers = list(model)
+    for i, layer in enumerate(layers):
         if isinstance(layer, torch.nn.Conv2d):
             x = Bf16OperandsConv2d.apply(x, layer.weight, layer.bias)
         elif isinstance(layer, torch.nn.Linear):
             x = Bf16OperandsLinear.apply(x, layer.weight, layer.bias)
         else:
             x = layer(x)
+        if i + 1 < len(layers):
+            x = Bf16Boundary.apply(x)
+        else:
+            x = x + (bf16(x) - x).detach()  # rounded forward, the gradient passed through
     return x
 
 
