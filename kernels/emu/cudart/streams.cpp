@@ -165,12 +165,17 @@ void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uin
 
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
   if (gpu.legacy) land_unlanded(gpu, *gpu.legacy);
-  VectorClock drained;  // the streams' clocks as the host waits for them, not as they grow since
+  // The streams as the drain begins, held: each wait lets go of the lock, and another host
+  // thread may then create streams, reallocating gpu.streams (a new stream holds no work this
+  // drain must wait for).
+  std::vector<std::shared_ptr<StreamState>> streams;
   for (const auto& weak : gpu.streams)
-    if (auto s = weak.lock()) {
-      drained.join(s->clock);
-      wait_for(lock, *s, s->enqueued);
-    }
+    if (auto s = weak.lock()) streams.push_back(std::move(s));
+  VectorClock drained;  // the streams' clocks as the host waits for them, not as they grow since
+  for (const auto& s : streams) {
+    drained.join(s->clock);
+    wait_for(lock, *s, s->enqueued);
+  }
   host_observes(drained);
 }
 

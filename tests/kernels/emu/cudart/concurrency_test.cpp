@@ -9,12 +9,15 @@
 // as it cannot see a `__device__` variable a real program shares between two streams.
 #include <doctest/doctest.h>
 
+#include <cuda_emulation.h>
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kernels/emu/emulated_gpu.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
@@ -137,4 +140,37 @@ TEST_CASE("a block that fails while the GPU's threads share its grid faults the 
   CHECK(text.find("block five gives up") != std::string::npos);
   // Blocks start in order and every block started runs to its end: 0 to 5 at least.
   CHECK(blocks_run.load() >= 6);
+}
+
+// cudaDeviceSynchronize waits for each stream of its GPU in turn, and waiting lets go of the
+// emulation's lock: another host thread may create streams meanwhile, growing the GPU's list of
+// streams under the wait (the engine's blocking copies make a stream per call). The drain must
+// not walk that list across a wait (it did: AddressSanitizer reported the list's old storage
+// read after its reallocation).
+TEST_CASE("streams created while cudaDeviceSynchronize waits do not disturb its drain") {
+  Deadline deadline("a device synchronize beside stream creations");
+  cudaStream_t held_stream = stream_on(0);
+  cudaStream_t next_stream = stream_on(0);  // after the held one: the drain reads on past it
+  brigade::emu::gpu::StreamHold hold(held_stream);
+  const uint64_t synchronizes = brigade::emu::gpu::api_counts().device_synchronize;
+  std::vector<cudaStream_t> created;
+  int creation_errors = 0;
+  std::thread creator([&] {
+    // The count grows under the lock the drain lets go of only once it waits: seen here, the
+    // drain is waiting for the held stream.
+    while (brigade::emu::gpu::api_counts().device_synchronize == synchronizes)
+      std::this_thread::yield();
+    cudaSetDevice(0);  // each of its calls checked below, on the test's thread
+    for (int i = 0; i < 64; ++i) {  // enough to reallocate the list several times
+      cudaStream_t s = nullptr;
+      creation_errors += cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess;
+      created.push_back(s);
+    }
+    hold.release();
+  });
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  creator.join();
+  CHECK(creation_errors == 0);
+  for (cudaStream_t s : created) CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  for (cudaStream_t s : {held_stream, next_stream}) CHECK(cudaStreamDestroy(s) == cudaSuccess);
 }
