@@ -2,7 +2,9 @@
 // BRIGADE_EMULATED_GPU_THREADS says (tests/kernels/emu/cudart/meson.build runs this file with 1
 // and with 3 threads per GPU). Each case is a rendezvous: a kernel waits, with a deadline, for
 // a flag that a kernel of another stream sets, so it passes only if both run at once, and a
-// GPU that ran one grid at a time fails it when the deadline passes (never hangs).
+// GPU that ran one grid at a time fails it when the deadline passes (never hangs). The last case
+// is the host side's concurrency: a cudaDeviceSynchronize waiting while another thread creates
+// streams.
 //
 // The flags live in globals, which is what a `__device__` variable is to an emulated kernel:
 // module memory, not an allocation, so the happens-before check (hb.h) does not see them, just
