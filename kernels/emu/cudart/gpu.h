@@ -36,7 +36,7 @@
 namespace brigade::emu::gpu {
 
 struct StreamState;
-struct Capture;  // a stream capture in progress (graphs.cpp)
+struct Capture;  // a stream capture in progress (capture.cpp)
 
 // A stream's worker: runs tasks in order; a task that throws faults the stream's GPU.
 struct Task {
@@ -98,7 +98,7 @@ struct Record {
   VectorClock clock;  // the stream's clock at the record: what a wait on it is ordered after
   std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
   // Recorded on a capturing stream: the capture, and how many operations that stream had
-  // captured then (a wait on it by the capture's origin joins that stream back; graphs.cpp).
+  // captured then (a wait on it by the capture's origin joins that stream back; capture.cpp).
   std::shared_ptr<Capture> capture;
   uint64_t captured_ops = 0;
 };
@@ -109,8 +109,8 @@ struct Record {
 struct CUstream_st {
   std::shared_ptr<brigade::emu::gpu::StreamState> state;
 };
-struct CUgraph_st;      // graphs.cpp
-struct CUgraphExec_st;  // graphs.cpp
+struct CUgraph_st;      // captured_graph.h
+struct CUgraphExec_st;  // captured_graph.h
 struct CUevent_st {
   brigade::emu::gpu::Gpu* gpu = nullptr;
   unsigned flags = 0;
@@ -216,7 +216,7 @@ void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uin
 // Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs.
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
 
-// ---- graphs (graphs.cpp); all with Emulation::mutex held -----------------------------------
+// ---- stream capture (capture.cpp); all with Emulation::mutex held --------------------------
 // What a capturing stream is given goes into its capture, not its queue: enqueue hands the
 // task here (its position is 0: it has none), record_access the accesses that follow it.
 void capture_task(StreamState& stream, Task task);
@@ -233,6 +233,8 @@ void capture_access(StreamState& stream, const void* pointer, bool write, const 
 //     streams is capturing (it would depend on the capture): cudaErrorStreamCaptureImplicit.
 // Why the capture `stream` is in was invalidated; "" when it holds or there is none.
 std::string invalidated_capture(const StreamState& stream);
+// Invalidates `capture` (the first reason stays) and fails the call with `code`.
+cudaError_t invalidate_capture(Capture& capture, cudaError_t code, const std::string& why);
 cudaError_t capturing_stream_refused(StreamState& stream, const char* call);
 cudaError_t unsafe_call_refused(const char* call);
 cudaError_t legacy_stream_refused(Gpu& gpu, const char* call);

@@ -72,7 +72,7 @@ std::string race_text(const Access& earlier, bool earlier_wrote, const Access& n
 
 void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
                    uint64_t position) {
-  if (stream.capture) {  // checked at each replay instead (graphs.cpp)
+  if (stream.capture) {  // checked at each replay instead (graphs.cpp; recorded by capture.cpp)
     capture_access(stream, pointer, write, what);
     return;
   }

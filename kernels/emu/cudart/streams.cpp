@@ -138,7 +138,7 @@ std::shared_ptr<StreamState> stream_of(cudaStream_t handle, const char* call) {
 }
 
 uint64_t enqueue(StreamState& stream, Task task) {
-  if (stream.capture) {  // recorded, not run; no position (graphs.cpp)
+  if (stream.capture) {  // recorded, not run; no position (capture.cpp)
     capture_task(stream, std::move(task));
     return 0;
   }
@@ -331,7 +331,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                 "cudaEventRecord: the event belongs to " + name_of(*event->gpu) +
                     " and the stream to " + name_of(*s->gpu) +
                     " (an event is created on the thread's current device)");
-  if (s->capture) {  // a node of the capture: what a wait on it forks or joins (graphs.cpp)
+  if (s->capture) {  // a node of the capture: what a wait on it forks or joins (capture.cpp)
     event->last = capture_record(s);
     return ok();
   }

@@ -1,5 +1,5 @@
-// Stream capture and CUDA graphs on emulated GPUs (kernels/emu/cudart/graphs.cpp), through the
-// CUDA API: what a capturing stream is given is recorded, not run; a replay runs it as
+// Stream capture and CUDA graphs on emulated GPUs (kernels/emu/cudart/capture.cpp and graphs.cpp),
+// through the CUDA API: what a capturing stream is given is recorded, not run; a replay runs it as
 // captured; and each call CUDA forbids during a capture fails with CUDA's code and invalidates
 // the capture, as on a GPU. Emulated builds only, 2 GPUs of 64 MiB
 // (tests/kernels/emu/cudart/meson.build); cuda:1 is faulted on purpose by the last case.
