@@ -62,8 +62,6 @@ struct Capture {
 
 namespace {
 
-std::string name_of(const StreamState& s) { return *s.name; }
-
 
 void count_operation(Capture& capture, StreamState& stream) {
   if (&stream == capture.origin.get()) {

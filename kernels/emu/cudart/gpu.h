@@ -197,6 +197,7 @@ cudaError_t fault_of(const Gpu& gpu);
 // Marks the GPU faulted (the first fault wins) and says so once on stderr.
 void set_fault(Gpu& gpu, cudaError_t code, const std::string& detail);
 std::string name_of(const Gpu& gpu);  // "emulated cuda:1"
+inline std::string name_of(const StreamState& s) { return *s.name; }
 
 // ---- streams (streams.cpp); all with Emulation::mutex held ----------------------------------
 // The stream a handle names (0 and cudaStreamLegacy: the current GPU's legacy stream), or null

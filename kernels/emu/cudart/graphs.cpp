@@ -15,12 +15,6 @@
 #include "kernels/emu/cudart/captured_graph.h"
 #include "kernels/emu/cudart/gpu.h"
 
-namespace {
-
-std::string name_of(const brigade::emu::gpu::StreamState& s) { return *s.name; }
-
-}  // namespace
-
 using namespace brigade::emu::gpu;
 
 extern "C" {

@@ -21,8 +21,6 @@ namespace brigade::emu::gpu {
 
 namespace {
 
-std::string name_of(const StreamState& s) { return *s.name; }
-
 void worker_loop(std::shared_ptr<StreamState> self) {
   Emulation& e = Emulation::get();
   std::unique_lock lock(e.mutex);
