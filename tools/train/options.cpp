@@ -177,9 +177,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "inputs rounded to 10 mantissa bits; GPUs on the vendor path only)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   app.add_option("--precision", o.precision,
-                 "precision of Dense and Conv2D: fp32, or bf16 (their GEMM operands rounded to "
-                 "bfloat16, sums in fp32; parameters, gradients, optimizer, softmax and loss stay "
-                 "fp32; CPU devices only, AVX-512 BF16 where the processor has it)")
+                 "arithmetic precision: fp32, or bf16 (Dense and Conv2D on GEMM operands rounded "
+                 "to bfloat16 with sums in fp32, and every layer's output and input gradient a "
+                 "bfloat16 value; parameters, gradients, optimizer, softmax and loss stay fp32; "
+                 "CPU devices only, AVX-512 BF16 where the processor has it)")
       ->default_str("fp32")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 
