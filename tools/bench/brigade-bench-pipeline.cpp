@@ -229,15 +229,24 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   app.add_option("--batch", batch, "mini-batch size")->check(CLI::Range(1, 4096));
-  app.add_option("--microbatches", ms, "micro-batch counts")->delimiter(',');
+  app.add_option("--microbatches", ms, "micro-batch counts, each at most --batch")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   app.add_option("--schedules", schedules, "schedules")->delimiter(',');
   app.add_option("--steps", steps, "timed steps per row (after one warm-up)")->check(CLI::Range(1, 100));
   app.add_option("--train", train_steps,
-                 "instead: train the model file's own placement N steps (0: measure)");
+                 "instead: train the model file's own placement N steps (0: measure)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step")
       ->default_str(cli::kNotGiven);
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench-pipeline"))
     return *status;
+  for (int m : ms)
+    if (m > batch) {  // a micro-batch of no sample
+      std::fprintf(stderr, "brigade-bench-pipeline: --microbatches %d is more than the --batch %d "
+                   "samples: every micro-batch needs a sample\n", m, batch);
+      return cli::kUsageStatus;
+    }
   if (!threads.empty() && static_cast<int>(threads.size()) != p) {
     std::fprintf(stderr, "brigade-bench-pipeline: --threads-per-device has %zu counts for %d "
                  "devices\n", threads.size(), p);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "pipeline/runtime/step_memory.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tools/train/preflight.h"
 #include "tools/train/suggested_command.h"
@@ -93,6 +94,40 @@ CLI::Validator above_zero() {
         return "";
       },
       "> 0");
+}
+
+// --synthetic-count and --batch near their type's limits, refused by the flag's name before
+// anything is sized by them: past these, the data set's own bound (2^31 samples) or an
+// allocation fails without naming the flag, and a batch near 2^63 overflows the count of
+// batches per epoch to 0. Both data sets are 28x28 grey images with an int32 label.
+constexpr int64_t kSyntheticCountLimit = int64_t{1} << 31;  // tools/data/dataset.h
+constexpr uint64_t kPixelsPerSample = 28 * 28;
+constexpr uint64_t kStoredSampleBytes = kPixelsPerSample + sizeof(int32_t);       // uint8 pixels
+constexpr uint64_t kStagedSampleBytes = kPixelsPerSample * 4 + sizeof(int32_t);   // fp32 pixels
+
+void check_data_sizes(const Options& o) {
+  const uint64_t memory = pipeline::machine_memory_bytes();
+  if (o.synthetic_count > kSyntheticCountLimit)
+    throw UsageError("--synthetic-count " + std::to_string(o.synthetic_count) +
+                     ": the synthetic data set holds at most 2^31 (" +
+                     std::to_string(kSyntheticCountLimit) + ") samples");
+  // The training set and its test set (a sixth of it), held in memory as bytes.
+  const uint64_t samples = static_cast<uint64_t>(o.synthetic_count);
+  const uint64_t set_bytes = (samples + samples / 6) * kStoredSampleBytes;
+  if (set_bytes > memory)
+    throw UsageError("--synthetic-count " + std::to_string(o.synthetic_count) +
+                     ": the synthetic training and test sets take " + format_size(set_bytes) +
+                     " (" + std::to_string(kStoredSampleBytes) + " bytes a sample), more than " +
+                     "this machine's " + format_size(memory) + " of memory");
+  // One batch staged in fp32 on the host; a batch larger than the training set is one batch of
+  // all of it, so only a batch no machine could stage is refused here.
+  if (static_cast<uint64_t>(o.batch) > memory / kStagedSampleBytes)
+    throw UsageError("--batch " + std::to_string(o.batch) + ": one batch of fp32 images takes " +
+                     (static_cast<uint64_t>(o.batch) > UINT64_MAX / kStagedSampleBytes
+                          ? std::string("more than 2^64 bytes")
+                          : format_size(static_cast<uint64_t>(o.batch) * kStagedSampleBytes)) +
+                     " (" + std::to_string(kStagedSampleBytes) + " bytes a sample), more than " +
+                     "this machine's " + format_size(memory) + " of memory");
 }
 
 CLI::Validator momentum_range() {
@@ -301,6 +336,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       throw UsageError("--microbatches " + microbatches + ": a step needs at least 1 micro-batch");
   }
   if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
+  check_data_sizes(o);
   if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
   if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");
   // A multi-chunk schedule with one chunk is plain 1F1B (or GPipe): without --chunks, 2, said.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "engine/device.h"
 #include "tests/tools/train/run_binary.h"
@@ -97,6 +98,22 @@ TEST_CASE("bench: the old switches are refused, and a model file that is no mode
   CAPTURE(r.output);
   CHECK(r.status == 2);
   CHECK(r.output.find(bad + ":2:") != std::string::npos);  // file:line of the mistake
+}
+
+// Once a division by zero (--microbatches 0) or micro-batches of no sample (more than --batch),
+// and a negative --train taken as "measure": each is refused with exit status 2, by its name.
+TEST_CASE("bench: brigade-bench-pipeline refuses micro-batch and step counts it cannot run") {
+  const std::string bench = tool_binary("BRIGADE_BENCH_PIPELINE");
+  const std::pair<std::string, std::string> refused[] = {
+      {" --microbatches 0", "--microbatches"},
+      {" --train -1", "--train"},
+      {" --batch 8 --microbatches 4,16", "--microbatches 16 is more than the --batch 8 samples"}};
+  for (const auto& [args, says] : refused) {
+    const Run r = run_command(bench + args);
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find(says) != std::string::npos);
+  }
 }
 
 // --count-calls reads the emulated CUDA runtime's counts (kernels/emu/cudart/README.md,

@@ -111,6 +111,27 @@ TEST_CASE("options: a flag the rest of the command makes meaningless is refused,
   CHECK(parse({"--checkpoint-dir", "ckpt", "--checkpoint-every", "100"})->checkpoint_every == 100);
 }
 
+// Once an allocation failure ("synthetic data set: count must be in 1..2^31") and a batch
+// count of 0 ("batch -1 is outside 0..-1"), neither naming the flag.
+TEST_CASE("options: --synthetic-count and --batch near their type's limits name the flag") {
+  const std::string huge_count = usage_error(
+      {"--data", "synthetic", "--synthetic-count", "9223372036854775807"});
+  CHECK(huge_count == "--synthetic-count 9223372036854775807: the synthetic data set holds at "
+                      "most 2^31 (2147483648) samples");
+  // 2^31 samples are within the data set's bound, but 1.8 TiB: more than this machine holds.
+  const std::string big_count =
+      usage_error({"--data", "synthetic", "--synthetic-count", "2147483648"});
+  CHECK(big_count.starts_with("--synthetic-count 2147483648: the synthetic training and test "
+                              "sets take 1.8 TiB (788 bytes a sample), more than this machine's"));
+  CHECK(usage_error({"--batch", "9223372036854775807"})
+            .starts_with("--batch 9223372036854775807: one batch of fp32 images takes more than "
+                         "2^64 bytes (3140 bytes a sample), more than this machine's"));
+  CHECK(usage_error({"--batch", "1099511627776"})
+            .starts_with("--batch 1099511627776: one batch of fp32 images takes 3140.0 TiB"));
+  // A batch larger than the training set is one batch of all of it, as before.
+  CHECK(parse({"--batch", "100000"})->batch == 100000);
+}
+
 namespace {
 brigade::model::ModelSpec three_blocks() {
   return brigade::model::parse_model(
