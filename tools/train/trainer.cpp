@@ -17,6 +17,7 @@
 #include "tools/machine_load.h"
 #include "tools/train/divergence.h"
 #include "tools/train/preflight.h"
+#include "tools/train/resume_end.h"
 #include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
 #include "tools/train/training.h"
@@ -141,6 +142,8 @@ void Training::load_starting_point() {
                     std::to_string(resume_point_.step) + " (epoch " +
                     std::to_string(resume_point_.epoch + 1) + ", batch " +
                     std::to_string(resume_point_.batch) + ")");
+    check_resume_leaves_steps(resume_point_, {o_.epochs, o_.steps, batches_},
+                              checkpoint_path(o_.checkpoint_dir));
   }
   if (!o_.save_initial.empty() && reporter_)
     layers::save_parameters(model().parameters(), o_.save_initial);

@@ -238,6 +238,39 @@ TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exa
   }
 }
 
+// Once "done: 0 steps" and exit status 0, as if it had trained: a --resume with no step left
+// before the run's --steps or --epochs is refused (exit status 2), saying where the checkpoint
+// stands and which flag to raise, and the checkpoint is left as it was.
+TEST_CASE("resume: a checkpoint already at the run's end is refused, naming the flag to raise") {
+  const fs::path dir = temp_dir("resume-at-end");
+  const std::vector<std::string> base = recipe(dir, "cpu:0", {"--checkpoint-dir",
+                                                              (dir / "ckpt").string()});
+  std::vector<std::string> first = base;
+  first.insert(first.end(), {"--steps", "12"});  // 10 batches an epoch: step 12 is in epoch 2
+  ok(first);
+  const std::string saved = slurp(dir / "ckpt" / "checkpoint.safetensors");
+  const auto refused = [&](std::vector<std::string> extra, const std::string& says) {
+    std::vector<std::string> args = base;
+    args.push_back("--resume");
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Run r = run_train(args);
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find(says) != std::string::npos);
+    CHECK(r.output.find("done:") == std::string::npos);
+  };
+  refused({"--steps", "12"}, "is at step 12 (1 epoch complete), already at the --steps 12 this "
+                             "run asks for: nothing to train; raise --steps to continue");
+  refused({"--steps", "5"}, "already at the --steps 5");
+  refused({"--epochs", "1"}, "is at step 12 (1 epoch complete), already at the end of the "
+                             "--epochs 1 this run asks for: nothing to train; raise --epochs");
+  CHECK(slurp(dir / "ckpt" / "checkpoint.safetensors") == saved);
+  // One step left is trained.
+  std::vector<std::string> more = base;
+  more.insert(more.end(), {"--resume", "--steps", "13"});
+  CHECK(ok(more).output.find("done: 1 step") != std::string::npos);
+}
+
 TEST_CASE("resume: another model, other settings, a damaged file are refused with what differs") {
   const fs::path dir = temp_dir("refuse");
   const std::string ckpt = (dir / "ckpt").string();
