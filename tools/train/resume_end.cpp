@@ -14,10 +14,10 @@ void check_resume_leaves_steps(const ResumePoint& from, const RunEnd& end,
                             std::to_string(from.step) + " (" + std::to_string(epochs_done) +
                             " epoch" + (epochs_done == 1 ? "" : "s") + " complete)";
   if (end.steps > 0 && from.step >= end.steps)
-    throw UsageError(where + ", already at the --steps " + std::to_string(end.steps) +
+    throw UsageError(where + ", at or past the --steps " + std::to_string(end.steps) +
                      " this run asks for: nothing to train; raise --steps to continue");
   if (epochs_done >= end.epochs)
-    throw UsageError(where + ", already at the end of the --epochs " + std::to_string(end.epochs) +
+    throw UsageError(where + ", at or past the end of the --epochs " + std::to_string(end.epochs) +
                      " this run asks for: nothing to train; raise --epochs to continue");
 }
 

@@ -259,10 +259,10 @@ TEST_CASE("resume: a checkpoint already at the run's end is refused, naming the 
     CHECK(r.output.find(says) != std::string::npos);
     CHECK(r.output.find("done:") == std::string::npos);
   };
-  refused({"--steps", "12"}, "is at step 12 (1 epoch complete), already at the --steps 12 this "
+  refused({"--steps", "12"}, "is at step 12 (1 epoch complete), at or past the --steps 12 this "
                              "run asks for: nothing to train; raise --steps to continue");
-  refused({"--steps", "5"}, "already at the --steps 5");
-  refused({"--epochs", "1"}, "is at step 12 (1 epoch complete), already at the end of the "
+  refused({"--steps", "5"}, "at or past the --steps 5");
+  refused({"--epochs", "1"}, "is at step 12 (1 epoch complete), at or past the end of the "
                              "--epochs 1 this run asks for: nothing to train; raise --epochs");
   CHECK(slurp(dir / "ckpt" / "checkpoint.safetensors") == saved);
   // One step left is trained.
