@@ -339,6 +339,11 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
   step.trace.mark(d, TraceLane::recv, receiving, mine.recv, true);  // posted
   Message msg = link.receive(receiving.microbatch);  // its event is recorded: a legal wait
   mine.recv.wait(msg.ready);
+  // From another Runtime of this process whose checks run on a host stream: their failure is
+  // this device's too, so that its verdict fails and it abandons its reductions (replicas in
+  // one process: no stage of a failed replica sums or updates). A GPU's check stream waits
+  // for them; a CPU device's receive stream, whose failure its compute stream then inherits.
+  if (msg.checked.recorded()) (mine.check ? *mine.check : mine.recv).wait(msg.checked);
   Tensor here = msg.tensor;
   if (msg.tensor.device() != devices_[static_cast<size_t>(d)]) {
     // A sender in another Runtime of this process handed over its own tensor (send() above):
