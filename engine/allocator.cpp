@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -132,10 +133,23 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
     // system, and try once more, as PyTorch's caching allocator does before it gives up.
     refuse_to_wait_inside_stream_work_locked(bytes);
     ++waits_for_pending_;
+    const std::chrono::duration<double> limit = pending_wait_limit();
     lock.unlock();
-    empty_cache();
+    const std::string still_pending = empty_cache_until(
+        std::chrono::steady_clock::now() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(limit));
     lock.lock();
     data = take_or_obtain_locked(size, stream, &owner_before);
+    if (!data) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", limit.count());
+      throw out_of_memory_locked(
+          bytes, still_pending.empty()
+                     ? "; waited for the queued work of freed blocks, which did not free enough"
+                     : "; waited " + std::string(seconds) +
+                           " s (BRIGADE_ALLOC_WAIT_S) for queued work that did not free enough: "
+                           "still pending at " + still_pending);
+    }
   }
   if (!data) throw out_of_memory_locked(bytes, "");
   in_use_ += size;
@@ -181,12 +195,15 @@ bool Allocator::waiting_could_help_locked(uint64_t size) const {
 // Deadlock. The waiting thread waits for events recorded at free time, i.e. for work already
 // enqueued; enqueued work waits only on records that already exist (never in a cycle, see
 // stream_cpu.cpp) and never on a host thread of this process: Brigade's host-side rendezvous
-// (channels, the local reducer) block host threads, not stream tasks. So a host thread's wait
-// always ends. The one thread that may be what the events wait for is a CPU stream's worker
-// running a task: the pending work may be that very task, or queued behind it. Such a thread
-// does not wait: it is told so. (Work that waits on another process is outside this argument:
-// an NCCL send queued on a GPU stream completes when the peer rank enqueues its receive, which
-// that rank's host thread does not do while it is itself waiting here.)
+// (channels, the local reducer) block host threads, not stream tasks. So within a process a
+// host thread's wait ends. The one thread that may be what the events wait for is a CPU
+// stream's worker running a task: the pending work may be that very task, or queued behind
+// it. Such a thread does not wait: it is told so. Work that waits on another process is
+// outside this argument: an NCCL send queued on a GPU stream completes when the peer rank
+// enqueues its receive, which that rank's host thread does not do while it is itself waiting
+// here for its own send — two full ranks would wait for each other for ever. So the wait has
+// a deadline (pending_wait_limit), after which the allocation fails as out of memory, naming
+// the work still pending, where before it waited for ever.
 void Allocator::refuse_to_wait_inside_stream_work_locked(uint64_t bytes) {
   const std::string task_of = detail::stream_task_of_this_thread();
   if (task_of.empty()) return;
@@ -296,25 +313,54 @@ void Allocator::free_ready_locked() {
   }
 }
 
-void Allocator::empty_cache() {
+void Allocator::empty_cache() { empty_cache_until(std::nullopt); }
+
+std::string Allocator::empty_cache_until(std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::map<uint64_t, std::vector<Cached>> taken;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     taken.swap(cache_);
   }
+  std::string still_pending;  // the first event that had not run by the deadline
+  // Whether `e`'s work has run (by the deadline, if any). A failed stream still completes its
+  // markers; its error is not ours to report.
+  const auto ran = [&](const Event& e) {
+    if (deadline) {
+      if (e.wait_until(*deadline)) return true;
+      if (still_pending.empty()) still_pending = e.current_record()->where();
+      return false;
+    }
+    try {
+      e.synchronize();
+    } catch (const StreamError&) {
+    }
+    return true;
+  };
   for (auto& [size, blocks] : taken) {
     for (auto& c : blocks) {
-      // A failed stream still completes its markers; its error is not ours to report.
-      try {
-        c.owner_done.synchronize();
-        for (auto& e : c.users_done) e.synchronize();
-      } catch (const StreamError&) {
+      const bool done = ran(c.owner_done) && std::all_of(c.users_done.begin(), c.users_done.end(), ran);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!done) {  // still in flight: back to the cache, as it was
+        cache_[size].push_back(std::move(c));
+        continue;
       }
       raw_free(c.data);
-      std::lock_guard<std::mutex> lock(mutex_);
       reserved_ -= size;
     }
   }
+  return still_pending;
+}
+
+// BRIGADE_ALLOC_WAIT_S (seconds, > 0) if set, else 120 s: far longer than the queued work of
+// a step takes, far shorter than "for ever". Read at each wait, which is rare.
+std::chrono::duration<double> Allocator::pending_wait_limit() {
+  const char* text = std::getenv("BRIGADE_ALLOC_WAIT_S");
+  if (text == nullptr) return std::chrono::duration<double>(120.0);
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  BRIGADE_CHECK(end != text && *end == '\0' && seconds > 0 && seconds < 1e9,
+                "BRIGADE_ALLOC_WAIT_S=\"" << text << "\": expected a number of seconds above 0");
+  return std::chrono::duration<double>(seconds);
 }
 
 MemoryStats Allocator::stats() const {

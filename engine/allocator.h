@@ -38,15 +38,20 @@
 // waits for the work of the blocks still in flight (freed by the host, still used by queued
 // work), returns the whole cache to the system and tries once more (PyTorch's caching
 // allocator does the same before it gives up): memory about to be freed is never reported as
-// missing. A request that cannot fit beside the live blocks throws OutOfMemoryError at once:
+// missing. That wait has a deadline, BRIGADE_ALLOC_WAIT_S (default 120 s): queued work that
+// cannot run (an NCCL send whose peer rank is itself waiting for memory) ends it with an
+// OutOfMemoryError that says it waited and for what, not a hang.
+// A request that cannot fit beside the live blocks throws OutOfMemoryError at once:
 //   cpu:1: out of memory allocating 64.0 MiB (in use 200.0 MiB, reserved 230.0 MiB, capacity 256.0 MiB)
 // A task of a CPU stream never waits (allocator.cpp says why): it throws, saying so.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -148,6 +153,11 @@ class Allocator {
   void refuse_to_wait_inside_stream_work_locked(uint64_t bytes);  // throws on a stream's worker
   OutOfMemoryError out_of_memory_locked(uint64_t bytes, const std::string& why) const;
   void free_ready_locked();    // returns ready cached blocks to the system
+  // Returns every cached block whose events have run by `deadline` (none: however long it
+  // takes) to the system; the others stay cached. Where the first still pending waits ("cpu:0
+  // stream#3, position 9; that stream is at 4"), empty when none is.
+  std::string empty_cache_until(std::optional<std::chrono::steady_clock::time_point> deadline);
+  static std::chrono::duration<double> pending_wait_limit();  // BRIGADE_ALLOC_WAIT_S
   uint64_t capacity() const;
   void* raw_allocate(uint64_t size);
   void raw_free(void* data);

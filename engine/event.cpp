@@ -53,6 +53,9 @@ std::shared_ptr<detail::EventRecord> Event::current_record() const {
 bool Event::recorded() const { return current_record() != nullptr; }
 bool Event::query() const { return recorded_or_throw(*this, "query")->query(); }
 void Event::synchronize() const { recorded_or_throw(*this, "synchronize")->synchronize(); }
+bool Event::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  return recorded_or_throw(*this, "wait_until")->wait_until(deadline);
+}
 uint64_t Event::id() const { return state_->id; }
 std::string Event::str() const { return "event#" + std::to_string(state_->id); }
 

@@ -21,6 +21,7 @@
 // costs more than the cudaEventDisableTiming events that every other Event uses.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,9 @@ class Event {
   bool recorded() const;
   bool query() const;
   void synchronize() const;
+  // Blocks until the recorded work has run, or `deadline` has passed; whether it has run (a
+  // failed stream's work has run too: this never throws for it).
+  bool wait_until(std::chrono::steady_clock::time_point deadline) const;
 
   uint64_t id() const;
   std::string str() const;  // "event#7"

@@ -82,6 +82,11 @@ struct CpuQueue {
     std::unique_lock<std::mutex> lock(mutex);
     progress.wait(lock, [&] { return completed.load() >= position; });
   }
+  // Blocks until `position` has run or `deadline` has passed; whether it has run.
+  bool wait_until(uint64_t position, Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return progress.wait_until(lock, deadline, [&] { return completed.load() >= position; });
+  }
   // True if the sticky error covers `position`: a task at or before it failed.
   bool failed_before(uint64_t position) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -103,6 +108,10 @@ struct CpuRecord final : EventRecord {
   void synchronize() const override {
     queue->wait_for(position);
     if (queue->failed_before(position)) queue->throw_error();
+  }
+
+  bool wait_until(Clock::time_point deadline) const override {
+    return queue->wait_until(position, deadline);
   }
 
   double elapsed_ms_since(const EventRecord& start) const override {

@@ -11,9 +11,12 @@
 //     the CUDA driver's thread would stall every stream of the device.)
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -93,6 +96,23 @@ struct CudaRecord final : EventRecord {
     return true;
   }
   void synchronize() const override { BRIGADE_CUDA_CHECK(cudaEventSynchronize(event)); }
+
+  // CUDA has no event wait with a deadline: the event is queried until it completes or the
+  // deadline passes, yielding the core between queries, then backing off to 1 ms once the
+  // work has taken longer than that (a wait that is meant to be rare: allocator.cpp).
+  bool wait_until(std::chrono::steady_clock::time_point deadline) const override {
+    const auto start = std::chrono::steady_clock::now();
+    while (!query()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return false;
+      if (now - start < std::chrono::milliseconds(1))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(1), deadline - now));
+    }
+    return true;
+  }
 
   double elapsed_ms_since(const EventRecord& start) const override {
     auto* s = dynamic_cast<const CudaRecord*>(&start);

@@ -6,6 +6,7 @@
 // re-recording an event makes a new record and leaves the old one to those holding it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +26,9 @@ class EventRecord {
 
   virtual bool query() const = 0;        // has the recorded work run?
   virtual void synchronize() const = 0;  // block until it has; throw if it failed
+  // Block until it has run or `deadline` has passed, whichever is first; whether it has run.
+  // Never throws for a failed stream (its markers still run).
+  virtual bool wait_until(std::chrono::steady_clock::time_point deadline) const = 0;
   // Milliseconds from `start` (a record of the same backend) to this record; both complete.
   virtual double elapsed_ms_since(const EventRecord& start) const = 0;
   // "cpu:0 stream#2, position 12; that stream is at 9": for hang reports.

@@ -2,6 +2,8 @@
 // Each test uses its own CPU device index: allocators and their counters are per device.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <future>
 #include <string>
 
@@ -195,22 +197,33 @@ TEST_CASE("going over a device's capacity throws an error naming device, request
   CHECK(alloc.stats().capacity == 256 * MiB);
 }
 
+// A CPU device of 1 MiB (cpu:index): `live` held on `other`, and 768 KiB `freed` on `user`,
+// whose work waits behind `gate` — once the test resets `freed`, memory about to be free until
+// the gate opens.
+struct FreedBehindGate {
+  FreedBehindGate(int index, uint64_t live_bytes)
+      : dev((brigade::configure_cpu_device(index, {1, 1 * MiB}), Device::cpu(index))),
+        alloc(Allocator::of(dev)) {
+    if (live_bytes > 0) live = alloc.allocate(live_bytes, other);
+    freed = alloc.allocate(768 * KiB, user);
+    user.enqueue(gate.blocker());
+  }
+  const Device dev;
+  Allocator& alloc;
+  Stream user = Stream::create(dev), other = Stream::create(dev);
+  std::shared_ptr<brigade::Block> live, freed;
+  Gate gate;
+};
+
 // Memory freed by the host while queued work still uses it is memory about to be free: an
 // allocation that fits once that work has run waits for it instead of reporting out of memory
 // (with the cache or without: either way the block is held until its work is done).
 TEST_CASE("an allocation that fits once freed blocks' queued work has run waits for it; one "
           "that can never fit fails at once") {
   Deadline deadline("out of memory while memory is about to be freed");
-  const int index = 27;
-  brigade::configure_cpu_device(index, {1, 1 * MiB});
-  const Device dev = Device::cpu(index);
-  Allocator& alloc = Allocator::of(dev);
-  Stream user = Stream::create(dev), other = Stream::create(dev);
-  auto live = alloc.allocate(256 * KiB, other);
-  auto freed = alloc.allocate(768 * KiB, user);
-  Gate gate;
+  FreedBehindGate memory(27, 256 * KiB);
+  auto& [dev, alloc, user, other, live, freed, gate] = memory;
   bool used = false;
-  user.enqueue(gate.blocker());
   user.enqueue([memory = static_cast<char*>(freed->data()), &used] {  // queued behind the gate
     memory[0] = 1;
     used = true;
@@ -236,6 +249,47 @@ TEST_CASE("an allocation that fits once freed blocks' queued work has run waits 
   CHECK(block->size() == Allocator::block_size(768 * KiB));
   CHECK(alloc.stats().in_use == 1 * MiB);
   CHECK(alloc.stats().waits_for_pending == waits_before + 1);
+}
+
+// Queued work that cannot run while the allocation waits (two GPU ranks both full, each
+// waiting on an NCCL send its peer must match; here a task behind a gate the test opens only
+// afterwards) once made the allocation wait for ever. It waits BRIGADE_ALLOC_WAIT_S, then
+// fails as out of memory, saying it waited and what is still pending; the freed block stays
+// cached, and is given once its work has run.
+TEST_CASE("an allocation whose freed blocks' queued work does not run fails after its wait") {
+  Deadline deadline("a wait for queued work that does not run", std::chrono::seconds(30));
+  FreedBehindGate memory(29, 256 * KiB);
+  auto& [dev, alloc, user, other, live, freed, gate] = memory;
+  freed.reset();  // its owner's work, behind the gate, is still queued
+  const uint64_t waits_before = alloc.stats().waits_for_pending;
+  ::setenv("BRIGADE_ALLOC_WAIT_S", "0.2", 1);
+  const std::string refused = brigade::testing::error_text<brigade::OutOfMemoryError>(
+      [&] { alloc.allocate(768 * KiB, other); });
+  ::unsetenv("BRIGADE_ALLOC_WAIT_S");
+  CHECK(refused.starts_with(
+      "cpu:29: out of memory allocating 768.0 KiB (in use 256.0 KiB, reserved 1.0 MiB, capacity "
+      "1.0 MiB); waited 0.2 s (BRIGADE_ALLOC_WAIT_S) for queued work that did not free enough: "
+      "still pending at " + user.str() + ", position "));
+  CHECK(alloc.stats().waits_for_pending == waits_before + 1);
+  CHECK(alloc.stats().reserved == 1 * MiB);  // the block is still cached
+  gate.open();
+  user.synchronize();
+  CHECK(alloc.allocate(768 * KiB, other)->size() == Allocator::block_size(768 * KiB));
+}
+
+// A malformed BRIGADE_ALLOC_WAIT_S is refused by its name when a wait would read it.
+TEST_CASE("BRIGADE_ALLOC_WAIT_S that is no number of seconds is refused by its name") {
+  FreedBehindGate memory(30, 0);
+  auto& [dev, alloc, user, other, live, freed, gate] = memory;
+  freed.reset();
+  ::setenv("BRIGADE_ALLOC_WAIT_S", "soon", 1);
+  const std::string refused = brigade::testing::error_text<brigade::Error>(
+      [&] { alloc.allocate(768 * KiB, other); });
+  ::unsetenv("BRIGADE_ALLOC_WAIT_S");
+  gate.open();
+  user.synchronize();
+  CHECK(refused.find("BRIGADE_ALLOC_WAIT_S=\"soon\": expected a number of seconds above 0") !=
+        std::string::npos);
 }
 
 // A task of a CPU stream that would have to wait is refused, not left to wait: the work it would
