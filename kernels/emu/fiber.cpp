@@ -57,7 +57,19 @@ FiberStack::FiberStack(size_t bytes) {
   bottom_ = static_cast<char*>(mapping_) + page;
 }
 
-FiberStack::~FiberStack() { munmap(mapping_, mapping_bytes_); }
+// The shadow is cleared before the memory goes back: the frames of a fiber that was abandoned
+// (its block failed) never returned, nor does the trampoline's, so their redzones are still
+// poisoned, and the AddressSanitizer of GCC 12 (compiler-rt before it cleared the shadow in
+// its munmap interceptor) leaves an unmapped range's shadow as it was. Whatever the kernel
+// maps at these addresses next would start with stale redzones in it. A Fiber's stacks go when
+// its OS thread exits (block.cpp's runner is thread_local); a new thread's stack mapped there
+// has its frames' shadow cleared by ASan at thread start, but not necessarily all of the
+// static TLS that glibc keeps at the top of that mapping: a first write to a thread_local
+// there is then reported as a stack-buffer-underflow in frames that are not that thread's.
+FiberStack::~FiberStack() {
+  reset_for_reuse();
+  munmap(mapping_, mapping_bytes_);
+}
 
 void FiberStack::reset_for_reuse() {
 #if defined(BRIGADE_EMU_ASAN)
