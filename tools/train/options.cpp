@@ -102,8 +102,7 @@ CLI::Validator above_zero() {
 // batches per epoch to 0. Both data sets are 28x28 grey images with an int32 label.
 constexpr int64_t kSyntheticCountLimit = int64_t{1} << 31;  // tools/data/dataset.h
 constexpr uint64_t kPixelsPerSample = 28 * 28;
-constexpr uint64_t kStoredSampleBytes = kPixelsPerSample + sizeof(int32_t);       // uint8 pixels
-constexpr uint64_t kStagedSampleBytes = kPixelsPerSample * 4 + sizeof(int32_t);   // fp32 pixels
+constexpr uint64_t kStoredSampleBytes = kPixelsPerSample + sizeof(int32_t);  // uint8 pixels
 
 void check_data_sizes(const Options& o) {
   const uint64_t memory = pipeline::machine_memory_bytes();
@@ -119,15 +118,13 @@ void check_data_sizes(const Options& o) {
                      ": the synthetic training and test sets take " + format_size(set_bytes) +
                      " (" + std::to_string(kStoredSampleBytes) + " bytes a sample), more than " +
                      "this machine's " + format_size(memory) + " of memory");
-  // One batch staged in fp32 on the host; a batch larger than the training set is one batch of
-  // all of it, so only a batch no machine could stage is refused here.
-  if (static_cast<uint64_t>(o.batch) > memory / kStagedSampleBytes)
-    throw UsageError("--batch " + std::to_string(o.batch) + ": one batch of fp32 images takes " +
-                     (static_cast<uint64_t>(o.batch) > UINT64_MAX / kStagedSampleBytes
-                          ? std::string("more than 2^64 bytes")
-                          : format_size(static_cast<uint64_t>(o.batch) * kStagedSampleBytes)) +
-                     " (" + std::to_string(kStagedSampleBytes) + " bytes a sample), more than " +
-                     "this machine's " + format_size(memory) + " of memory");
+  // A batch larger than the training set is one batch of all of it, so any --batch up to the
+  // largest set is meaningful; past it, the count of batches per epoch overflows.
+  if (o.batch > kSyntheticCountLimit)
+    throw UsageError("--batch " + std::to_string(o.batch) + ": more than 2^31 (" +
+                     std::to_string(kSyntheticCountLimit) + "), the largest training set " +
+                     "brigade-train reads (a batch larger than the training set is one batch " +
+                     "of all of it)");
 }
 
 CLI::Validator momentum_range() {
