@@ -2,7 +2,8 @@
 // network (tools/models/seed_cnn.model) and synthetic data:
 //   - 30 steps track fp32's losses (the tolerance is argued below);
 //   - three CPU devices give one device's losses and parameters, bit for bit;
-//   - a CUDA device is refused before anything runs (use_precision, the check behind the flag).
+//   - a CUDA device's vendor path is refused before anything runs (use_precision, the check
+//     behind the flag); its hand-written path is not.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "kernels/cuda/path.h"
 #include "kernels/precision.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
@@ -89,7 +91,8 @@ TEST_CASE("precision bf16: three CPU devices train bit for bit like one device")
   CHECK(three.parameters == one.parameters);
 }
 
-TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUDA device") {
+TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUDA device's "
+          "vendor path") {
   using brigade::Device, brigade::Precision;
   const auto error = [](const std::string& precision, const std::vector<Device>& devices) {
     try {
@@ -99,10 +102,17 @@ TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUD
     }
     return std::string("(no error)");
   };
+  const brigade::CudaPath path = brigade::cuda_path();
+  brigade::set_cuda_path(brigade::CudaPath::vendor);
   CHECK(error("bf16", {Device::cpu(0), Device::cuda(1)}) ==
-        "--precision bf16: precision bf16 has kernels for CPU devices only: cuda:1 is a CUDA "
-        "device, whose Dense and Conv2D compute in fp32 (use --precision fp32, the default)");
+        "--precision bf16: precision bf16 runs on CPU devices and on the hand-written CUDA path: "
+        "the vendor CUDA path of cuda:1 (cuBLAS and cuDNN) has no bf16 kernels (set "
+        "BRIGADE_CUDA_PATH=handwritten, or use --precision fp32, the default)");
   CHECK(brigade::precision() == Precision::fp32);  // a refusal sets nothing
+  brigade::set_cuda_path(brigade::CudaPath::handwritten);
+  CHECK(error("bf16", {Device::cuda(0)}) == "(no error)");
+  brigade::set_precision(Precision::fp32);
+  brigade::set_cuda_path(path);
   CHECK(error("bf16", {Device::cpu(0), Device::cpu(1)}) == "(no error)");
   CHECK(brigade::precision() == Precision::bf16);
   CHECK(error("fp32", {Device::cuda(0)}) == "(no error)");
