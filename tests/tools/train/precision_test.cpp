@@ -2,6 +2,8 @@
 // network (tools/models/seed_cnn.model) and synthetic data:
 //   - 30 steps track fp32's losses (the tolerance is argued below);
 //   - three CPU devices give one device's losses and parameters, bit for bit;
+//   - between devices a bf16 step sends half an fp32 step's bytes, as --metrics's sent_bytes
+//     and the Chrome trace (--trace) say;
 //   - a CUDA device's vendor path is refused before anything runs (use_precision, the check
 //     behind the flag); its hand-written path is not.
 #include <doctest/doctest.h>
@@ -89,6 +91,50 @@ TEST_CASE("precision bf16: three CPU devices train bit for bit like one device")
   CHECK(three.losses == one.losses);
   REQUIRE(!one.parameters.empty());
   CHECK(three.parameters == one.parameters);
+}
+
+namespace {
+
+// Every step line's sent_bytes of a --metrics file, and the Chrome trace's (the last step's).
+struct SentBytes {
+  std::vector<uint64_t> per_step;
+  uint64_t traced = 0;
+};
+
+SentBytes sent_bytes(const fs::path& dir, const std::string& precision) {
+  const fs::path metrics = dir / (precision + ".jsonl"), trace = dir / (precision + ".json");
+  const Run r = run_train({"--data", "synthetic", "--synthetic-count", "256", "--batch", "32",
+                           "--steps", "2", "--devices", "cpu:0,cpu:1,cpu:2", "--microbatches",
+                           "3", "--threads-per-device", "1", "--precision", precision,
+                           "--metrics", metrics.string(), "--trace", trace.string()});
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  SentBytes out;
+  std::ifstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == "step") out.per_step.push_back(j["sent_bytes"].get<uint64_t>());
+  }
+  std::ifstream traced(trace);
+  out.traced = nlohmann::json::parse(traced)["otherData"]["sent_bytes"].get<uint64_t>();
+  return out;
+}
+
+}  // namespace
+
+// Three stages on three devices: every micro-batch's activation and input gradient cross both
+// cuts, the same tensors every step; in bf16 storage each element is two bytes, not four.
+TEST_CASE("sent_bytes: a bf16 step sends half an fp32 step's bytes, in --metrics and the trace") {
+  const fs::path dir = temp_dir("bf16-sent");
+  const SentBytes fp32 = sent_bytes(dir, "fp32"), bf16 = sent_bytes(dir, "bf16");
+  REQUIRE(fp32.per_step.size() == 2);
+  REQUIRE(bf16.per_step.size() == 2);
+  CHECK(fp32.per_step[0] > 0);
+  CHECK(fp32.per_step[1] == fp32.per_step[0]);  // the same tensors every step
+  CHECK(bf16.per_step[0] * 2 == fp32.per_step[0]);
+  CHECK(bf16.per_step[1] * 2 == fp32.per_step[1]);
+  CHECK(fp32.traced == fp32.per_step[1]);
+  CHECK(bf16.traced == bf16.per_step[1]);
 }
 
 TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUDA device's "
