@@ -23,10 +23,17 @@
 //          losslessly (pipeline/runtime/README.md). The model's input is data, not rounded.
 //
 // bf16 exists on CPU devices (AVX-512 BF16's vdpbf16ps where the processor has it, the same
-// bits portably elsewhere). A CUDA device, on either path, refuses it: the GEMM and
-// convolution ops check the setting (check_precision in kernels/ops_dispatch.h) and a program
-// checks it against its devices before it starts (precision_refusal), in one message, never
-// computing fp32 in bf16's place.
+// bits portably elsewhere) and on CUDA devices' hand-written path (BRIGADE_CUDA_PATH=
+// handwritten, kernels/cuda/path.h): there the boundaries are rounded, narrowed and widened by
+// kernels/cuda/bf16_values.cu (the CPU's bits), and Dense and Conv2D round their operands to
+// bf16 values on the device, then run the fp32 kernels, whose products of bf16 values are
+// exact and whose sums are float (kernels/ops_dispatch.h's bf16_operand): the rule above, not
+// yet on tensor cores. A GPU's sums are grouped differently from a CPU's, so GPU and CPU runs
+// differ in the last bits; GPU runs agree bit for bit with each other on any schedule and
+// device count. The vendor path (cuBLAS, cuDNN) refuses bf16: the GEMM and convolution ops
+// check the setting (check_precision in kernels/ops_dispatch.h) and a program checks it
+// against its devices before it starts (precision_refusal), in one message, never computing
+// fp32 in bf16's place.
 //
 // One setting per process, like kernels/math_mode.h; an op reads it when it is enqueued, so
 // set it before training starts. Plain C++: every build can parse, print and refuse it.
@@ -63,12 +70,15 @@ inline void set_precision(Precision p) {
   precision_detail::setting().store(p, std::memory_order_relaxed);
 }
 
-// Why `p` cannot run on `device` (its name, e.g. "cpu:0" or "cuda:1"); empty when it can.
-inline std::string precision_refusal(Precision p, bool device_is_cuda, const std::string& device) {
-  if (p == Precision::fp32 || !device_is_cuda) return "";
-  return "precision bf16 has kernels for CPU devices only: " + device +
-         " is a CUDA device, whose Dense and Conv2D compute in fp32 (use --precision fp32, the "
-         "default)";
+// Why `p` cannot run on `device` (its name, e.g. "cpu:0" or "cuda:1") with the CUDA path
+// named `cuda_path` ("vendor" or "handwritten"; ignored for a CPU device); empty when it can.
+inline std::string precision_refusal(Precision p, bool device_is_cuda, const std::string& device,
+                                     std::string_view cuda_path) {
+  if (p == Precision::fp32 || !device_is_cuda || cuda_path == "handwritten") return "";
+  return "precision bf16 runs on CPU devices and on the hand-written CUDA path: the " +
+         std::string(cuda_path) + " CUDA path of " + device +
+         " (cuBLAS and cuDNN) has no bf16 kernels (set BRIGADE_CUDA_PATH=handwritten, or use "
+         "--precision fp32, the default)";
 }
 
 }  // namespace brigade

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cuda/cross_entropy_result.h"
 #include "kernels/cuda/gemm_args.h"
 #include "kernels/dropout_mask.h"
@@ -34,6 +35,7 @@ class Stream;
 namespace brigade::emu {
 #include "kernels/cuda/lessons.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/bf16_values.h"
 #include "kernels/cuda/relu.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/gemm.h"
@@ -50,6 +52,7 @@ namespace brigade::emu {
 namespace brigade::cuda {
 #include "kernels/cuda/lessons.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/bf16_values.h"
 #include "kernels/cuda/relu.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/gemm.h"

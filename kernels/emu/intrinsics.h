@@ -12,7 +12,9 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace brigade::emu {
@@ -79,6 +81,9 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// A float's bits and back, as CUDA's reinterpreting intrinsics (no conversion).
+inline unsigned int __float_as_uint(float x) { return std::bit_cast<unsigned int>(x); }
+inline float __uint_as_float(unsigned int u) { return std::bit_cast<float>(u); }
 template <class T>
 T __ldg(const T* p) {
   return *p;  // the read-only cache is a performance hint

@@ -1,9 +1,13 @@
 // The bf16 value ops of kernels/ops.h: rounding a float32 tensor to bf16 values, and narrowing
-// to / widening from bfloat16 storage (kernels/cpu/bf16_values.h). CPU devices only: precision
-// bf16 has no CUDA kernels (kernels/precision.h).
+// to / widening from bfloat16 storage. The CPU branch (kernels/cpu/bf16_values.h) beside the
+// CUDA branch (kernels/cuda/bf16_values.cu, the same on both CUDA paths): the same bits.
 #include "kernels/cpu/bf16_values.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
+
+#if defined(BRIGADE_HAVE_CUDA)
+#include "kernels/cuda/launchers.h"
+#endif
 
 namespace brigade::ops {
 
@@ -12,22 +16,45 @@ namespace {
 cpu::bf16* bf16_data(const Tensor& t) { return static_cast<cpu::bf16*>(t.storage()->data()); }
 }  // namespace
 
+Tensor detail::bf16_operand(const Tensor& t, bool bf16, const Stream& stream) {
+  if (!bf16) return t;
+  Tensor rounded = Tensor::empty(t.shape(), stream);
+  round_to_bf16(t, rounded, stream);
+  return rounded;
+}
+
 void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
   detail::check_operands("round_to_bf16", stream, {{"x", &x}, {"out", &out}});
   detail::check_same_shape("round_to_bf16", "x", x, "out", out);
-  if (!stream.device().is_cpu()) detail::no_kernel("round_to_bf16", stream.device());
-  detail::on_cpu(stream, {x, out}, [=](ThreadPool& pool) {
-    cpu::round_to_bf16_values(x.data<float>(), out.data<float>(), x.numel(), pool);
-  });
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, out}, [=](ThreadPool& pool) {
+      cpu::round_to_bf16_values(x.data<float>(), out.data<float>(), x.numel(), pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &out});
+    cuda::round_to_bf16_values(x.data<float>(), out.data<float>(), x.numel(), stream);
+#else
+    detail::no_kernel("round_to_bf16", stream.device());
+#endif
+  }
 }
 
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream) {
   detail::check_operands("narrow_to_bf16", stream, {{"x", &x}});
-  if (!stream.device().is_cpu()) detail::no_kernel("narrow_to_bf16", stream.device());
   Tensor y = Tensor::empty(x.shape(), stream, DType::bfloat16);
-  detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
-    cpu::narrow_to_bf16(x.data<float>(), bf16_data(y), x.numel(), pool);
-  });
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
+      cpu::narrow_to_bf16(x.data<float>(), bf16_data(y), x.numel(), pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &y});
+    cuda::narrow_to_bf16(x.data<float>(), bf16_data(y), x.numel(), stream);
+#else
+    detail::no_kernel("narrow_to_bf16", stream.device());
+#endif
+  }
   return y;
 }
 
@@ -38,11 +65,19 @@ Tensor widen_to_float32(const Tensor& x, const Stream& stream) {
   BRIGADE_CHECK(x.device() == stream.device(), "widen_to_float32: x " << x.str()
                                                    << " is not on the stream's device "
                                                    << stream.str());
-  if (!stream.device().is_cpu()) detail::no_kernel("widen_to_float32", stream.device());
   Tensor y = Tensor::empty(x.shape(), stream);
-  detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
-    cpu::widen_from_bf16(bf16_data(x), y.data<float>(), x.numel(), pool);
-  });
+  if (stream.device().is_cpu()) {
+    detail::on_cpu(stream, {x, y}, [=](ThreadPool& pool) {
+      cpu::widen_from_bf16(bf16_data(x), y.data<float>(), x.numel(), pool);
+    });
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    detail::on_cuda(stream, {&x, &y});
+    cuda::widen_from_bf16(bf16_data(x), y.data<float>(), x.numel(), stream);
+#else
+    detail::no_kernel("widen_to_float32", stream.device());
+#endif
+  }
   return y;
 }
 

@@ -1,7 +1,8 @@
 // Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
 // device's threads, kernels/cpu/conv2d/; in precision bf16 im2col + gemm_bf16, conv2d/bf16.h)
 // beside the CUDA branch (cuDNN or the hand-written im2col + gemm_tiled over the micro-batch,
-// as kernels/cuda/path.h's setting says at each call).
+// as kernels/cuda/path.h's setting says at each call; in precision bf16 the hand-written
+// kernels on operands rounded to bf16 values on the device, detail::bf16_operand).
 #include <stdexcept>
 #include <string>
 
@@ -71,14 +72,16 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
+    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
+    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
     const Tensor ws = cuda_workspace(s, stream, &bytes);
     if (vendor())
-      cuda::vendor::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(),
+      cuda::vendor::conv2d_forward(xo.data<float>(), wo.data<float>(), b.data<float>(),
                                    y.data<float>(), s, ws.data<float>(), bytes, stream, relu);
     else
-      cuda::conv2d_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), s,
-                           ws.data<float>(), hand_written_floats(bytes), stream, relu);
+      cuda::conv2d_forward(xo.data<float>(), wo.data<float>(), b.data<float>(), y.data<float>(),
+                           s, ws.data<float>(), hand_written_floats(bytes), stream, relu);
 #else
     detail::no_kernel("conv2d_forward", stream.device());
 #endif
@@ -114,13 +117,15 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
+    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
+    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
     const Tensor ws = cuda_workspace(s, stream, &bytes);
     if (vendor())
-      cuda::vendor::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s,
+      cuda::vendor::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
                                          ws.data<float>(), bytes, stream);
     else
-      cuda::conv2d_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), s,
+      cuda::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
                                  ws.data<float>(), hand_written_floats(bytes), stream);
     if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
 #else
@@ -154,14 +159,16 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
+    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
     size_t bytes = 0;
     const Tensor ws = cuda_workspace(s, stream, &bytes);
     if (vendor()) {
-      cuda::vendor::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(),
+      cuda::vendor::conv2d_backward_filter(xo.data<float>(), dyo.data<float>(), dw.data<float>(),
                                            s, ws.data<float>(), bytes, stream);
       cuda::vendor::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
     } else {
-      cuda::conv2d_backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), s,
+      cuda::conv2d_backward_filter(xo.data<float>(), dyo.data<float>(), dw.data<float>(), s,
                                    ws.data<float>(), hand_written_floats(bytes), stream);
       cuda::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
     }

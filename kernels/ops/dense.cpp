@@ -1,7 +1,8 @@
 // Dense of kernels/ops.h: the checks, then the CPU branch (OpenBLAS SGEMM on the device's
 // threads, kernels/cpu/dense.h; in precision bf16 gemm_bf16, kernels/cpu/dense_bf16.h) beside
 // the CUDA branch (cuBLAS or the hand-written gemm_tiled, as kernels/cuda/path.h's setting
-// says at each call).
+// says at each call; in precision bf16 the hand-written gemm_tiled on operands rounded to bf16
+// values on the device, detail::bf16_operand).
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
@@ -47,12 +48,14 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
+    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
+    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
-      cuda::vendor::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(),
+      cuda::vendor::dense_forward(xo.data<float>(), wo.data<float>(), b.data<float>(),
                                   y.data<float>(), N, in, out, stream, relu);
     else
-      cuda::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
-                          in, out, stream, relu);
+      cuda::dense_forward(xo.data<float>(), wo.data<float>(), b.data<float>(), y.data<float>(),
+                          N, in, out, stream, relu);
 #else
     detail::no_kernel("dense_forward", stream.device());
 #endif
@@ -81,12 +84,14 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
+    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
+    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
-      cuda::vendor::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N,
+      cuda::vendor::dense_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), N,
                                         in, out, stream);
     else
-      cuda::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
-                                stream);
+      cuda::dense_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), N, in,
+                                out, stream);
 #else
     detail::no_kernel("dense_backward_data", stream.device());
 #endif
@@ -119,13 +124,15 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
+    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
     if (vendor())
-      cuda::vendor::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N,
-                                          in, out, stream);
+      cuda::vendor::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(),
+                                          N, in, out, stream);
     else
-      cuda::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in,
+      cuda::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(), N, in,
                                   out, stream);
-    // No GEMM in the bias gradient: one hand-written kernel on either path.
+    // No GEMM in the bias gradient: one hand-written kernel on either path, on the float dy.
     cuda::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, stream);
 #else
     detail::no_kernel("dense_backward_params", stream.device());

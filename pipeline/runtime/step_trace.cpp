@@ -75,6 +75,7 @@ Timeline StepTrace::timeline(const Schedule& schedule) const {
   t.unit = "ms";
   t.microseconds_per_unit = 1000;
   t.lanes = {"compute", "send", "recv"};
+  t.sent_bytes = sent_bytes();
   // Where each receive is, to join every send to its receive.
   std::map<std::tuple<int, int, bool>, size_t> receive;  // (stage, micro-batch, activation)
   for (size_t d = 0; d < markers_.size(); ++d)

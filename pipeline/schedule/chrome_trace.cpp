@@ -43,7 +43,8 @@ std::string chrome_trace_json(const Timeline& t) {
   }
   json doc = {{"traceEvents", events},
               {"displayTimeUnit", "ms"},
-              {"otherData", {{"title", t.title}, {"unit", t.unit}}}};
+              {"otherData",
+               {{"title", t.title}, {"unit", t.unit}, {"sent_bytes", t.sent_bytes}}}};
   return doc.dump(1);
 }
 

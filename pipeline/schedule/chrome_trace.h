@@ -4,6 +4,8 @@
 // named by its text form ("1F3", "0SF3" on a send lane) with its stage, op and micro-batch in
 // "args". Each Timeline flow is an arrow from a send to its receive: a flow start {"ph":"s"}
 // at the send's start and a flow end {"ph":"f", "bp":"e"} at the receive's end, one id each.
+// "otherData" holds the title, the time unit and the bytes sent between devices (sent_bytes:
+// a measured step's count, 0 for a simulated schedule).
 #pragma once
 
 #include <string>

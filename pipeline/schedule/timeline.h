@@ -36,6 +36,9 @@ struct Timeline {
   std::vector<std::string> lanes = {"compute"};
   std::vector<TimelineEvent> events;
   std::vector<Flow> flows;
+  // The bytes sent between devices during a measured step (StepResult::sent_bytes): a bf16
+  // run's are half an fp32 run's. 0 for a simulated timeline, which moves no tensors.
+  uint64_t sent_bytes = 0;
 };
 
 struct DeviceStats {

@@ -88,7 +88,8 @@ void use_math_mode(const std::string& math, const std::vector<Device>& devices) 
 void use_precision(const std::string& precision, const std::vector<Device>& devices) {
   const Precision p = parse_precision(precision);  // --precision was checked to be fp32 or bf16
   for (const Device& device : devices) {
-    const std::string why = precision_refusal(p, device.is_cuda(), device.str());
+    const std::string why =
+        precision_refusal(p, device.is_cuda(), device.str(), cuda_path_name(cuda_path()));
     if (!why.empty()) throw UsageError("--precision " + precision + ": " + why);
   }
   set_precision(p);

@@ -219,7 +219,7 @@ void Training::record_step(int64_t epoch, int64_t k, int64_t rows, double second
   last_timeline_ = std::move(r.timeline);
   const double rate = static_cast<double>(rows) / seconds;
   const double acc = static_cast<double>(r.correct) / static_cast<double>(rows);
-  metrics_.step(resume_point_.step, epoch, k, r.loss, acc, rate, r.peak_memory);
+  metrics_.step(resume_point_.step, epoch, k, r.loss, acc, rate, r.sent_bytes, r.peak_memory);
   drawn_.steps.push_back({resume_point_.step, r.loss, acc});
   progress_->step(k, rows, r.loss, r.correct);
   last_loss_ = r.loss;

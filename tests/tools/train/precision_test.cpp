@@ -2,7 +2,10 @@
 // network (tools/models/seed_cnn.model) and synthetic data:
 //   - 30 steps track fp32's losses (the tolerance is argued below);
 //   - three CPU devices give one device's losses and parameters, bit for bit;
-//   - a CUDA device is refused before anything runs (use_precision, the check behind the flag).
+//   - between devices a bf16 step sends half an fp32 step's bytes, as --metrics's sent_bytes
+//     and the Chrome trace (--trace) say;
+//   - a CUDA device's vendor path is refused before anything runs (use_precision, the check
+//     behind the flag); its hand-written path is not.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "kernels/cuda/path.h"
 #include "kernels/precision.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
@@ -89,7 +93,52 @@ TEST_CASE("precision bf16: three CPU devices train bit for bit like one device")
   CHECK(three.parameters == one.parameters);
 }
 
-TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUDA device") {
+namespace {
+
+// Every step line's sent_bytes of a --metrics file, and the Chrome trace's (the last step's).
+struct SentBytes {
+  std::vector<uint64_t> per_step;
+  uint64_t traced = 0;
+};
+
+SentBytes sent_bytes(const fs::path& dir, const std::string& precision) {
+  const fs::path metrics = dir / (precision + ".jsonl"), trace = dir / (precision + ".json");
+  const Run r = run_train({"--data", "synthetic", "--synthetic-count", "256", "--batch", "32",
+                           "--steps", "2", "--devices", "cpu:0,cpu:1,cpu:2", "--microbatches",
+                           "3", "--threads-per-device", "1", "--precision", precision,
+                           "--metrics", metrics.string(), "--trace", trace.string()});
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  SentBytes out;
+  std::ifstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == "step") out.per_step.push_back(j["sent_bytes"].get<uint64_t>());
+  }
+  std::ifstream traced(trace);
+  out.traced = nlohmann::json::parse(traced)["otherData"]["sent_bytes"].get<uint64_t>();
+  return out;
+}
+
+}  // namespace
+
+// Three stages on three devices: every micro-batch's activation and input gradient cross both
+// cuts, the same tensors every step; in bf16 storage each element is two bytes, not four.
+TEST_CASE("sent_bytes: a bf16 step sends half an fp32 step's bytes, in --metrics and the trace") {
+  const fs::path dir = temp_dir("bf16-sent");
+  const SentBytes fp32 = sent_bytes(dir, "fp32"), bf16 = sent_bytes(dir, "bf16");
+  REQUIRE(fp32.per_step.size() == 2);
+  REQUIRE(bf16.per_step.size() == 2);
+  CHECK(fp32.per_step[0] > 0);
+  CHECK(fp32.per_step[1] == fp32.per_step[0]);  // the same tensors every step
+  CHECK(bf16.per_step[0] * 2 == fp32.per_step[0]);
+  CHECK(bf16.per_step[1] * 2 == fp32.per_step[1]);
+  CHECK(fp32.traced == fp32.per_step[1]);
+  CHECK(bf16.traced == bf16.per_step[1]);
+}
+
+TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUDA device's "
+          "vendor path") {
   using brigade::Device, brigade::Precision;
   const auto error = [](const std::string& precision, const std::vector<Device>& devices) {
     try {
@@ -99,10 +148,17 @@ TEST_CASE("placement: --precision bf16 is set for CPU devices, refused for a CUD
     }
     return std::string("(no error)");
   };
+  const brigade::CudaPath path = brigade::cuda_path();
+  brigade::set_cuda_path(brigade::CudaPath::vendor);
   CHECK(error("bf16", {Device::cpu(0), Device::cuda(1)}) ==
-        "--precision bf16: precision bf16 has kernels for CPU devices only: cuda:1 is a CUDA "
-        "device, whose Dense and Conv2D compute in fp32 (use --precision fp32, the default)");
+        "--precision bf16: precision bf16 runs on CPU devices and on the hand-written CUDA path: "
+        "the vendor CUDA path of cuda:1 (cuBLAS and cuDNN) has no bf16 kernels (set "
+        "BRIGADE_CUDA_PATH=handwritten, or use --precision fp32, the default)");
   CHECK(brigade::precision() == Precision::fp32);  // a refusal sets nothing
+  brigade::set_cuda_path(brigade::CudaPath::handwritten);
+  CHECK(error("bf16", {Device::cuda(0)}) == "(no error)");
+  brigade::set_precision(Precision::fp32);
+  brigade::set_cuda_path(path);
   CHECK(error("bf16", {Device::cpu(0), Device::cpu(1)}) == "(no error)");
   CHECK(brigade::precision() == Precision::bf16);
   CHECK(error("fp32", {Device::cuda(0)}) == "(no error)");
