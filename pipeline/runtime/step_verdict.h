@@ -12,9 +12,10 @@
 //                       behind it, whose updates obey it too, until the host has read the
 //                       failure and the Runtime makes fresh words;
 //   after every list    exchange(): device e's word goes into word e of every device's table
-//                       of one word per device (an event after e's list, a wait and a
-//                       one-word copy on the table's compute stream: no host wait). The table
-//                       is not the word: e's stream writes its table while others read its word;
+//                       of one word per device (e's stream copies it into a snapshot of the
+//                       step after its list; an event after that, a wait and a one-word copy
+//                       on the table's compute stream: no host wait). The table is not the
+//                       word: e's stream writes its table while others read its snapshot;
 //   the update          each stage's optimizer reads its device's table and updates nothing
 //                       when a word holds a failure (step_unless_failed);
 //   the end             the reader's table (the last stage's device: the tally's) is copied
@@ -88,6 +89,7 @@ class StepVerdict {
 
   std::vector<Tensor>* words_ = nullptr;  // [device]: (1) int32, its checks' verdict, on that device
   std::vector<Tensor> tables_;  // [device]: (devices) int32, every device's word, on that device
+  std::vector<Tensor> snapshots_;  // [device]: (1) int32, its word as the step left it, on it
   int reader_ = -1;
   Tensor host_;  // the reader's table in page-locked host memory
   std::vector<std::vector<Check>> checks_;  // [device], each written by that device's thread only
