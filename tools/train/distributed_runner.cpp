@@ -105,8 +105,8 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
     nan_before_step_ = injection->step;
 }
 
-pipeline::StepResult DistributedRunner::run(StagingArea& area, StagingArea::Slot& slot,
-                                            uint32_t step) {
+std::optional<pipeline::StepResult> DistributedRunner::run(StagingArea& area,
+                                                           StagingArea::Slot& slot, uint32_t step) {
   if (nan_before_step_ && static_cast<int64_t>(step) + 1 == *nan_before_step_) {
     // A fault on purpose (fault_injection.h): a weight of this rank's first stage with any.
     bool written = false;
@@ -116,10 +116,9 @@ pipeline::StepResult DistributedRunner::run(StagingArea& area, StagingArea::Slot
                            "write a NaN into");
   }
   // Staged: the micro-batches themselves, the runtime's streams waiting on their events.
-  pipeline::StepResult r = staged_ ? runtime_->step(slot.staged, step)
-                                   : runtime_->step(host_batch(slot.staged), step);
-  // step() returns after its final synchronisation: nothing reads the slot any more.
-  area.release(slot, Stream::default_for(area.layout().first));
+  std::optional<pipeline::StepResult> r = staged_ ? runtime_->submit(slot.staged, step)
+                                                  : runtime_->submit(host_batch(slot.staged), step);
+  area.release(slot, runtime_->batch_read());
   return r;
 }
 
