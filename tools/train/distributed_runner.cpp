@@ -13,7 +13,7 @@ namespace brigade::train {
 namespace {
 
 // A staged batch of one micro-batch, staged on the host (StagingLayout on cpu:0), as the
-// host batch Runtime::step(HostBatch) takes: the runtime cuts this replica's rows from it.
+// host batch Runtime::submit(HostBatch) takes: the runtime cuts this replica's rows from it.
 // Staging on the host keeps a GPU rank from copying the batch up and back down.
 pipeline::HostBatch host_batch(const pipeline::StagedBatch& staged) {
   if (staged.inputs_ready.recorded()) staged.inputs_ready.synchronize();
@@ -93,7 +93,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));
       optimizers_[static_cast<size_t>(s)] = gathered_[static_cast<size_t>(s)].get();
     }
-  // How this rank hands the runtime its batch (Runtime::step): staged micro-batches where
+  // How this rank hands the runtime its batch (Runtime::submit): staged micro-batches where
   // the runtime takes them — one replica, and this rank runs the first or the last stage
   // (it then reads only its own end: the inputs, or the labels) — and otherwise a host
   // batch, from which the runtime takes this replica's rows (a middle rank takes none: it
