@@ -1,13 +1,27 @@
 // The batch a step takes (runtime.h): a host batch cut into micro-batches and copied onto the
 // first and last stages' devices (this process's replica's rows of it), or a batch the caller
 // already staged there, checked against the schedule and the devices. Both end in run_step()
-// (executor.cpp), which runs the step itself.
+// (executor.cpp), which runs the step itself: submit(). step() is submit() then flush().
 #include <sstream>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "pipeline/runtime/runtime.h"
+#include "pipeline/runtime/step.h"
 
 namespace brigade::pipeline {
+namespace {
+// Runtime::step: submit(), then flush() where the step stayed pending.
+template <typename Batch>
+StepResult submitted_and_flushed(Runtime& runtime, const Batch& batch, uint32_t step) {
+  BRIGADE_CHECK(!runtime.pending_step(),
+                "runtime: step(" << step << ") while step " << *runtime.pending_step()
+                                 << " is pending from submit(): flush() it first");
+  std::optional<StepResult> r = runtime.submit(batch, step);
+  return r ? *r : *runtime.flush();
+}
+
+}  // namespace
 
 std::vector<int64_t> microbatch_rows(int64_t n, int m) {
   BRIGADE_CHECK(m >= 1, "runtime: " << m << " micro-batches; there must be at least one");
@@ -18,7 +32,7 @@ std::vector<int64_t> microbatch_rows(int64_t n, int m) {
   return rows;
 }
 
-StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
+std::optional<StepResult> Runtime::submit(const HostBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int64_t global_n = batch.shape.rank() > 0 ? batch.shape[0] : 0;
   BRIGADE_CHECK(static_cast<int64_t>(batch.labels.size()) == global_n &&
@@ -74,13 +88,16 @@ StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
        << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
        << " (stage " << stage << ") failed: " << e.what();
     abandon_reductions(os.str());  // this step will never reach its update
+    // A pending step first: its failure, if any, came first (else its result is lost: this
+    // failure ends the run); the streams are not replaced under it.
+    flush();
     os << recover_after_failure();
-    throw PipelineError(os.str(), d, stage, std::nullopt);
+    throw PipelineError(os.str(), step, d, stage, std::nullopt);
   }
   return run_step(staged, rows, first_sample, global_n, step);
 }
 
-StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
+std::optional<StepResult> Runtime::submit(const StagedBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int first_device = schedule_.device_of(0);
   const int last_device = schedule_.device_of(schedule_.stages() - 1);
@@ -123,6 +140,24 @@ StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
     n += size;
   }
   return run_step(batch, rows, 0, n, step);
+}
+
+std::optional<StepResult> Runtime::flush() {
+  if (!pending_) return std::nullopt;
+  std::unique_ptr<Step> none;
+  return finish(std::exchange(pending_, nullptr), none);
+}
+
+std::optional<uint32_t> Runtime::pending_step() const {
+  return pending_ ? std::optional<uint32_t>(pending_->inputs.step) : std::nullopt;
+}
+
+StepResult Runtime::step(const HostBatch& batch, uint32_t step) {
+  return submitted_and_flushed(*this, batch, step);
+}
+
+StepResult Runtime::step(const StagedBatch& batch, uint32_t step) {
+  return submitted_and_flushed(*this, batch, step);
 }
 
 }  // namespace brigade::pipeline

@@ -3,7 +3,7 @@
 // owns the buffers those copies land in (and copies what another Runtime handed over), and —
 // on a CUDA device — a CPU stream for the checks of its results (step_checks.h).
 //
-// drain() is a step's one host wait for a device (executor.cpp, run_step).
+// drain() is a step's host wait for a device where its verdict is on the host (step_end.cpp).
 #pragma once
 #include <optional>
 
@@ -15,6 +15,10 @@ struct DeviceStreams {
   Stream compute, send, recv;
   std::optional<Stream> check;
 };
+
+// The send and receive streams' work joined into the compute stream: stream-ordered waits,
+// no host block. What comes after on the compute stream comes after all of the device's work.
+void join_side_streams(const DeviceStreams& streams);
 
 // Waits, on the host, for everything enqueued on a device's streams: the send and receive
 // streams' work joined into the compute stream (stream-ordered waits, no host block), then one

@@ -5,20 +5,23 @@
 //
 //   run_step        set up the Step, wake the device threads, wait for them; then the
 //                   update (only after a step without failure: on GPUs the kernels obey the
-//                   checks' verdict, step_verdict.h; elsewhere the host waits for it first),
-//                   the one host wait per device (drain), and the result, read from the
-//                   step's tally (step_tally.h) and verdict
-//   run_device      the loop: the device's first calls (the staged batch's events, the
-//                   trace's origin), zero the stages' gradients, then each instruction in
+//                   checks' verdict, step_verdict.h; elsewhere the host waits for it first);
+//                   then, on the GPUs' verdict, the step is left pending and the one before
+//                   is finished (step_end.cpp: its one wait, its result read from its tally,
+//                   step_tally.h, and its verdict), else this step is finished at once
+//   run_device      the loop: the device's first calls (the staged batch's events, the step
+//                   before's end, the trace's origin), zero the stages' gradients, then each
+//                   instruction in
 //                   list order
 //   execute         one instruction: a compute action (forward, backward) or a transfer
 //                   (send, receive)
 //
 // Read in that order, then update.cpp (the update run_step calls: sums across replicas,
-// clipping, the optimizers); step.h holds the Step. The pieces it calls are stage.h (the
+// clipping, the optimizers) and step_end.cpp (the wait, the result or the failure); step.h
+// holds the Step. The pieces it calls are stage.h (the
 // layers), step_checks.h and step_verdict.h (the NaN and label checks, on the host or on the
 // GPUs), step_trace.h (the measured timeline), link.h (the neighbours), compute_lead.h (how far
-// a CPU device's host thread runs ahead) and device_streams.h (drain: the step's wait).
+// a CPU device's host thread runs ahead) and device_streams.h (the streams of a device).
 #include <algorithm>
 #include <mutex>
 #include <sstream>
@@ -38,38 +41,36 @@
 #include "pipeline/runtime/step_verdict.h"
 
 namespace brigade::pipeline {
-namespace {
-// The compute action an instruction is part of, to name it in a PipelineError: a transfer of
-// an activation belongs to the stage's F, one of a gradient to its backward.
-Action action_of(const Instruction& i) {
-  if (is_compute(i.kind)) return compute_action(i);
-  const bool activation = i.kind == Kind::SendF || i.kind == Kind::RecvF;
-  return {i.stage, activation ? Op::F : Op::B, i.microbatch};
-}
-
-}  // namespace
-
-StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
-                             int64_t first_sample, int64_t global_n, uint32_t step_number) {
+std::optional<StepResult> Runtime::run_step(const StagedBatch& batch,
+                                            const std::vector<int64_t>& rows, int64_t first_sample,
+                                            int64_t global_n, uint32_t step_number) {
   const int m = schedule_.microbatches;
   const int last_device = schedule_.device_of(schedule_.stages() - 1);
   for (size_t d = 0; d < devices_.size(); ++d)
     if (local_[d]) Allocator::of(devices_[d]).reset_peak();
 
-  Step step{.inputs = {.step = step_number, .seed = options_.seed, .batch_size = global_n,
-                       .inputs = batch.inputs, .labels = batch.labels, .first_sample = {}},
-            .inputs_ready = batch.inputs_ready,
-            .labels_ready = batch.labels_ready,
-            .work = StepWork(static_cast<size_t>(schedule_.stages())),
-            .trace = StepTrace(devices_),
-            .tally = runs(last_device)
-                         ? StepTally(m, *streams_[static_cast<size_t>(last_device)])
-                         : StepTally(),
-            .verdict = {},
-            .failure = {}};
+  std::unique_ptr<Step> owned(new Step{
+      .inputs = {.step = step_number, .seed = options_.seed, .batch_size = global_n,
+                 .inputs = batch.inputs, .labels = batch.labels, .first_sample = {}},
+      .inputs_ready = batch.inputs_ready,
+      .labels_ready = batch.labels_ready,
+      .work = StepWork(static_cast<size_t>(schedule_.stages())),
+      .trace = StepTrace(devices_),
+      .tally = runs(last_device) ? StepTally(m, *streams_[static_cast<size_t>(last_device)])
+                                 : StepTally(),
+      .verdict = {},
+      .failure = {},
+      .after = pending_ ? pending_->done : Event(),
+      .stepped = false,
+      .done = {},
+      .known = {}});
+  Step& step = *owned;
   std::vector<const DeviceStreams*> mine;
   for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
-  if (verdict_on_devices()) step.verdict = StepVerdict(mine, last_device);
+  if (verdict_on_devices()) {
+    if (verdict_words_.size() != devices_.size()) verdict_words_.assign(devices_.size(), Tensor());
+    step.verdict = StepVerdict(mine, last_device, verdict_words_);
+  }
   int64_t offset = first_sample;  // dropout masks: the sample's place in the whole mini-batch
   for (int64_t r : rows) {
     step.inputs.first_sample.push_back(offset);
@@ -87,77 +88,41 @@ StepResult Runtime::run_step(const StagedBatch& batch, const std::vector<int64_t
   // only when every device ran its list and every check passed. (Stages in order: replicas'
   // reducers meet in the same order.)
   const CheckVerdict verdict = step.verdict.defined() ? CheckVerdict{} : check_verdict(mine);
-  bool stepped = false;  // the optimizers were issued (and advanced their step counts)
   if (!step.failure.failed && !verdict.error)
-    stepped = update_parameters(step);
+    step.stepped = update_parameters(step);
   else
     abandon_reductions(what_of(step.failure.failed ? step.failure.error : verdict.error));
+  if (!step.failure.failed && verdict.error) {
+    step.failure.failed = true;
+    step.failure.device = verdict.device;
+    if (verdict.action) step.failure.where = instruction(*verdict.action);
+    step.failure.error = verdict.error;
+  }
+  step.known.step = step_number;
+  step.known.sent_bytes = step.trace.sent_bytes();
 
-  // The one host synchronisation of the step: one wait per device, for an event after all of
-  // its work (drain()). A task that failed on a stream surfaces here.
-  std::exception_ptr stream_error;
-  int stream_error_device = -1;
-  std::vector<char> failed_streams(streams_.size(), 0);  // [device]: its drain threw
-  for (size_t d = 0; d < streams_.size(); ++d) {
-    if (!streams_[d]) continue;
-    try {
-      drain(*streams_[d]);
-    } catch (const std::exception&) {
-      failed_streams[d] = 1;
-      if (!stream_error) {
-        stream_error = std::current_exception();
-        stream_error_device = static_cast<int>(d);
-      }
-    }
+  // On the GPUs' verdict a step that every host thread enqueued cleanly is left pending: the
+  // host waits for the step before (if any), now that this one is behind it on the GPUs.
+  if (step.verdict.defined() && !step.failure.failed) {
+    step.work.clear();  // its tensors go now, in stream order, not with the next step
+    for (size_t d = 0; d < devices_.size(); ++d)
+      step.known.peak_memory[devices_[d].str()] = Allocator::of(devices_[d]).stats().peak_in_use;
+    step.done = end_event();
+    batch_read_ = step.done;
+    std::unique_ptr<Step> before = std::exchange(pending_, std::move(owned));
+    if (!before) return std::nullopt;
+    return finish(std::move(before), pending_);
   }
-  StepFailure& f = step.failure;
-  if (!f.failed && verdict.error) {
-    f.failed = true;
-    f.device = verdict.device;
-    if (verdict.action) f.where = instruction(*verdict.action);
-    f.error = verdict.error;
+  batch_read_ = Event();  // this step is waited for below: its batch is read by then
+  // A step that failed on a host thread behind a pending one: the pending one first (its
+  // failure, if any, came first; its result is lost otherwise, since this step's failure ends
+  // the run).
+  if (pending_) {
+    std::unique_ptr<Step> before = std::move(pending_);
+    finish(std::move(before), owned);
   }
-  // A failed step's updates changed nothing (the kernels obeyed the verdict; a failed stream
-  // skipped its tasks), but the optimizers' step counts went on when they were issued: undone,
-  // so that SGD's first step and Adam's bias correction are as if the step never was.
-  const auto undo_steps_on = [&](const std::vector<char>& devices) {
-    if (!stepped) return;
-    for (int d = 0; d < schedule_.devices; ++d)
-      if (devices[static_cast<size_t>(d)])
-        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
-  };
-  if (!f.failed && !stream_error && step.verdict.defined())
-    if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
-      undo_steps_on(std::vector<char>(streams_.size(), 1));
-      f.failed = true;
-      f.device = failed->device;
-      f.where = instruction(failed->action);
-      f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
-    }
-  if (!f.failed && stream_error) {
-    undo_steps_on(failed_streams);
-    f.failed = true;
-    f.device = stream_error_device;
-    f.error = stream_error;
-    if (const auto origin = step.trace.unfinished()) {
-      f.device = origin->first;
-      f.where = instruction(origin->second);
-    }
-  }
-  if (f.failed) throw_failure(step);
-
-  step.trace.read_cuda_markers();
-  StepResult result;
-  if (step.tally.defined()) {  // read after the wait above, which covered its copy
-    result.loss = step.tally.loss();
-    result.correct = step.tally.correct();
-  }
-  result.timeline = step.trace.timeline(schedule_);
-  result.sent_bytes = step.trace.sent_bytes();
-  for (size_t d = 0; d < devices_.size(); ++d)
-    if (local_[d])
-      result.peak_memory[devices_[d].str()] = Allocator::of(devices_[d]).stats().peak_in_use;
-  return result;
+  std::unique_ptr<Step> none;
+  return finish(std::move(owned), none);
 }
 
 void Runtime::run_device(int d, Step& step) {
@@ -168,11 +133,20 @@ void Runtime::run_device(int d, Step& step) {
     // device's (a GPU that faulted since the last step is named with the step): the
     // verdict's word, the staged batch's events, then the trace's origin.
     if (step.verdict.defined()) step.verdict.start(d, mine);
+    // Behind a pending step: this one starts after that one's end (its trace then starts
+    // together on every device, step_trace.h), its send and receive streams after the origin.
+    if (step.after.recorded()) mine.compute.wait(step.after);
     if (d == schedule_.device_of(0) && step.inputs_ready.recorded())
       mine.compute.wait(step.inputs_ready);
     if (d == schedule_.device_of(schedule_.stages() - 1) && step.labels_ready.recorded())
       mine.compute.wait(step.labels_ready);
-    step.trace.start(d, mine.compute);
+    step.trace.start(d, mine.compute, step.after.recorded());
+    if (step.after.recorded()) {
+      Event started;  // after the origin: no marker of the step comes before it
+      started.record(mine.compute);
+      mine.send.wait(started);
+      mine.recv.wait(started);
+    }
     for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->zero_grad(mine.compute);
     ComputeLead lead(devices_[static_cast<size_t>(d)]);
     for (const Instruction& i : lowered_.lists[static_cast<size_t>(d)]) {
@@ -376,41 +350,6 @@ void Runtime::fail(Step& step, int d, const std::optional<Instruction>& where,
     if (link) link->close(why);
   for (auto& link : gradients_)
     if (link) link->close(why);
-}
-
-// "pipeline step 3 (schedule 1f1b) failed on cpu:1 (device 1), stage 1, action 1F0
-// (micro-batch 0): ..." — then fresh streams, and the error.
-void Runtime::throw_failure(Step& step) {
-  const StepFailure& f = step.failure;
-  const std::optional<Action> action =
-      f.where ? std::optional<Action>(action_of(*f.where)) : std::nullopt;
-  std::ostringstream os;
-  os << "pipeline step " << step.inputs.step << " (schedule " << schedule_.name << ") failed on "
-     << devices_[static_cast<size_t>(f.device)] << " (device " << f.device << ")";
-  if (f.where) {
-    os << ", stage " << f.where->stage << ", action " << to_string(*action);
-    if (!is_compute(f.where->kind)) os << " (its transfer " << to_string(*f.where) << ")";
-    os << " (micro-batch " << f.where->microbatch << ")";
-  }
-  os << ": " << what_of(f.error);
-  const int device = f.device;
-  step.work.clear();  // what the failed step held goes before its streams do
-  step.tally = StepTally();
-  step.verdict = StepVerdict();
-  os << recover_after_failure();
-  throw PipelineError(os.str(), device, action ? action->stage : -1, action);
-}
-
-// A GPU whose kernel faulted keeps the error (CUDA's sticky errors): no stream can be made on
-// it again, and the CUDA error of that attempt must not replace the step's diagnosis.
-std::string Runtime::recover_after_failure() {
-  try {
-    recover();
-    return "";
-  } catch (const std::exception& e) {
-    return std::string("; then no fresh streams could be made for the next step (") + e.what() +
-           ")";
-  }
 }
 
 }  // namespace brigade::pipeline

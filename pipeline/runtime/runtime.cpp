@@ -2,6 +2,7 @@
 // run here, the links between neighbours, peer access between GPUs, the streams. The step
 // itself is executor.cpp; the batch it takes, batch.cpp.
 #include "pipeline/runtime/runtime.h"
+#include "pipeline/runtime/step.h"  // a pending Step goes with the Runtime
 
 #include <algorithm>
 #include <set>

@@ -10,14 +10,19 @@
 //     most one, larger first) and each micro-batch's loss is divided by the mini-batch size,
 //     so the update is one big batch's;
 //   - nothing blocks the host inside a step but a receive waiting for its producer's thread to
-//     DESCRIBE its work; the host waits for the devices at the end, once per device (an event
-//     after all of its work), after every stage has enqueued its optimizer step (one more wait
-//     before it with RuntimeOptions::max_grad_norm), and the loss and the correct count come
-//     back in that same wait (step_tally.h);
+//     DESCRIBE its work. Where the checks' verdict lives on the GPUs (step_verdict.h: every
+//     device a GPU of this process, one replica, no clipping) submit() returns as soon as the
+//     step is enqueued: its result (the loss and the correct count, step_tally.h) is read by
+//     the next submit(), after enqueueing that one, in one wait for an event after all of the
+//     step's work — or by flush(). Elsewhere submit() waits at the step's end, once per device,
+//     after every stage has enqueued its optimizer step (one more wait before it with
+//     RuntimeOptions::max_grad_norm), and returns the step's own result;
 //   - a failure on a host thread or in a stream task (step_checks.h) closes every link, every
-//     thread ends and every stream drains; step() throws PipelineError naming the device,
-//     stage, action and micro-batch, and the runtime stays usable with the parameters from
-//     before the step (the update is issued only after every device ran its list cleanly);
+//     thread ends and every stream drains; the call that learns of it throws PipelineError
+//     naming the step, device, stage, action and micro-batch, and the runtime stays usable with
+//     the parameters from before the failed step (the update is issued only after every device
+//     ran its list cleanly; on the GPUs' verdict a failed step's words stay failed until the
+//     host has read them, so the step enqueued behind it updates nothing either);
 //   - CPU and CUDA devices run the same code (kernels/ops.h dispatches; no host task on a CUDA
 //     stream), timed by markers on the streams (step_trace.h); a process may run only some
 //     of the devices (process_role.h). One device is the same code: its list is F then BW.
@@ -30,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/event.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "layers/optimizers.h"
@@ -79,6 +85,7 @@ struct HostBatch {
 // placed on the devices that read it: what a staging area fills for the next step while the
 // current one runs, so that a step starts without a host copy.
 struct StagedBatch {
+  // Refill these tensors only after Runtime::batch_read(): a submitted step may still read them.
   std::vector<Tensor> inputs;  // [micro-batch] (rows_i, ...) on the first stage's device
   std::vector<Tensor> labels;  // [micro-batch] (rows_i), int32 bits, on the last stage's device
   // Recorded after the work that wrote them; an event never recorded means "written already".
@@ -90,6 +97,7 @@ struct StagedBatch {
 std::vector<int64_t> microbatch_rows(int64_t n, int m);
 
 struct StepResult {
+  uint32_t step = 0;                 // the mini-batch number submit() was given
   double loss = 0;                   // the loss's mean over the mini-batch (RuntimeOptions::loss)
   int64_t correct = 0;               // samples it counts as correct (accuracy's numerator)
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
@@ -104,13 +112,16 @@ struct StepResult {
 
 class PipelineError : public Error {
  public:
-  PipelineError(const std::string& message, int device, int stage, std::optional<Action> action)
-      : Error(message), device_(device), stage_(stage), action_(action) {}
+  PipelineError(const std::string& message, uint32_t step, int device, int stage,
+                std::optional<Action> action)
+      : Error(message), step_(step), device_(device), stage_(stage), action_(action) {}
+  uint32_t step() const { return step_; }   // the failed step's number (submit()'s `step`)
   int device() const { return device_; }    // index into Runtime::devices()
   int stage() const { return stage_; }      // -1 when not tied to one stage
   const std::optional<Action>& action() const { return action_; }
 
  private:
+  uint32_t step_;
   int device_, stage_;
   std::optional<Action> action_;
 };
@@ -139,16 +150,35 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // One training step: every micro-batch forward and backward as the schedule says, then
-  // every stage's optimizer. `step` numbers the mini-batch (dropout masks). Throws
-  // PipelineError (see above) or brigade::Error for a batch that cannot be cut. A replica of
-  // several (ProcessRole::replicas) is given the WHOLE mini-batch and trains on its rows.
-  // Where this process does not run the last stage, loss and correct are 0.
-  StepResult step(const HostBatch& batch, uint32_t step);
+  // One training step, enqueued: every micro-batch forward and backward as the schedule says,
+  // then every stage's optimizer. `step` numbers the mini-batch (dropout masks). Returns the
+  // result of a step whose work the host has now waited for, or none:
+  //   - the checks' verdict on the GPUs (see above): the step submitted BEFORE this one (none
+  //     on the first call, or after flush()); this one stays pending until the next submit()
+  //     or flush(). The one host wait is for that step before, after this one is enqueued,
+  //     so the GPUs never idle between the two;
+  //   - elsewhere (CPU devices, devices of other processes, replicas, clipping): this step's
+  //     own, after its wait; nothing stays pending.
+  // Throws PipelineError (see above; PipelineError::step() says which step failed) or
+  // brigade::Error for a batch that cannot be cut. A replica of several
+  // (ProcessRole::replicas) is given the WHOLE mini-batch and trains on its rows. Where this
+  // process does not run the last stage, loss and correct are 0.
+  std::optional<StepResult> submit(const HostBatch& batch, uint32_t step);
   // The same on a batch the caller staged: the first and last stages' compute streams wait
-  // on its events (no host copy, no host wait on a CPU device).
-  // One replica only, and a process that runs the first or the last stage (the rows of the
-  // micro-batches are read from the staged tensors).
+  // on its events (no host copy, no host wait on a CPU device); refill its tensors only after
+  // batch_read(). One replica only, and a process that runs the first or the last stage (the
+  // rows of the micro-batches are read from the staged tensors).
+  std::optional<StepResult> submit(const StagedBatch& batch, uint32_t step);
+  // Waits for the pending step, if any, and returns its result (or throws its failure). Call
+  // it before reading the parameters (a checkpoint, an evaluation) and at the end of a run.
+  std::optional<StepResult> flush();
+  // The step submitted last (none when nothing is pending).
+  std::optional<uint32_t> pending_step() const;
+  // An event after every read of the last submitted step's batch (never recorded: read
+  // already, when submit() waited for that step).
+  Event batch_read() const { return batch_read_; }
+  // submit() then flush(): this step's result, after its wait. Refused while a step is pending.
+  StepResult step(const HostBatch& batch, uint32_t step);
   StepResult step(const StagedBatch& batch, uint32_t step);
 
   const Schedule& schedule() const { return schedule_; }  // the compute instructions
@@ -162,7 +192,7 @@ class Runtime {
   const std::string& peer_access() const { return peer_access_; }
 
  private:
-  struct Step;  // one step's state (executor.cpp): passed along, never kept between steps
+  struct Step;  // one step's state (step.h): passed along; kept only while pending
 
   // runtime.cpp: putting the pipeline together.
   void check_placement();
@@ -176,8 +206,8 @@ class Runtime {
   std::string recover_after_failure();
 
   // executor.cpp: the step, on micro-batches of `rows` (staged only on the devices run here)
-  // whose first sample is `first_sample` of a mini-batch of `global_n`.
-  StepResult run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
+  // whose first sample is `first_sample` of a mini-batch of `global_n`; what submit() returns.
+  std::optional<StepResult> run_step(const StagedBatch& batch, const std::vector<int64_t>& rows,
                       int64_t first_sample, int64_t global_n, uint32_t step);
   void run_device(int d, Step& step);
   void execute(int d, const Instruction& i, Step& step);
@@ -194,6 +224,15 @@ class Runtime {
   void abandon_reductions(const std::string& why);  // a failed step's, for the replicas
   bool clip_gradients();
   void fail(Step& step, int d, const std::optional<Instruction>& where, std::exception_ptr e);
+
+  // step_end.cpp: how a step ends. An event after all of the step's work, on the last stage's
+  // device (the asynchronous path's one wait).
+  Event end_event();
+  // Waits for `step`, reads its verdict and its tally: its result, or its failure thrown.
+  // `next`: a step enqueued behind it, whose update obeyed its words: when `step` failed,
+  // `next` is waited for, its optimizers' step counts undone, and it is dropped.
+  StepResult finish(std::unique_ptr<Step> step, std::unique_ptr<Step>& next);
+  void abandon(Step& next);
   [[noreturn]] void throw_failure(Step& step);
 
   layers::Sequential& model_;
@@ -211,6 +250,11 @@ class Runtime {
   // role's links where one end is elsewhere, null where neither end is here.
   std::vector<std::shared_ptr<Link>> activations_;
   std::vector<std::shared_ptr<Link>> gradients_;
+  // Each device's verdict word (step_verdict.h), across steps: zeroed when made, failed only
+  // by a failed step, and made again after the host has read that failure.
+  std::vector<Tensor> verdict_words_;  // [device]: (1) int32 on that device
+  std::unique_ptr<Step> pending_;  // submitted, not yet waited for (the GPUs' verdict only)
+  Event batch_read_;                // see batch_read()
   // One host thread per device run here, across steps (device_threads.h); last, so that it is
   // made after everything its threads use and joined before any of it goes.
   std::unique_ptr<DeviceThreads> threads_;

@@ -1,6 +1,9 @@
 // Runtime::Step: everything one training step holds, made by run_step (executor.cpp) and
-// passed to every function of the step — the executor's, and the update's (update.cpp). Only
-// those two files include this header.
+// passed to every function of the step — the executor's, the update's (update.cpp) and the
+// end's (step_end.cpp); flush() (batch.cpp) and ~Runtime hold a pending one. Only those files
+// include this header. A step submitted on the GPUs' verdict is kept (Runtime::pending_) until
+// the host has waited for it: its tally and its verdict's host copy are its own page-locked
+// buffers, so the step behind it writes others (two in turn, from the caching allocator).
 #pragma once
 #include <exception>
 #include <mutex>
@@ -33,6 +36,12 @@ struct Runtime::Step {
   StepTally tally;  // on the last stage's device, where this process runs it
   StepVerdict verdict;  // the checks' verdict on the GPUs; undefined: their host path
   StepFailure failure;
+  // The step before's end_event(), when it was still pending as this one began: every stream
+  // of this step waits for it, so that the step's trace starts together on every device.
+  Event after;
+  bool stepped = false;  // the optimizers were issued (and advanced their step counts)
+  Event done;            // after all of its work (the GPUs' verdict): what the host waits for
+  StepResult known;      // what the host knows once it is enqueued: sent_bytes, peak_memory
 };
 
 }  // namespace brigade::pipeline

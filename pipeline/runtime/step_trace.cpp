@@ -26,11 +26,11 @@ uint64_t StepTrace::sent_bytes() const {
   return total;
 }
 
-void StepTrace::start(int d, const Stream& compute) {
+void StepTrace::start(int d, const Stream& compute, bool behind_previous_step) {
   const size_t i = static_cast<size_t>(d);
   if (!devices_[i].is_cuda()) return;
   origins_[i].record(compute);
-  origin_ms_[i] = ms_since(t0_);
+  origin_ms_[i] = behind_previous_step ? 0.0 : ms_since(t0_);
 }
 
 void StepTrace::mark(int d, TraceLane lane, const Action& a, const Stream& s, bool start) {

@@ -6,9 +6,12 @@
 //     worker, read after the step's final synchronisation).
 //   CUDA stream: a CUDA event recorded at each marker. Each device's clock is tied to the
 //     host's by an origin event recorded on its idle compute stream at the step's start (the
-//     previous step ended with a full synchronisation, so it completes as it is recorded); a
+//     previous step ended with the host's wait for it, so it completes as it is recorded); a
 //     marker's time is the origin's host time plus the GPU's elapsed time since the origin
-//     (CUDA times events of one device against each other only).
+//     (CUDA times events of one device against each other only). Behind a step still
+//     pending (Runtime::submit), no stream is idle: every device's compute stream waits for
+//     that step's end event first, so the origins complete together, as that step ends, and
+//     each is time 0 of the step; the send and receive streams wait for the origin.
 //
 // Each device's thread appends to its own list, so marking needs no lock.
 #pragma once
@@ -34,9 +37,10 @@ class StepTrace {
  public:
   // devices[d]: schedule device d's device. Made before the step's device threads start.
   explicit StepTrace(const std::vector<Device>& devices);
-  // Device d's origin, on its idle compute stream: called by device d's thread before its
+  // Device d's origin, on its idle compute stream — or on one whose streams all wait for the
+  // end of the step before (`behind_previous_step`) — called by device d's thread before its
   // first action (a CUDA call that fails there is that device's failure).
-  void start(int d, const Stream& compute);
+  void start(int d, const Stream& compute, bool behind_previous_step);
 
   // The start or the end of `a` on device d's `s` (its compute, send or receive stream). On
   // the send lane, `a` is the action whose result is sent (0F3 for 0SF3, 1B3 for 1SB3); on

@@ -11,20 +11,23 @@
 
 namespace brigade::pipeline {
 
-StepVerdict::StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader)
-    : reader_(reader) {
+StepVerdict::StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader,
+                         std::vector<Tensor>& words)
+    : words_(&words), reader_(reader) {
   for (const DeviceStreams* s : devices) {
     BRIGADE_CHECK(s && s->compute.device().is_cuda() && s->check,
                   "a step's verdict on the devices needs every device to be a GPU of this process");
   }
-  words_.resize(devices.size());
+  BRIGADE_CHECK(words.size() == devices.size(),
+                "a step's verdict: " << words.size() << " words for " << devices.size() << " devices");
   tables_.resize(devices.size());
   checks_.resize(devices.size());
 }
 
 void StepVerdict::start(int d, const DeviceStreams& streams) {
   const size_t i = static_cast<size_t>(d);
-  words_[i] = Tensor::zeros(Shape({1}), streams.compute);  // kStepOk: a memset, no launch
+  Tensor& word = (*words_)[i];
+  if (!word.defined()) word = Tensor::zeros(Shape({1}), streams.compute);  // kStepOk: a memset
   tables_[i] = Tensor::empty(Shape({static_cast<int64_t>(tables_.size())}), streams.compute);
   if (d == reader_)
     host_ = Tensor::empty_pinned(Shape({static_cast<int64_t>(tables_.size())}), *streams.check);
@@ -41,24 +44,33 @@ void StepVerdict::check_finite(int d, const Stream& compute, const Action& a, St
                                const Tensor& t, const std::string& what) {
   const int32_t failed = word_of(a, check);
   checks_[static_cast<size_t>(d)].push_back({failed, what, t.shape()});
-  ops::step_verdict_check_finite(t, words_[static_cast<size_t>(d)], 0, failed, compute);
+  ops::step_verdict_check_finite(t, (*words_)[static_cast<size_t>(d)], 0, failed, compute);
 }
 
 ops::VerdictWord StepVerdict::labels_word(int d, const Action& a, const Shape& output) {
   const int32_t failed = word_of(a, StepCheck::labels);
   checks_[static_cast<size_t>(d)].push_back({failed, "the loss", output});
-  return {words_[static_cast<size_t>(d)], 0, failed};
+  return {(*words_)[static_cast<size_t>(d)], 0, failed};
 }
 
 void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {
+  // Each word is copied first into a step's own snapshot on its device, by its own stream:
+  // the word lives across steps, and no other device's stream is ever a user of its block (a
+  // GPU that faults would keep that block from being reused).
+  std::vector<Tensor> snapshots(devices.size());  // [e]: (1) int32, e's word, on e
   std::vector<Event> checked(devices.size());  // [e]: after device e's list, its checks included
-  for (size_t e = 0; e < devices.size(); ++e) checked[e].record(devices[e]->compute);
+  for (size_t e = 0; e < devices.size(); ++e) {
+    snapshots[e] = Tensor::empty(Shape({1}), devices[e]->compute);
+    copy_async(snapshots[e], (*words_)[e], devices[e]->compute);
+    checked[e].record(devices[e]->compute);
+  }
   for (size_t d = 0; d < devices.size(); ++d)
     for (size_t e = 0; e < devices.size(); ++e) {
       const Stream& compute = devices[d]->compute;
       if (e != d) compute.wait(checked[e]);
-      copy_async(tables_[d], static_cast<int64_t>(e), words_[e], 0, 1, compute);
+      copy_async(tables_[d], static_cast<int64_t>(e), snapshots[e], 0, 1, compute);
     }
+  snapshots_ = std::move(snapshots);  // read until the tables are written: kept with the step
 }
 
 void StepVerdict::copy_to_host(const Stream& reader_compute) {

@@ -4,21 +4,25 @@
 // host path stays (step_checks.h: CPU devices, --distributed links, data-parallel replicas,
 // clipping by the global norm, whose norm the host reads anyway).
 //
-//   each device d       its word (an int32, kernels/step_verdict.h), zeroed (kStepOk) on d's
-//                       compute stream when the step begins; d's checks write their failure
-//                       into it with atomicMax (NaN/Inf of a tensor; a bad label, in the launch of
-//                       Loss::tally that writes the tally's row);
+//   each device d       its word (an int32, kernels/step_verdict.h), the Runtime's across
+//                       steps: zeroed (kStepOk) on d's compute stream when made, never zeroed
+//                       again; d's checks write their failure into it with atomicMax (NaN/Inf
+//                       of a tensor; a bad label, in the launch of Loss::tally that writes the
+//                       tally's row). A failed word thus stays failed for the steps enqueued
+//                       behind it, whose updates obey it too, until the host has read the
+//                       failure and the Runtime makes fresh words;
 //   after every list    exchange(): device e's word goes into word e of every device's table
-//                       of one word per device (an event after e's list, a wait and a
-//                       one-word copy on the table's compute stream: no host wait). The table
-//                       is not the word: e's stream writes its table while others read its word;
+//                       of one word per device (e's stream copies it into a snapshot of the
+//                       step after its list; an event after that, a wait and a one-word copy
+//                       on the table's compute stream: no host wait). The table is not the
+//                       word: e's stream writes its table while others read its snapshot;
 //   the update          each stage's optimizer reads its device's table and updates nothing
 //                       when a word holds a failure (step_unless_failed);
 //   the end             the reader's table (the last stage's device: the tally's) is copied
 //                       into page-locked host memory behind its update, as the tally is (one
 //                       device's pinned copies only: a pinned block that a faulted GPU
 //                       used would fail the next allocation of any device's pinned memory);
-//                       the step's one wait per device (drain) covers the copy, and then
+//                       the host's wait for the step covers the copy, and then
 //                       failure() reads the words: the largest word, the failure the host path
 //                       reports (the smallest stage's). The caller undoes the optimizers' step
 //                       counts (Optimizer::undo_step) when the step failed.
@@ -41,10 +45,12 @@ class StepVerdict {
  public:
   StepVerdict() = default;  // no verdict on the devices: the checks' host path
   // `devices[d]` are the streams of schedule device d, every one a GPU's; `reader`: the
-  // device whose table the host reads.
-  StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader);
+  // device whose table the host reads; `words`: [device] the words across steps (the
+  // Runtime's), undefined where start() is to make one.
+  StepVerdict(const std::vector<const DeviceStreams*>& devices, int reader,
+              std::vector<Tensor>& words);
 
-  bool defined() const { return !tables_.empty(); }
+  bool defined() const { return words_ != nullptr; }
   // On device d's thread, among its first calls of the step (where a GPU that faulted since
   // the last step is named with the step): its word (zeroed: kStepOk), its table, and the
   // table's host copy on the reader.
@@ -81,8 +87,9 @@ class StepVerdict {
   };
   int32_t word_of(const Action& a, StepCheck check) const;
 
-  std::vector<Tensor> words_;   // [device]: (1) int32, its checks' verdict, on that device
+  std::vector<Tensor>* words_ = nullptr;  // [device]: (1) int32, its checks' verdict, on that device
   std::vector<Tensor> tables_;  // [device]: (devices) int32, every device's word, on that device
+  std::vector<Tensor> snapshots_;  // [device]: (1) int32, its word as the step left it, on it
   int reader_ = -1;
   Tensor host_;  // the reader's table in page-locked host memory
   std::vector<std::vector<Check>> checks_;  // [device], each written by that device's thread only

@@ -77,14 +77,16 @@ void write_json_if_asked(const nlohmann::json& out, const std::string& json_path
 void print_call_counts(const std::vector<CallCountRow>& rows, const std::string& model_name,
                        const CallCountOptions& o, nlohmann::json* out) {
   std::printf("\nCalls per training step of %s on emulated GPUs (one stage, one micro-batch, SGD"
-              " momentum;\nthe mean of %d steps after %d warm-up; every host-blocking call is"
-              " inside the runtime's step)\n", model_name.c_str(), o.steps, o.warmup);
-  std::printf("%-7s %-12s %6s %9s %9s %7s %17s %14s\n", "device", "impl", "batch", "launches",
-              "library", "graphs", "launches+library", "host-blocking");
+              " momentum;\nthe mean of %d steps after %d warm-up, each submitted behind the one"
+              " before; host-blocking:\nthe host's waits between two steps, for the step before,"
+              " and inside a step)\n", model_name.c_str(), o.steps, o.warmup);
+  std::printf("%-7s %-12s %6s %9s %9s %7s %17s %14s %7s\n", "device", "impl", "batch",
+              "launches", "library", "graphs", "launches+library", "host-blocking", "inside");
   for (const CallCountRow& r : rows)
-    std::printf("%-7s %-12s %6lld %9g %9g %7g %17g %14g\n", r.device.c_str(), r.impl.c_str(),
-                static_cast<long long>(r.batch), r.kernel_launches, r.library_calls,
-                r.graph_launches, r.kernel_launches + r.library_calls, r.host_blocking);
+    std::printf("%-7s %-12s %6lld %9g %9g %7g %17g %14g %7g\n", r.device.c_str(),
+                r.impl.c_str(), static_cast<long long>(r.batch), r.kernel_launches,
+                r.library_calls, r.graph_launches, r.kernel_launches + r.library_calls,
+                r.host_blocking, r.host_blocking_inside);
   for (const CallCountRow& r : rows) {
     std::printf("\ntop entry points per step, %s %s batch %lld:", r.device.c_str(),
                 r.impl.c_str(), static_cast<long long>(r.batch));
@@ -98,7 +100,9 @@ void print_call_counts(const std::vector<CallCountRow>& rows, const std::string&
                                {"kernel_launches", r.kernel_launches},
                                {"library_calls", r.library_calls},
                                {"graph_launches", r.graph_launches},
-                               {"host_blocking", r.host_blocking}, {"top_entry_points", top}});
+                               {"host_blocking", r.host_blocking},
+                               {"host_blocking_inside", r.host_blocking_inside},
+                               {"top_entry_points", top}});
   }
 }
 

@@ -60,15 +60,30 @@ CallCountRow count_one(const model::ModelSpec& spec, const Device& device, const
   // Staged once, before anything is counted: brigade-train's staging area fills the next batch
   // while a step runs (tools/train/staging.h), so its copies are no part of the step.
   const pipeline::StagedBatch data = staged_on(device, synthetic_batch(batch));
+  // Steps are submitted as brigade-train submits them (pipeline::Runtime::submit): on the GPU's
+  // verdict each returns without waiting for itself, and the next one waits once for it.
   uint32_t step = 0;
-  for (int i = 0; i < o.warmup; ++i) runtime.step(data, step++);
+  for (int i = 0; i < o.warmup; ++i) runtime.step(data, step++);  // nothing pending after
+  // A step with none pending before it: the host's waits inside a step, alone.
+  const emu::gpu::CallCounts alone = emu::gpu::call_counts();
+  runtime.submit(data, step++);
+  const uint64_t inside = emu::gpu::call_counts().since(alone).host_blocking;
+  // Steps each behind a pending one: the calls of a step, and its wait for the step before.
   const emu::gpu::CallCounts before = emu::gpu::call_counts();
-  for (int i = 0; i < o.steps; ++i) runtime.step(data, step++);
+  for (int i = 0; i < o.steps; ++i) runtime.submit(data, step++);
   const emu::gpu::CallCounts d = emu::gpu::call_counts().since(before);
+  runtime.flush();
 
   const auto per_step = [&](uint64_t n) { return static_cast<double>(n) / o.steps; };
-  CallCountRow row{device.str(), impl, batch, per_step(d.kernel_launches), per_step(d.library_calls),
-                   per_step(d.graph_launches), per_step(d.host_blocking), {}};
+  CallCountRow row{device.str(),
+                   impl,
+                   batch,
+                   per_step(d.kernel_launches),
+                   per_step(d.library_calls),
+                   per_step(d.graph_launches),
+                   per_step(d.host_blocking),
+                   static_cast<double>(inside),
+                   {}};
   for (const auto& [name, n] : d.by_entry_point) row.top.emplace_back(name, per_step(n));
   std::stable_sort(row.top.begin(), row.top.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

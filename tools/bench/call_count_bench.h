@@ -2,7 +2,8 @@
 // (an -Dcuda=emulated build) the CUDA runtime, cuBLAS, cuDNN and NCCL count every call the
 // host makes (kernels/emu/cudart/README.md, "Counting calls"); this runs training steps as
 // brigade-train does — the model as one stage on one GPU, the pipeline runtime's step, one
-// micro-batch, SGD with momentum — and reads the counts around each step. The counts are
+// micro-batch, SGD with momentum, each step submitted behind the one before — and reads the
+// counts around the steps. The counts are
 // exact and the same on every run: a step's launch budget, which a real GPU could only time.
 #pragma once
 
@@ -38,9 +39,12 @@ struct CallCountRow {
   double kernel_launches = 0;
   double library_calls = 0;  // cuBLAS, cuDNN and NCCL calls that put work on a stream
   double graph_launches = 0;
-  // Calls that waited on the host for the GPU, all inside the runtime's step (which drains
-  // the device at its end): steps here run back to back, with nothing between them.
+  // Calls that waited on the host for the GPU, per step submitted behind a pending one
+  // (pipeline::Runtime::submit): its wait for the step before it. Steps here run back to
+  // back, with nothing between them.
   double host_blocking = 0;
+  // The same in a step submitted with none pending: the host's waits inside a step.
+  double host_blocking_inside = 0;
   std::vector<std::pair<std::string, double>> top;  // entry points, most called first
 };
 

@@ -13,7 +13,7 @@ namespace brigade::train {
 namespace {
 
 // A staged batch of one micro-batch, staged on the host (StagingLayout on cpu:0), as the
-// host batch Runtime::step(HostBatch) takes: the runtime cuts this replica's rows from it.
+// host batch Runtime::submit(HostBatch) takes: the runtime cuts this replica's rows from it.
 // Staging on the host keeps a GPU rank from copying the batch up and back down.
 pipeline::HostBatch host_batch(const pipeline::StagedBatch& staged) {
   if (staged.inputs_ready.recorded()) staged.inputs_ready.synchronize();
@@ -93,7 +93,7 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       gathered_[static_cast<size_t>(s)] = make_optimizer(options, parameters(s));
       optimizers_[static_cast<size_t>(s)] = gathered_[static_cast<size_t>(s)].get();
     }
-  // How this rank hands the runtime its batch (Runtime::step): staged micro-batches where
+  // How this rank hands the runtime its batch (Runtime::submit): staged micro-batches where
   // the runtime takes them — one replica, and this rank runs the first or the last stage
   // (it then reads only its own end: the inputs, or the labels) — and otherwise a host
   // batch, from which the runtime takes this replica's rows (a middle rank takes none: it
@@ -105,8 +105,8 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
     nan_before_step_ = injection->step;
 }
 
-pipeline::StepResult DistributedRunner::run(StagingArea& area, StagingArea::Slot& slot,
-                                            uint32_t step) {
+std::optional<pipeline::StepResult> DistributedRunner::run(StagingArea& area,
+                                                           StagingArea::Slot& slot, uint32_t step) {
   if (nan_before_step_ && static_cast<int64_t>(step) + 1 == *nan_before_step_) {
     // A fault on purpose (fault_injection.h): a weight of this rank's first stage with any.
     bool written = false;
@@ -116,10 +116,9 @@ pipeline::StepResult DistributedRunner::run(StagingArea& area, StagingArea::Slot
                            "write a NaN into");
   }
   // Staged: the micro-batches themselves, the runtime's streams waiting on their events.
-  pipeline::StepResult r = staged_ ? runtime_->step(slot.staged, step)
-                                   : runtime_->step(host_batch(slot.staged), step);
-  // step() returns after its final synchronisation: nothing reads the slot any more.
-  area.release(slot, Stream::default_for(area.layout().first));
+  std::optional<pipeline::StepResult> r = staged_ ? runtime_->submit(slot.staged, step)
+                                                  : runtime_->submit(host_batch(slot.staged), step);
+  area.release(slot, runtime_->batch_read());
   return r;
 }
 

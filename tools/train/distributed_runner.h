@@ -32,7 +32,9 @@ class DistributedRunner final : public StepRunner {
                     layers::Sequential& model, const pipeline::Plan& plan,
                     const Options& options);
   // This rank's shares of loss and correct: the ranks add them up (MpiRanks::agree_on_step).
-  pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
+  std::optional<pipeline::StepResult> run(StagingArea& area, StagingArea::Slot& slot,
+                                          uint32_t step) override;
+  std::optional<pipeline::StepResult> flush() override { return runtime_->flush(); }
   std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;
   std::string describe() const override;

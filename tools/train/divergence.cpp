@@ -63,15 +63,15 @@ std::string diverged(int64_t step, const std::string& what) {
   return "step " + std::to_string(step) + ": " + what + ": training diverged (try a smaller --lr)";
 }
 
-pipeline::StepResult run_step_naming_divergence(StepRunner& runner, StagingArea& area,
-                                                StagingArea::Slot& slot, int64_t step) {
+std::optional<pipeline::StepResult> naming_divergence(
+    const std::function<std::optional<pipeline::StepResult>()>& step) {
   try {
-    return runner.run(area, slot, static_cast<uint32_t>(step));
+    return step();
   } catch (const pipeline::PipelineError& e) {
     // The runtime's NaN check says "non-finite value" (pipeline/runtime/step_checks.cpp); a
     // PipelineError has no kind to ask instead.
     if (std::string(e.what()).find("non-finite value") == std::string::npos) throw;
-    throw std::runtime_error(diverged(step + 1, e.what()));
+    throw std::runtime_error(diverged(static_cast<int64_t>(e.step()) + 1, e.what()));
   }
 }
 

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,10 +58,10 @@ void save_if_finite(const std::vector<layers::Parameter*>& params, const std::st
 // "step 4: <what>: training diverged (try a smaller --lr)"
 std::string diverged(int64_t step, const std::string& what);
 
-// Runs the step numbered `step` from 0 (runner.run). A NaN or an Inf found by --check-finite
-// becomes "step <step + 1>: <the runtime's message>: training diverged (...)"; any other
-// error passes through as it is.
-pipeline::StepResult run_step_naming_divergence(StepRunner& runner, StagingArea& area,
-                                                StagingArea::Slot& slot, int64_t step);
+// Runs `step` (a runner's run or flush). A NaN or an Inf found by --check-finite in the step
+// numbered n from 0 becomes "step <n + 1>: <the runtime's message>: training diverged (...)";
+// any other error passes through as it is.
+std::optional<pipeline::StepResult> naming_divergence(
+    const std::function<std::optional<pipeline::StepResult>()>& step);
 
 }  // namespace brigade::train

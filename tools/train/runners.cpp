@@ -44,11 +44,10 @@ StagingLayout PipelinedRunner::staging() const {
           .microbatches = s.microbatches};
 }
 
-pipeline::StepResult PipelinedRunner::run(StagingArea& area, StagingArea::Slot& slot,
-                                          uint32_t step) {
-  pipeline::StepResult r = runtime_->step(slot.staged, step);
-  // step() returns after its final synchronisation: nothing reads the slot any more.
-  area.release(slot, Stream::default_for(area.layout().first));
+std::optional<pipeline::StepResult> PipelinedRunner::run(StagingArea& area,
+                                                         StagingArea::Slot& slot, uint32_t step) {
+  std::optional<pipeline::StepResult> r = runtime_->submit(slot.staged, step);
+  area.release(slot, runtime_->batch_read());
   return r;
 }
 

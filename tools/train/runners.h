@@ -30,10 +30,17 @@ namespace brigade::train {
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
-  // Runs the step on the staged slot (taken from `area`, released back to it) and waits for
-  // its results. In a distributed run, loss and correct are this rank's shares (the ranks
-  // add them up, TrainingProcesses::agree_on_step) and peak_memory names this rank's devices only.
-  virtual pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) = 0;
+  // Submits the step on the staged slot (taken from `area`, released back to it with the event
+  // after the step's reads of it: the area refills the slot after that). Returns the result of
+  // a step the host has waited for: this one, or — where the runtime leaves a step pending
+  // (pipeline::Runtime::submit: GPUs whose checks give their verdict there) — the one
+  // submitted before it, none for the first. In a distributed run, loss and correct are this
+  // rank's shares (the ranks add them up, TrainingProcesses::agree_on_step) and peak_memory
+  // names this rank's devices only.
+  virtual std::optional<pipeline::StepResult> run(StagingArea& area, StagingArea::Slot& slot,
+                                                  uint32_t step) = 0;
+  // Waits for the pending step, if any: its result (pipeline::Runtime::flush).
+  virtual std::optional<pipeline::StepResult> flush() = 0;
   virtual std::vector<layers::Optimizer*> optimizers() = 0;
   virtual StagingLayout staging() const = 0;  // where the staging area puts each batch
   virtual std::string describe() const = 0;  // one line for the start of the run
@@ -44,7 +51,9 @@ class PipelinedRunner : public StepRunner {
   // `plan`: the devices, the cut and the lowered lists the runtime runs (runtime.h);
   // `model` built for it (pipeline::build_model).
   PipelinedRunner(layers::Sequential& model, const pipeline::Plan& plan, const Options& options);
-  pipeline::StepResult run(StagingArea& area, StagingArea::Slot& slot, uint32_t step) override;
+  std::optional<pipeline::StepResult> run(StagingArea& area, StagingArea::Slot& slot,
+                                          uint32_t step) override;
+  std::optional<pipeline::StepResult> flush() override { return runtime_->flush(); }
   std::vector<layers::Optimizer*> optimizers() override { return optimizers_; }
   StagingLayout staging() const override;
   std::string describe() const override;

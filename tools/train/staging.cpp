@@ -95,6 +95,6 @@ StagingArea::Slot& StagingArea::take() {
   return slots_[static_cast<size_t>(taken_++ % 2)];
 }
 
-void StagingArea::release(Slot& slot, const Stream& consumer) { slot.consumed.record(consumer); }
+void StagingArea::release(Slot& slot, const Event& read) { slot.consumed = read; }
 
 }  // namespace brigade::train

@@ -6,8 +6,9 @@
 // in [0, 1] in the shuffled order), and records the slot's ready events; nothing blocks the
 // caller. take() hands out the oldest staged slot; the step makes its streams wait on the
 // ready events (no host synchronisation) and, once it has enqueued everything that reads the
-// slot, the runner calls release(slot, stream): the slot's `consumed` event is recorded there,
-// and the next fill of that slot waits on it. So the fill of step s+1 runs on the staging
+// slot, the runner calls release(slot, read) with the runtime's event after those reads
+// (pipeline::Runtime::batch_read), and the next fill of that slot waits on it — the step may
+// still be running on the devices when the host stages the batch after next. So the fill of step s+1 runs on the staging
 // stream's worker while step s computes, and never overwrites data a step still reads.
 //
 // Where the batch goes is the runner's StagingLayout: images on the first stage's device,
@@ -51,7 +52,7 @@ class StagingArea {
     // layout.last, and their ready events (recorded on the staging stream after the fill).
     pipeline::StagedBatch staged;
     std::vector<Tensor> host_inputs, host_labels;  // a CUDA destination's host side, else empty
-    Event consumed;  // recorded by release() on the consumer's stream
+    Event consumed;  // after the step's reads of the slot (release()); never recorded: read
   };
 
   StagingArea(data::Batcher& batcher, StagingLayout layout);
@@ -60,7 +61,7 @@ class StagingArea {
   void stage(int64_t epoch, int64_t k);  // the next slot: batch k of `epoch`
   Slot& take();                          // the oldest staged slot (one must be staged)
   bool has_staged() const { return staged_ > taken_; }
-  void release(Slot& slot, const Stream& consumer);
+  void release(Slot& slot, const Event& read);  // `read`: after every read of the slot
   const StagingLayout& layout() const { return layout_; }
 
  private:

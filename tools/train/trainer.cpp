@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "layers/param_file.h"
 #include "tools/machine_load.h"
@@ -174,39 +175,69 @@ void Training::epoch(int64_t epoch) {
   }
   progress_->start_epoch(epoch, o_.epochs, batches_, resume_point_.batch, stop_batch);
   for (int64_t k = resume_point_.batch; k < batches_; ++k) {
-    if (processes_.stop_requested() || limit_reached(resume_point_.step)) break;
+    if (processes_.stop_requested() || limit_reached(submitted_steps())) break;
     step(epoch, k);
   }
+  finish_in_flight();  // the epoch's end, --steps or a stop signal: its last step's result
   progress_->end_epoch();
 }
 
-// Batch k of `epoch`, with the next batch staged while it runs; then what it leaves behind,
-// and the checkpoint and evaluation it is due for.
+// Batch k of `epoch`, with the next batch staged while it runs; the result of the step
+// before it where the runtime left that one pending (StepRunner::run), else its own; then the
+// checkpoint and evaluation due after it, which wait for it first.
 void Training::step(int64_t epoch, int64_t k) {
   StagingArea& staging = *staging_;
   if (!staging.has_staged()) staging.stage(epoch, k);  // the first step of this run
   StagingArea::Slot& slot = staging.take();
+  const int64_t number = submitted_steps();  // from 0
   // The next batch fills on the staging stream while this step runs.
   const bool last_in_epoch = k + 1 == batches_;
-  if (!limit_reached(resume_point_.step + 1) && !(last_in_epoch && epoch + 1 == o_.epochs))
+  if (!limit_reached(number + 1) && !(last_in_epoch && epoch + 1 == o_.epochs))
     staging.stage(last_in_epoch ? epoch + 1 : epoch, last_in_epoch ? 0 : k + 1);
 
-  const auto t0 = Clock::now();
   first_step_began_ = true;
-  pipeline::StepResult r = run_step_naming_divergence(runner(), staging, slot, resume_point_.step);
+  const Submitted submitted{.epoch = epoch, .batch = k, .rows = slot.rows, .began = Clock::now()};
+  const std::optional<Submitted> before = std::exchange(in_flight_, submitted);
+  std::optional<pipeline::StepResult> r = naming_divergence(
+      [&] { return runner().run(staging, slot, static_cast<uint32_t>(number)); });
+  if (r && before) {
+    complete(*before, *r);
+  } else if (r) {  // this step's own: nothing stays in flight
+    in_flight_.reset();
+    complete(submitted, *r);
+  }
+  const bool checkpoint_due = o_.checkpoint_every > 0 && (number + 1) % o_.checkpoint_every == 0;
+  const bool eval_due = o_.eval_every > 0 && (number + 1) % o_.eval_every == 0;
+  if (!checkpoint_due && !eval_due) return;
+  finish_in_flight();  // both read the parameters after this step
+  if (checkpoint_due) checkpoint();
+  if (eval_due) evaluate_now(epoch);
+}
+
+void Training::finish_in_flight() {
+  if (!in_flight_) return;
+  const Submitted s = *std::exchange(in_flight_, std::nullopt);
+  std::optional<pipeline::StepResult> r = naming_divergence([&] { return runner().flush(); });
+  if (r) complete(s, *r);
+}
+
+void Training::complete(const Submitted& s, pipeline::StepResult& r) {
   processes_.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
   // Read on the host already: checking it costs no synchronisation. Nothing of this step is
   // reported, and no checkpoint is written after it. Every process sees the agreed loss.
   if (!std::isfinite(r.loss))
     throw AllRanksError(
         diverged(resume_point_.step + 1, "the loss is " + format_value(r.loss)), 1);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Its time: from its submission, or from when the step before it was known, if later (it
+  // ran behind that one).
+  const Clock::time_point now = Clock::now();
+  const double seconds =
+      std::chrono::duration<double>(now - std::max(s.began, last_known_)).count();
+  last_known_ = now;
   resume_point_.step += 1;
-  resume_point_.batch = k + 1;
+  resume_point_.batch = s.batch + 1;
   ++steps_run_;
-  record_step(epoch, k, slot.rows, seconds, r);
-  if (o_.checkpoint_every > 0 && resume_point_.step % o_.checkpoint_every == 0) checkpoint();
-  if (o_.eval_every > 0 && resume_point_.step % o_.eval_every == 0) evaluate_now(epoch);
+  record_step(s.epoch, s.batch, s.rows, seconds, r);
 }
 
 // A step's busy times and timeline (for the report), its metrics, plot point and progress.

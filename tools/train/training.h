@@ -56,8 +56,18 @@ class Training {
   void announce();
   void load_starting_point();
 
+  // A step submitted whose result the host has not read yet (StepRunner::run).
+  struct Submitted {
+    int64_t epoch = 0, batch = 0, rows = 0;
+    Clock::time_point began;
+  };
   void epoch(int64_t epoch);
   void step(int64_t epoch, int64_t k);
+  void finish_in_flight();  // the submitted step's result, waited for (StepRunner::flush)
+  // `r`, the result of `s`: the run goes on past it (its metrics, its progress line).
+  void complete(const Submitted& s, pipeline::StepResult& r);
+  // Steps submitted so far: those done and the one in flight.
+  int64_t submitted_steps() const { return resume_point_.step + (in_flight_ ? 1 : 0); }
   void record_step(int64_t epoch, int64_t k, int64_t rows, double seconds,
                    pipeline::StepResult& result);
   void checkpoint();
@@ -90,7 +100,9 @@ class Training {
   // Only the reporter prints: the others' progress goes to /dev/null.
   std::unique_ptr<FILE, int (*)(FILE*)> quiet_{nullptr, &std::fclose};
   std::optional<Progress> progress_;
-  ResumePoint resume_point_;  // where the next step starts
+  ResumePoint resume_point_;  // where the step after the last one done starts
+  std::optional<Submitted> in_flight_;  // submitted, its result not read yet
+  Clock::time_point last_known_;  // when the last step's result was read
   MetricsWriter metrics_;
 
   // What the run has done, for the report.

@@ -173,6 +173,24 @@ inline std::vector<std::vector<float>> params_of(layers::Sequential& m) {
 }
 
 // Every parameter of `m` has the bits it had in `before` (a NaN equal to itself).
+// A step's compute lane: per device, the schedule's list in order, each action after the one
+// before it ended (one stream), every time from 0 on.
+inline void check_compute_lane(const Timeline& t, const Schedule& schedule) {
+  for (int d = 0; d < schedule.devices; ++d) {
+    std::vector<TimelineEvent> compute;
+    for (const TimelineEvent& e : t.events)
+      if (e.device == d && e.lane == 0) compute.push_back(e);
+    const auto& list = schedule.lists[static_cast<size_t>(d)];
+    REQUIRE(compute.size() == list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      CHECK(compute[i].action == list[i]);
+      CHECK(compute[i].start >= 0);
+      CHECK(compute[i].end >= compute[i].start);
+      if (i > 0) CHECK(compute[i].start >= compute[i - 1].end);  // one stream: in order
+    }
+  }
+}
+
 inline void check_same_bits(layers::Sequential& m, const std::vector<std::vector<float>>& before) {
   const auto now = params_of(m);
   REQUIRE(now.size() == before.size());

@@ -25,20 +25,7 @@ TEST_CASE("a step's timeline has every action once, in its device's list order")
   Runtime runtime(*model, test::test_devices(3, 50), partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
   const StepResult r = runtime.step(test::random_batch(8, 1), 0);
   const Timeline& t = r.timeline;
-  // Compute lane: per device, the list's actions in order, each after the previous ended.
-  for (int d = 0; d < 3; ++d) {
-    std::vector<TimelineEvent> compute;
-    for (const TimelineEvent& e : t.events)
-      if (e.device == d && e.lane == 0) compute.push_back(e);
-    const auto& list = schedule.lists[static_cast<size_t>(d)];
-    REQUIRE(compute.size() == list.size());
-    for (size_t i = 0; i < list.size(); ++i) {
-      CHECK(compute[i].action == list[i]);
-      CHECK(compute[i].start >= 0);
-      CHECK(compute[i].end >= compute[i].start);
-      if (i > 0) CHECK(compute[i].start >= compute[i - 1].end);  // one stream: in order
-    }
-  }
+  test::check_compute_lane(t, schedule);
   // Send lane: one copy per activation of stages 0, 1 and per input gradient of stages 1, 2;
   // receive lane: as many, on the stages that take them; a flow joins each send to its
   // receive: the same micro-batch, from the next stage's activation or the previous stage's

@@ -128,6 +128,33 @@ TEST_CASE("resume: a pipeline over GPUs resumes exactly and trains like CPU devi
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-4 * std::abs(b[i]));
 }
 
+// On GPUs the trainer learns a step's result while the next one runs (pipeline::Runtime::submit):
+// an evaluation due after step 3 must still come right after step 3's line, on the parameters
+// after step 3: the trainer waits for the step in flight first, before step 4 is submitted.
+TEST_CASE("on GPUs, an evaluation due after a step comes after that step's line") {
+  if (brigade::cuda_device_count() == 0) {
+    MESSAGE("no GPU: skipped");
+    return;
+  }
+  const fs::path dir = temp_dir("gpu-evals");
+  std::vector<std::string> a = recipe(dir, "cuda:0", {"--eval-every", "3", "--steps", "7",
+                                                      "--metrics", (dir / "a.jsonl").string()});
+  ok(a);
+  std::ifstream in(dir / "a.jsonl");
+  int64_t last_step = 0, evals = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    CAPTURE(line);
+    if (j["kind"] == "step") last_step = j["step"].get<int64_t>();
+    if (j["kind"] != "eval") continue;
+    CHECK(j["step"].get<int64_t>() == last_step);  // right after its own step's line
+    CHECK((j["step"].get<int64_t>() % 3 == 0 || j["step"].get<int64_t>() == 7));  // 7: the end's
+    ++evals;
+  }
+  CHECK(last_step == 7);
+  CHECK(evals == 3);  // after steps 3, 6 and 7
+}
+
 // --math tf32 on one GPU (kernels/math_mode.h): the GEMMs and convolutions read their inputs
 // rounded to TF32, so the run differs from fp32's, and stays close to it.
 TEST_CASE("--math tf32 on one GPU trains close to fp32, and not equal to it") {

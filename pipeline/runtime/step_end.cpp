@@ -1,0 +1,178 @@
+// How a step ends (Runtime, runtime.h): the host's wait for its work, then its verdict and its
+// tally read — its StepResult — or its failure thrown as a PipelineError. run_step
+// (executor.cpp) calls finish() for the step it has just run (the host path) or, on the GPUs'
+// verdict, for the step before it, which stayed pending while this one was enqueued:
+//
+//   submit(k)   enqueue k; wait for k-1's end_event(); read k-1; return k-1's result
+//   flush()     wait for k's end_event(); read k; return k's result
+//
+// A failed k-1 found by submit(k): k's optimizers obeyed k-1's words (they stay failed on the
+// devices until the host has read them, step_verdict.h), so k changed nothing either; k is
+// waited for, its optimizers' step counts undone, and dropped (abandon); then k-1's failure is
+// thrown, naming k-1.
+#include <sstream>
+#include <utility>
+
+#include "engine/allocator.h"
+#include "engine/event.h"
+#include "pipeline/runtime/runtime.h"
+#include "pipeline/runtime/step.h"
+#include "pipeline/runtime/step_checks.h"
+
+namespace brigade::pipeline {
+namespace {
+// The compute action an instruction is part of, to name it in a PipelineError: a transfer of
+// an activation belongs to the stage's F, one of a gradient to its backward.
+Action action_of(const Instruction& i) {
+  if (is_compute(i.kind)) return compute_action(i);
+  const bool activation = i.kind == Kind::SendF || i.kind == Kind::RecvF;
+  return {i.stage, activation ? Op::F : Op::B, i.microbatch};
+}
+
+}  // namespace
+
+// Every device's send and receive streams joined into its compute stream, every compute
+// stream joined into the last stage's device's, and one event there: stream-ordered waits
+// only (on the GPUs' verdict every device is a GPU of this process).
+Event Runtime::end_event() {
+  const DeviceStreams& reader = *streams_[static_cast<size_t>(schedule_.device_of(schedule_.stages() - 1))];
+  for (const std::optional<DeviceStreams>& s : streams_) {
+    join_side_streams(*s);
+    if (&*s == &reader) continue;
+    Event updated;
+    updated.record(s->compute);
+    reader.compute.wait(updated);
+  }
+  Event done;
+  done.record(reader.compute);
+  return done;
+}
+
+StepResult Runtime::finish(std::unique_ptr<Step> owned, std::unique_ptr<Step>& next) {
+  Step& step = *owned;
+  // The host's wait: on the GPUs' verdict one, for the step's end event; else one per device,
+  // for an event after all of its work (drain()). A task that failed on a stream surfaces
+  // here; which device's is found by draining each (a failure only: more waits then).
+  std::exception_ptr stream_error;
+  int stream_error_device = -1;
+  std::vector<char> failed_streams(streams_.size(), 0);  // [device]: its drain threw
+  bool waited = false;
+  if (step.done.recorded()) try {
+      step.done.synchronize();
+      waited = true;
+    } catch (const std::exception&) {
+    }
+  for (size_t d = 0; d < streams_.size() && !waited; ++d) {
+    if (!streams_[d]) continue;
+    try {
+      drain(*streams_[d]);
+    } catch (const std::exception&) {
+      failed_streams[d] = 1;
+      if (!stream_error) {
+        stream_error = std::current_exception();
+        stream_error_device = static_cast<int>(d);
+      }
+    }
+  }
+  // A failed step's updates changed nothing (the kernels obeyed the verdict; a failed stream
+  // skipped its tasks), but the optimizers' step counts went on when they were issued: undone,
+  // so that SGD's first step and Adam's bias correction are as if the step never was.
+  const auto undo_steps_on = [&](const std::vector<char>& devices) {
+    if (!step.stepped) return;
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (devices[static_cast<size_t>(d)])
+        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+  };
+  StepFailure& f = step.failure;
+  if (!f.failed && !stream_error && step.verdict.defined())
+    if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
+      undo_steps_on(std::vector<char>(streams_.size(), 1));
+      f.failed = true;
+      f.device = failed->device;
+      f.where = instruction(failed->action);
+      f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
+    }
+  if (!f.failed && stream_error) {
+    undo_steps_on(failed_streams);
+    f.failed = true;
+    f.device = stream_error_device;
+    f.error = stream_error;
+    if (const auto origin = step.trace.unfinished()) {
+      f.device = origin->first;
+      f.where = instruction(origin->second);
+    }
+  }
+  if (f.failed) {
+    if (next) {
+      abandon(*next);
+      next.reset();  // what it held goes before the streams do (throw_failure)
+    }
+    throw_failure(step);
+  }
+
+  step.trace.read_cuda_markers();
+  StepResult result = std::move(step.known);
+  if (step.tally.defined()) {  // read after the wait above, which covered its copy
+    result.loss = step.tally.loss();
+    result.correct = step.tally.correct();
+  }
+  result.timeline = step.trace.timeline(schedule_);
+  if (!step.done.recorded())  // the host path: this process's devices, after the wait
+    for (size_t d = 0; d < devices_.size(); ++d)
+      if (local_[d])
+        result.peak_memory[devices_[d].str()] = Allocator::of(devices_[d]).stats().peak_in_use;
+  return result;
+}
+
+// A step enqueued behind a failed one: waited for (its failures are the failed step's
+// consequences, not reported), and its optimizers' step counts undone — its kernels obeyed
+// the failed step's words and updated nothing.
+void Runtime::abandon(Step& next) {
+  for (const std::optional<DeviceStreams>& s : streams_)
+    if (s) try {
+        drain(*s);
+      } catch (const std::exception&) {
+      }
+  if (next.stepped)
+    for (int d = 0; d < schedule_.devices; ++d)
+      if (runs(d))
+        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+}
+
+// "pipeline step 3 (schedule 1f1b) failed on cpu:1 (device 1), stage 1, action 1F0
+// (micro-batch 0): ..." — then fresh streams, and the error.
+void Runtime::throw_failure(Step& step) {
+  const StepFailure& f = step.failure;
+  const std::optional<Action> action =
+      f.where ? std::optional<Action>(action_of(*f.where)) : std::nullopt;
+  std::ostringstream os;
+  os << "pipeline step " << step.inputs.step << " (schedule " << schedule_.name << ") failed on "
+     << devices_[static_cast<size_t>(f.device)] << " (device " << f.device << ")";
+  if (f.where) {
+    os << ", stage " << f.where->stage << ", action " << to_string(*action);
+    if (!is_compute(f.where->kind)) os << " (its transfer " << to_string(*f.where) << ")";
+    os << " (micro-batch " << f.where->microbatch << ")";
+  }
+  os << ": " << what_of(f.error);
+  const int device = f.device;
+  step.work.clear();  // what the failed step held goes before its streams do
+  step.tally = StepTally();
+  step.verdict = StepVerdict();
+  verdict_words_.clear();  // failed: the next step makes fresh ones, zeroed
+  os << recover_after_failure();
+  throw PipelineError(os.str(), step.inputs.step, device, action ? action->stage : -1, action);
+}
+
+// A GPU whose kernel faulted keeps the error (CUDA's sticky errors): no stream can be made on
+// it again, and the CUDA error of that attempt must not replace the step's diagnosis.
+std::string Runtime::recover_after_failure() {
+  try {
+    recover();
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("; then no fresh streams could be made for the next step (") + e.what() +
+           ")";
+  }
+}
+
+}  // namespace brigade::pipeline
