@@ -5,8 +5,8 @@
 // --count-calls` counts (tools/bench/call_count_bench.h: the pipeline runtime's step, one
 // micro-batch, SGD with momentum). Counts, not times: exact, the same on every run.
 //
-// What the step costs (measured here, batch 128): 18 kernel launches + 27 library calls = 45,
-// the budget. The library calls: per convolution one fused forward (conv + bias + ReLU),
+// What the step costs with graphs off (measured here, batch 128): 18 kernel launches + 27
+// library calls = 45. The library calls: per convolution one fused forward (conv + bias + ReLU),
 // backward-data (not for the first), backward-filter and backward-bias; per max-pool a
 // forward and a backward; the dense layers' six GEMMs. The launches: dropout forward and
 // backward (4), the ReLU masks of the backward (5), the dense biases and their gradients (4),
