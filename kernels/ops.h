@@ -168,8 +168,11 @@ void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& 
 // optimizers.cu), the bits of the per-tensor updates. A table's rows are {p, g, s1, s2}, each
 // a tensor of one shape per row or undefined where the update does not use it (g when
 // zeroing, s1 without momentum, s2 for SGD), all on the stream's GPU. The table is copied to
-// device memory once (the host waits for that copy) and kept: an update allocates nothing.
-// CUDA streams only.
+// device memory once (the host waits for that copy) and kept: an update allocates no device
+// memory. The table also keeps the update's per-step scalars in device memory
+// (kernels/optimizer_scalars.h), written before each update by one stream-ordered copy from
+// page-locked memory, so that the update's launch reads nothing the host passes by value: a
+// launch captured in a CUDA graph replays right at every step. CUDA streams only.
 class TensorTable {
  public:
   using Row = std::array<Tensor, 4>;
@@ -179,17 +182,26 @@ class TensorTable {
   // used for them as it is.
   bool holds(const std::vector<Row>& rows) const;
   bool empty() const { return rows_.empty(); }
+  // Which table this is: a number no other table of the process has (0: none). A launch
+  // captured in a CUDA graph holds this table's memory and sizes; another id, another graph.
+  uint64_t id() const { return id_; }
 
  private:
-  friend void sgd_step_all(const TensorTable&, const SgdParams&, bool, const Tensor&,
-                           const Stream&);
-  friend void adam_step_all(const TensorTable&, const AdamParams&, int64_t, const Tensor&,
-                            const Stream&);
+  friend void write_sgd_scalars(const TensorTable&, const SgdParams&, bool, const Stream&);
+  friend void launch_sgd_all(const TensorTable&, const SgdParams&, const Tensor&, const Stream&);
+  friend void write_adam_scalars(const TensorTable&, const AdamParams&, int64_t, const Stream&);
+  friend void launch_adam_all(const TensorTable&, const Tensor&, const Stream&);
   friend void fill_all(const TensorTable&, float, const Stream&);
   void use_on(const Stream& stream, const char* op) const;  // checks; record_stream each tensor
+  // `size` bytes of scalars into scalars_, behind earlier work on `stream`: a page-locked copy
+  // of them, copied by one cudaMemcpyAsync. The page-locked block goes back to its cache when
+  // this returns, and the allocator hands it out again only once that copy has run.
+  void write_scalars(const void* bytes, size_t size, const Stream& stream) const;
   std::vector<Row> rows_;
   std::vector<TensorSlot> slots_;  // the rows' pointers and sizes, on the host
   Tensor device_;                  // the same slots, their bytes, on the GPU
+  Tensor scalars_;                 // (kUpdateScalarWords) the last update's scalars, on the GPU
+  uint64_t id_ = 0;
 };
 // `verdict`: a step's verdict on the stream's GPU (step_verdict_* below), or undefined:
 // when it is defined and any of its words holds a failure, the launch updates nothing.
@@ -199,6 +211,16 @@ void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
 // Every row: p, g, s1 = m, s2 = v.
 void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
                    const Tensor& verdict, const Stream& stream);
+// Each *_step_all in its two halves, for a CUDA graph that holds the launch: write_*_scalars
+// copies the step's scalars into the table's device memory (one copy, outside any graph);
+// launch_*_all is the one launch that reads them there, the same at every step.
+void write_sgd_scalars(const TensorTable& table, const SgdParams& h, bool first_step,
+                       const Stream& stream);
+void launch_sgd_all(const TensorTable& table, const SgdParams& h, const Tensor& verdict,
+                    const Stream& stream);
+void write_adam_scalars(const TensorTable& table, const AdamParams& h, int64_t step,
+                        const Stream& stream);
+void launch_adam_all(const TensorTable& table, const Tensor& verdict, const Stream& stream);
 // Every row's p = a (an optimizer's zero_grad: the rows' p are the gradients).
 void fill_all(const TensorTable& table, float a, const Stream& stream);
 

@@ -41,6 +41,21 @@ void Optimizer::step_unless_failed(const Stream& gpu, const Tensor& verdict) {
   update(gpu, verdict);
 }
 
+void Optimizer::prepare_update(const Stream& gpu) {
+  BRIGADE_CHECK(params_.empty() || one_gpu_stream(gpu).has_value(),
+                kind() << ": an update captured in a CUDA graph needs every parameter on "
+                       << gpu.str() << "'s GPU");
+  if (params_.empty()) {
+    ++steps_;  // nothing to update: only the count, as update() does
+    return;
+  }
+  prepare_update_on(gpu);
+}
+
+void Optimizer::launch_update(const Stream& gpu, const Tensor& verdict) {
+  if (!params_.empty()) launch_update_on(gpu, verdict);
+}
+
 SGD::SGD(std::vector<Parameter*> params, SgdParams h) : Optimizer(std::move(params)), h_(h) {
   try {
     check_sgd_params(h_);  // at construction, where the user wrote them
@@ -53,12 +68,8 @@ SGD::SGD(std::vector<Parameter*> params, SgdParams h) : Optimizer(std::move(para
 
 void SGD::update(const std::optional<Stream>& stream, const Tensor& verdict) {
   if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
-    std::vector<ops::TensorTable::Row> rows;
-    for (size_t i = 0; i < params_.size(); ++i)
-      rows.push_back({params_[i]->value, params_[i]->grad, h_.momentum != 0 ? buf_[i] : Tensor(),
-                      Tensor()});
-    ops::sgd_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_ == 0, verdict, *gpu);
-    ++steps_;
+    prepare_update_on(*gpu);
+    launch_update_on(*gpu, verdict);
     return;
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -68,6 +79,19 @@ void SGD::update(const std::optional<Stream>& stream, const Tensor& verdict) {
     ops::sgd_step(p.value, p.grad, buf, h_, steps_ == 0, stream_of(p, stream));
   }
   ++steps_;
+}
+
+void SGD::prepare_update_on(const Stream& gpu) {
+  std::vector<ops::TensorTable::Row> rows;
+  for (size_t i = 0; i < params_.size(); ++i)
+    rows.push_back({params_[i]->value, params_[i]->grad, h_.momentum != 0 ? buf_[i] : Tensor(),
+                    Tensor()});
+  ops::write_sgd_scalars(table_of(table_, std::move(rows), gpu), h_, steps_ == 0, gpu);
+  ++steps_;
+}
+
+void SGD::launch_update_on(const Stream& gpu, const Tensor& verdict) {
+  ops::launch_sgd_all(table_, h_, verdict, gpu);
 }
 
 std::vector<NamedTensor> SGD::state() {
@@ -90,18 +114,28 @@ Adam::Adam(std::vector<Parameter*> params, AdamParams h) : Optimizer(std::move(p
 }
 
 void Adam::update(const std::optional<Stream>& stream, const Tensor& verdict) {
-  ++steps_;  // Adam's bias correction counts steps from 1
   if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
-    std::vector<ops::TensorTable::Row> rows;
-    for (size_t i = 0; i < params_.size(); ++i)
-      rows.push_back({params_[i]->value, params_[i]->grad, m_[i], v_[i]});
-    ops::adam_step_all(table_of(table_, std::move(rows), *gpu), h_, steps_, verdict, *gpu);
+    prepare_update_on(*gpu);
+    launch_update_on(*gpu, verdict);
     return;
   }
+  ++steps_;  // Adam's bias correction counts steps from 1
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i];
     ops::adam_step(p.value, p.grad, m_[i], v_[i], h_, steps_, stream_of(p, stream));
   }
+}
+
+void Adam::prepare_update_on(const Stream& gpu) {
+  ++steps_;  // Adam's bias correction counts steps from 1
+  std::vector<ops::TensorTable::Row> rows;
+  for (size_t i = 0; i < params_.size(); ++i)
+    rows.push_back({params_[i]->value, params_[i]->grad, m_[i], v_[i]});
+  ops::write_adam_scalars(table_of(table_, std::move(rows), gpu), h_, steps_, gpu);
+}
+
+void Adam::launch_update_on(const Stream& gpu, const Tensor& verdict) {
+  ops::launch_adam_all(table_, verdict, gpu);
 }
 
 std::vector<NamedTensor> Adam::state() {

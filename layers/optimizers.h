@@ -19,6 +19,7 @@
 // run takes bit for bit the steps an uninterrupted one takes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,6 +57,18 @@ class Optimizer {
   void undo_step() { --steps_; }
   void zero_grad(std::optional<Stream> stream = std::nullopt);
 
+  // step_unless_failed in its two halves, for a CUDA graph of the update
+  // (pipeline/runtime/update_graph.h), every parameter on `gpu`'s GPU: prepare_update
+  // advances the step count and copies the step's scalars into device memory (one copy, never
+  // in a graph); launch_update enqueues the one launch that reads them, the same at every
+  // step: what a graph captures, with zero_grad(gpu). prepare_update comes first.
+  void prepare_update(const Stream& gpu);
+  void launch_update(const Stream& gpu, const Tensor& verdict);
+  // The tables that launch_update and zero_grad launch over (ops::TensorTable::id): another
+  // value when one was made again, for other tensors; a graph holding the launches is stale.
+  std::array<uint64_t, 2> launch_tables() const { return {table_.id(), grads_.id()}; }
+  bool has_parameters() const { return !params_.empty(); }
+
   // Every state tensor (the parameter's shape, on its device), named after its parameter:
   // "sgd.momentum.<param>", "adam.m.<param>", "adam.v.<param>". Checkpoints store them under
   // these names, so they never change: old checkpoints must still load. Empty for SGD without
@@ -79,11 +92,16 @@ class Optimizer {
   // One update, on `stream` or each parameter's own, skipped on the GPU when `verdict` (when
   // defined) holds a failure (step_unless_failed).
   virtual void update(const std::optional<Stream>& stream, const Tensor& verdict) = 0;
+  // The GPU halves of update (prepare_update, launch_update): table_ made (again) if needed and
+  // the scalars written, the step counted; then the one launch over table_.
+  virtual void prepare_update_on(const Stream& gpu) = 0;
+  virtual void launch_update_on(const Stream& gpu, const Tensor& verdict) = 0;
   static const ops::TensorTable& table_of(ops::TensorTable& kept,
                                           std::vector<ops::TensorTable::Row> rows,
                                           const Stream& stream);
   std::vector<Parameter*> params_;
   int64_t steps_ = 0;
+  ops::TensorTable table_;  // the multi-tensor update's table: a row per parameter
 
  private:
   ops::TensorTable grads_;  // zero_grad's multi-tensor table: every gradient
@@ -99,9 +117,10 @@ class SGD : public Optimizer {
 
  private:
   void update(const std::optional<Stream>& stream, const Tensor& verdict) override;
+  void prepare_update_on(const Stream& gpu) override;  // table_'s rows: p, g, buf
+  void launch_update_on(const Stream& gpu, const Tensor& verdict) override;
   SgdParams h_;
   std::vector<Tensor> buf_;  // momentum buffers, one per parameter (none without momentum)
-  ops::TensorTable table_;   // step's multi-tensor table: p, g, buf per parameter
 };
 
 // Adam, or AdamW with h.decoupled = true.
@@ -115,9 +134,10 @@ class Adam : public Optimizer {
 
  private:
   void update(const std::optional<Stream>& stream, const Tensor& verdict) override;
+  void prepare_update_on(const Stream& gpu) override;  // table_'s rows: p, g, m, v
+  void launch_update_on(const Stream& gpu, const Tensor& verdict) override;
   AdamParams h_;
   std::vector<Tensor> m_, v_;  // first and second moments, one per parameter
-  ops::TensorTable table_;     // step's multi-tensor table: p, g, m, v per parameter
 };
 
 }  // namespace brigade::layers

@@ -24,6 +24,7 @@
 #include "kernels/dropout_mask.h"
 #include "kernels/micro_batch_tally.h"
 #include "kernels/optimizer_params.h"
+#include "kernels/optimizer_scalars.h"
 #include "kernels/shapes.h"
 #include "kernels/tensor_slot.h"
 

@@ -8,10 +8,10 @@
 //          m += (1-β1)·(g' - m)   (lerp);   v = β2·v + (1-β2)·g'²
 //          p -= step_size · m / (sqrt(v) / bc2_sqrt + eps)
 //
-// The hyper-parameters arrive in double (as a user writes them). Every scalar that is the
-// same for all elements — 1 - dampening, step_size = lr / (1 - β1^t), bc2_sqrt =
-// sqrt(1 - β2^t), 1 - lr·wd, ... — is derived once on the host, in double, and rounded to
-// float, exactly as the reference does; the kernels see only floats.
+// The hyper-parameters arrive in double (as a user writes them); the scalars that are the same
+// for all elements are derived once on the host (kernels/optimizer_scalars.h): the kernels see
+// only floats. The per-tensor kernels take them by value; the multi-tensor kernels read them
+// from device memory, so that a launch captured in a CUDA graph replays with each step's.
 //
 // The multi-tensor forms (*_all) update every tensor of a table in one launch (a stage's
 // parameters, or its gradients to zero), element by element with the same code. The updates
@@ -25,19 +25,10 @@
 #include "engine/error.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launchers.h"
+#include "kernels/optimizer_scalars.h"
 #include "kernels/step_verdict.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
-
-// The per-step scalars of SGD and of Adam, derived on the host (see the top of the file).
-struct SgdScalars {
-  float lr, mu, keep, wd;
-  bool momentum, nesterov, first_step;
-};
-struct AdamScalars {
-  float step_size, bc2_sqrt, decay, wd, w1, b2, w2, eps;
-  bool decoupled;
-};
 
 // One element's update: the same code for the per-tensor and the multi-tensor kernels, so
 // their bits are the same.
@@ -82,17 +73,21 @@ __device__ __forceinline__ bool step_failed(const int32_t* words, int64_t n) {
 // The multi-tensor kernels: a 2-D grid, row y of blocks on slot y of the table, each row a
 // grid-stride loop over its tensor as the per-tensor kernel's grid is (blocks beyond a small
 // tensor's end do nothing). One launch whatever the number of tensors.
-__global__ void sgd_all_kernel(const TensorSlot* table /* (tensors) */, SgdScalars a,
+__global__ void sgd_all_kernel(const TensorSlot* table /* (tensors) */,
+                               const SgdScalars* scalars /* (1) */,
                                const int32_t* verdict /* (words) */, int64_t words) {
   if (step_failed(verdict, words)) return;
   const TensorSlot t = table[blockIdx.y];
+  const SgdScalars a = *scalars;
   for (int64_t i = grid_first(); i < t.n; i += grid_stride()) sgd_element(t.p, t.g, t.s1, i, a);
 }
 
-__global__ void adam_all_kernel(const TensorSlot* table /* (tensors) */, AdamScalars a,
+__global__ void adam_all_kernel(const TensorSlot* table /* (tensors) */,
+                                const AdamScalars* scalars /* (1) */,
                                 const int32_t* verdict /* (words) */, int64_t words) {
   if (step_failed(verdict, words)) return;
   const TensorSlot t = table[blockIdx.y];
+  const AdamScalars a = *scalars;
   for (int64_t i = grid_first(); i < t.n; i += grid_stride())
     adam_element(t.p, t.g, t.s1, t.s2, i, a);
 }
@@ -103,25 +98,6 @@ __global__ void fill_all_kernel(const TensorSlot* table /* (tensors) */, float v
 }
 
 namespace {
-
-SgdScalars sgd_scalars(const SgdParams& h, bool first_step) {
-  return {static_cast<float>(h.lr), static_cast<float>(h.momentum),
-          static_cast<float>(1.0 - h.dampening), static_cast<float>(h.weight_decay),
-          h.momentum != 0.0, h.nesterov, first_step};
-}
-
-AdamScalars adam_scalars(const AdamParams& h, int64_t step) {
-  const double t = static_cast<double>(step);
-  return {static_cast<float>(h.lr / (1.0 - std::pow(h.beta1, t))),
-          static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t))),
-          static_cast<float>(1.0 - h.lr * h.weight_decay),
-          static_cast<float>(h.weight_decay),
-          static_cast<float>(1.0 - h.beta1),
-          static_cast<float>(h.beta2),
-          static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(h.eps),
-          h.decoupled};
-}
 
 // The grid of a multi-tensor launch: as many blocks across as the largest tensor's
 // per-tensor launch has, one row per slot; 0 blocks across when every slot is empty.
@@ -168,9 +144,10 @@ void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const 
 }
 
 void sgd_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
-                    const SgdParams& h, bool first_step, const int32_t* verdict,
+                    const SgdParams& h, const SgdScalars* scalars, const int32_t* verdict,
                     int64_t verdict_words, const Stream& stream) {
   check_sgd_params(h);
+  BRIGADE_CHECK(scalars != nullptr, "sgd_update_all: no scalars in device memory");
   BRIGADE_CHECK(verdict_words >= 0 && (verdict != nullptr || verdict_words == 0),
                 "sgd_update_all: a verdict of " << verdict_words << " words at " << verdict);
   for (const TensorSlot& t : slots)
@@ -179,20 +156,20 @@ void sgd_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slot
   const dim3 grid = grid_of_all("sgd_update_all", slots, true, h.momentum != 0.0, false);
   if (grid.x == 0) return;
   BRIGADE_LAUNCH(sgd_all_kernel, grid, kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(table, slots.size()), sgd_scalars(h, first_step),
+                 BRIGADE_EXTENT(table, slots.size()), BRIGADE_EXTENT(scalars, 1),
                  BRIGADE_EXTENT(verdict, verdict_words), verdict_words);
 }
 
 void adam_update_all(const TensorSlot* table, const std::vector<TensorSlot>& slots,
-                     const AdamParams& h, int64_t step, const int32_t* verdict,
-                     int64_t verdict_words, const Stream& stream) {
-  check_adam_params(h, step);
+                     const AdamScalars* scalars, const int32_t* verdict, int64_t verdict_words,
+                     const Stream& stream) {
+  BRIGADE_CHECK(scalars != nullptr, "adam_update_all: no scalars in device memory");
   BRIGADE_CHECK(verdict_words >= 0 && (verdict != nullptr || verdict_words == 0),
                 "adam_update_all: a verdict of " << verdict_words << " words at " << verdict);
   const dim3 grid = grid_of_all("adam_update_all", slots, true, true, true);
   if (grid.x == 0) return;
   BRIGADE_LAUNCH(adam_all_kernel, grid, kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(table, slots.size()), adam_scalars(h, step),
+                 BRIGADE_EXTENT(table, slots.size()), BRIGADE_EXTENT(scalars, 1),
                  BRIGADE_EXTENT(verdict, verdict_words), verdict_words);
 }
 

@@ -2,12 +2,14 @@
 // the checks (hyper-parameters too, here on the host rather than as a failed task later),
 // then the CPU branch (kernels/cpu/optimizers.h) beside the CUDA branch
 // (kernels/cuda/optimizers.cu).
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
 #include "kernels/cpu/optimizers.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
+#include "kernels/optimizer_scalars.h"
 
 #if defined(BRIGADE_HAVE_CUDA)
 #include "kernels/cuda/launchers.h"
@@ -94,6 +96,19 @@ TensorTable::TensorTable(std::vector<Row> rows, const Stream& stream) : rows_(st
   std::vector<float> bytes(slots_.size() * sizeof(TensorSlot) / sizeof(float));
   if (!slots_.empty()) std::memcpy(bytes.data(), slots_.data(), slots_.size() * sizeof(TensorSlot));
   device_ = Tensor::from_vector(bytes, Shape({static_cast<int64_t>(bytes.size())}), stream.device());
+  // Unwritten until an update's write_scalars, on the stream of that update, which the launch
+  // that reads them follows.
+  scalars_ = Tensor::empty(Shape({kUpdateScalarWords}), Stream::default_for(stream.device()));
+  static std::atomic<uint64_t> tables{0};
+  id_ = ++tables;
+}
+
+void TensorTable::write_scalars(const void* bytes, size_t size, const Stream& stream) const {
+  BRIGADE_CHECK(size <= static_cast<size_t>(scalars_.nbytes()),
+                "an update's scalars of " << size << " bytes, more than a table keeps");
+  const Tensor staged = Tensor::empty_pinned(scalars_.shape(), Stream::default_for(Device::cpu(0)));
+  std::memcpy(staged.data<float>(), bytes, size);
+  copy_async(scalars_, staged, stream);
 }
 
 bool TensorTable::holds(const std::vector<Row>& rows) const {
@@ -137,26 +152,54 @@ void check_verdict(const char* op, const Tensor& verdict, const Stream& stream) 
 
 void sgd_step_all(const TensorTable& table, const SgdParams& h, bool first_step,
                   const Tensor& verdict, const Stream& stream) {
-  table.use_on(stream, "sgd_step_all");
-  check_verdict("sgd_step_all", verdict, stream);
-#if defined(BRIGADE_HAVE_CUDA)
-  cuda::sgd_update_all(device_slots(table.device_), table.slots_, h, first_step,
-                       verdict_words(verdict), verdict.defined() ? verdict.numel() : 0, stream);
-#else
-  (void)h, (void)first_step;
-  detail::no_kernel("sgd_step_all", stream.device());
-#endif
+  write_sgd_scalars(table, h, first_step, stream);
+  launch_sgd_all(table, h, verdict, stream);
 }
 
 void adam_step_all(const TensorTable& table, const AdamParams& h, int64_t step,
                    const Tensor& verdict, const Stream& stream) {
+  write_adam_scalars(table, h, step, stream);
+  launch_adam_all(table, verdict, stream);
+}
+
+void write_sgd_scalars(const TensorTable& table, const SgdParams& h, bool first_step,
+                       const Stream& stream) {
+  table.use_on(stream, "sgd_step_all");
+  check_sgd_params(h);  // std::invalid_argument, before anything is written
+  const SgdScalars scalars = sgd_scalars(h, first_step);
+  table.write_scalars(&scalars, sizeof(scalars), stream);
+}
+
+void write_adam_scalars(const TensorTable& table, const AdamParams& h, int64_t step,
+                        const Stream& stream) {
+  table.use_on(stream, "adam_step_all");
+  check_adam_params(h, step);
+  const AdamScalars scalars = adam_scalars(h, step);
+  table.write_scalars(&scalars, sizeof(scalars), stream);
+}
+
+void launch_sgd_all(const TensorTable& table, const SgdParams& h, const Tensor& verdict,
+                    const Stream& stream) {
+  table.use_on(stream, "sgd_step_all");
+  check_verdict("sgd_step_all", verdict, stream);
+#if defined(BRIGADE_HAVE_CUDA)
+  cuda::sgd_update_all(device_slots(table.device_), table.slots_, h,
+                       reinterpret_cast<const SgdScalars*>(table.scalars_.data<float>()),
+                       verdict_words(verdict), verdict.defined() ? verdict.numel() : 0, stream);
+#else
+  (void)h;
+  detail::no_kernel("sgd_step_all", stream.device());
+#endif
+}
+
+void launch_adam_all(const TensorTable& table, const Tensor& verdict, const Stream& stream) {
   table.use_on(stream, "adam_step_all");
   check_verdict("adam_step_all", verdict, stream);
 #if defined(BRIGADE_HAVE_CUDA)
-  cuda::adam_update_all(device_slots(table.device_), table.slots_, h, step,
+  cuda::adam_update_all(device_slots(table.device_), table.slots_,
+                        reinterpret_cast<const AdamScalars*>(table.scalars_.data<float>()),
                         verdict_words(verdict), verdict.defined() ? verdict.numel() : 0, stream);
 #else
-  (void)h, (void)step;
   detail::no_kernel("adam_step_all", stream.device());
 #endif
 }

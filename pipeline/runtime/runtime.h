@@ -67,6 +67,11 @@ struct RuntimeOptions {
   // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
   // early and peaks depend on timing. In lockstep a device's peak is a function of its list.
   bool lockstep = false;
+  // Each stage's update and gradient zeroing as one CUDA graph, captured once and replayed
+  // every step (update_graph.h): where the step's verdict is on the GPUs (step_verdict.h:
+  // every device a GPU of this process, one replica, no clipping); ignored elsewhere. The
+  // parameters are the same bits either way.
+  bool cuda_graphs = true;
   // What the last stage applies to each micro-batch's output (loss.h); shared, never changed.
   std::shared_ptr<const Loss> loss = std::make_shared<SoftmaxCrossEntropy>();
 };

@@ -73,7 +73,9 @@ Tensor Stage::backward(MicroBatchWork& work, const StepInputs& step, int mb, boo
   return dx;
 }
 
-void Stage::zero_grad(const Stream& compute) const { optimizer_->zero_grad(compute); }
+void Stage::zero_grad(const Stream& compute) {
+  if (!update_graph_.zeroed(compute)) optimizer_->zero_grad(compute);
+}
 
 std::vector<layers::Parameter*> Stage::parameters() const {
   return model_.parameters(layers_.begin, layers_.end);
@@ -90,8 +92,10 @@ void Stage::abandon_reduction(const std::string& why) const {
   if (reducer_) reducer_->abandon(why);
 }
 
-void Stage::step(const Stream& compute, const Tensor& verdict) const {
-  if (verdict.defined())
+void Stage::step(const Stream& compute, const Tensor& verdict, bool graph) {
+  if (graph && verdict.defined() && optimizer_->has_parameters())
+    update_graph_.run(*optimizer_, compute, verdict);
+  else if (verdict.defined())
     optimizer_->step_unless_failed(compute, verdict);
   else
     optimizer_->step(compute);

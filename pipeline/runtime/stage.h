@@ -19,6 +19,7 @@
 #include "pipeline/runtime/gradient_reducer.h"
 #include "pipeline/runtime/partition.h"
 #include "pipeline/runtime/step_state.h"
+#include "pipeline/runtime/update_graph.h"
 
 namespace brigade::pipeline {
 
@@ -47,7 +48,8 @@ class Stage {
   Tensor backward(MicroBatchWork& work, const StepInputs& step, int mb, bool recompute,
                   const Stream& compute) const;
 
-  void zero_grad(const Stream& compute) const;
+  // The stage's gradients to zero, unless the last step's update graph did it on `compute`.
+  void zero_grad(const Stream& compute);
   // After the step's last W of this stage was enqueued on `compute`: the sum of its gradients
   // across replicas (when there is a reducer); then, once any clipping has scaled them, the
   // optimizer step.
@@ -55,8 +57,9 @@ class Stage {
   // Instead of reduce(), when the step failed first: the replicas must not wait for this one.
   void abandon_reduction(const std::string& why) const;
   // `verdict`: the step's verdict on this GPU (step_verdict.h), or undefined: the update then
-  // runs unconditionally (the host path has already checked).
-  void step(const Stream& compute, const Tensor& verdict) const;
+  // runs unconditionally (the host path has already checked). `graph` (with a verdict only):
+  // the update and the next step's zeroing as one CUDA graph (update_graph.h).
+  void step(const Stream& compute, const Tensor& verdict, bool graph);
   std::vector<layers::Parameter*> parameters() const;
 
  private:
@@ -69,6 +72,7 @@ class Stage {
   StageRange layers_;
   std::unique_ptr<layers::Optimizer> optimizer_;
   GradientReducer* reducer_;
+  UpdateGraph update_graph_;
 };
 
 }  // namespace brigade::pipeline

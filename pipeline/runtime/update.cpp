@@ -42,10 +42,11 @@ bool Runtime::update_parameters(Step& step) {
       for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(&*s);
       step.verdict.exchange(mine);
     }
-    on_every_stage([](const Stage& stage, const Stream& compute) { stage.reduce(compute); });
+    on_every_stage([](Stage& stage, const Stream& compute) { stage.reduce(compute); });
     if (options_.max_grad_norm > 0 && !clip_gradients()) return false;
-    on_every_stage([&](const Stage& stage, const Stream& compute) {
-      stage.step(compute, step.verdict.defined() ? step.verdict.table(device) : Tensor());
+    on_every_stage([&](Stage& stage, const Stream& compute) {
+      stage.step(compute, step.verdict.defined() ? step.verdict.table(device) : Tensor(),
+                 options_.cuda_graphs);
     });
     stepped = true;
     if (step.verdict.defined())  // read where the tally is

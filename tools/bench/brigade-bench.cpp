@@ -229,6 +229,13 @@ int main(int argc, char** argv) {
                "128); needs a build on emulated GPUs (-Dcuda=emulated)");
   app.add_option("--devices", devices, "--count-calls: the GPUs counted, e.g. cuda:0 or "
                  "cuda:0,cuda:1")->needs("--count-calls");
+  std::string cuda_graphs = "on";
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "--count-calls: on (each stage's update replayed as a CUDA graph, as "
+                 "brigade-train does by default) or off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str()
+      ->needs("--count-calls");
   std::string math = "fp32";
   app.add_option("--math", math,
                  "arithmetic of the vendor rows (cuBLAS, cuDNN) and of the GPU's SGEMM peak: "
@@ -284,6 +291,7 @@ int main(int argc, char** argv) {
     CallCountOptions co;
     if (app.count("--impls")) co.impls = op.impls;
     if (app.count("--batches")) co.batches = mo.batches;
+    co.cuda_graphs = cuda_graphs == "on";
     return count_calls_and_print(spec, model_name, devices, co, json_path);
   }
   try {

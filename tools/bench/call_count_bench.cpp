@@ -56,7 +56,7 @@ CallCountRow count_one(const model::ModelSpec& spec, const Device& device, const
         return std::make_unique<layers::SGD>(std::move(params),
                                              SgdParams{.lr = 0.01, .momentum = 0.9});
       },
-      {.seed = o.seed});
+      {.seed = o.seed, .cuda_graphs = o.cuda_graphs});
   // Staged once, before anything is counted: brigade-train's staging area fills the next batch
   // while a step runs (tools/train/staging.h), so its copies are no part of the step.
   const pipeline::StagedBatch data = staged_on(device, synthetic_batch(batch));

@@ -29,6 +29,7 @@ struct CallCountOptions {
   int steps = 2;   // steps counted; the figures are per step (their mean)
   size_t top = 10;  // entry points listed, most called first
   uint64_t seed = 1;
+  bool cuda_graphs = true;  // pipeline::RuntimeOptions::cuda_graphs
 };
 
 // One (device, path, batch): the calls of a step, per step.

@@ -86,7 +86,8 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .check_finite = options.check_finite,
-                               .max_grad_norm = options.clip_grad_norm},
+                               .max_grad_norm = options.clip_grad_norm,
+                               .cuda_graphs = options.cuda_graphs},
       role);
   for (int s = 0; s < stages; ++s)
     if (!optimizers_[static_cast<size_t>(s)]) {

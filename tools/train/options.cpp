@@ -255,6 +255,15 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                "diverging run names the stage and action where one first appeared (a task per "
                "forward; without it, the run still stops at the first non-finite loss)");
 
+  std::string cuda_graphs = "on";
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "on: each stage's update (and its gradients zeroed for the next step) is "
+                 "captured once as a CUDA graph and replayed every step, one launch in place of "
+                 "two, the same parameters to the bit; where every device is a GPU of this "
+                 "process, without --clip-grad-norm or replicas. CPU devices ignore it")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+
   app.add_option("--batch", o.batch, "mini-batch size");
   app.add_option("--epochs", o.epochs, "epochs over the training set");
   app.add_option("--steps", o.steps, "stop after this many steps in all (0: no limit)")
@@ -324,6 +333,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   if (o.threads_per_device.size() > 1 && o.distributed)
     throw UsageError("--threads-per-device with one count per device and --distributed: each "
                      "rank runs one device; give one count");
+  o.cuda_graphs = cuda_graphs == "on";
   if (microbatches != "auto") {
     const char* end = microbatches.data() + microbatches.size();
     const auto [stop, ec] = std::from_chars(microbatches.data(), end, o.microbatches);

@@ -47,6 +47,7 @@ struct Options {
   std::string balance = "blocks";        // blocks (the model's device blocks) | flops | time | params | memory
   bool recompute = false;
   bool check_finite = false;             // the runtime checks each stage's output (divergence.h)
+  bool cuda_graphs = true;               // each GPU stage's update as a CUDA graph (RuntimeOptions)
 
   // The recipe.
   int64_t batch = 128;

@@ -19,7 +19,8 @@ PipelinedRunner::PipelinedRunner(layers::Sequential& model, const pipeline::Plan
       pipeline::RuntimeOptions{.seed = options.seed,
                                .recompute = options.recompute,
                                .check_finite = options.check_finite,
-                               .max_grad_norm = options.clip_grad_norm});
+                               .max_grad_norm = options.clip_grad_norm,
+                               .cuda_graphs = options.cuda_graphs});
 }
 
 std::string PipelinedRunner::describe() const {

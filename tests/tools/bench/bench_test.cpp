@@ -142,7 +142,7 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
     CHECK(row["device"] == "cuda:0");
     CHECK(row["batch"] == 4);
     CHECK(row["kernel_launches"].get<double>() > 0);  // the optimizer's, at least
-    CHECK(row["graph_launches"] == 0);
+    CHECK(row["graph_launches"] == 1);  // the one stage's update (--cuda-graphs on, the default)
     CHECK(row["host_blocking"].get<double>() >= 1);  // the step drains at its end
     // The top entry points include every launch, by the name <<<>>> compiles to.
     CHECK(row["top_entry_points"]["cudaLaunchKernel"] == row["kernel_launches"]);
@@ -150,6 +150,21 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
     if (row["impl"] == "handwritten") CHECK(row["library_calls"] == 0);
     if (row["impl"] == "vendor") CHECK(row["library_calls"].get<double>() > 0);
   }
+  // --cuda-graphs off: the update's two launches instead of the graph's one.
+  const fs::path json_off = dir / "calls-off.json";
+  const Run off = run_command(gpus + bench + " --model tiny_cnn --devices cuda:0 --count-calls" +
+                              " --batches 4 --impls vendor --cuda-graphs off --json " +
+                              json_off.string());
+  CAPTURE(off.output);
+  REQUIRE(off.status == 0);
+  std::ifstream in_off(json_off);
+  const nlohmann::json calls_off = nlohmann::json::parse(in_off)["calls"];
+  REQUIRE(calls_off.size() == 1u);
+  CHECK(calls_off[0]["graph_launches"] == 0);
+  for (const nlohmann::json& row : out["calls"])
+    if (row["impl"] == "vendor")
+      CHECK(calls_off[0]["kernel_launches"].get<double>() ==
+            row["kernel_launches"].get<double>() + 2);
   // A CPU device has no CUDA calls to count.
   const Run cpu = run_command(bench + " --model tiny_cnn --devices cpu:0 --count-calls");
   CAPTURE(cpu.output);

@@ -1,0 +1,55 @@
+// The CUDA calls behind cuda_graph.h.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+#include "engine/cuda_graph.h"
+#include "engine/error.h"
+
+namespace brigade {
+
+// The instantiated graph, destroyed with the last CudaGraph that holds it (the graph it was
+// made from is destroyed once instantiated: the instance keeps what it needs).
+struct CudaGraph::Instance {
+  cudaGraphExec_t exec = nullptr;
+  int device = -1;
+  ~Instance() {
+    if (exec == nullptr) return;
+    const cudaError_t status = cudaGraphExecDestroy(exec);
+    if (status != cudaSuccess)  // a destructor reports, never throws
+      std::fprintf(stderr, "brigade: cudaGraphExecDestroy failed: %s\n", cudaGetErrorString(status));
+  }
+};
+
+CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& record) {
+  BRIGADE_CHECK(stream.device().is_cuda(), "a CUDA graph is captured from a CUDA stream, not "
+                                               << stream.str());
+  const cudaStream_t handle = stream.cuda_handle();
+  BRIGADE_CUDA_CHECK(cudaStreamBeginCapture(handle, cudaStreamCaptureModeThreadLocal));
+  try {
+    record();
+  } catch (...) {
+    cudaGraph_t partial = nullptr;  // end the capture whatever its state, then report `record`'s
+    if (cudaStreamEndCapture(handle, &partial) == cudaSuccess && partial != nullptr)
+      (void)cudaGraphDestroy(partial);
+    (void)cudaGetLastError();  // an invalidated capture's error is not the one to report
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  BRIGADE_CUDA_CHECK(cudaStreamEndCapture(handle, &graph));
+  auto instance = std::make_shared<Instance>();
+  instance->device = stream.device().index;
+  const cudaError_t made = cudaGraphInstantiate(&instance->exec, graph, 0);
+  BRIGADE_CUDA_CHECK(cudaGraphDestroy(graph));
+  BRIGADE_CUDA_CHECK(made);
+  return CudaGraph(std::move(instance));
+}
+
+void CudaGraph::launch(const Stream& stream) const {
+  BRIGADE_CHECK(stream.device().is_cuda() && stream.device().index == instance_->device,
+                "a CUDA graph captured on cuda:" << instance_->device << " launched on "
+                                                 << stream.str());
+  BRIGADE_CUDA_CHECK(cudaGraphLaunch(instance_->exec, stream.cuda_handle()));
+}
+
+}  // namespace brigade
