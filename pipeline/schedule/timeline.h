@@ -9,6 +9,7 @@
 // a send to its receive: Chrome traces draw it as an arrow.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

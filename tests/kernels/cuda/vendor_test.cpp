@@ -49,7 +49,10 @@ class DeviceArray {
   DeviceArray(const std::vector<T>& host, const Stream& stream) : n_(host.size()), stream_(stream) {
     BRIGADE_CUDA_CHECK(cudaSetDevice(stream.device().index));
     BRIGADE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes()));
-    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice,
+    // An empty array still owns one element's bytes (a valid pointer to pass), but there is
+    // nothing to copy: an empty vector's data() may be null, which a GPU refuses as a source.
+    if (n_ == 0) return;
+    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice,
                                        stream.cuda_handle()));
     stream.synchronize();
   }
@@ -60,7 +63,8 @@ class DeviceArray {
   T* get() const { return ptr_; }
   std::vector<T> to_host() const {  // waits for the stream's work first (stream order)
     std::vector<T> host(n_);
-    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost,
+    if (n_ == 0) return host;
+    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost,
                                        stream_.cuda_handle()));
     stream_.synchronize();
     return host;
