@@ -36,7 +36,9 @@
 #               on each path (BRIGADE_CUDA_PATH=vendor, =handwritten)
 #   train       brigade-train on cuda:0, TRAIN_STEPS steps of seed_cnn on synthetic data, on each
 #               path, against the same run on cpu:0: per-step losses (--metrics) side by side,
-#               each within |cuda - cpu| <= 1e-4 + 1e-2 |cpu|
+#               each within |cuda - cpu| <= 1e-4 + 1e-2 |cpu| over the first 100 steps, and
+#               the last 50 steps' mean loss within half the CPU's + 1e-3 (float32 runs part
+#               after the loss's steep descent)
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
 #               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off); the
 #               same two with TF32 on both (bench-*-tf32: brigade-bench --math tf32, PyTorch's
@@ -479,20 +481,35 @@ with open(sys.argv[2], "w") as f:
         f.write(f"{s}\t{cpu[s]:.8g}\t" + "\t".join(f"{r.get(s, float('nan')):.8g}" for r in runs.values()) + "\n")
 # float32 rounding differs between the devices' kernels and compounds over the steps. The bound
 # is absolute near zero and relative above it: on a loss heading to 1e-3 a relative bound alone
-# would judge rounding noise (the CPU against PyTorch: 9.2e-6 at worst over 50 steps).
+# would judge rounding noise (the CPU against PyTorch: 9.2e-6 at worst over 50 steps). It holds
+# step by step while the runs follow one trajectory: the first EXACT steps (100, or the whole run
+# if shorter). After the loss's steep descent the runs part: measured on an NVIDIA H200, both
+# paths equal the CPU bit for bit for 3 steps, within 3e-6 relative at step 49 and 3e-5 at 74,
+# then 1e-3 at 99 and 9 % at 174, where a batch's loss is 0.04 and moves by that much from one
+# step to the next. From there on the runs are judged by where they got to: the mean loss of
+# the last 50 steps within half the CPU's mean plus 1e-3 (a GPU path that computes wrongly does
+# not reach the CPU's loss of about 0.01 at all).
+EXACT, TAIL = min(100, n), min(50, n)
 def bound(loss): return 1e-4 + 1e-2 * abs(loss)
+def tail_mean(run): return sum(run[s] for s in range(n - TAIL + 1, n + 1)) / TAIL
 print(f"summary: {n} steps of seed_cnn (batch {os.environ['TRAIN_BATCH']}, SGD lr 0.01 momentum 0.9,"
-      " dropout on, synthetic data); each step's |cuda:0 - cpu:0| <= 1e-4 + 1e-2 |cpu:0|:")
+      f" dropout on, synthetic data); steps 1-{EXACT}: each |cuda:0 - cpu:0| <= 1e-4 + 1e-2 |cpu:0|;"
+      f" the mean loss of steps {n - TAIL + 1}-{n} within 0.5 x cpu:0's + 1e-3:")
 ok = True
 for p, run in runs.items():
     missing = [s for s in cpu if s not in run or not math.isfinite(run[s])]
-    d = {s: abs(run[s] - cpu[s]) for s in cpu if s not in missing}
+    d = {s: abs(run[s] - cpu[s]) for s in cpu if s not in missing and s <= EXACT}
     good = not missing and all(d[s] <= bound(cpu[s]) for s in d)
-    ok &= good
     detail = "no step"
     if d:
         w = max(d, key=lambda s: d[s] / bound(cpu[s]))
-        detail = f"largest |d| {max(d.values()):.1e}; nearest its bound at step {w}: {d[w]:.1e} of {bound(cpu[w]):.1e}"
+        detail = f"steps 1-{EXACT}: largest |d| {max(d.values()):.1e}; nearest its bound at step {w}: {d[w]:.1e} of {bound(cpu[w]):.1e}"
+    if not missing:
+        mine, theirs = tail_mean(run), tail_mean(cpu)
+        tail_good = abs(mine - theirs) <= 0.5 * theirs + 1e-3
+        good &= tail_good
+        detail += f"; mean loss of the last {TAIL} steps {mine:.6f}, cpu:0 {theirs:.6f} ({'within' if tail_good else 'OVER'})"
+    ok &= good
     print(f"summary:   {p:<11} {'within' if good else 'OVER'}: {detail}"
           + (f"; steps missing or not finite: {missing[:5]}" if missing else "")
           + f"; loss at step {n}: {run.get(n, float('nan')):.6f}, cpu:0 {cpu[n]:.6f}")
