@@ -549,7 +549,8 @@ else
   LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch 60 python3 tools/compare/pytorch_gpu_bench.py \
     --batches $bench_batches --reps $bench_reps --steps $bench_steps --json "$RESULTS/pytorch-gpu.json" \
     --beside "$RESULTS/bench-model.json"
-  sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch.log" | tee -a "$SUMMARY"
+  [ -f "$LOGS/bench-pytorch.log" ] &&  # none when the budget was spent before the step
+    sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch.log" | tee -a "$SUMMARY"
 fi
 # The same two with TF32 on both sides: brigade-bench --math tf32 (the vendor rows and the GPU's
 # peak on tensor cores; its CPU and hand-written rows stay FP32) beside PyTorch with allow_tf32,
@@ -572,7 +573,8 @@ else
   LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch-tf32 60 "${tf32[@]}" python3 tools/compare/pytorch_gpu_bench.py \
     --math tf32 --batches $bench_batches --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/pytorch-gpu-tf32.json" --beside "$RESULTS/bench-model-tf32.json"
-  sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch-tf32.log" | tee -a "$SUMMARY"
+  [ -f "$LOGS/bench-pytorch-tf32.log" ] &&  # none when the budget was spent before the step
+    sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch-tf32.log" | tee -a "$SUMMARY"
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
