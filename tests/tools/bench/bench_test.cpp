@@ -170,6 +170,11 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   CAPTURE(cpu.output);
   CHECK(cpu.status == 2);
   CHECK(cpu.output.find("--devices names cpu:0") != std::string::npos);
+  // The counted step is the cuDNN/cuBLAS path's, which has no bf16 kernels.
+  const Run bf16 = run_command(bench + " --model tiny_cnn --count-calls --precision bf16");
+  CAPTURE(bf16.output);
+  CHECK(bf16.status == 2);
+  CHECK(bf16.output.find("which has no bf16 kernels: leave --precision out") != std::string::npos);
 #else
   CHECK(r.status == 2);
   CHECK(r.output.find("--count-calls needs a build on emulated GPUs") != std::string::npos);
