@@ -21,8 +21,8 @@ namespace brigade::pipeline {
 namespace {
 
 // 3 stages of the test model on `devices`, 1F1B over 4 micro-batches, every check on.
-struct ThreeStages {
-  ThreeStages(const std::vector<Device>& devices, const OptimizerFactory& optimizer)
+struct CheckedPipeline {
+  CheckedPipeline(const std::vector<Device>& devices, const OptimizerFactory& optimizer)
       : partition(at_cuts(8, {2, 6})),
         model(layers::Sequential::placed(
             test::small_spec(), layer_devices(partition, devices, Placement::looped),
@@ -45,8 +45,8 @@ TEST_CASE("submitted steps: the losses and parameters of steps each waited for, 
   testing::Deadline deadline("10 submitted steps against 10 waited for");
   const std::vector<HostBatch> batches = test::random_batches(10, 8, 31);
   const std::vector<Device> devices = test::test_devices(3, 130);
-  ThreeStages waited(devices, test::sgd);
-  ThreeStages submitted(test::test_devices(3, 133), test::sgd);
+  CheckedPipeline waited(devices, test::sgd);
+  CheckedPipeline submitted(test::test_devices(3, 133), test::sgd);
   std::vector<StepResult> got;
   for (uint32_t k = 0; k < 10; ++k) {
     std::optional<StepResult> r = submitted.runtime.submit(batches[k], k);
@@ -77,8 +77,8 @@ TEST_CASE("a NaN in step 2 of submitted steps: its failure, named as on CPU devi
   std::vector<HostBatch> batches = test::random_batches(5, 8, 41);
   batches[2].x[3 * 64 + 5] = std::numeric_limits<float>::quiet_NaN();  // sample 3: micro-batch 1
   const std::vector<Device> devices = test::test_devices(3, 136);
-  ThreeStages cpu({Device::cpu(139), Device::cpu(140), Device::cpu(141)}, adam);
-  ThreeStages here(devices, adam);
+  CheckedPipeline cpu({Device::cpu(139), Device::cpu(140), Device::cpu(141)}, adam);
+  CheckedPipeline here(devices, adam);
   cpu.runtime.step(batches[0], 0);
   cpu.runtime.step(batches[1], 1);
   std::string expected;
@@ -123,7 +123,7 @@ TEST_CASE("a NaN in step 2 of submitted steps: its failure, named as on CPU devi
   test::check_same_bits(*here.model, after_step_1);
 
   // Usable again, as if steps 2 and 3 never were: Adam's counts say 2 steps before step 4.
-  ThreeStages clean(test::test_devices(3, 142), adam);
+  CheckedPipeline clean(test::test_devices(3, 142), adam);
   clean.runtime.step(batches[0], 0);
   clean.runtime.step(batches[1], 1);
   const StepResult expected_4 = clean.runtime.step(batches[4], 4);
@@ -140,7 +140,7 @@ TEST_CASE("a step submitted behind a pending one: its timeline has every action 
   testing::Deadline deadline("the timeline of a submitted step");
   const std::vector<HostBatch> batches = test::random_batches(3, 8, 51);
   const std::vector<Device> devices = test::test_devices(3, 145);
-  ThreeStages t(devices, test::sgd);
+  CheckedPipeline t(devices, test::sgd);
   const Schedule& schedule = t.runtime.schedule();
   std::vector<StepResult> results;
   for (uint32_t k = 0; k < 3; ++k)
