@@ -238,6 +238,9 @@ class Runtime {
   // `next` is waited for, its optimizers' step counts undone, and it is dropped.
   StepResult finish(std::unique_ptr<Step> step, std::unique_ptr<Step>& next);
   void abandon(Step& next);
+  // A failed step's update changed nothing, but the optimizers of the stages on `devices`
+  // ([device], 1: undo) counted it when it was issued: that count undone.
+  void undo_optimizer_steps(const Step& step, const std::vector<char>& devices);
   [[noreturn]] void throw_failure(Step& step);
 
   layers::Sequential& model_;

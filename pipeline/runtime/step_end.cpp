@@ -75,25 +75,18 @@ StepResult Runtime::finish(std::unique_ptr<Step> owned, std::unique_ptr<Step>& n
     }
   }
   // A failed step's updates changed nothing (the kernels obeyed the verdict; a failed stream
-  // skipped its tasks), but the optimizers' step counts went on when they were issued: undone,
-  // so that SGD's first step and Adam's bias correction are as if the step never was.
-  const auto undo_steps_on = [&](const std::vector<char>& devices) {
-    if (!step.stepped) return;
-    for (int d = 0; d < schedule_.devices; ++d)
-      if (devices[static_cast<size_t>(d)])
-        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
-  };
+  // skipped its tasks); its optimizers' step counts are undone (undo_optimizer_steps).
   StepFailure& f = step.failure;
   if (!f.failed && !stream_error && step.verdict.defined())
     if (const std::optional<StepVerdict::Failure> failed = step.verdict.failure(step.tally)) {
-      undo_steps_on(std::vector<char>(streams_.size(), 1));
+      undo_optimizer_steps(step, std::vector<char>(streams_.size(), 1));
       f.failed = true;
       f.device = failed->device;
       f.where = instruction(failed->action);
       f.error = std::make_exception_ptr(FailedCheck(failed->message, failed->action));
     }
   if (!f.failed && stream_error) {
-    undo_steps_on(failed_streams);
+    undo_optimizer_steps(step, failed_streams);
     f.failed = true;
     f.device = stream_error_device;
     f.error = stream_error;
@@ -133,10 +126,16 @@ void Runtime::abandon(Step& next) {
         drain(*s);
       } catch (const std::exception&) {
       }
-  if (next.stepped)
-    for (int d = 0; d < schedule_.devices; ++d)
-      if (runs(d))
-        for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+  undo_optimizer_steps(next, std::vector<char>(streams_.size(), 1));
+}
+
+// So that SGD's first step and Adam's bias correction are as if the step never was. Only this
+// process's devices hold stages.
+void Runtime::undo_optimizer_steps(const Step& step, const std::vector<char>& devices) {
+  if (!step.stepped) return;
+  for (int d = 0; d < schedule_.devices; ++d)
+    if (devices[static_cast<size_t>(d)] && runs(d))
+      for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
 }
 
 // "pipeline step 3 (schedule 1f1b) failed on cpu:1 (device 1), stage 1, action 1F0

@@ -54,12 +54,14 @@ ops::VerdictWord StepVerdict::labels_word(int d, const Action& a, const Shape& o
 }
 
 void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {
-  // Each word is copied first into a step's own snapshot on its device, by its own stream:
-  // the word lives across steps, and no other device's stream is ever a user of its block (a
-  // GPU that faults would keep that block from being reused).
+  // Another device reads a word through a snapshot of this step, copied on the word's own
+  // device by its own stream: the word lives across steps, and no other device's stream is
+  // ever a user of its block (a GPU that faults would keep that block from being reused). A
+  // device reads its own word directly, in its stream's order; one device needs no snapshot.
+  const bool others = devices.size() > 1;
   std::vector<Tensor> snapshots(devices.size());  // [e]: (1) int32, e's word, on e
   std::vector<Event> checked(devices.size());  // [e]: after device e's list, its checks included
-  for (size_t e = 0; e < devices.size(); ++e) {
+  for (size_t e = 0; e < devices.size() && others; ++e) {
     snapshots[e] = Tensor::empty(Shape({1}), devices[e]->compute);
     copy_async(snapshots[e], (*words_)[e], devices[e]->compute);
     checked[e].record(devices[e]->compute);
@@ -68,7 +70,8 @@ void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {
     for (size_t e = 0; e < devices.size(); ++e) {
       const Stream& compute = devices[d]->compute;
       if (e != d) compute.wait(checked[e]);
-      copy_async(tables_[d], static_cast<int64_t>(e), snapshots[e], 0, 1, compute);
+      copy_async(tables_[d], static_cast<int64_t>(e), e == d ? (*words_)[e] : snapshots[e], 0, 1,
+                 compute);
     }
   snapshots_ = std::move(snapshots);  // read until the tables are written: kept with the step
 }
