@@ -156,6 +156,46 @@ TEST_CASE("a copy must stay inside its allocation and match its direction") {
   CHECK(cudaFree(p) == cudaSuccess);
 }
 
+TEST_CASE("a copy or memset with a null pointer and a nonzero count is cudaErrorInvalidValue") {
+  // A real GPU refused cudaMemcpy of 1 byte from a null source; a zero count is legal.
+  Deadline deadline("null pointers in copies");
+  float* p = device_floats(0, 4);
+  float* q = device_floats(1, 4);
+  cudaStream_t s0 = non_blocking(0);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  auto refused = [](cudaError_t status, const std::string& call, const std::string& side) {
+    CHECK(status == cudaErrorInvalidValue);
+    const std::string text = cudaGetErrorString(cudaGetLastError());  // read, and reset
+    CHECK_MESSAGE(text.find(call + ": the " + side + " is null") != std::string::npos, text);
+  };
+  refused(cudaMemcpy(p, nullptr, 1, cudaMemcpyHostToDevice), "cudaMemcpy", "source");
+  refused(cudaMemcpy(nullptr, p, 1, cudaMemcpyDeviceToHost), "cudaMemcpy", "destination");
+  refused(cudaMemcpy(p, nullptr, 1, cudaMemcpyDefault), "cudaMemcpy", "source");
+  refused(cudaMemcpyAsync(p, nullptr, 4, cudaMemcpyHostToDevice, s0), "cudaMemcpyAsync",
+          "source");
+  refused(cudaMemcpyAsync(nullptr, p, 4, cudaMemcpyDeviceToHost, s0), "cudaMemcpyAsync",
+          "destination");
+  refused(cudaMemcpyPeer(nullptr, 1, p, 0, 4), "cudaMemcpyPeer", "destination");
+  refused(cudaMemcpyPeerAsync(q, 1, nullptr, 0, 4, s0), "cudaMemcpyPeerAsync", "source");
+  refused(cudaMemset(nullptr, 0, 4), "cudaMemset", "destination");
+  refused(cudaMemsetAsync(nullptr, 0, 1, s0), "cudaMemsetAsync", "destination");
+  // Nothing to copy or set: legal, and nothing happens.
+  CHECK(cudaMemcpy(p, nullptr, 0, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(nullptr, p, 0, cudaMemcpyDeviceToHost, s0) == cudaSuccess);
+  CHECK(cudaMemcpyPeer(nullptr, 1, nullptr, 0, 0) == cudaSuccess);
+  CHECK(cudaMemcpyPeerAsync(q, 1, nullptr, 0, 0, s0) == cudaSuccess);
+  CHECK(cudaMemset(nullptr, 0, 0) == cudaSuccess);
+  CHECK(cudaMemsetAsync(nullptr, 0, 0, s0) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  // The refusals faulted nothing: cuda:0 still runs work.
+  CHECK(store_42(s0, p) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s0) == cudaSuccess);
+  CHECK(bits_of(p, 1)[0] == 0x42280000u);  // 42.0f
+  CHECK(cudaStreamDestroy(s0) == cudaSuccess);
+  CHECK(cudaFree(p) == cudaSuccess);
+  CHECK(cudaFree(q) == cudaSuccess);
+}
+
 TEST_CASE("cudaMalloc beyond a GPU's capacity is out of memory, and the GPU stays usable") {
   REQUIRE(cudaSetDevice(1) == cudaSuccess);
   void* big = nullptr;
