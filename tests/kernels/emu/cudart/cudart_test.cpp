@@ -15,6 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/stream.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/emu/cudart/launch.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
 #include "tests/support/deadline.h"
@@ -194,6 +198,30 @@ TEST_CASE("a copy or memset with a null pointer and a nonzero count is cudaError
   CHECK(cudaStreamDestroy(s0) == cudaSuccess);
   CHECK(cudaFree(p) == cudaSuccess);
   CHECK(cudaFree(q) == cudaSuccess);
+}
+
+// A failing call is also the thread's last error until cudaGetLastError reads it, and every
+// hand-written launch checks cudaGetLastError() (BRIGADE_LAUNCH): a failure BRIGADE_CUDA_CHECK
+// threw, and the caller caught, must not be reported again as the next healthy launch's.
+TEST_CASE("a failure BRIGADE_CUDA_CHECK threw is not reported again by the next launch") {
+  Deadline deadline("a stale error after a caught failure");
+  float* x = device_floats(0, 4);
+  float* y = device_floats(0, 4);
+  const std::vector<float> values = {1.0f, 2.0f, 3.0f, 4.0f};
+  REQUIRE(cudaMemcpy(x, values.data(), 4 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the pageable copy has landed
+  const brigade::Stream stream = brigade::Stream::create(brigade::Device::cuda(0));
+  std::vector<float> host(5);
+  // One float past the end of y: cudaErrorInvalidValue, not sticky.
+  CHECK_THROWS_AS(BRIGADE_CUDA_CHECK(cudaMemcpy(host.data(), y, 5 * sizeof(float),
+                                                cudaMemcpyDeviceToHost)),
+                  brigade::Error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  CHECK_NOTHROW(brigade::cuda::copy(x, y, 4, stream));
+  stream.synchronize();
+  CHECK(bits_of(y, 4) == bits_of(x, 4));
+  CHECK(cudaFree(x) == cudaSuccess);
+  CHECK(cudaFree(y) == cudaSuccess);
 }
 
 TEST_CASE("cudaMalloc beyond a GPU's capacity is out of memory, and the GPU stays usable") {
