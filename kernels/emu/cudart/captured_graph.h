@@ -20,12 +20,19 @@ struct CapturedAccess {
 struct CapturedOperation {
   Task task;
   std::vector<CapturedAccess> accesses;
+  // The branch of the graph it is on (the stream it was captured from: 0 the capture's
+  // origin, forks from 1), and what of each branch is ordered before it, itself included:
+  // `after.at(b)` operations of branch b, counted in capture order (the capture's clock).
+  uint32_t branch = 0;
+  VectorClock after;
 };
 
 // The graphs are immutable once captured: an instantiation shares the operations.
 struct CapturedGraph {
   Gpu* gpu = nullptr;
   std::vector<CapturedOperation> operations;
+  uint32_t branches = 1;
+  std::vector<uint64_t> branch_operations;  // [branches]: how many operations each holds
 };
 
 }  // namespace brigade::emu::gpu
@@ -37,4 +44,9 @@ struct CUgraphExec_st {
   std::shared_ptr<const brigade::emu::gpu::CapturedGraph> graph;
   // Its last launch (stream, position, clock): the next one is ordered after it, on any stream.
   std::shared_ptr<brigade::emu::gpu::Record> last_launch;
+  // The happens-before check's number for each branch of the graph, as if each were a stream
+  // of its own (hb.h), and how many operations of each its launches have replayed: a launch
+  // is ordered after the previous one, so its branches go on where that one's ended.
+  std::vector<uint32_t> branch_ids;
+  std::vector<uint64_t> branch_replayed;
 };

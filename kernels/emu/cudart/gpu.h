@@ -95,7 +95,9 @@ struct StreamState {
 struct Record {
   std::shared_ptr<StreamState> stream;
   uint64_t position = 0;
-  VectorClock clock;  // the stream's clock at the record: what a wait on it is ordered after
+  // The stream's clock at the record: what a wait on it is ordered after. Recorded in a
+  // capture, the capture's own clock (its entries are branches of the graph; capture.cpp).
+  VectorClock clock;
   std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
   // Recorded on a capturing stream: the capture, and how many operations that stream had
   // captured then (a wait on it by the capture's origin joins that stream back; capture.cpp).
@@ -164,6 +166,7 @@ class Emulation {
   VectorClock host_clock;
   uint64_t host_version = 0;
   uint32_t next_stream_id = 0;
+  uint64_t graph_launches = 0;  // numbers each cudaGraphLaunch for the check (Access)
 
   // The allocation holding [p, p + bytes), or null (pageable host memory or out of bounds).
   const Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) const;
