@@ -31,6 +31,7 @@
 // What the emulation does not capture it refuses, never runs eagerly: a copy to or from
 // pageable host memory (its staging is a host operation), NCCL (kernels/emu/nccl), a fork onto
 // another device's stream, a graph launched into a capturing stream.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -119,13 +120,19 @@ cudaError_t invalidate_capture(Capture& capture, cudaError_t code, const std::st
 void capture_task(StreamState& stream, Task task) {
   Capture& capture = *stream.capture;
   const Capture::Branch& branch = count_operation(capture, stream);
-  capture.operations.push_back({std::move(task), {}, branch.index, branch.clock});
+  capture.operations.push_back({std::move(task), {}, {}, branch.index, branch.clock});
 }
 
 void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what) {
   Capture& capture = *stream.capture;
   if (capture.operations.empty()) return;  // an access with no task: nothing to replay
   capture.operations.back().accesses.push_back({pointer, write, what});
+}
+
+void capture_recheck(StreamState& stream, std::function<std::string()> recheck) {
+  Capture& capture = *stream.capture;
+  if (capture.operations.empty()) return;
+  capture.operations.back().recheck = std::move(recheck);
 }
 
 std::string invalidated_capture(const StreamState& stream) {

@@ -2,6 +2,7 @@
 // and cudaGraphLaunch (graphs.cpp) replays.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct CapturedAccess {
 struct CapturedOperation {
   Task task;
   std::vector<CapturedAccess> accesses;
+  // What the operation's launch checked of its memory, checked again at each replay (memory
+  // may have been freed and allocated again smaller, or lent to a smaller tensor, since the
+  // capture): "" when it may run, else why not. Empty for operations that declare nothing.
+  std::function<std::string()> recheck;
   // The branch of the graph it is on (the stream it was captured from: 0 the capture's
   // origin, forks from 1), and what of each branch is ordered before it, itself included:
   // `after.at(b)` operations of branch b, counted in capture order (the capture's clock).

@@ -225,6 +225,9 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
 // task here (its position is 0: it has none), record_access the accesses that follow it.
 void capture_task(StreamState& stream, Task task);
 void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what);
+// The check the last task given to `stream` makes at its launch, to make again at every replay
+// of the graph (CapturedOperation::recheck; a kernel's declared extents).
+void capture_recheck(StreamState& stream, std::function<std::string()> recheck);
 // The calls CUDA forbids during a capture, each failing, and invalidating the capture, as on a
 // GPU; each returns cudaSuccess when the call may go on.
 //   capturing_stream_refused: a call that waits for or queries a capturing stream

@@ -10,9 +10,12 @@
 // orders race as two streams would, and the report says they are unordered branches of one
 // graph. Work after the launch on its stream is ordered after every branch.
 //
-// Each launch checks that every operation's memory is still allocated: freed memory faults the
-// GPU (cudaErrorIllegalAddress, sticky) where the operation would have run; nothing after it
-// runs. A kernel's declared extents (BRIGADE_EXTENT) are checked once, at the capture.
+// Each launch also checks again what a launch checked at the capture, against the memory as
+// it is now: that every operation's memory is still allocated, and that each kernel's declared
+// extents (BRIGADE_EXTENT) still fit their allocations (freed and allocated again smaller, or
+// lent to a smaller tensor by the engine's allocator since). A check that fails faults the GPU
+// (cudaErrorIllegalAddress, sticky) where the operation would have run, as the GPU's memory
+// unit would; nothing after it runs.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -62,7 +65,8 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
 
 namespace {
 
-// Why `op` may not run now, or "": memory it touches freed since the capture.
+// Why `op` may not run now, or "": memory it touches freed since the capture, or a kernel's
+// declared extent that no longer fits (the launch-time check, made again).
 std::string replay_refusal(const StreamState& stream, const CapturedOperation& op) {
   const Emulation& e = Emulation::get();
   for (const CapturedAccess& a : op.accesses)
@@ -72,7 +76,10 @@ std::string replay_refusal(const StreamState& stream, const CapturedOperation& o
          << a.pointer << ", which is no longer allocated (freed after the capture)";
       return os.str();
     }
-  return "";
+  if (!op.recheck) return "";
+  const std::string illegal = op.recheck();
+  return illegal.empty() ? "" : "cudaGraphLaunch on " + name_of(stream) + ": " + illegal +
+                                    " (the memory changed since the capture)";
 }
 
 // How a race report names a branch of a graph launched on `stream`.
@@ -94,8 +101,8 @@ std::vector<std::shared_ptr<const std::string>> branch_names(const StreamState& 
 
 // The graph's operations, in capture order, on `stream`, after the graph's previous launch:
 // "Each launch is ordered behind both any previous work in stream and any previous launches of
-// graphExec" (cudaGraphLaunch). Memory a captured operation touches must still be live: a graph
-// keeps addresses, and freed memory at one is an illegal address, as on a GPU.
+// graphExec" (cudaGraphLaunch). Memory a captured operation touches must still be live and
+// large enough: a graph keeps addresses, and what is no longer there is an illegal address.
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   count_call("cudaGraphLaunch");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call

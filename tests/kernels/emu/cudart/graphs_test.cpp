@@ -1,8 +1,8 @@
 // Stream capture and CUDA graphs on emulated GPUs (kernels/emu/cudart/capture.cpp and graphs.cpp),
 // through the CUDA API: what a capturing stream is given is recorded, not run; a replay runs it as
 // captured; and each call CUDA forbids during a capture fails with CUDA's code and invalidates
-// the capture, as on a GPU. Emulated builds only, 4 GPUs of 64 MiB
-// (tests/kernels/emu/cudart/meson.build); cuda:1 to cuda:3 are each faulted on purpose by one
+// the capture, as on a GPU. Emulated builds only, 5 GPUs of 64 MiB
+// (tests/kernels/emu/cudart/meson.build); cuda:1 to cuda:4 are each faulted on purpose by one
 // case of the last ones (a fault is sticky).
 #include <doctest/doctest.h>
 
@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/device.h"
+#include "engine/stream.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/emu/emulated_gpu.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
 
@@ -459,3 +462,30 @@ TEST_CASE("two branches of one graph that nothing orders race at its replay, as 
   CHECK(report.find("they are unordered branches of one graph") != std::string::npos);
 }
 
+TEST_CASE("a replay checks a kernel's declared extents against its memory as it is then") {
+  // cuda:4, faulted by this case. The capture's launch fits y; before the second replay the
+  // allocator (here the test, by lend) gives y's block to a tensor one element shorter, and
+  // the captured kernel would write past it, as a GPU would.
+  constexpr int64_t kCount = 1000;
+  const brigade::Stream stream = brigade::Stream::create(brigade::Device::cuda(4));
+  const cudaStream_t s = stream.cuda_handle();
+  float* x = device_floats(4, kCount);
+  float* y = device_floats(4, kCount);
+  REQUIRE(cudaMemsetAsync(x, 0, kCount * sizeof(float), s) == cudaSuccess);
+  const Captured graph = capture(s, [&] { brigade::cuda::copy(x, y, kCount, stream); });
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  CHECK(values_of(y, 1, s) == std::vector<float>{0});
+  REQUIRE(brigade::emu::gpu::lend(y, (kCount - 1) * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);  // asynchronous, as a kernel's fault is
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  const std::string report = last_error_text();
+  INFO(report);
+  CHECK(report.find("kernel copy_kernel on emulated cuda:4: argument 2 (y) is declared to touch "
+                    "1000 elements of 4 bytes from byte 0 of emulated cuda:4 memory") !=
+        std::string::npos);
+  CHECK(report.find("(an allocation of 4000 bytes, 3996 of them lent to a tensor), which runs 4 "
+                    "bytes (1 element) past the end of the tensor in it") != std::string::npos);
+  float first = -1.0f;  // sticky: cuda:4 refuses every later call
+  CHECK(cudaMemcpy(&first, y, sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorIllegalAddress);
+  (void)cudaGetLastError();
+}
