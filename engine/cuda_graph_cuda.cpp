@@ -16,8 +16,11 @@ struct CudaGraph::Instance {
   ~Instance() {
     if (exec == nullptr) return;
     const cudaError_t status = cudaGraphExecDestroy(exec);
-    if (status != cudaSuccess)  // a destructor reports, never throws
-      std::fprintf(stderr, "brigade: cudaGraphExecDestroy failed: %s\n", cudaGetErrorString(status));
+    if (status == cudaSuccess) return;
+    // A destructor reports, never throws; and reads the error it reported, so that the next
+    // healthy launch's checked cudaGetLastError() does not report it again.
+    std::fprintf(stderr, "brigade: cudaGraphExecDestroy failed: %s\n", cudaGetErrorString(status));
+    (void)cudaGetLastError();
   }
 };
 

@@ -61,13 +61,21 @@ namespace detail {
   } while (0)
 
 #if defined(BRIGADE_HAVE_CUDA)
+// A failing CUDA call is also kept as the host thread's "last error" until cudaGetLastError
+// reads it; the failure is reported here, so it is read here too: otherwise the next healthy
+// launch's checked cudaGetLastError() would report it again, as that launch's. (A sticky
+// error, a faulted GPU, is not cleared by the read: every later call returns it anyway.) The
+// text is taken before the read.
 #define BRIGADE_CUDA_CHECK(call)                                                           \
   do {                                                                                     \
     const cudaError_t brigade_status_ = (call);                                            \
-    if (brigade_status_ != cudaSuccess)                                                    \
+    if (brigade_status_ != cudaSuccess) {                                                  \
+      const std::string brigade_what_ = cudaGetErrorString(brigade_status_);               \
+      (void)cudaGetLastError();                                                            \
       ::brigade::detail::throw_library_error("CUDA", #call, __FILE__, __LINE__,            \
                                              static_cast<long>(brigade_status_),           \
-                                             cudaGetErrorString(brigade_status_));         \
+                                             brigade_what_.c_str());                       \
+    }                                                                                      \
   } while (0)
 
 #define BRIGADE_CUBLAS_CHECK(call)                                                         \

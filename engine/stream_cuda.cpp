@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,10 +37,12 @@ cudaError_t answered_query(cudaError_t status) {
   return status;
 }
 
-// Destructors must not throw: a failing destroy is reported, not ignored.
+// Destructors must not throw: a failing destroy is reported, not ignored; reported here, it is
+// read here too (cudaGetLastError), or the next healthy launch would report it as its own.
 void report_if_failed(cudaError_t status, const char* call) {
-  if (status != cudaSuccess)
-    std::fprintf(stderr, "brigade: %s failed: %s\n", call, cudaGetErrorString(status));
+  if (status == cudaSuccess) return;
+  std::fprintf(stderr, "brigade: %s failed: %s\n", call, cudaGetErrorString(status));
+  (void)cudaGetLastError();
 }
 
 // cudaEvent_t objects are made once and reused, per device and kind: a pipeline step records
@@ -166,8 +169,11 @@ class CudaStream final : public StreamImpl {
 
   void synchronize() override {
     const cudaError_t status = cudaStreamSynchronize(stream_);
-    if (status != cudaSuccess)
-      throw StreamError(name() + ": " + cudaGetErrorString(status), nullptr);
+    if (status != cudaSuccess) {
+      const std::string what = name() + ": " + cudaGetErrorString(status);
+      (void)cudaGetLastError();  // reported by the throw: not again by the next launch
+      throw StreamError(what, nullptr);
+    }
   }
 
   bool query() override {
@@ -179,6 +185,8 @@ class CudaStream final : public StreamImpl {
 
   std::string describe() override {
     const cudaError_t status = answered_query(cudaStreamQuery(stream_));
+    if (status != cudaSuccess && status != cudaErrorNotReady)
+      (void)cudaGetLastError();  // the description reports it: not the next launch too
     return name() + ": " +
            (status == cudaSuccess      ? "idle"
             : status == cudaErrorNotReady ? "busy (CUDA work pending)"

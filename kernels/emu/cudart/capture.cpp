@@ -31,6 +31,7 @@
 // What the emulation does not capture it refuses, never runs eagerly: a copy to or from
 // pageable host memory (its staging is a host operation), NCCL (kernels/emu/nccl), a fork onto
 // another device's stream, a graph launched into a capturing stream.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,33 +51,39 @@ struct Capture {
   std::thread::id thread;  // the thread that began it
   std::vector<CapturedOperation> operations;
   std::string invalidated;  // why the capture was invalidated; "" while it holds
-  // The streams forked into the capture (not the origin): how many operations each has
-  // captured, and whether the origin has waited for all of them since.
-  struct Fork {
+  // Each stream of the capture is a branch of the graph (the origin branch 0, forks from 1 in
+  // the order they joined), with a clock of the capture's own: entry b is how many operations
+  // of branch b are ordered before the stream's next one (its own count, what a fork or a
+  // wait on an event recorded in the capture brought in). Replays check accesses by it.
+  struct Branch {
+    uint32_t index = 0;
     uint64_t operations = 0;
+    VectorClock clock;
+  };
+  Branch origin_branch;
+  // The streams forked into the capture (not the origin), and whether the origin has waited
+  // for all of each one's operations since its last.
+  struct Fork {
+    Branch branch;
     bool joined = false;
   };
   std::map<StreamState*, Fork> forks;
-  uint64_t origin_operations = 0;
 };
 
 namespace {
 
 
-void count_operation(Capture& capture, StreamState& stream) {
-  if (&stream == capture.origin.get()) {
-    ++capture.origin_operations;
-    return;
-  }
-  Capture::Fork& fork = capture.forks[&stream];
-  ++fork.operations;
-  fork.joined = false;
+Capture::Branch& branch_of(Capture& capture, StreamState& stream) {
+  if (&stream == capture.origin.get()) return capture.origin_branch;
+  return capture.forks.at(&stream).branch;  // a stream joins a capture by a fork (capture_wait)
 }
 
-uint64_t operations_of(const Capture& capture, const StreamState& stream) {
-  if (&stream == capture.origin.get()) return capture.origin_operations;
-  const auto it = capture.forks.find(const_cast<StreamState*>(&stream));
-  return it == capture.forks.end() ? 0 : it->second.operations;
+// Counts an operation of `stream`'s branch; returns the branch and its clock, the operation's.
+const Capture::Branch& count_operation(Capture& capture, StreamState& stream) {
+  if (&stream != capture.origin.get()) capture.forks.at(&stream).joined = false;
+  Capture::Branch& branch = branch_of(capture, stream);
+  branch.clock.advance(branch.index, ++branch.operations);
+  return branch;
 }
 
 // Ends `capture` on every stream in it.
@@ -112,14 +119,20 @@ cudaError_t invalidate_capture(Capture& capture, cudaError_t code, const std::st
 
 void capture_task(StreamState& stream, Task task) {
   Capture& capture = *stream.capture;
-  count_operation(capture, stream);
-  capture.operations.push_back({std::move(task), {}});
+  const Capture::Branch& branch = count_operation(capture, stream);
+  capture.operations.push_back({std::move(task), {}, {}, branch.index, branch.clock});
 }
 
 void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what) {
   Capture& capture = *stream.capture;
   if (capture.operations.empty()) return;  // an access with no task: nothing to replay
   capture.operations.back().accesses.push_back({pointer, write, what});
+}
+
+void capture_recheck(StreamState& stream, std::function<std::string()> recheck) {
+  Capture& capture = *stream.capture;
+  if (capture.operations.empty()) return;
+  capture.operations.back().recheck = std::move(recheck);
 }
 
 std::string invalidated_capture(const StreamState& stream) {
@@ -166,7 +179,9 @@ std::shared_ptr<Record> capture_record(const std::shared_ptr<StreamState>& strea
   auto record = std::make_shared<Record>();
   record->stream = stream;
   record->capture = stream->capture;
-  record->captured_ops = operations_of(*stream->capture, *stream);
+  const Capture::Branch& branch = branch_of(*stream->capture, *stream);
+  record->captured_ops = branch.operations;
+  record->clock = branch.clock;  // the capture's clock: what a wait on it brings in
   return record;
 }
 
@@ -208,13 +223,17 @@ cudaError_t capture_wait(StreamState& waiter, const Record& record, bool* handle
               name_of(waiter) + " is not on " + name_of(*theirs->origin->gpu));
     if (waiter.legacy) return legacy_stream_refused(*waiter.gpu, "cudaStreamWaitEvent");
     waiter.capture = theirs;
-    theirs->forks[&waiter];
+    Capture::Branch& branch = theirs->forks[&waiter].branch;  // a new branch
+    branch.index = static_cast<uint32_t>(theirs->forks.size());
+    branch.clock = record.clock;  // ordered after what the record was ordered after
     return cudaSuccess;
   }
-  // Within the capture: the origin waiting for a fork's last operation joins it back.
+  // Within the capture: the waiter's branch is ordered after the record's point, and the
+  // origin waiting for a fork's last operation joins it back.
+  branch_of(*theirs, waiter).clock.join(record.clock);
   if (&waiter == theirs->origin.get() && record.stream.get() != &waiter) {
     auto it = theirs->forks.find(record.stream.get());
-    if (it != theirs->forks.end() && it->second.operations == record.captured_ops)
+    if (it != theirs->forks.end() && it->second.branch.operations == record.captured_ops)
       it->second.joined = true;
   }
   return cudaSuccess;
@@ -286,6 +305,11 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   auto captured = std::make_shared<CapturedGraph>();
   captured->gpu = s->gpu;
   captured->operations = std::move(capture->operations);
+  captured->branches = static_cast<uint32_t>(capture->forks.size()) + 1;
+  captured->branch_operations.assign(captured->branches, 0);
+  captured->branch_operations[0] = capture->origin_branch.operations;
+  for (const auto& [stream, fork] : capture->forks)
+    captured->branch_operations[fork.branch.index] = fork.branch.operations;
   auto* handle = new CUgraph_st{std::move(captured)};
   e.live_graphs.insert(handle);
   *graph = handle;

@@ -95,7 +95,9 @@ struct StreamState {
 struct Record {
   std::shared_ptr<StreamState> stream;
   uint64_t position = 0;
-  VectorClock clock;  // the stream's clock at the record: what a wait on it is ordered after
+  // The stream's clock at the record: what a wait on it is ordered after. Recorded in a
+  // capture, the capture's own clock (its entries are branches of the graph; capture.cpp).
+  VectorClock clock;
   std::chrono::steady_clock::time_point at{};  // set by the worker when it passes the marker
   // Recorded on a capturing stream: the capture, and how many operations that stream had
   // captured then (a wait on it by the capture's origin joins that stream back; capture.cpp).
@@ -164,6 +166,7 @@ class Emulation {
   VectorClock host_clock;
   uint64_t host_version = 0;
   uint32_t next_stream_id = 0;
+  uint64_t graph_launches = 0;  // numbers each cudaGraphLaunch for the check (Access)
 
   // The allocation holding [p, p + bytes), or null (pageable host memory or out of bounds).
   const Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) const;
@@ -222,6 +225,9 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
 // task here (its position is 0: it has none), record_access the accesses that follow it.
 void capture_task(StreamState& stream, Task task);
 void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what);
+// The check the last task given to `stream` makes at its launch, to make again at every replay
+// of the graph (CapturedOperation::recheck; a kernel's declared extents).
+void capture_recheck(StreamState& stream, std::function<std::string()> recheck);
 // The calls CUDA forbids during a capture, each failing, and invalidating the capture, as on a
 // GPU; each returns cudaSuccess when the call may go on.
 //   capturing_stream_refused: a call that waits for or queries a capturing stream

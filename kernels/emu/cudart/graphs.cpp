@@ -1,15 +1,24 @@
 // Emulated CUDA graphs: a graph captured from a stream (capture.cpp) instantiated, launched
 // and destroyed. cudaGraphLaunch enqueues the graph's operations, in capture order, on the
-// launch stream, each with its accesses checked by the happens-before check there. A kernel's
-// task holds its arguments by value (emulated_gpu.h's launch_native), so a replay runs the
-// arguments as captured, as a GPU does.
+// launch stream. A kernel's task holds its arguments by value (emulated_gpu.h's launch_native),
+// so a replay runs the arguments as captured, as a GPU does.
 //
-// A replay runs the graph's operations in capture order on one stream: branches the graph
-// leaves unordered run one after the other. That is an order a GPU may choose, so the bits are
-// the GPU's; what it cannot show is a race between two unordered branches of one graph (the
-// happens-before check orders them by the replay's stream).
+// A replay RUNS the operations one after the other, an order a GPU may choose, so the bits are
+// a GPU's; but the happens-before check sees the graph as the capture made it: each branch
+// (each stream of the capture) is ordered as a stream of its own, after the launch stream's
+// earlier work and after what the capture's events ordered it after, so two branches nothing
+// orders race as two streams would, and the report says they are unordered branches of one
+// graph. Work after the launch on its stream is ordered after every branch.
+//
+// Each launch also checks again what a launch checked at the capture, against the memory as
+// it is now: that every operation's memory is still allocated, and that each kernel's declared
+// extents (BRIGADE_EXTENT) still fit their allocations (freed and allocated again smaller, or
+// lent to a smaller tensor by the engine's allocator since). A check that fails faults the GPU
+// (cudaErrorIllegalAddress, sticky) where the operation would have run, as the GPU's memory
+// unit would; nothing after it runs.
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "kernels/emu/cudart/call_counts.h"
 #include "kernels/emu/cudart/captured_graph.h"
@@ -32,7 +41,11 @@ static cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigne
     return fail(cudaErrorInvalidValue,
                 std::string(call) + ": flags " + std::to_string(flags) +
                     " (the emulation instantiates with none)");
-  auto* handle = new CUgraphExec_st{graph->graph, nullptr};
+  auto* handle = new CUgraphExec_st{graph->graph, nullptr, {}, {}};
+  for (uint32_t b = 0; b < graph->graph->branches; ++b) {  // each branch a stream, to the check
+    handle->branch_ids.push_back(e.next_stream_id++);
+    handle->branch_replayed.push_back(0);
+  }
   e.live_graph_execs.insert(handle);
   *exec = handle;
   return ok();
@@ -50,10 +63,46 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   return instantiate(exec, graph, flags, "cudaGraphInstantiateWithFlags");
 }
 
+namespace {
+
+// Why `op` may not run now, or "": memory it touches freed since the capture, or a kernel's
+// declared extent that no longer fits (the launch-time check, made again).
+std::string replay_refusal(const StreamState& stream, const CapturedOperation& op) {
+  const Emulation& e = Emulation::get();
+  for (const CapturedAccess& a : op.accesses)
+    if (a.pointer != nullptr && e.find(a.pointer, 0) == nullptr) {
+      std::ostringstream os;
+      os << "cudaGraphLaunch on " << name_of(stream) << ": " << a.what << " of the graph touches "
+         << a.pointer << ", which is no longer allocated (freed after the capture)";
+      return os.str();
+    }
+  if (!op.recheck) return "";
+  const std::string illegal = op.recheck();
+  return illegal.empty() ? "" : "cudaGraphLaunch on " + name_of(stream) + ": " + illegal +
+                                    " (the memory changed since the capture)";
+}
+
+// How a race report names a branch of a graph launched on `stream`.
+std::vector<std::shared_ptr<const std::string>> branch_names(const StreamState& stream,
+                                                             uint32_t branches) {
+  std::vector<std::shared_ptr<const std::string>> names;
+  for (uint32_t b = 0; b < branches; ++b)
+    names.push_back(std::make_shared<const std::string>(
+        name_of(stream) + " (replaying a graph: " +
+        (b == 0 ? std::string("the branch captured on the capture's origin stream")
+                : "the branch captured on the stream forked " + std::to_string(b) +
+                      (b == 1 ? "st" : b == 2 ? "nd" : b == 3 ? "rd" : "th") +
+                      " into the capture") +
+        ")"));
+  return names;
+}
+
+}  // namespace
+
 // The graph's operations, in capture order, on `stream`, after the graph's previous launch:
 // "Each launch is ordered behind both any previous work in stream and any previous launches of
-// graphExec" (cudaGraphLaunch). Memory a captured operation touches must still be live: a graph
-// keeps addresses, and freed memory at one is an illegal address, as on a GPU.
+// graphExec" (cudaGraphLaunch). Memory a captured operation touches must still be live and
+// large enough: a graph keeps addresses, and what is no longer there is an illegal address.
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   count_call("cudaGraphLaunch");
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
@@ -77,27 +126,40 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   count_graph_launch();  // one launch, however many operations it enqueues
   if (const auto& last = exec->last_launch)
     enqueue_wait(*s, last->stream, last->position, last->clock);
+  // The graph's start, where every branch begins: after the stream's earlier work.
+  enqueue(*s, Task{[] {}, "cudaGraphLaunch"});
+  const VectorClock start = s->clock;
+  const uint64_t launch = ++e.graph_launches;
+  const auto names = branch_names(*s, graph.branches);
+  const std::vector<uint32_t>& ids = exec->branch_ids;
+  std::vector<uint64_t>& replayed = exec->branch_replayed;  // before this launch
+  VectorClock now = start;  // each operation's: the start, and what of each branch precedes it
   for (const CapturedOperation& op : graph.operations) {
-    std::string freed;
-    for (const CapturedAccess& a : op.accesses)
-      if (a.pointer != nullptr && e.find(a.pointer, 0) == nullptr) {
-        std::ostringstream os;
-        os << "cudaGraphLaunch on " << name_of(*s) << ": " << a.what << " of the graph touches "
-           << a.pointer << ", which is no longer allocated (freed after the capture)";
-        freed = os.str();
-        break;
-      }
-    Gpu* g = s->gpu;
-    if (!freed.empty()) {
-      enqueue(*s, Task{[g, freed] {
+    if (std::string refused = replay_refusal(*s, op); !refused.empty()) {
+      Gpu* g = s->gpu;
+      enqueue(*s, Task{[g, refused = std::move(refused)] {
                          std::lock_guard l(Emulation::get().mutex);
-                         set_fault(*g, cudaErrorIllegalAddress, freed);
+                         set_fault(*g, cudaErrorIllegalAddress, refused);
                        },
                        op.task.what});
       break;
     }
     enqueue(*s, op.task);
-    for (const CapturedAccess& a : op.accesses) record_access(*s, a.pointer, a.write, a.what);
+    // What the capture ordered before the operation, each branch a stream of its own (the
+    // start holds at most the branches' earlier launches, all before replayed[b] + 1).
+    for (uint32_t b = 0; b < graph.branches; ++b) {
+      const uint64_t n = op.after.at(b);
+      now.set(ids[b], n > 0 ? replayed[b] + n : start.at(ids[b]));
+    }
+    const uint64_t position = replayed[op.branch] + op.after.at(op.branch);
+    for (const CapturedAccess& a : op.accesses)
+      check_access(*s->gpu, now, Access{ids[op.branch], position, a.what, names[op.branch], launch},
+                   a.pointer, a.write);
+  }
+  // The launch is done when every branch is: later work on the stream is ordered after all.
+  for (uint32_t b = 0; b < graph.branches; ++b) {
+    replayed[b] += graph.branch_operations[b];
+    s->clock.advance(ids[b], replayed[b]);
   }
   auto launched = std::make_shared<Record>();
   launched->stream = s;

@@ -14,6 +14,11 @@ void VectorClock::advance(uint32_t stream, uint64_t position) {
   at_[stream] = std::max(at_[stream], position);
 }
 
+void VectorClock::set(uint32_t stream, uint64_t position) {
+  if (stream >= at_.size()) at_.resize(stream + 1, 0);
+  at_[stream] = position;
+}
+
 bool VectorClock::join(const VectorClock& other) {
   if (other.at_.size() > at_.size()) at_.resize(other.at_.size(), 0);
   bool changed = false;
@@ -60,12 +65,16 @@ namespace {
 // The text of a race between an earlier access and the one being recorded.
 std::string race_text(const Access& earlier, bool earlier_wrote, const Access& now, bool now_writes,
                       const std::string& memory) {
-  return "a data race on " + memory + ": " + now.what + " on " + *now.stream_name +
-         (now_writes ? " writes it" : " reads it") + " while " + earlier.what + " on " +
-         *earlier.stream_name + (earlier_wrote ? " writes it" : " reads it") +
-         ", and nothing orders the two (the same stream, cudaEventRecord then "
-         "cudaStreamWaitEvent, the legacy stream's implicit synchronisation, or the host "
-         "synchronising with the first before issuing the second)";
+  std::string text = "a data race on " + memory + ": " + now.what + " on " + *now.stream_name +
+                     (now_writes ? " writes it" : " reads it") + " while " + earlier.what +
+                     " on " + *earlier.stream_name + (earlier_wrote ? " writes it" : " reads it");
+  if (now.graph_launch != 0 && now.graph_launch == earlier.graph_launch)
+    return text + ", and they are unordered branches of one graph (captured on two streams, and "
+                  "no event recorded after the first was waited for by the second's stream "
+                  "before the capture ended): a GPU may run them at once";
+  return text + ", and nothing orders the two (the same stream, cudaEventRecord then "
+                "cudaStreamWaitEvent, the legacy stream's implicit synchronisation, or the host "
+                "synchronising with the first before issuing the second)";
 }
 
 }  // namespace
@@ -76,13 +85,17 @@ void record_access(StreamState& stream, const void* pointer, bool write, const s
     capture_access(stream, pointer, write, what);
     return;
   }
+  const uint64_t at = position != 0 ? position : stream.clock.at(stream.id);
+  check_access(*stream.gpu, stream.clock, Access{stream.id, at, what, stream.name}, pointer, write);
+}
+
+void check_access(Gpu& gpu, const VectorClock& now, Access access, const void* pointer,
+                  bool write) {
   if (pointer == nullptr) return;
   Emulation& e = Emulation::get();
   uintptr_t start = 0;
   Allocation* a = e.find(pointer, 0, &start);
   if (a == nullptr) return;
-  const VectorClock& now = stream.clock;
-  Access access{stream.id, position != 0 ? position : now.at(stream.id), what, stream.name};
   auto ordered = [&](const Access& before) { return now.at(before.stream) >= before.position; };
   AccessHistory& h = a->history;
   std::string race;
@@ -94,7 +107,7 @@ void record_access(StreamState& stream, const void* pointer, bool write, const s
         race = race_text(read, false, access, true, memory_name(*a, start));
         break;
       }
-  if (!race.empty()) set_fault(*stream.gpu, cudaErrorLaunchFailure, race);
+  if (!race.empty()) set_fault(gpu, cudaErrorLaunchFailure, race);
   if (write) {
     h.last_write = std::move(access);
     h.reads.clear();

@@ -23,6 +23,7 @@
 namespace brigade::emu::gpu {
 
 struct StreamState;
+struct Gpu;
 
 // at(i): the last position of stream i (StreamState::id) ordered before the point this clock
 // stands for; 0 when none is.
@@ -32,6 +33,9 @@ class VectorClock {
   void advance(uint32_t stream, uint64_t position);
   // Takes the later of each entry; says whether anything changed.
   bool join(const VectorClock& other);
+  // Sets one entry, earlier or later: a graph replay's clock, reused for each operation of
+  // its branches (graphs.cpp).
+  void set(uint32_t stream, uint64_t position);
 
  private:
   std::vector<uint64_t> at_;
@@ -43,6 +47,9 @@ struct Access {
   uint64_t position = 0;  // 0: no access
   std::string what;       // "kernel relu_forward_kernel", "cudaMemcpyAsync (source)"
   std::shared_ptr<const std::string> stream_name;  // "emulated cuda:1 stream #4"
+  // The cudaGraphLaunch it was replayed by (a number of its own per launch), 0 when none: two
+  // accesses of one launch that race are on branches the capture left unordered.
+  uint64_t graph_launch = 0;
 };
 
 struct AccessHistory {
@@ -68,5 +75,9 @@ void inherit_host(StreamState& stream);
 // `position`: the stream's position the access is ordered as, when not its last one (0).
 void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
                    uint64_t position = 0);
+// The same check for an access whose order is not a stream's: `access` is ordered after what
+// `now` holds (a branch of a replayed graph: graphs.cpp); a race faults `gpu`.
+void check_access(Gpu& gpu, const VectorClock& now, Access access, const void* pointer,
+                  bool write);
 
 }  // namespace brigade::emu::gpu

@@ -3,6 +3,7 @@
 // its other streams (kernels/emu/multiprocessors.h).
 #include "kernels/emu/cudart/launch.h"
 
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -82,6 +83,11 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
   std::string what = "kernel " + config.kernel;
   std::string illegal = illegal_access(*g, pointers, config.kernel);
   const std::string access = what;
+  // In a capture the memory is checked here and again at each replay: by then it may have
+  // been freed and allocated again smaller, or lent to a smaller tensor (graphs.cpp).
+  std::function<std::string()> recheck;
+  if (s->capture)
+    recheck = [g, pointers, kernel = config.kernel] { return illegal_access(*g, pointers, kernel); };
   gpu::enqueue(*s, gpu::Task{[config = std::move(config), body = std::move(body), g,
                               illegal = std::move(illegal)] {
                                if (!illegal.empty()) {
@@ -92,6 +98,7 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                                run_grid(config, body, *g->sm);
                              },
                              std::move(what)});
+  if (recheck) gpu::capture_recheck(*s, std::move(recheck));
   for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);
   return cudaSuccess;
 }

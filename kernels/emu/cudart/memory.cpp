@@ -14,6 +14,8 @@
 //   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
 //     hand out;
 //   - a copy must stay inside the allocations it names, and the direction must match them;
+//   - a copy or memset of a nonzero count with a null pointer at either end is
+//     cudaErrorInvalidValue, naming the side (a zero count is legal and does nothing);
 //   - cudaMemcpy from pageable memory to a device returns once the source is staged, but the
 //     data lands only when something is next ordered after the legacy stream; until then the
 //     destination reads as poison to a non-blocking stream that was not ordered after it;
@@ -81,9 +83,25 @@ Where where(const void* p, uint64_t bytes) {
   return {a->gpu ? Where::device : Where::pinned, a->gpu, {}};
 }
 
+// A null pointer with bytes to copy or set is cudaErrorInvalidValue on a GPU, checked before
+// anything touches it (a null with a zero count stays legal: there is nothing to touch).
+// Returns false after fail(), naming the call and the side.
+bool refuse_null(const char* call, const char* side, const void* p, uint64_t bytes) {
+  if (p != nullptr || bytes == 0) return true;
+  fail(cudaErrorInvalidValue, std::string(call) + ": the " + side + " is null and the count is " +
+                                  std::to_string(bytes) + " bytes");
+  return false;
+}
+
 // Checks a copy's pointers against its kind; returns where each side is, or null after fail().
+// A zero-byte copy with a null side is legal and copies nothing: true, both sides pageable.
 bool classify(const char* call, void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
               Where* to, Where* from) {
+  *to = {};
+  *from = {};
+  if (!refuse_null(call, "destination", dst, bytes) || !refuse_null(call, "source", src, bytes))
+    return false;
+  if (dst == nullptr || src == nullptr) return true;  // and bytes == 0
   *to = where(dst, bytes);
   *from = where(src, bytes);
   for (const auto& [side, w, p] : {std::tuple{"destination", *to, static_cast<const void*>(dst)},
@@ -323,6 +341,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   Where to, from;
   if (!s || !classify("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
     return last_error();
+  if (count == 0) return ok();  // nothing to copy (and a side may be null)
   if (to.gpu->index != dst_device || from.gpu->index != src_device)
     return fail(cudaErrorInvalidValue,
                 "cudaMemcpyPeerAsync: the pointers belong to " + name_of(*to.gpu) + " and " +
@@ -349,6 +368,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
   if (gpu == nullptr ||
       !classify("cudaMemcpyPeer", dst, src, count, cudaMemcpyDeviceToDevice, &to, &from))
     return last_error();
+  if (count == 0) return ok();  // nothing to copy (and a side may be null)
   if (to.gpu->index != dst_device || from.gpu->index != src_device)
     return fail(cudaErrorInvalidValue, "cudaMemcpyPeer: the pointers belong to other devices");
   // On the destination's legacy stream, after all work of the three devices; all their later
@@ -377,16 +397,18 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
 }
 
 // cudaMemsetAsync and cudaMemset (the legacy stream), each counted as itself (call_counts.h).
-static cudaError_t memset_on(void* ptr, int value, size_t count, cudaStream_t stream) {
+static cudaError_t memset_on(void* ptr, int value, size_t count, cudaStream_t stream,
+                             const char* call) {
   ChaosAfterCall chaos;  // BRIGADE_EMU_CHAOS: maybe pauses after the call
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
-  auto s = stream_of(stream, "cudaMemsetAsync");
-  if (!s) return last_error();
+  auto s = stream_of(stream, call);
+  if (!s || !refuse_null(call, "destination", ptr, count)) return last_error();
+  if (ptr == nullptr) return ok();  // and count == 0: nothing to set
   const Where w = where(ptr, count);
   if (w.kind != Where::device)
     return fail(cudaErrorInvalidValue,
-                "cudaMemsetAsync(" + hex(ptr) + ", " + std::to_string(count) + " bytes): " +
+                std::string(call) + "(" + hex(ptr) + ", " + std::to_string(count) + " bytes): " +
                     (w.kind == Where::out_of_bounds ? "runs past the end of " + w.memory
                                                     : "not inside one device allocation"));
   if (count > 0) {
@@ -398,12 +420,12 @@ static cudaError_t memset_on(void* ptr, int value, size_t count, cudaStream_t st
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
   count_call("cudaMemsetAsync");
-  return memset_on(ptr, value, count, stream);
+  return memset_on(ptr, value, count, stream, "cudaMemsetAsync");
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
   count_call("cudaMemset");
-  return memset_on(ptr, value, count, nullptr);
+  return memset_on(ptr, value, count, nullptr, "cudaMemset");
 }
 
 }  // extern "C"

@@ -15,6 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/stream.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/emu/cudart/launch.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
 #include "tests/support/deadline.h"
@@ -154,6 +158,70 @@ TEST_CASE("a copy must stay inside its allocation and match its direction") {
         cudaErrorInvalidMemcpyDirection);
   (void)cudaGetLastError();
   CHECK(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("a copy or memset with a null pointer and a nonzero count is cudaErrorInvalidValue") {
+  // A real GPU refused cudaMemcpy of 1 byte from a null source; a zero count is legal.
+  Deadline deadline("null pointers in copies");
+  float* p = device_floats(0, 4);
+  float* q = device_floats(1, 4);
+  cudaStream_t s0 = non_blocking(0);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  auto refused = [](cudaError_t status, const std::string& call, const std::string& side) {
+    CHECK(status == cudaErrorInvalidValue);
+    const std::string text = cudaGetErrorString(cudaGetLastError());  // read, and reset
+    CHECK_MESSAGE(text.find(call + ": the " + side + " is null") != std::string::npos, text);
+  };
+  refused(cudaMemcpy(p, nullptr, 1, cudaMemcpyHostToDevice), "cudaMemcpy", "source");
+  refused(cudaMemcpy(nullptr, p, 1, cudaMemcpyDeviceToHost), "cudaMemcpy", "destination");
+  refused(cudaMemcpy(p, nullptr, 1, cudaMemcpyDefault), "cudaMemcpy", "source");
+  refused(cudaMemcpyAsync(p, nullptr, 4, cudaMemcpyHostToDevice, s0), "cudaMemcpyAsync",
+          "source");
+  refused(cudaMemcpyAsync(nullptr, p, 4, cudaMemcpyDeviceToHost, s0), "cudaMemcpyAsync",
+          "destination");
+  refused(cudaMemcpyPeer(nullptr, 1, p, 0, 4), "cudaMemcpyPeer", "destination");
+  refused(cudaMemcpyPeerAsync(q, 1, nullptr, 0, 4, s0), "cudaMemcpyPeerAsync", "source");
+  refused(cudaMemset(nullptr, 0, 4), "cudaMemset", "destination");
+  refused(cudaMemsetAsync(nullptr, 0, 1, s0), "cudaMemsetAsync", "destination");
+  // Nothing to copy or set: legal, and nothing happens.
+  CHECK(cudaMemcpy(p, nullptr, 0, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(nullptr, p, 0, cudaMemcpyDeviceToHost, s0) == cudaSuccess);
+  CHECK(cudaMemcpyPeer(nullptr, 1, nullptr, 0, 0) == cudaSuccess);
+  CHECK(cudaMemcpyPeerAsync(q, 1, nullptr, 0, 0, s0) == cudaSuccess);
+  CHECK(cudaMemset(nullptr, 0, 0) == cudaSuccess);
+  CHECK(cudaMemsetAsync(nullptr, 0, 0, s0) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  // The refusals faulted nothing: cuda:0 still runs work.
+  CHECK(store_42(s0, p) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s0) == cudaSuccess);
+  CHECK(bits_of(p, 1)[0] == 0x42280000u);  // 42.0f
+  CHECK(cudaStreamDestroy(s0) == cudaSuccess);
+  CHECK(cudaFree(p) == cudaSuccess);
+  CHECK(cudaFree(q) == cudaSuccess);
+}
+
+// A failing call is also the thread's last error until cudaGetLastError reads it, and every
+// hand-written launch checks cudaGetLastError() (BRIGADE_LAUNCH): a failure BRIGADE_CUDA_CHECK
+// threw, and the caller caught, must not be reported again as the next healthy launch's.
+TEST_CASE("a failure BRIGADE_CUDA_CHECK threw is not reported again by the next launch") {
+  Deadline deadline("a stale error after a caught failure");
+  float* x = device_floats(0, 4);
+  float* y = device_floats(0, 4);
+  const std::vector<float> values = {1.0f, 2.0f, 3.0f, 4.0f};
+  REQUIRE(cudaMemcpy(x, values.data(), 4 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the pageable copy has landed
+  const brigade::Stream stream = brigade::Stream::create(brigade::Device::cuda(0));
+  std::vector<float> host(5);
+  // One float past the end of y: cudaErrorInvalidValue, not sticky.
+  CHECK_THROWS_AS(BRIGADE_CUDA_CHECK(cudaMemcpy(host.data(), y, 5 * sizeof(float),
+                                                cudaMemcpyDeviceToHost)),
+                  brigade::Error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  CHECK_NOTHROW(brigade::cuda::copy(x, y, 4, stream));
+  stream.synchronize();
+  CHECK(bits_of(y, 4) == bits_of(x, 4));
+  CHECK(cudaFree(x) == cudaSuccess);
+  CHECK(cudaFree(y) == cudaSuccess);
 }
 
 TEST_CASE("cudaMalloc beyond a GPU's capacity is out of memory, and the GPU stays usable") {
