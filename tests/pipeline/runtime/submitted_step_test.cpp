@@ -28,7 +28,7 @@ struct CheckedPipeline {
             test::small_spec(), layer_devices(partition, devices, Placement::looped),
             test::kModelSeed)),
         runtime(*model, devices, partition, make_schedule("1f1b", 3, 4), optimizer,
-                {.seed = test::kDropoutSeed, .check_finite = true}) {}
+                test::runtime_options({.seed = test::kDropoutSeed, .check_finite = true})) {}
   Partition partition;
   std::unique_ptr<layers::Sequential> model;
   Runtime runtime;
