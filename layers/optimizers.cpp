@@ -23,14 +23,22 @@ const ops::TensorTable& Optimizer::table_of(ops::TensorTable& kept,
   return kept;
 }
 
+const ops::TensorTable& Optimizer::grads_table(const Stream& gpu) {
+  std::vector<ops::TensorTable::Row> rows;
+  for (Parameter* p : params_) rows.push_back({p->grad, Tensor(), Tensor(), Tensor()});
+  return table_of(grads_, std::move(rows), gpu);
+}
+
 void Optimizer::zero_grad(std::optional<Stream> stream) {
   if (const std::optional<Stream> gpu = one_gpu_stream(stream)) {
-    std::vector<ops::TensorTable::Row> rows;
-    for (Parameter* p : params_) rows.push_back({p->grad, Tensor(), Tensor(), Tensor()});
-    ops::fill_all(table_of(grads_, std::move(rows), *gpu), 0.0f, *gpu);
+    ops::fill_all(grads_table(*gpu), 0.0f, *gpu);
     return;
   }
   for (Parameter* p : params_) ops::fill(p->grad, 0.0f, stream_of(*p, stream));
+}
+
+void Optimizer::prepare_zero_grad(const Stream& gpu) {
+  if (one_gpu_stream(gpu)) grads_table(gpu);
 }
 
 void Optimizer::step_unless_failed(const Stream& gpu, const Tensor& verdict) {

@@ -64,6 +64,10 @@ class Optimizer {
   // step: what a graph captures, with zero_grad(gpu). prepare_update comes first.
   void prepare_update(const Stream& gpu);
   void launch_update(const Stream& gpu, const Tensor& verdict);
+  // zero_grad(gpu)'s table, made again if the gradients are other tensors than it holds,
+  // without launching anything: before a capture, since making a table copies and allocates,
+  // which a capturing stream must not see.
+  void prepare_zero_grad(const Stream& gpu);
   // The tables that launch_update and zero_grad launch over (ops::TensorTable::id): another
   // value when one was made again, for other tensors; a graph holding the launches is stale.
   std::array<uint64_t, 2> launch_tables() const { return {table_.id(), grads_.id()}; }
@@ -104,6 +108,7 @@ class Optimizer {
   ops::TensorTable table_;  // the multi-tensor update's table: a row per parameter
 
  private:
+  const ops::TensorTable& grads_table(const Stream& gpu);  // grads_, made again if needed
   ops::TensorTable grads_;  // zero_grad's multi-tensor table: every gradient
 };
 

@@ -88,11 +88,12 @@ std::optional<StepResult> Runtime::submit(const HostBatch& batch, uint32_t step)
        << (labels_next ? "'s labels" : "") << " on " << devices_[static_cast<size_t>(d)]
        << " (stage " << stage << ") failed: " << e.what();
     abandon_reductions(os.str());  // this step will never reach its update
-    // A pending step first: its failure, if any, came first (else its result is lost: this
-    // failure ends the run); the streams are not replaced under it.
-    flush();
+    // A pending step first: its failure, if any, came first and is the one thrown; else its
+    // result goes with this failure (PipelineError::completed). The streams are not replaced
+    // under it.
+    std::optional<StepResult> completed = flush();
     os << recover_after_failure();
-    throw PipelineError(os.str(), step, d, stage, std::nullopt);
+    throw PipelineError(os.str(), step, d, stage, std::nullopt, std::move(completed));
   }
   return run_step(staged, rows, first_sample, global_n, step);
 }

@@ -63,7 +63,8 @@ std::optional<StepResult> Runtime::run_step(const StagedBatch& batch,
       .after = pending_ ? pending_->done : Event(),
       .stepped = false,
       .done = {},
-      .known = {}});
+      .known = {},
+      .completed_before = {}});
   Step& step = *owned;
   std::vector<const DeviceStreams*> mine;
   for (const std::optional<DeviceStreams>& s : streams_) mine.push_back(s ? &*s : nullptr);
@@ -114,12 +115,12 @@ std::optional<StepResult> Runtime::run_step(const StagedBatch& batch,
     return finish(std::move(before), pending_);
   }
   batch_read_ = Event();  // this step is waited for below: its batch is read by then
-  // A step that failed on a host thread behind a pending one: the pending one first (its
-  // failure, if any, came first; its result is lost otherwise, since this step's failure ends
-  // the run).
+  // A step that failed on a host thread behind a pending one: the pending one first. Its
+  // failure, if any, came first and is the one thrown; else its result goes with this step's
+  // failure, so that the caller still reports it (PipelineError::completed).
   if (pending_) {
     std::unique_ptr<Step> before = std::move(pending_);
-    finish(std::move(before), owned);
+    step.completed_before = finish(std::move(before), owned);
   }
   std::unique_ptr<Step> none;
   return finish(std::move(owned), none);

@@ -22,7 +22,9 @@
 //     naming the step, device, stage, action and micro-batch, and the runtime stays usable with
 //     the parameters from before the failed step (the update is issued only after every device
 //     ran its list cleanly; on the GPUs' verdict a failed step's words stay failed until the
-//     host has read them, so the step enqueued behind it updates nothing either);
+//     host has read them, so the step enqueued behind it updates nothing either). No result
+//     is lost: where a step fails on a host thread while the step before is pending, that
+//     one is finished first, and its result comes with the failure (PipelineError::completed);
 //   - CPU and CUDA devices run the same code (kernels/ops.h dispatches; no host task on a CUDA
 //     stream), timed by markers on the streams (step_trace.h); a process may run only some
 //     of the devices (process_role.h). One device is the same code: its list is F then BW.
@@ -33,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/event.h"
@@ -118,17 +121,25 @@ struct StepResult {
 class PipelineError : public Error {
  public:
   PipelineError(const std::string& message, uint32_t step, int device, int stage,
-                std::optional<Action> action)
-      : Error(message), step_(step), device_(device), stage_(stage), action_(action) {}
+                std::optional<Action> action, std::optional<StepResult> completed = std::nullopt)
+      : Error(message), step_(step), device_(device), stage_(stage), action_(action),
+        completed_(completed ? std::make_shared<const StepResult>(std::move(*completed))
+                             : nullptr) {}
   uint32_t step() const { return step_; }   // the failed step's number (submit()'s `step`)
   int device() const { return device_; }    // index into Runtime::devices()
   int stage() const { return stage_; }      // -1 when not tied to one stage
   const std::optional<Action>& action() const { return action_; }
+  // The result of the step submitted before the failed one, when that step was still pending
+  // (the GPUs' verdict) and completed cleanly: the call that threw finished it, and no call
+  // returns it but through this error. Null otherwise (also when that step failed: then this
+  // error is its own). A caller reports it before the failure, so no step's result is lost.
+  const StepResult* completed() const { return completed_.get(); }
 
  private:
   uint32_t step_;
   int device_, stage_;
   std::optional<Action> action_;
+  std::shared_ptr<const StepResult> completed_;  // shared: an exception's copies stay cheap
 };
 
 class Runtime {
@@ -165,7 +176,11 @@ class Runtime {
   //   - elsewhere (CPU devices, devices of other processes, replicas, clipping): this step's
   //     own, after its wait; nothing stays pending.
   // Throws PipelineError (see above; PipelineError::step() says which step failed) or
-  // brigade::Error for a batch that cannot be cut. A replica of several
+  // brigade::Error for a batch that cannot be cut (before anything is enqueued: a pending step
+  // stays pending). When this step fails before it is enqueued — on a host thread (a bad
+  // shape, out of memory) or while its batch is staged — the step submitted before it, if
+  // pending, is finished first: its failure, if it failed, is the one thrown; else its result
+  // comes with this step's failure (PipelineError::completed()). A replica of several
   // (ProcessRole::replicas) is given the WHOLE mini-batch and trains on its rows. Where this
   // process does not run the last stage, loss and correct are 0.
   std::optional<StepResult> submit(const HostBatch& batch, uint32_t step);

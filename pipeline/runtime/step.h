@@ -42,6 +42,9 @@ struct Runtime::Step {
   bool stepped = false;  // the optimizers were issued (and advanced their step counts)
   Event done;            // after all of its work (the GPUs' verdict): what the host waits for
   StepResult known;      // what the host knows once it is enqueued: sent_bytes, peak_memory
+  // The step before's result, when this step failed on a host thread while that one was
+  // pending and finished cleanly: thrown with this step's failure (PipelineError::completed).
+  std::optional<StepResult> completed_before;
 };
 
 }  // namespace brigade::pipeline

@@ -9,7 +9,9 @@
 // A failed k-1 found by submit(k): k's optimizers obeyed k-1's words (they stay failed on the
 // devices until the host has read them, step_verdict.h), so k changed nothing either; k is
 // waited for, its optimizers' step counts undone, and dropped (abandon); then k-1's failure is
-// thrown, naming k-1.
+// thrown, naming k-1. A k that failed on a host thread (never enqueued whole) behind a k-1
+// that did not fail: k-1 is finished first, and its result is thrown with k's failure
+// (PipelineError::completed), since no call returns it otherwise.
 #include <sstream>
 #include <utility>
 
@@ -159,7 +161,8 @@ void Runtime::throw_failure(Step& step) {
   step.verdict = StepVerdict();
   verdict_words_.clear();  // failed: the next step makes fresh ones, zeroed
   os << recover_after_failure();
-  throw PipelineError(os.str(), step.inputs.step, device, action ? action->stage : -1, action);
+  throw PipelineError(os.str(), step.inputs.step, device, action ? action->stage : -1, action,
+                      std::move(step.completed_before));
 }
 
 // A GPU whose kernel faulted keeps the error (CUDA's sticky errors): no stream can be made on

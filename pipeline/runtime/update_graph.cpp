@@ -12,7 +12,10 @@ void UpdateGraph::run(layers::Optimizer& optimizer, const Stream& compute, const
   BRIGADE_CHECK(compute.device().is_cuda() && verdict.defined(),
                 "a stage's update graph runs on a GPU's stream with the step's verdict, not on "
                     << compute.str());
-  optimizer.prepare_update(compute);  // the scalars: one copy, before the graph that reads them
+  // The scalars: one copy, before the graph that reads them. Both tables made again here, if
+  // their tensors changed, never inside the capture (a table's making allocates and copies).
+  optimizer.prepare_update(compute);
+  optimizer.prepare_zero_grad(compute);
   if (!verdict_.defined() || !(verdict_.shape() == verdict.shape())) {
     graph_.reset();  // a graph reads the verdict_ it was captured with
     // On the device's default stream, like the optimizer's tables: it outlives the streams

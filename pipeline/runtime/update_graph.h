@@ -6,8 +6,10 @@
 // A replay repeats the captured launches exactly, addresses and grids included. Why each
 // input is where the graph left it:
 //   - the update's table and the gradients' table (ops::TensorTable): made by the optimizer
-//     at its first update and kept while its tensors are the same. A table made again has
-//     another id (Optimizer::launch_tables): the graph is then captured again;
+//     at its first update and kept while its tensors are the same. A parameter or gradient
+//     given new storage (a tensor replaced) makes both again, before the capture
+//     (prepare_update, prepare_zero_grad: a table's making allocates, which a capture must
+//     not), with other ids (Optimizer::launch_tables): the graph is then captured again;
 //   - the parameters, gradients and optimizer state those tables point to: the tensors the
 //     tables hold, which keep them alive (a checkpoint loads into them, in place);
 //   - the step's scalars (the learning rate, Adam's bias corrections, SGD's first step): in

@@ -198,8 +198,19 @@ void Training::step(int64_t epoch, int64_t k) {
   first_step_began_ = true;
   const Submitted submitted{.epoch = epoch, .batch = k, .rows = slot.rows, .began = Clock::now()};
   const std::optional<Submitted> before = std::exchange(in_flight_, submitted);
-  std::optional<pipeline::StepResult> r = naming_divergence(
-      [&] { return runner().run(staging, slot, static_cast<uint32_t>(number)); });
+  std::optional<pipeline::StepResult> r = naming_divergence([&] {
+    try {
+      return runner().run(staging, slot, static_cast<uint32_t>(number));
+    } catch (const pipeline::PipelineError& e) {
+      // This step failed before it was enqueued whole, and the call finished the step before
+      // it, cleanly: that step is reported (its line, its metrics) before this failure is.
+      if (before && e.completed()) {
+        pipeline::StepResult done = *e.completed();
+        complete(*before, done);
+      }
+      throw;
+    }
+  });
   if (r && before) {
     complete(*before, *r);
   } else if (r) {  // this step's own: nothing stays in flight

@@ -61,7 +61,7 @@ TEST_CASE("a bf16 run sends half an fp32 run's bytes between stages") {
       const PrecisionFor in(precision);
       auto model = test::placed_model(partition, c.p, /*first_device=*/1, schedule.placement);
       Runtime runtime(*model, test::test_devices(c.p, 1), partition, schedule, test::sgd,
-                      {.seed = test::kDropoutSeed});
+                      test::runtime_options({.seed = test::kDropoutSeed}));
       return runtime.step(batch, 0).sent_bytes;
     };
     const uint64_t fp32 = sent(Precision::fp32), bf16 = sent(Precision::bf16);

@@ -22,7 +22,7 @@ struct ThreeStages {
       : partition(at_cuts(8, {2, 6})),
         model(test::placed_model(partition, 3, first)),
         runtime(*model, test::test_devices(3, first), partition, make_schedule("1f1b", 3, 4),
-                test::sgd, options) {}
+                test::sgd, test::runtime_options(options)) {}
   Partition partition;
   std::unique_ptr<layers::Sequential> model;
   Runtime runtime;

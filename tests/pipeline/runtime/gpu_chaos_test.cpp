@@ -29,7 +29,7 @@ std::vector<std::vector<float>> trained(const std::string& name, int p, int m) {
                                       schedule.placement);
   auto model = test::placed_model(partition, p, /*first_device=*/0, schedule.placement);
   Runtime runtime(*model, test::test_devices(p, 0), partition, schedule, test::sgd,
-                  {.seed = test::kDropoutSeed});
+                  test::runtime_options({.seed = test::kDropoutSeed}));
   for (uint32_t step = 0; step < 3; ++step) runtime.step(data[step], step);
   return test::params_of(*model);
 }

@@ -89,7 +89,7 @@ TEST_CASE("a GPU that faults: the step's diagnosis, one line from the allocator,
   auto model = layers::Sequential::placed(test::small_spec(), layer_devices(partition, devices),
                                           test::kModelSeed);
   auto runtime = std::make_unique<Runtime>(*model, devices, partition, make_schedule("1f1b", 3, 4),
-                                           test::sgd, RuntimeOptions{.seed = test::kDropoutSeed});
+                                           test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   const HostBatch batch = test::random_batch(8, 3);
   CHECK(std::isfinite(runtime->step(batch, 0).loss));
   fault_gpu(1);

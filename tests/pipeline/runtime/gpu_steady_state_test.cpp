@@ -38,7 +38,7 @@ TEST_CASE("a step on GPUs: no cudaFree, device sync, legacy copy, stream or even
   const Partition partition = at_cuts(8, {2, 6});
   auto model = test::placed_model(partition, 3, /*first_device=*/0);
   Runtime runtime(*model, test::test_devices(3, 0), partition, make_schedule("1f1b", 3, 4),
-                  test::sgd, {.seed = test::kDropoutSeed});
+                  test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   const auto data = test::random_batches(3, 8, 40);
   runtime.step(data[0], 0);  // makes the streams, warms the allocators and the event pools
   runtime.step(data[1], 1);
@@ -72,7 +72,7 @@ TEST_CASE("neighbouring stages on two GPUs get peer access both ways") {
   const Partition partition = at_cuts(8, {2, 6});
   auto model = test::placed_model(partition, 3, /*first_device=*/0);
   Runtime runtime(*model, test::test_devices(3, 0), partition, make_schedule("1f1b", 3, 4),
-                  test::sgd, {.seed = test::kDropoutSeed});
+                  test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   // The pairs of GPUs that neighbouring stages sit on, from the placement (cuda:all on 4 GPUs:
   // 0-1, 1-2; on 2 GPUs: 0-1 (stage 2 is back on cuda:0); cuda: none).
   const std::vector<Device> placed = test::test_devices(3, 0);

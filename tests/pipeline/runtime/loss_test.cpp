@@ -80,7 +80,7 @@ Trained one_step(std::shared_ptr<const Loss> loss, double lr) {
   auto model = test::placed_model(partition, 2, /*first_device=*/70);
   Runtime runtime(*model, test::test_devices(2, 70), partition, make_schedule("1f1b", 2, 3),
                   [lr](auto params) { return sgd_at(lr, std::move(params)); },
-                  {.seed = test::kDropoutSeed, .loss = std::move(loss)});
+                  test::runtime_options({.seed = test::kDropoutSeed, .loss = std::move(loss)}));
   Trained t;
   t.result = runtime.step(test::random_batch(kBatch, 500), 0);
   t.params = test::params_of(*model);

@@ -66,7 +66,7 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
                                             schedule.stages(), p, schedule.placement);
         auto model = test::placed_model(partition, p, /*first_device=*/1, schedule.placement);
         Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
-                        {.seed = test::kDropoutSeed});
+                        test::runtime_options({.seed = test::kDropoutSeed}));
         for (int step = 0; step < kSteps; ++step)
           runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
         auto reference = test::train_on_one_device(data, m, test::reference_device());
@@ -105,7 +105,7 @@ TEST_CASE("precision bf16: 1f1b, zb-h1, gpipe and interleaved on 1-3 devices tra
                          const Partition& partition) {
     const Bf16For bf16;
     Runtime runtime(model, test::test_devices(schedule.devices, 1), partition, schedule,
-                    test::sgd, {.seed = test::kDropoutSeed});
+                    test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
     std::vector<double> losses;
     for (int step = 0; step < kSteps; ++step)
       losses.push_back(runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step)).loss);
@@ -166,7 +166,7 @@ TEST_CASE("lists that add weight gradients in another order train like one devic
   const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
   auto model = test::placed_model(partition, p, /*first_device=*/1);
   Runtime runtime(*model, test::test_devices(p, 1), partition, gpipe_backward_reversed(p, m),
-                  test::sgd, {.seed = test::kDropoutSeed});
+                  test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   for (int step = 0; step < kSteps; ++step)
     runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
   auto reference = test::train_on_one_device(data, m, test::reference_device());
@@ -180,7 +180,7 @@ TEST_CASE("micro-batch count does not change the training: m = 1 against m = 6 w
   const Partition partition = balance(layer_costs(shapes, CostKind::flops), 2);
   auto model = test::placed_model(partition, 2, 1);
   Runtime runtime(*model, test::test_devices(2, 1), partition, make_schedule("1f1b", 2, 6), test::sgd,
-                  {.seed = test::kDropoutSeed});
+                  test::runtime_options({.seed = test::kDropoutSeed}));
   for (int step = 0; step < kSteps; ++step)
     runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
   // Dropout masks depend on the sample's place in the mini-batch, not on the cut, so one big
@@ -223,7 +223,7 @@ TEST_CASE("lowered lists with receives issued early train like one device, bit f
     const Partition partition = balance(layer_costs(shapes, CostKind::flops), p * v, p);
     auto model = test::placed_model(partition, p, /*first_device=*/1);
     Runtime runtime(*model, test::test_devices(p, 1), partition, lists, test::sgd,
-                    {.seed = test::kDropoutSeed});
+                    test::runtime_options({.seed = test::kDropoutSeed}));
     CHECK(runtime.lowered().lists == lists.lists);  // run as written, not lowered again
     for (int step = 0; step < kSteps; ++step)
       runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
@@ -253,7 +253,7 @@ TEST_CASE("clipping by the global gradient norm: every cut gives one device's pa
     const Partition partition = balance(layer_costs(shapes, CostKind::flops), p);
     auto model = test::placed_model(partition, p, /*first_device=*/1);
     Runtime runtime(*model, test::test_devices(p, 1), partition, schedule, test::sgd,
-                    {.seed = test::kDropoutSeed, .max_grad_norm = kClip});
+                    test::runtime_options({.seed = test::kDropoutSeed, .max_grad_norm = kClip}));
     for (int step = 0; step < kSteps; ++step)
       runtime.step(data[static_cast<size_t>(step)], static_cast<uint32_t>(step));
     // Each stage's gradients have the bits of one device's (it accumulates in order), and the
@@ -274,7 +274,7 @@ TEST_CASE("clipping by the global gradient norm is refused for a role with some 
   try {
     Runtime runtime(*model, test::test_devices(2, 1), partition, make_schedule("1f1b", 2, 2),
                     test::sgd,
-                    {.max_grad_norm = 1.0}, role);
+                    test::runtime_options({.max_grad_norm = 1.0}), role);
   } catch (const Error& e) {
     message = e.what();
   }

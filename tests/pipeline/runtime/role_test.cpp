@@ -100,8 +100,9 @@ Rank make_rank(const Partition& partition, const Schedule& schedule, int d, Devi
                                        test::kModelSeed);
   r.initial = test::params_of(*r.model);
   role.devices = {d};
-  r.runtime = std::make_unique<Runtime>(*r.model, blocks, partition, schedule, test::sgd,
-                                        RuntimeOptions{.seed = test::kDropoutSeed}, role);
+  r.runtime = std::make_unique<Runtime>(
+      *r.model, blocks, partition, schedule, test::sgd,
+      test::runtime_options({.seed = test::kDropoutSeed}), role);
   return r;
 }
 

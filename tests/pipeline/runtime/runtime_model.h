@@ -4,7 +4,8 @@
 // Eight layers, so that interleaved-1f1b on 4 devices (8 stages) has a layer per stage.
 //
 // The devices come from the environment variable BRIGADE_TEST_DEVICES (test_devices below):
-// CPU devices by default, so the same parity, failure and trace tests run on GPUs too.
+// CPU devices by default, so the same parity, failure and trace tests run on GPUs too; the
+// update graphs on GPUs from BRIGADE_TEST_CUDA_GRAPHS (runtime_options below): on by default.
 #pragma once
 
 #include <cmath>
@@ -98,6 +99,27 @@ inline std::vector<Device> test_devices(int p, int first) {
       case TestDevices::cuda_all: devices.push_back(Device::cuda(d % cuda_device_count())); break;
     }
   return devices;
+}
+
+// BRIGADE_TEST_CUDA_GRAPHS: whether the runtime tests' GPU steps run each stage's update as a
+// CUDA graph (RuntimeOptions::cuda_graphs, update_graph.h).
+//   unset, "" or "on"   on, the Runtime's default
+//   "off"               off: the update's two launches issued at every step
+// Anything else throws naming the variable. CPU devices ignore it, as the Runtime does.
+inline bool test_cuda_graphs() {
+  const char* env = std::getenv("BRIGADE_TEST_CUDA_GRAPHS");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "on") return true;
+  if (v == "off") return false;
+  throw Error("BRIGADE_TEST_CUDA_GRAPHS=\"" + v + "\": expected on or off");
+}
+
+// `options` with cuda_graphs as BRIGADE_TEST_CUDA_GRAPHS says: what every runtime test gives
+// its Runtime (a test of graphs themselves sets them itself), so that CI runs each parity and
+// failure test with graphs on and off, e.g. test::runtime_options({.seed = test::kDropoutSeed}).
+inline RuntimeOptions runtime_options(RuntimeOptions options) {
+  options.cuda_graphs = test_cuda_graphs();
+  return options;
 }
 
 // Where the one-device reference trains: cpu:0, or cuda:0 (the same kernels as the stages).

@@ -82,10 +82,9 @@ TEST_CASE("a staged batch trains bit-exactly like the same batch as host vectors
   auto host_model = test::placed_model(partition, kStages, 70);
   auto staged_model = test::placed_model(partition, kStages, 72);
   Runtime host_runtime(*host_model, test::test_devices(kStages, 70), partition, schedule,
-                       test::sgd, {.seed = test::kDropoutSeed});
+                       test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   Runtime staged_runtime(*staged_model, test::test_devices(kStages, 72), partition, schedule,
-                         test::sgd,
-                         {.seed = test::kDropoutSeed});
+                         test::sgd, test::runtime_options({.seed = test::kDropoutSeed}));
   const Stream writer = Stream::create(Device::cpu(72));
   for (uint32_t step = 0; step < 3; ++step) {
     const HostBatch b = test::random_batch(kBatch, 300 + step);
@@ -122,7 +121,8 @@ TEST_CASE("a step counts the samples whose largest logit is their label") {
   const Partition partition = two_stages();
   auto model = test::placed_model(partition, kStages, 74);
   Runtime runtime(*model, test::test_devices(kStages, 74), partition,
-                  make_schedule("1f1b", kStages, kMicro), test::sgd, {.seed = test::kDropoutSeed});
+                  make_schedule("1f1b", kStages, kMicro), test::sgd,
+                  test::runtime_options({.seed = test::kDropoutSeed}));
   const HostBatch b = test::random_batch(kBatch, 400);
   // The same forward on one device before the step's update: same parameters (same seed),
   // same dropout masks (seed, step 0, sample offsets), counted micro-batch by micro-batch.
@@ -153,7 +153,7 @@ TEST_CASE("a staged batch that does not fit the schedule or the devices is refus
   const Partition partition = two_stages();
   auto model = test::placed_model(partition, kStages, 76);
   Runtime runtime(*model, test::test_devices(kStages, 76), partition,
-                  make_schedule("1f1b", kStages, kMicro), test::sgd);
+                  make_schedule("1f1b", kStages, kMicro), test::sgd, test::runtime_options({}));
   const auto batch = [](int micro, const Device& first, const Device& last, int64_t label_rows) {
     StagedBatch b;
     for (int i = 0; i < micro; ++i) {

@@ -26,7 +26,8 @@ struct ThreeStagesOn {
         model(layers::Sequential::placed(
             test::small_spec(), layer_devices(partition, devices, Placement::looped),
             test::kModelSeed)),
-        runtime(*model, devices, partition, make_schedule("1f1b", 3, 4), optimizer, options) {}
+        runtime(*model, devices, partition, make_schedule("1f1b", 3, 4), optimizer,
+                test::runtime_options(options)) {}
   Partition partition;
   std::unique_ptr<layers::Sequential> model;
   Runtime runtime;

@@ -28,7 +28,7 @@ struct CheckedPipeline {
             test::small_spec(), layer_devices(partition, devices, Placement::looped),
             test::kModelSeed)),
         runtime(*model, devices, partition, make_schedule("1f1b", 3, 4), optimizer,
-                {.seed = test::kDropoutSeed, .check_finite = true}) {}
+                test::runtime_options({.seed = test::kDropoutSeed, .check_finite = true})) {}
   Partition partition;
   std::unique_ptr<layers::Sequential> model;
   Runtime runtime;
@@ -133,6 +133,43 @@ TEST_CASE("a NaN in step 2 of submitted steps: its failure, named as on CPU devi
   REQUIRE(r.has_value());
   CHECK(r->loss == expected_4.loss);
   test::check_same_bits(*here.model, test::params_of(*clean.model));
+}
+
+TEST_CASE("a step that fails on a host thread behind a pending one: the pending step's result "
+          "comes with the failure") {
+  testing::Deadline deadline("a host failure behind a pending step");
+  const std::vector<HostBatch> batches = test::random_batches(2, 8, 61);
+  HostBatch wrong = batches[1];
+  wrong.shape = Shape({8, 1, 4, 16});  // the same number of values: stage 0's F throws
+  const std::vector<Device> devices = test::test_devices(3, 148);
+  CheckedPipeline waited(test::test_devices(3, 151), test::sgd);
+  CheckedPipeline here(devices, test::sgd);
+  const StepResult expected_0 = waited.runtime.step(batches[0], 0);
+  const std::optional<StepResult> r_0 = here.runtime.submit(batches[0], 0);
+  CHECK(r_0.has_value() == !left_pending(devices));
+  try {
+    here.runtime.submit(wrong, 1);
+    FAIL("the step did not fail");
+  } catch (const PipelineError& e) {
+    CAPTURE(std::string(e.what()));
+    CHECK(e.step() == 1);
+    CHECK(e.stage() == 0);
+    CHECK(e.action() == Action{0, Op::F, 0});
+    // Step 0 was pending: this call finished it, and only this error can give its result.
+    // Where submit(0) returned it already, the error holds none.
+    REQUIRE((e.completed() != nullptr) == left_pending(devices));
+    const StepResult& got = e.completed() ? *e.completed() : *r_0;
+    CHECK(got.step == 0);
+    CHECK(got.loss == expected_0.loss);  // bit for bit
+    CHECK(got.correct == expected_0.correct);
+    CHECK(got.sent_bytes == expected_0.sent_bytes);
+  }
+  CHECK_FALSE(here.runtime.pending_step().has_value());
+  test::check_same_bits(*here.model, test::params_of(*waited.model));  // step 0's update kept
+  // Usable again: step 1 as in a run that never had the failure.
+  const StepResult expected_1 = waited.runtime.step(batches[1], 1);
+  CHECK(here.runtime.step(batches[1], 1).loss == expected_1.loss);
+  test::check_same_bits(*here.model, test::params_of(*waited.model));
 }
 
 TEST_CASE("a step submitted behind a pending one: its timeline has every action in list "

@@ -22,7 +22,8 @@ TEST_CASE("a step's timeline has every action once, in its device's list order")
   const Partition partition = at_cuts(8, {2, 6});
   auto model = test::placed_model(partition, 3, 50);
   const Schedule schedule = make_schedule("zb-h1", 3, 4);
-  Runtime runtime(*model, test::test_devices(3, 50), partition, schedule, test::sgd, {.seed = test::kDropoutSeed});
+  Runtime runtime(*model, test::test_devices(3, 50), partition, schedule, test::sgd,
+                  test::runtime_options({.seed = test::kDropoutSeed}));
   const StepResult r = runtime.step(test::random_batch(8, 1), 0);
   const Timeline& t = r.timeline;
   test::check_compute_lane(t, schedule);
@@ -89,7 +90,7 @@ TEST_CASE("a memory budget holds in the measured trace: zb-auto within 2 micro-b
   for (int s = 0; s < 3; ++s) costs.stages.push_back({.f = 1.0 + s, .b = 1.5, .w = 0.5});
   const Schedule schedule = zb_auto(3, 6, costs, 2);
   Runtime runtime(*model, test::test_devices(3, 60), partition, schedule, test::sgd,
-                  {.seed = test::kDropoutSeed});
+                  test::runtime_options({.seed = test::kDropoutSeed}));
   const StepResult r = runtime.step(test::random_batch(12, 2), 0);
   // In flight from the measured start of each F to the measured end of its W or BW.
   for (const DeviceStats& d : measure(r.timeline).devices) CHECK(d.peak_in_flight <= 2);
@@ -113,7 +114,10 @@ TEST_CASE("recomputation: the same parameters, a lower peak of memory") {
     // lockstep: the host does not run ahead of the streams, so a peak is the schedule's, not
     // the machine's timing (see RuntimeOptions::lockstep).
     Runtime runtime(*model, test::test_devices(2, 60 + 2 * recompute), partition, schedule,
-                    test::sgd, {.seed = test::kDropoutSeed, .recompute = recompute == 1, .lockstep = true});
+                    test::sgd,
+                    test::runtime_options({.seed = test::kDropoutSeed,
+                                           .recompute = recompute == 1,
+                                           .lockstep = true}));
     StepResult r;
     for (uint32_t step = 0; step < 2; ++step) r = runtime.step(batch, step);
     for (const Device& device : runtime.devices())
