@@ -187,6 +187,21 @@ __device__ __forceinline__ int thread_offset(int i, int thread_index) {
   return (i < 4 ? 0 : kBlockM / 2) + thread_index * 4 + i % 4;
 }
 
+// f(i, j, r, c) for each of a thread's outputs acc[i][j] that lies inside C, at row r, column
+// c (the loops unroll: acc is indexed by constants and stays in registers).
+template <class Index, class F>
+__device__ __forceinline__ void for_each_output(Index row0, Index col0, int ty, int tx, Index M,
+                                                Index N, F&& f) {
+  for (int i = 0; i < kThreadTile; ++i) {
+    const Index r = row0 + thread_offset(i, ty);
+    if (r >= M) continue;
+    for (int j = 0; j < kThreadTile; ++j) {
+      const Index c = col0 + thread_offset(j, tx);
+      if (c < N) f(i, j, r, c);
+    }
+  }
+}
+
 // __launch_bounds__ spells out kThreads: tools/ptxas-check.py reads the number from the source.
 static_assert(kThreads == 256, "the launch bounds below are the block size");
 template <class Index>
@@ -257,14 +272,8 @@ __global__ void __launch_bounds__(256)
                            static_cast<Index>(gridDim.x) + col0 / kBlockN;
     const Index part_size = g.M * g.N;  // one split's partial of one product: (M, N), pitch N
     float* mine = partials + (split * grid_products + grid_product) * part_size;
-    for (int i = 0; i < kThreadTile; ++i) {
-      const Index r = row0 + thread_offset(i, ty);
-      if (r >= g.M) continue;
-      for (int j = 0; j < kThreadTile; ++j) {
-        const Index c = col0 + thread_offset(j, tx);
-        if (c < g.N) mine[r * g.N + c] = acc[i][j];
-      }
-    }
+    for_each_output(row0, col0, ty, tx, g.M, g.N,
+                    [&](int i, int j, Index r, Index c) { mine[r * g.N + c] = acc[i][j]; });
     // Each thread's partial is visible device-wide before the block's ticket is taken, and
     // the last block's reads below come after every other block's ticket (the CUDA
     // programming guide's __threadfence example, "last block" reduction).
@@ -283,37 +292,24 @@ __global__ void __launch_bounds__(256)
     // Split 0 first, then 1, 2, ...: the fixed order whichever block is last. Through
     // volatile: written by other blocks during this launch, so read from the device's memory,
     // never from a cached copy (L1 is not coherent). Each thread sums the elements it stored,
-    // so its own split's are its own writes; acc, overwritten here, is indexed by constants
-    // only (the i, j loops unroll), so it stays in registers.
+    // so its own split's are its own writes.
     for (Index s = 0; s < g.splits; ++s) {
       const volatile float* part = partials + (s * grid_products + grid_product) * part_size;
-      for (int i = 0; i < kThreadTile; ++i) {
-        const Index r = row0 + thread_offset(i, ty);
-        if (r >= g.M) continue;
-        for (int j = 0; j < kThreadTile; ++j) {
-          const Index c = col0 + thread_offset(j, tx);
-          if (c >= g.N) continue;
-          const float v = part[r * g.N + c];
-          acc[i][j] = s == 0 ? v : acc[i][j] + v;
-        }
-      }
+      for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
+        const float v = part[r * g.N + c];
+        acc[i][j] = s == 0 ? v : acc[i][j] + v;
+      });
     }
   }
 
   float* c_product = C + product * g.stride_c;
-  for (int i = 0; i < kThreadTile; ++i) {
-    const Index r = row0 + thread_offset(i, ty);
-    if (r >= g.M) continue;
-    for (int j = 0; j < kThreadTile; ++j) {
-      const Index c = col0 + thread_offset(j, tx);
-      if (c >= g.N) continue;
-      float* out = c_product + r * g.ldc + c;
-      float v = g.alpha * acc[i][j];
-      if (g.beta != 0.0f) v += g.beta * *out;  // beta 0: C is not read
-      if (bias != nullptr) v += bias[g.bias_per_row ? r : c];
-      *out = g.relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
-    }
-  }
+  for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
+    float* out = c_product + r * g.ldc + c;
+    float v = g.alpha * acc[i][j];
+    if (g.beta != 0.0f) v += g.beta * *out;  // beta 0: C is not read
+    if (bias != nullptr) v += bias[g.bias_per_row ? r : c];
+    *out = g.relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
+  });
 }
 
 // Split-K's tickets start at zero: once, when a stream's scratch is made (each launch's last
