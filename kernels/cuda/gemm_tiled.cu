@@ -67,8 +67,9 @@
 // T = 1 and L = 188: S = min(128, 23) = 23 blocks, four of 9 slices and nineteen of 8, on 23
 // SMs. The design predicts a critical path of 9 slices and the sum of 22 partials
 // (dense_1: 22 · 128 · 64 floats, 720 KB, from L2) instead of 188 slices; tools/gpu-check.sh's
-// per-op step measures it on a GPU. A shape of many tiles (every convolution of the network
-// at batch 128) or a shallow K (T >= 64, or L < 16) runs unsplit, S = 1, as before.
+// per-op step measures it on a GPU. The dense layers' weight gradients at batch 128 (K = 128:
+// L = 16, T = 12) split in two. A shape of many tiles (every convolution of the network at
+// batch 128, a product per sample) or a shallow K (T > 64, or L < 16) runs unsplit, S = 1.
 //
 // Determinism: each C element is a sum in one fixed order, whatever the grid and whichever
 // block finishes last: unsplit, slice by slice (k ascending, products in batch order); split,

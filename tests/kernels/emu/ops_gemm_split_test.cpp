@@ -89,6 +89,10 @@ TEST_CASE("gemm_split_k: the launcher's choice, worked by hand") {
   CHECK(emu::gemm_split_k(128, 64, 1500, one) == 23);  // dense_1 backward-data, batch 128
   CHECK(emu::gemm_split_k(128, 10, 1500, one) == 23);  // dense_2 forward, batch 128
   CHECK(emu::gemm_split_k(32, 64, 1500, one) == 23);   // the same at batch 32
+  // The weight gradients, K = batch 128: 12 tiles, 16 slices: two splits (none at batch 32).
+  CHECK(emu::gemm_split_k(1500, 64, 128, one) == 2);  // dense_1
+  CHECK(emu::gemm_split_k(10, 1500, 128, one) == 2);  // dense_2
+  CHECK(emu::gemm_split_k(10, 1500, 32, one) == 1);
   // Depth: 15 slices cannot give two splits of 8; 16 can; K = 129 is 17 slices.
   CHECK(emu::gemm_split_k(128, 128, 120, one) == 1);
   CHECK(emu::gemm_split_k(128, 128, 128, one) == 2);
