@@ -13,38 +13,11 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/reference/dense.h"
 #include "tests/kernels/emu/ops_check.h"
+#include "tests/kernels/emu/ops_gemm_check.h"
 #include "tests/support/deadline.h"
 
 using namespace brigade;
 using namespace brigade::test;
-
-namespace {
-
-struct GemmCase {
-  int64_t M, N, K;
-};
-
-// op(A) · op(B) for row-major stored a, b (pitches lda, ldb) in double, and the sum of the
-// products' magnitudes (for sum_tolerance): element (i, j) at i·N + j.
-void reference_product(bool ta, bool tb, const GemmCase& c, const float* a, int64_t lda,
-                       const float* b, int64_t ldb, std::vector<double>& sum,
-                       std::vector<double>& magnitude) {
-  sum.assign(static_cast<size_t>(c.M * c.N), 0.0);
-  magnitude.assign(sum.size(), 0.0);
-  for (int64_t i = 0; i < c.M; ++i)
-    for (int64_t j = 0; j < c.N; ++j)
-      for (int64_t p = 0; p < c.K; ++p) {
-        const double x = ta ? a[p * lda + i] : a[i * lda + p];
-        const double y = tb ? b[j * ldb + p] : b[p * ldb + j];
-        sum[i * c.N + j] += x * y;
-        magnitude[i * c.N + j] += std::fabs(x * y);
-      }
-}
-
-// The next multiple of 4 at or above n: a pitch that keeps every row 16-byte aligned.
-int64_t aligned_pitch(int64_t n) { return (n + 3) / 4 * 4; }
-
-}  // namespace
 
 TEST_CASE("gemm_tiled: C = alpha op(A) op(B) + beta C for every transpose, odd sizes") {
   testing::Deadline deadline("emulated gemm_tiled");

@@ -93,6 +93,32 @@ __global__ void atomics_kernel(AtomicResults* r) {
   atomicAdd(&r->mixed_min_max, max(min(t, 40u), 3));
 }
 
+// The "last block" reduction of the CUDA Programming Guide's __threadfence example (what
+// gemm_tiled's split-K does): each block writes its value, fences, takes a ticket; the block
+// with the last ticket reads every block's value, sums them in block order and resets the
+// ticket. Blocks run on several OS threads at once, so the value read is another thread's
+// write, ordered only by the fences and the ticket (ThreadSanitizer checks that ordering).
+__global__ void last_block_sum_kernel(float* values, unsigned* ticket, float* sum,
+                                      unsigned* last_blocks) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) values[blockIdx.x] = static_cast<float>(blockIdx.x) * 0.25f;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (unsigned b = 0; b < gridDim.x; ++b) total += values[b];
+    *sum = total;
+    atomicExch(ticket, 0u);  // atomic, as the other blocks' tickets are
+    atomicAdd(last_blocks, 1u);
+  }
+}
+
 }  // namespace brigade::emu::test_kernels
 
 namespace tk = brigade::emu::test_kernels;
@@ -201,6 +227,25 @@ TEST_CASE("atomics are atomic across blocks running on several OS threads") {
   CHECK(r.claimed >= 1);
   CHECK(r.total == 0.5f * threads);  // multiples of 0.5 below 2^24 add exactly
   CHECK(r.mixed_min_max == mixed);
+}
+
+TEST_CASE("__threadfence and a ticket: the last block reads every block's write") {
+  Deadline deadline("emulated last-block reduction");
+  brigade::configure_cpu_device(5, {.threads = 3});
+  Stream stream = Stream::create(Device::cpu(5));
+  const unsigned blocks = 40;
+  std::vector<float> values(blocks, NAN);
+  unsigned ticket = 0, last_blocks = 0;
+  float sums[2] = {NAN, NAN};
+  // Twice: the first launch's last block leaves the ticket at zero for the second.
+  for (float& sum : sums)
+    BRIGADE_LAUNCH(tk::last_block_sum_kernel, blocks, 32, 0, stream, values.data(), &ticket,
+                   &sum, &last_blocks);
+  stream.synchronize();
+  CHECK(sums[0] == 0.25f * (blocks - 1) * blocks / 2);  // quarters below 2^24 add exactly
+  CHECK(sums[1] == sums[0]);
+  CHECK(ticket == 0);
+  CHECK(last_blocks == 2);
 }
 
 TEST_CASE("a launch on a CPU stream runs in stream order, after earlier tasks, before later") {
