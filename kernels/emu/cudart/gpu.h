@@ -57,7 +57,7 @@ struct Gpu {
   std::shared_ptr<StreamState> legacy;            // the NULL stream, made at first use
   std::vector<std::weak_ptr<StreamState>> streams;  // every live stream, legacy included
   // Pageable cudaMemcpy host-to-device copies that have returned but not landed: they land
-  // when something is next ordered after the legacy stream (see memory.cpp).
+  // when something is next ordered after the legacy stream (see copies.cpp).
   std::vector<Task> unlanded;
   // A cudaMemcpyPeer in flight: all later work on this GPU is ordered after it.
   std::shared_ptr<StreamState> barrier_stream;
@@ -138,6 +138,9 @@ struct Allocation {
 // allocator lent of it when it did: "(an allocation of 1024 bytes, 1000 of them lent to a
 // tensor)" or "(... bytes, back in the allocator's cache)".
 std::string memory_name(const Allocation& a, uintptr_t start);
+
+// A pointer as reports print it: "0x55951161ec00" (memory.cpp).
+std::string hex(const void* p);
 
 class Emulation {
  public:

@@ -2,7 +2,6 @@
 #include "kernels/emu/cudart/hb.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "kernels/emu/cudart/gpu.h"
@@ -42,14 +41,6 @@ void inherit_host(StreamState& stream) {
   stream.host_version_seen = e.host_version;
 }
 
-namespace {
-std::string hex(uintptr_t address) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(address));
-  return text;
-}
-}  // namespace
-
 std::string memory_name(const Allocation& a, uintptr_t start) {
   std::string lent;
   if (a.lent == uint64_t{0})
@@ -57,7 +48,8 @@ std::string memory_name(const Allocation& a, uintptr_t start) {
   else if (a.lent)
     lent = ", " + std::to_string(*a.lent) + " of them lent to a tensor";
   return (a.gpu != nullptr ? name_of(*a.gpu) + " memory " : std::string("pinned host memory ")) +
-         hex(start) + " (an allocation of " + std::to_string(a.bytes) + " bytes" + lent + ")";
+         hex(reinterpret_cast<const void*>(start)) + " (an allocation of " +
+         std::to_string(a.bytes) + " bytes" + lent + ")";
 }
 
 namespace {
