@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of hostile input (tests/fuzz/README.md) for a bounded time each.
 #
-#   tools/fuzz.sh                 every target, FUZZ_TIME seconds each (default 45)
+#   tools/fuzz.sh                 every target, FUZZ_TIME seconds each (default 45), FUZZ_JOBS
+#                                 at a time (default: one per core)
 #   tools/fuzz.sh idx cli         only these targets
 #
 # Builds FUZZ_BUILD_DIR (default build-fuzz) with clang, libFuzzer, AddressSanitizer and
@@ -54,20 +55,35 @@ quietly "the build of the fuzz targets (clang)" "$build/fuzz-build.log" \
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1"
 
+# One target per core at a time (FUZZ_JOBS, default: every core): each still gets its
+# FUZZ_TIME seconds of one core, as alone; the run takes a core's share of the wall time.
+fuzz_one() {  # target: fuzzes it, its output in its work folder's log, its exit code in rc
+  local t=$1
+  local work="$build/fuzz-work/$t" artifacts="$build/fuzz-artifacts/$t"
+  rm -rf "$work" "$artifacts"
+  mkdir -p "$work/new" "$artifacts"
+  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
+              -max_len="${max_len[$t]:-4096}" -artifact_prefix="$artifacts/" -print_final_stats=1)
+  [[ -f "tests/fuzz/$t.dict" ]] && args+=(-dict="tests/fuzz/$t.dict")
+  [[ $t == cli ]] && args+=(-close_fd_mask=1)  # --help prints to stdout
+  local rc=0
+  "$build/tests/fuzz/fuzz_$t" "${args[@]}" "$work/new" "tests/fuzz/corpus/$t" >"$work/log" 2>&1 || rc=$?
+  echo "$rc" >"$work/rc"
+}
+jobs_at_once="${FUZZ_JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n || true; done
+  echo "fuzz: $t for ${seconds}s"
+  fuzz_one "$t" &
+done
+wait
+
 status=0
 summary=()
 for t in "${targets[@]}"; do
   work="$build/fuzz-work/$t"
   artifacts="$build/fuzz-artifacts/$t"
-  rm -rf "$work" "$artifacts"
-  mkdir -p "$work/new" "$artifacts"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$t]:-4096}"
-        -artifact_prefix="$artifacts/" -print_final_stats=1)
-  [[ -f "tests/fuzz/$t.dict" ]] && args+=(-dict="tests/fuzz/$t.dict")
-  [[ $t == cli ]] && args+=(-close_fd_mask=1)  # --help prints to stdout
-  echo "fuzz: $t for ${seconds}s"
-  rc=0
-  "$build/tests/fuzz/fuzz_$t" "${args[@]}" "$work/new" "tests/fuzz/corpus/$t" >"$work/log" 2>&1 || rc=$?
+  rc="$(cat "$work/rc" 2>/dev/null || echo "none: the target did not run")"
 
   stat() { sed -n "s/^stat::$1: *//p" "$work/log" | tail -1; }
   cov="$(grep -o 'cov: [0-9]* ft: [0-9]*' "$work/log" | tail -1)"
@@ -77,7 +93,7 @@ for t in "${targets[@]}"; do
     "$(stat number_of_executed_units)" "$(stat average_exec_per_sec)" "${cov:-cov: ? ft: ?}" \
     "$(find "$work/new" -type f | wc -l)" "${#found[@]}")"
   summary+=("$line")
-  if ((rc != 0)) || ((${#found[@]} > 0)); then
+  if [[ $rc != 0 ]] || ((${#found[@]} > 0)); then
     status=1
     echo "fuzz: $t FAILED (exit $rc); the end of its log ($work/log):" >&2
     tail -n 40 "$work/log" >&2
