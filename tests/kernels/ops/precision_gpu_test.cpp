@@ -80,7 +80,8 @@ struct PrecisionGpuTf32 {
 
 // Dense's passes in bf16 on cuda:0 on `path`, against the reference.
 void precision_gpu_dense(CudaPath path) {
-  CAPTURE(cuda_path_name(path));
+  const std::string path_name = cuda_path_name(path);
+  CAPTURE(path_name);
   const Stream g = Stream::default_for(Device::cuda(0));
   const int64_t N = 5, in = 37, out = 11;
   const auto xv = wave(N * in, 0.37f), wv = wave(out * in, 0.11f), dyv = wave(N * out, 0.53f);
@@ -132,7 +133,8 @@ namespace {
 
 // Conv2D's passes in bf16 on cuda:0 on `path`, against the reference.
 void precision_gpu_conv(CudaPath path) {
-  CAPTURE(cuda_path_name(path));
+  const std::string path_name = cuda_path_name(path);
+  CAPTURE(path_name);
   const Stream g = Stream::default_for(Device::cuda(0));
   const Conv2dShape s = make_conv2d_shape(2, 4, 6, 6, 5, 3, 3, 1, Padding::same);
   const Shape x_shape({s.N, s.C, s.H, s.W}), w_shape({s.K, s.C, s.R, s.S});

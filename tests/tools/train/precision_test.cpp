@@ -38,10 +38,12 @@ struct Trained {
 Trained train(const fs::path& dir, const std::string& name, const std::string& precision,
               int steps, const std::string& devices) {
   const fs::path metrics = dir / (name + ".jsonl"), saved = dir / (name + ".params");
+  const bool gpu = devices.rfind("cuda", 0) == 0;  // threads are a CPU device's
   const Run r = run_train({"--data", "synthetic", "--synthetic-count", "1024", "--batch", "32",
                            "--steps", std::to_string(steps), "--devices", devices,
-                           "--microbatches", "3", "--threads-per-device", "1", "--precision",
-                           precision, "--metrics", metrics.string(), "--save", saved.string()});
+                           "--microbatches", "3", "--threads-per-device", gpu ? "0" : "1",
+                           "--precision", precision, "--metrics", metrics.string(), "--save",
+                           saved.string()});
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   std::ifstream in(saved, std::ios::binary);
@@ -169,7 +171,8 @@ TEST_CASE("precision bf16 on GPUs: trains like a CPU device, and two GPUs like o
     MESSAGE("no GPU: skipped");
     return;
   }
-  CAPTURE(brigade::cuda_path_name(brigade::cuda_path()));
+  const std::string path = brigade::cuda_path_name(brigade::cuda_path());
+  CAPTURE(path);
   const fs::path dir = temp_dir("bf16-gpu");
   const Trained gpu = train(dir, "gpu", "bf16", 3, "cuda:0");
   const Trained cpu = train(dir, "cpu", "bf16", 3, "cpu:0");
