@@ -137,8 +137,12 @@ vendor::Refusal gemm_on_stream(cublasHandle_t handle, const char* call, Input in
       const float v = static_cast<const float*>(p)[i];
       return tf32 ? brigade::ref::round_to_tf32(v) : v;
     };
-    auto op_a = [&](int i, int l) { return load(A, ta ? l + int64_t{i} * lda : i + int64_t{l} * lda); };
-    auto op_b = [&](int l, int j) { return load(B, tb ? j + int64_t{l} * ldb : l + int64_t{j} * ldb); };
+    auto op_a = [&](int i, int l) {
+      return load(A, ta ? l + int64_t{i} * lda : i + int64_t{l} * lda);
+    };
+    auto op_b = [&](int l, int j) {
+      return load(B, tb ? j + int64_t{l} * ldb : l + int64_t{j} * ldb);
+    };
     float* product = ws != nullptr ? static_cast<float*>(ws) : nullptr;
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < m; ++i) {

@@ -69,7 +69,8 @@ TEST_CASE("bf16 GEMM: cuBLAS on bfloat16 operands against a double loop, every t
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j)
           for (int64_t p = 0; p < K; ++p) {
-            const float ea = ta ? a[p * M + i] : a[i * K + p], eb = tb ? b[j * K + p] : b[p * N + j];
+            const float ea = ta ? a[p * M + i] : a[i * K + p];
+            const float eb = tb ? b[j * K + p] : b[p * N + j];
             const double prod = double{ref::round_to_bf16(ea)} * ref::round_to_bf16(eb);
             want[i * N + j] += prod;
             unrounded[i * N + j] += double{ea} * eb;
@@ -107,7 +108,8 @@ TEST_CASE("Dense in bf16 on the vendor path: the question's 64 -> 1500 against t
   const Tensor tw = Tensor::from_vector(wv, Shape({out, in}), stream);
   const Tensor tb = Tensor::zeros(Shape({out}), stream);
   const Tensor tdy = Tensor::from_vector(dyv, Shape({N, out}), stream);
-  const Tensor tdw = Tensor::zeros(Shape({out, in}), stream), tdb = Tensor::zeros(Shape({out}), stream);
+  const Tensor tdw = Tensor::zeros(Shape({out, in}), stream);
+  const Tensor tdb = Tensor::zeros(Shape({out}), stream);
   const VendorBf16 bf16;
   const std::vector<float> got_y = ops::dense_forward(tx, tw, tb, false, stream).to_vector();
   const std::vector<float> got_dx = ops::dense_backward_data(tdy, tw, stream).to_vector();

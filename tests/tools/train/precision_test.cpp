@@ -161,10 +161,11 @@ TEST_CASE("placement: --precision bf16 is set whatever the CUDA path") {
 // layer's output is then rounded to bf16, and where the two float sums straddle a rounding
 // boundary the bf16 values differ by one unit (2^-8 relative): rare (a sum lands that close to
 // a boundary about once in 10^4), and of either sign, so the loss moves by far less than the
-// unit. 1e-3 relative over three steps holds that with room; a product computed in float
-// instead of bf16 moves the first loss by about 1e-5 only (the bf16 test above), which is why
-// the bit-for-bit checks carry the weight here, and bf16's own ops are tested against their
-// reference beside each kernel.
+// unit. Measured on emulated GPUs: 3e-6 relative at step 3; 1e-4 (the fp32 GPU-against-CPU
+// bound of resume_test.cpp) leaves room for a real GPU's tensor-core sums. A product computed
+// in float instead of bf16 moves the first loss by about 1e-5 only (the bf16 test above), which
+// is why the bit-for-bit checks carry the weight here, and bf16's own ops are tested against
+// their reference beside each kernel.
 TEST_CASE("precision bf16 on GPUs: trains like a CPU device, and two GPUs like one, bit for bit") {
   const int gpus = brigade::cuda_device_count();
   if (gpus == 0) {
@@ -180,7 +181,7 @@ TEST_CASE("precision bf16 on GPUs: trains like a CPU device, and two GPUs like o
   REQUIRE(cpu.losses.size() == 3);
   for (size_t i = 0; i < gpu.losses.size(); ++i) {
     CAPTURE(i);
-    CHECK(std::abs(gpu.losses[i] - cpu.losses[i]) <= 1e-3 * std::abs(cpu.losses[i]));
+    CHECK(std::abs(gpu.losses[i] - cpu.losses[i]) <= 1e-4 * std::abs(cpu.losses[i]));
   }
   if (gpus == 1) return;
   const Trained two = train(dir, "two", "bf16", 3, "cuda:0,cuda:1");

@@ -26,7 +26,9 @@ uint16_t gemm_ex_bits(float v) {
   REQUIRE((u & 0xFFFFu) == 0u);  // the test's values are bf16 values
   return static_cast<uint16_t>(u >> 16);
 }
-float gemm_ex_widen(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float gemm_ex_widen(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 // n bf16 values, varied in sign and magnitude, none of them exact in fewer than 8 bits.
 std::vector<uint16_t> gemm_ex_values(int64_t n, uint32_t seed) {
@@ -46,7 +48,8 @@ T* gemm_ex_upload(const std::vector<T>& host) {
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   void* p = nullptr;
   REQUIRE(cudaMalloc(&p, host.size() * sizeof(T)) == cudaSuccess);
-  REQUIRE(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) ==
+          cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // a pageable copy lands when waited for
   return static_cast<T*>(p);
 }
@@ -95,8 +98,12 @@ TEST_CASE("cublasGemmEx, bf16 A and B, float C: a float sum of exact products, e
       CAPTURE(ta);
       CAPTURE(tb);
       const int lda = ta ? k : m, ldb = tb ? n : k;  // the same data, read as op() says
-      auto op_a = [&](int i, int l) { return gemm_ex_widen(a[static_cast<size_t>(ta ? l + i * lda : i + l * lda)]); };
-      auto op_b = [&](int l, int j) { return gemm_ex_widen(b[static_cast<size_t>(tb ? j + l * ldb : l + j * ldb)]); };
+      auto op_a = [&](int i, int l) {
+        return gemm_ex_widen(a[static_cast<size_t>(ta ? l + i * lda : i + l * lda)]);
+      };
+      auto op_b = [&](int l, int j) {
+        return gemm_ex_widen(b[static_cast<size_t>(tb ? j + l * ldb : l + j * ldb)]);
+      };
       // The host's C = 2 · op(A) · op(B) + beta · C0, the products exact in float (8 + 8
       // significant bits), summed in float in the order of k, as the emulation sums them.
       for (const float beta : {0.0f, 1.0f}) {
@@ -148,7 +155,7 @@ TEST_CASE("cublasGemmEx reads a bf16 operand as two-byte elements, and is counte
   CHECK(added.library_calls == 1u);
 }
 
-TEST_CASE("cublasGemmEx refuses what cuBLAS refuses, and what it takes but the emulation does not") {
+TEST_CASE("cublasGemmEx refuses what cuBLAS refuses, and what the emulation does not run") {
   GemmExSetup g;
   uint16_t* a = gemm_ex_upload(gemm_ex_values(4, 5));
   float* c = gemm_ex_upload(std::vector<float>(4, 0.0f));
