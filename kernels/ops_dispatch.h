@@ -15,6 +15,7 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "engine/thread_pool.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cuda/path.h"
 #include "kernels/math_mode.h"
 #include "kernels/precision.h"
@@ -38,23 +39,17 @@ inline void check_math_mode(const char* op, const Stream& stream) {
   if (!why.empty()) throw Error(std::string(op) + ": " + why);
 }
 
-// A GEMM or convolution (Dense, Conv2D) in precision bf16 on a device or CUDA path without
-// bf16 kernels (kernels/precision.h): an error naming the op and the device, never fp32 in
-// bf16's place. Returns the precision the op computes in, read once when the op is enqueued.
-inline Precision check_precision(const char* op, const Stream& stream) {
-  const Precision p = precision();
-  const Device& device = stream.device();
-  const std::string why =
-      precision_refusal(p, device.is_cuda(), device.str(), cuda_path_name(cuda_path()));
-  if (!why.empty()) throw Error(std::string(op) + ": " + why);
-  return p;
-}
-
 // A GEMM operand of Dense or Conv2D on a CUDA device: when `bf16`, t rounded to bf16 values in
 // a new float tensor of the stream (round_to_bf16), which the fp32 kernels then multiply:
 // products of bf16 values are exact in float (8 + 8 significant bits), so those kernels
 // compute precision bf16's rule (bf16 operands, float accumulation). t itself when not.
+// (cuBLAS's bf16 GEMM reads bfloat16 storage instead: ops::narrow_to_bf16, then bf16_data.)
 Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
+
+// A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
+inline cpu::bf16* bf16_data(const Tensor& t) {
+  return static_cast<cpu::bf16*>(t.storage()->data());
+}
 
 // ---- Operand checks ------------------------------------------------------------------------
 

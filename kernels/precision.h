@@ -23,20 +23,25 @@
 //          losslessly (pipeline/runtime/README.md). The model's input is data, not rounded.
 //
 // bf16 exists on CPU devices (AVX-512 BF16's vdpbf16ps where the processor has it, the same
-// bits portably elsewhere) and on CUDA devices' hand-written path (BRIGADE_CUDA_PATH=
-// handwritten, kernels/cuda/path.h): there the boundaries are rounded, narrowed and widened by
-// kernels/cuda/bf16_values.cu (the CPU's bits), and Dense and Conv2D round their operands to
-// bf16 values on the device, then run the fp32 kernels, whose products of bf16 values are
-// exact and whose sums are float (kernels/ops_dispatch.h's bf16_operand): the rule above, not
-// yet on tensor cores. A GPU's sums are grouped differently from a CPU's, so GPU and CPU runs
-// differ in the last bits; GPU runs agree bit for bit with each other on any schedule and
-// device count. The vendor path (cuBLAS, cuDNN) refuses bf16: the GEMM and convolution ops
-// check the setting (check_precision in kernels/ops_dispatch.h) and a program checks it
-// against its devices before it starts (precision_refusal), in one message, never computing
-// fp32 in bf16's place.
+// bits portably elsewhere) and on both CUDA paths (kernels/cuda/path.h). On a GPU the
+// boundaries are rounded, narrowed and widened by kernels/cuda/bf16_values.cu (the CPU's bits);
+// then, for Dense and Conv2D:
+//   vendor       Dense's GEMMs narrow their two operands to bfloat16 storage and run cuBLAS's
+//                bf16 GEMM (cublasGemmEx: A, B CUDA_R_16BF, C CUDA_R_32F, CUBLAS_COMPUTE_32F;
+//                kernels/cuda/cublas_gemm.cpp), on tensor cores where the GPU has them.
+//                Conv2D runs cuDNN in fp32 on its operands rounded to bf16 values, because
+//                cuDNN's bf16 convolution writes its output in bf16, before the bias
+//                (kernels/ops/conv2d.cpp says why); under --math tf32 on TF32 tensor cores,
+//                which read a bf16 value exactly.
+//   handwritten  Dense and Conv2D round their operands to bf16 values on the device, then run
+//                the fp32 kernels (kernels/ops_dispatch.h's bf16_operand), on the CUDA cores.
+// Either way each product of two bf16 values is exact in float and the sums are float: the rule
+// above. A GPU's sums are grouped differently from a CPU's (and cuBLAS's from the hand-written
+// kernels'), so GPU and CPU runs, and the two paths, differ in the last bits; runs on one path
+// agree bit for bit on any schedule and device count.
 //
 // One setting per process, like kernels/math_mode.h; an op reads it when it is enqueued, so
-// set it before training starts. Plain C++: every build can parse, print and refuse it.
+// set it before training starts. Plain C++: every build can parse and print it.
 #pragma once
 
 #include <atomic>
@@ -68,17 +73,6 @@ inline std::atomic<Precision>& setting() {
 inline Precision precision() { return precision_detail::setting().load(std::memory_order_relaxed); }
 inline void set_precision(Precision p) {
   precision_detail::setting().store(p, std::memory_order_relaxed);
-}
-
-// Why `p` cannot run on `device` (its name, e.g. "cpu:0" or "cuda:1") with the CUDA path
-// named `cuda_path` ("vendor" or "handwritten"; ignored for a CPU device); empty when it can.
-inline std::string precision_refusal(Precision p, bool device_is_cuda, const std::string& device,
-                                     std::string_view cuda_path) {
-  if (p == Precision::fp32 || !device_is_cuda || cuda_path == "handwritten") return "";
-  return "precision bf16 runs on CPU devices and on the hand-written CUDA path: the " +
-         std::string(cuda_path) + " CUDA path of " + device +
-         " (cuBLAS and cuDNN) has no bf16 kernels (set BRIGADE_CUDA_PATH=handwritten, or use "
-         "--precision fp32, the default)";
 }
 
 }  // namespace brigade

@@ -26,14 +26,16 @@
 #   build       the executables of the GPU steps (ninja -k 0); the CPU reference of `train`
 #               starts in the background as soon as brigade-train exists
 #   kernels-*   tests/kernels/cuda: the hand-written kernels natively and cuBLAS/cuDNN, against
-#               brigade::ref; tests/kernels/emu: the emulator and the native lesson kernels
+#               brigade::ref, cuBLAS's bf16 GEMM on tensor cores included (vendor_bf16_test);
+#               tests/kernels/emu: the emulator and the native lesson kernels
 #   memcheck    compute-sanitizer --tool memcheck on tests/kernels/cuda (both paths), with
 #               --report-api-errors no: an API error cuDNN or cuBLAS returns to itself inside a
 #               call is theirs (Brigade checks every status it gets back)
 #   racecheck   compute-sanitizer --tool racecheck on the op kernels (tests/kernels/cuda) and the
 #               native lesson kernels (tests/kernels/emu)
 #   parity-*    the runtime's parity matrix with every stage on cuda:0 (BRIGADE_TEST_DEVICES=cuda),
-#               on each path (BRIGADE_CUDA_PATH=vendor, =handwritten)
+#               on each path (BRIGADE_CUDA_PATH=vendor, =handwritten), --precision bf16's
+#               bit-for-bit parity included on both
 #   train       brigade-train on cuda:0, TRAIN_STEPS steps of seed_cnn on synthetic data, on each
 #               path, against the same run on cpu:0: per-step losses (--metrics) side by side,
 #               each within |cuda - cpu| <= 1e-4 + 1e-2 |cpu| over the first 100 steps, and

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/shapes.h"
 
 namespace brigade {
@@ -41,8 +42,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const Stream& stream);
 
-// Dense through sgemm (bias and ReLU by the hand-written add_bias_rows). dense_backward_bias
-// has no GEMM in it: use brigade::cuda::dense_backward_bias.
+// Precision bf16's GEMM (kernels/precision.h): the same product with A and B in bfloat16 storage
+// (the caller narrows them: ops::narrow_to_bf16) and C float, through cublasGemmEx with A, B
+// CUDA_R_16BF, C CUDA_R_32F and CUBLAS_COMPUTE_32F: each product of two bf16 values is exact,
+// the sums are float, on tensor cores where the GPU has them (Ampere and later) — bf16's rule.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const cpu::bf16* A, int64_t lda, const cpu::bf16* B, int64_t ldb, float beta,
+               float* C, int64_t ldc, const Stream& stream);
+
+// Dense through sgemm (bias and ReLU by the hand-written add_bias_rows); each has a twin below
+// taking its two GEMM operands in bfloat16, through gemm_bf16. dense_backward_bias has no GEMM
+// in it: use brigade::cuda::dense_backward_bias.
 // x: (N, in)  w: (out, in)  b: (out) or nullptr  y: (N, out)
 void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
                    int64_t in, int64_t out, const Stream& stream, bool relu = false);
@@ -52,6 +62,13 @@ void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, 
 // x: (N, in)  dy: (N, out)  dw: (out, in), accumulated
 void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N, int64_t in,
                            int64_t out, const Stream& stream);
+// The same three in precision bf16: x, w and dy in bfloat16 storage; b, y, dx and dw float.
+void dense_forward(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y, int64_t N,
+                   int64_t in, int64_t out, const Stream& stream, bool relu = false);
+void dense_backward_data(const cpu::bf16* dy, const cpu::bf16* w, float* dx, int64_t N,
+                         int64_t in, int64_t out, const Stream& stream);
+void dense_backward_weight(const cpu::bf16* x, const cpu::bf16* dy, float* dw, int64_t N,
+                           int64_t in, int64_t out, const Stream& stream);
 
 // ---- cuDNN convolution (cudnn_conv.cpp) ----------------------------------------------------
 // Bytes of workspace every conv2d_* call below needs for shape s on the stream's device:

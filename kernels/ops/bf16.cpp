@@ -11,10 +11,7 @@
 
 namespace brigade::ops {
 
-namespace {
-// A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
-cpu::bf16* bf16_data(const Tensor& t) { return static_cast<cpu::bf16*>(t.storage()->data()); }
-}  // namespace
+using detail::bf16_data;
 
 Tensor detail::bf16_operand(const Tensor& t, bool bf16, const Stream& stream) {
   if (!bf16) return t;

@@ -1,8 +1,16 @@
 // Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
 // device's threads, kernels/cpu/conv2d/; in precision bf16 im2col + gemm_bf16, conv2d/bf16.h)
 // beside the CUDA branch (cuDNN or the hand-written im2col + gemm_tiled over the micro-batch,
-// as kernels/cuda/path.h's setting says at each call; in precision bf16 the hand-written
+// as kernels/cuda/path.h's setting says at each call; in precision bf16 either path's fp32
 // kernels on operands rounded to bf16 values on the device, detail::bf16_operand).
+//
+// Why cuDNN gets bf16 values in float rather than bfloat16 tensors: its legacy convolution API
+// takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
+// sums float inside): y would be rounded to bf16 before the bias is added, which is not
+// precision bf16's rule (the fp32 sum, then the bias, then one rounding at the layer's
+// boundary). In fp32 on bf16 values every product is exact and every sum float: the rule, on
+// the CUDA cores — or on TF32 tensor cores under --math tf32, since a bf16 value is exactly a
+// TF32 value (8 significant bits of TF32's 11), so the rule still holds.
 #include <stdexcept>
 #include <string>
 
@@ -57,7 +65,7 @@ int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
                       bool relu, const Stream& stream) {
   detail::check_math_mode("conv2d_forward", stream);
-  const bool bf16 = detail::check_precision("conv2d_forward", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
@@ -92,7 +100,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
   detail::check_math_mode("conv2d_backward_data", stream);
-  const bool bf16 = detail::check_precision("conv2d_backward_data", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -138,7 +146,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
   detail::check_math_mode("conv2d_backward_params", stream);
-  const bool bf16 = detail::check_precision("conv2d_backward_params", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);

@@ -1,8 +1,9 @@
 // Dense of kernels/ops.h: the checks, then the CPU branch (OpenBLAS SGEMM on the device's
 // threads, kernels/cpu/dense.h; in precision bf16 gemm_bf16, kernels/cpu/dense_bf16.h) beside
 // the CUDA branch (cuBLAS or the hand-written gemm_tiled, as kernels/cuda/path.h's setting
-// says at each call; in precision bf16 the hand-written gemm_tiled on operands rounded to bf16
-// values on the device, detail::bf16_operand).
+// says at each call). In precision bf16 on a GPU, cuBLAS gets the two GEMM operands narrowed
+// to bfloat16 storage (narrow_to_bf16) for its bf16 GEMM on tensor cores; gemm_tiled gets them
+// rounded to bf16 values in float (detail::bf16_operand). Either is bf16's rule.
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
@@ -30,7 +31,7 @@ bool vendor() { return cuda_path() == CudaPath::vendor; }
 Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
                      const Stream& stream) {
   detail::check_math_mode("dense_forward", stream);
-  const bool bf16 = detail::check_precision("dense_forward", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
   check_dense("dense_forward", x.shape(), w.shape());
   detail::check_bias("dense_forward", b, w.shape()[0]);
@@ -48,6 +49,13 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
+    if (vendor() && bf16) {
+      const Tensor xh = narrow_to_bf16(x, stream);  // (N, in) bfloat16
+      const Tensor wh = narrow_to_bf16(w, stream);  // (out, in) bfloat16
+      cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
+                                  y.data<float>(), N, in, out, stream, relu);
+      return y;
+    }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
@@ -65,7 +73,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 
 Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
   detail::check_math_mode("dense_backward_data", stream);
-  const bool bf16 = detail::check_precision("dense_backward_data", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_backward_data", stream, {{"dy", &dy}, {"w", &w}});
   BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
                 "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
@@ -84,6 +92,13 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
+    if (vendor() && bf16) {
+      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
+      const Tensor wh = narrow_to_bf16(w, stream);    // (out, in) bfloat16
+      cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),
+                                        dx.data<float>(), N, in, out, stream);
+      return dx;
+    }
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
@@ -102,7 +117,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream) {
   detail::check_math_mode("dense_backward_params", stream);
-  const bool bf16 = detail::check_precision("dense_backward_params", stream) == Precision::bf16;
+  const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
                                                    {"db", &db}});
   check_dense("dense_backward_params", x.shape(), dw.shape());
@@ -124,14 +139,21 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
-    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
-    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
-    if (vendor())
-      cuda::vendor::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(),
-                                          N, in, out, stream);
-    else
-      cuda::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(), N, in,
-                                  out, stream);
+    if (vendor() && bf16) {
+      const Tensor xh = narrow_to_bf16(x, stream);    // (N, in) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
+      cuda::vendor::dense_backward_weight(detail::bf16_data(xh), detail::bf16_data(dyh),
+                                          dw.data<float>(), N, in, out, stream);
+    } else {
+      const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
+      const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
+      if (vendor())
+        cuda::vendor::dense_backward_weight(xo.data<float>(), dyo.data<float>(),
+                                            dw.data<float>(), N, in, out, stream);
+      else
+        cuda::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(), N,
+                                    in, out, stream);
+    }
     // No GEMM in the bias gradient: one hand-written kernel on either path, on the float dy.
     cuda::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, stream);
 #else

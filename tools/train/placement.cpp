@@ -67,7 +67,7 @@ RunDevices choose_devices(const Options& o, const model::ModelSpec& model) {
   if (o.device_memory != 0 && cpu_devices == 0)
     throw UsageError("--device-memory limits CPU devices, and " + o.devices + " has none");
   use_math_mode(o.math, devices);
-  use_precision(o.precision, devices);
+  use_precision(o.precision);
   for (size_t i = 0; i < devices.size(); ++i)
     if (devices[i].is_cpu())
       configure_cpu_device(devices[i].index, {p.threads[i], o.device_memory});
@@ -85,14 +85,8 @@ void use_math_mode(const std::string& math, const std::vector<Device>& devices) 
   set_math_mode(mode);
 }
 
-void use_precision(const std::string& precision, const std::vector<Device>& devices) {
-  const Precision p = parse_precision(precision);  // --precision was checked to be fp32 or bf16
-  for (const Device& device : devices) {
-    const std::string why =
-        precision_refusal(p, device.is_cuda(), device.str(), cuda_path_name(cuda_path()));
-    if (!why.empty()) throw UsageError("--precision " + precision + ": " + why);
-  }
-  set_precision(p);
+void use_precision(const std::string& precision) {
+  set_precision(parse_precision(precision));  // --precision was checked to be fp32 or bf16
 }
 
 std::vector<int> per_device(const std::vector<int>& counts, const std::string& flag,

@@ -39,9 +39,9 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks);
 // is a UsageError naming the device or the path. (choose_devices calls it.)
 void use_math_mode(const std::string& math, const std::vector<Device>& devices);
 
-// --precision (kernels/precision.h) for this process, after checking every device has bf16
-// kernels: a CUDA device is a UsageError naming it. (choose_devices calls it.)
-void use_precision(const std::string& precision, const std::vector<Device>& devices);
+// --precision (kernels/precision.h) for this process: every device has bf16 kernels (CPU
+// devices, and GPUs on either CUDA path). (choose_devices calls it.)
+void use_precision(const std::string& precision);
 
 // A flag that takes one count for every device or one per device of --devices (e.g. 2,1):
 // each device's count, 0 where none was given. Throws UsageError for another number of counts.

@@ -1,8 +1,8 @@
 // Precision bf16 (kernels/precision.h) through kernels/ops.h: a CPU device's Dense and Conv2D
 // compute in bf16 (the bits of kernels/cpu's bf16 kernels, which tests/kernels/cpu checks
-// against the reference), fp32 is left as it was, a CUDA device's vendor path refuses bf16
-// naming the op and the device (its hand-written path: precision_gpu_test.cpp), and a
-// bfloat16 tensor is refused by every op rather than read as floats, except
+// against the reference), fp32 is left as it was (a CUDA device's two paths:
+// precision_gpu_test.cpp), and a bfloat16 tensor is refused by every op rather than read as
+// floats, except
 // the ops that round to bf16 values and narrow to and widen from bfloat16.
 #include <doctest/doctest.h>
 
@@ -16,7 +16,6 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/conv2d/bf16.h"
 #include "kernels/cpu/dense_bf16.h"
-#include "kernels/cuda/path.h"
 #include "kernels/ops.h"
 #include "kernels/precision.h"
 #include "tests/kernels/ops/wave.h"
@@ -39,19 +38,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("precision: parsed, named, refused on the vendor CUDA path only") {
+TEST_CASE("precision: parsed and named") {
   CHECK(parse_precision("fp32") == Precision::fp32);
   CHECK(parse_precision("bf16") == Precision::bf16);
   CHECK(std::string(precision_name(Precision::bf16)) == "bf16");
   CHECK(testing::error_text<std::invalid_argument>([] { parse_precision("fp16"); }) ==
         "invalid precision \"fp16\": expected \"fp32\" or \"bf16\"");
-  CHECK(precision_refusal(Precision::bf16, false, "cpu:0", "vendor").empty());
-  CHECK(precision_refusal(Precision::fp32, true, "cuda:0", "vendor").empty());
-  CHECK(precision_refusal(Precision::bf16, true, "cuda:0", "handwritten").empty());
-  CHECK(precision_refusal(Precision::bf16, true, "cuda:1", "vendor") ==
-        "precision bf16 runs on CPU devices and on the hand-written CUDA path: the vendor CUDA "
-        "path of cuda:1 (cuBLAS and cuDNN) has no bf16 kernels (set "
-        "BRIGADE_CUDA_PATH=handwritten, or use --precision fp32, the default)");
 }
 
 TEST_CASE("precision bf16: Dense and Conv2D on a CPU device run the bf16 kernels, fp32 unchanged") {
@@ -85,26 +77,6 @@ TEST_CASE("precision bf16: Dense and Conv2D on a CPU device run the bf16 kernels
   PrecisionFor bf16(Precision::bf16);
   CHECK(same_bits(conv2d_forward(img, k, kb, {1, Padding::same}, false, s).to_vector(),
                   conv_want));
-}
-
-TEST_CASE("precision bf16: a CUDA device's vendor path refuses Dense and Conv2D by name") {
-  if (cuda_device_count() == 0) {
-    MESSAGE("no CUDA device (real or emulated): the refusal's text is checked above only");
-    return;
-  }
-  const Stream g = Stream::default_for(Device::cuda(0));
-  const Tensor x = Tensor::zeros(Shape({2, 8}), g), w = Tensor::zeros(Shape({3, 8}), g),
-               b = Tensor::zeros(Shape({3}), g);
-  const Tensor img = Tensor::zeros(Shape({1, 1, 3, 3}), g),
-               k = Tensor::zeros(Shape({1, 1, 3, 3}), g), kb = Tensor::zeros(Shape({1}), g);
-  const CudaPath path = cuda_path();
-  set_cuda_path(CudaPath::vendor);
-  PrecisionFor bf16(Precision::bf16);
-  CHECK(testing::error_text<Error>([&] { dense_forward(x, w, b, false, g); }) ==
-        "dense_forward: " + precision_refusal(Precision::bf16, true, "cuda:0", "vendor"));
-  CHECK(testing::error_text<Error>([&] { conv2d_backward_params(img, img, k, kb, {}, g); }) ==
-        "conv2d_backward_params: " + precision_refusal(Precision::bf16, true, "cuda:0", "vendor"));
-  set_cuda_path(path);
 }
 
 TEST_CASE("a bfloat16 tensor: two bytes an element, refused by an op by name") {

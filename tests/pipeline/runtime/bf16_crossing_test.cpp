@@ -2,13 +2,12 @@
 // gradients in bf16 storage, two bytes an element, counted in StepResult::sent_bytes. The count
 // is checked against the bytes worked out from the cut's shapes, for fp32 (four bytes) and
 // bf16 (two), on a few schedules and cuts, on CPU devices or GPUs (BRIGADE_TEST_DEVICES,
-// runtime_model.h; the hand-written path); the training it carries is checked bit for bit in
+// runtime_model.h; either CUDA path); the training it carries is checked bit for bit in
 // parity_test.cpp.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "kernels/cuda/path.h"
 #include "kernels/precision.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
@@ -40,10 +39,6 @@ uint64_t bytes_by_hand(const Schedule& schedule, const Partition& partition,
 }
 
 TEST_CASE("a bf16 run sends half an fp32 run's bytes between stages") {
-  if (test::on_cuda() && cuda_path() != CudaPath::handwritten) {
-    MESSAGE("bf16 on GPUs runs on the hand-written path only: nothing to send on this one");
-    return;
-  }
   const HostBatch batch = test::random_batch(kBatch, 7);
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);
   struct Case {

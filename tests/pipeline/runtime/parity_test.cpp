@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <set>
 
-#include "kernels/cuda/path.h"
 #include "kernels/precision.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/lowering.h"
@@ -84,15 +83,11 @@ TEST_CASE("every schedule on 1-4 devices trains like one device") {
 // and thread count (the bf16 kernels' sums are cut from the shape alone). Were a boundary left
 // in float (a Dropout's scaled output, a bias gradient's sum of the incoming gradient), the
 // crossing would round what one device keeps, and these bits would differ. On GPUs too, bit
-// for bit, on the hand-written path (whose kernels sum in a fixed order, with no atomics):
-// its bf16 is those kernels on bf16 operands (kernels/precision.h); the vendor path refuses
-// bf16.
+// for bit, on either path: the hand-written kernels sum in a fixed order, with no atomics, and
+// cuBLAS's bf16 GEMM and cuDNN's deterministic algorithms give the same bits for the same
+// inputs on the same GPU (kernels/precision.h).
 TEST_CASE("precision bf16: 1f1b, zb-h1, gpipe and interleaved on 1-3 devices train like one "
           "device") {
-  if (test::on_cuda() && cuda_path() != CudaPath::handwritten) {
-    MESSAGE("bf16 on GPUs runs on the hand-written path only: nothing to compare on this one");
-    return;
-  }
   testing::Deadline deadline("bf16 parity", std::chrono::seconds(300));
   const auto data = batches();
   const auto shapes = model::infer_shapes(test::small_spec().input, test::small_spec().layers);

@@ -170,11 +170,11 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   CAPTURE(cpu.output);
   CHECK(cpu.status == 2);
   CHECK(cpu.output.find("--devices names cpu:0") != std::string::npos);
-  // The counted step is the cuDNN/cuBLAS path's, which has no bf16 kernels.
+  // The counted step is an fp32 one, the step the budgets hold.
   const Run bf16 = run_command(bench + " --model tiny_cnn --count-calls --precision bf16");
   CAPTURE(bf16.output);
   CHECK(bf16.status == 2);
-  CHECK(bf16.output.find("which has no bf16 kernels: leave --precision out") != std::string::npos);
+  CHECK(bf16.output.find("the ones the budgets hold: leave --precision out") != std::string::npos);
 #else
   CHECK(r.status == 2);
   CHECK(r.output.find("--count-calls needs a build on emulated GPUs") != std::string::npos);
@@ -221,4 +221,27 @@ TEST_CASE("bench: --math tf32 times the vendor rows on a GPU, and is refused wit
   const nlohmann::json out = nlohmann::json::parse(in);
   CHECK(out["math"] == "tf32");
   CHECK(out["model"].size() == 3u);  // cpu, then the two CUDA paths: the CPU row still runs
+}
+
+// --precision bf16 times the cpu rows and, on a GPU, the vendor ones (cuBLAS's bf16 GEMM on
+// tensor cores; the hand-written path's bf16 is its fp32 kernels on rounded operands, not timed).
+TEST_CASE("bench: --precision bf16 times the cpu and vendor rows on a GPU") {
+#if defined(BRIGADE_CUDA_EMULATED)
+  const std::string one_gpu = "BRIGADE_EMULATED_GPUS=1 ";
+#else
+  const std::string one_gpu;
+  if (brigade::cuda_device_count() == 0) return;  // no GPU to time on
+#endif
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const fs::path json = temp_dir("bench-bf16") / "bench.json";
+  const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model --precision bf16" +
+                            kQuick + " --json " + json.string());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  REQUIRE(out["model"].size() == 2u);
+  CHECK(out["model"][0]["impl"] == "cpu");
+  CHECK(out["model"][1]["impl"] == "vendor");
+  for (const nlohmann::json& row : out["model"]) CHECK(row["precision"] == "bf16");
 }

@@ -38,6 +38,40 @@ typedef enum {
 
 typedef struct cublasContext* cublasHandle_t;
 
+// library_types.h's element types (the toolkit's cublas_api.h includes it), those a GEMM of
+// Brigade's names, and the half type beside them for the checks of the combinations.
+typedef enum cudaDataType_t {
+  CUDA_R_16F = 2,
+  CUDA_R_16BF = 14,
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+} cudaDataType;
+
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_16F_PEDANTIC = 65,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_COMPUTE_64F_PEDANTIC = 71,
+  CUBLAS_COMPUTE_32I = 72,
+  CUBLAS_COMPUTE_32I_PEDANTIC = 73,
+} cublasComputeType_t;
+
+// The algorithms: the default (cuBLAS's heuristics), the numbered ones ALGO0 .. ALGO23, and
+// their deprecated tensor-op twins (DEFAULT_TENSOR_OP = 99, ALGO0_TENSOR_OP .. 115).
+typedef enum {
+  CUBLAS_GEMM_DEFAULT = -1,
+  CUBLAS_GEMM_ALGO0 = 0,
+  CUBLAS_GEMM_ALGO23 = 23,
+  CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99,
+  CUBLAS_GEMM_ALGO0_TENSOR_OP = 100,
+  CUBLAS_GEMM_ALGO15_TENSOR_OP = 115,
+} cublasGemmAlgo_t;
+
 const char* cublasGetStatusString(cublasStatus_t status);
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
@@ -51,6 +85,15 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
                               cublasOperation_t transb, int m, int n, int k, const float* alpha,
                               const float* A, int lda, const float* B, int ldb, const float* beta,
                               float* C, int ldc);
+
+// C = alpha · op(A) · op(B) + beta · C with the element types named; alpha and beta of the
+// compute type's scale type (float for CUBLAS_COMPUTE_32F).
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                            const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo);
 
 }  // extern "C"
 
