@@ -23,7 +23,7 @@ std::string str(uint3 v) {
 }
 
 // Two call sites are the same one: the same line of the same file. The file names are
-// std::source_location's, one literal per file in practice, so comparing the pointers
+// __builtin_FILE's (emu.h's CallSite), one literal per file in practice, so comparing the pointers
 // settles it nearly always; strcmp is for a linker that kept two copies.
 bool same_site(const char* file_a, unsigned line_a, const char* file_b, unsigned line_b) {
   return line_a == line_b && (file_a == file_b || std::strcmp(file_a, file_b) == 0);

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -137,47 +136,59 @@ void run_kernel(const char* name, dim3 grid, dim3 block, size_t smem, void (*ker
 
 // ---- synchronisation ------------------------------------------------------------------------
 
-inline void __syncthreads(std::source_location at = std::source_location::current()) {
-  detail::sync_block(at.file_name(), at.line());
+// Where a kernel calls a barrier or a shuffle, so that the emulator can tell two call sites
+// apart (a barrier that lanes reach at different lines would hang on a GPU). A defaulted
+// argument of this type is built at the caller's line: __builtin_FILE and __builtin_LINE in a
+// default argument give the call site, in GCC and clang alike. (std::source_location does the
+// same, but clang before 15 cannot build libstdc++'s.)
+struct CallSite {
+  const char* file;
+  unsigned line;
+  constexpr CallSite(const char* file_ = __builtin_FILE(), unsigned line_ = __builtin_LINE())
+      : file(file_), line(line_) {}
+};
+
+inline void __syncthreads(CallSite at = {}) {
+  detail::sync_block(at.file, at.line);
 }
 
 // A shuffle moves the bits of a value of up to 8 bytes (int, unsigned, float, double, ...).
 template <class T>
 T shuffle_as(detail::ShuffleKind kind, unsigned mask, T var, int arg, int width,
-             const std::source_location& at) {
+             const CallSite& at) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t),
                 "warp shuffles move values of at most 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, &var, sizeof(T));
-  bits = detail::shuffle(kind, mask, bits, arg, width, at.file_name(), at.line());
+  bits = detail::shuffle(kind, mask, bits, arg, width, at.file, at.line);
   std::memcpy(&var, &bits, sizeof(T));
   return var;
 }
 
 template <class T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
-              std::source_location at = std::source_location::current()) {
+              CallSite at = {}) {
   return shuffle_as(detail::ShuffleKind::idx, mask, var, src_lane, width, at);
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                 std::source_location at = std::source_location::current()) {
+                 CallSite at = {}) {
   return shuffle_as(detail::ShuffleKind::up, mask, var, static_cast<int>(delta), width, at);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                   std::source_location at = std::source_location::current()) {
+                   CallSite at = {}) {
   return shuffle_as(detail::ShuffleKind::down, mask, var, static_cast<int>(delta), width, at);
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
-                  std::source_location at = std::source_location::current()) {
+                  CallSite at = {}) {
   return shuffle_as(detail::ShuffleKind::bfly, mask, var, lane_mask, width, at);
 }
 
 // A warp barrier: a shuffle whose value nobody uses.
 inline void __syncwarp(unsigned mask = 0xffffffffu,
-                       std::source_location at = std::source_location::current()) {
+                       CallSite at = {}) {
   shuffle_as(detail::ShuffleKind::idx, mask, 0, 0, warpSize, at);
 }
 

@@ -241,7 +241,9 @@ TEST_CASE("an allocation that fits once freed blocks' queued work has run waits 
   CHECK(alloc.stats().waits_for_pending == waits_before);
 
   // 256 + 768 KiB fits once the task has run: the allocation blocks until then.
-  auto pending = std::async(std::launch::async, [&] { return alloc.allocate(768 * KiB, other); });
+  auto pending = std::async(std::launch::async, [&alloc = alloc, &other = other] {
+    return alloc.allocate(768 * KiB, other);
+  });
   CHECK(brigade::testing::allocation_waits(alloc, waits_before, pending));
   gate.open();
   auto block = pending.get();
@@ -264,7 +266,7 @@ TEST_CASE("an allocation whose freed blocks' queued work does not run fails afte
   const uint64_t waits_before = alloc.stats().waits_for_pending;
   ::setenv("BRIGADE_ALLOC_WAIT_S", "0.2", 1);
   const std::string refused = brigade::testing::error_text<brigade::OutOfMemoryError>(
-      [&] { alloc.allocate(768 * KiB, other); });
+      [&alloc = alloc, &other = other] { alloc.allocate(768 * KiB, other); });
   ::unsetenv("BRIGADE_ALLOC_WAIT_S");
   CHECK(refused.starts_with(
       "cpu:29: out of memory allocating 768.0 KiB (in use 256.0 KiB, reserved 1.0 MiB, capacity "
@@ -284,7 +286,7 @@ TEST_CASE("BRIGADE_ALLOC_WAIT_S that is no number of seconds is refused by its n
   freed.reset();
   ::setenv("BRIGADE_ALLOC_WAIT_S", "soon", 1);
   const std::string refused = brigade::testing::error_text<brigade::Error>(
-      [&] { alloc.allocate(768 * KiB, other); });
+      [&alloc = alloc, &other = other] { alloc.allocate(768 * KiB, other); });
   ::unsetenv("BRIGADE_ALLOC_WAIT_S");
   gate.open();
   user.synchronize();

@@ -26,6 +26,42 @@
 
 using namespace brigade::emu::gpu;
 
+namespace {
+
+// Why `op` may not run now, or "": memory it touches freed since the capture, or a kernel's
+// declared extent that no longer fits (the launch-time check, made again).
+std::string replay_refusal(const StreamState& stream, const CapturedOperation& op) {
+  const Emulation& e = Emulation::get();
+  for (const CapturedAccess& a : op.accesses)
+    if (a.pointer != nullptr && e.find(a.pointer, 0) == nullptr) {
+      std::ostringstream os;
+      os << "cudaGraphLaunch on " << name_of(stream) << ": " << a.what << " of the graph touches "
+         << a.pointer << ", which is no longer allocated (freed after the capture)";
+      return os.str();
+    }
+  if (!op.recheck) return "";
+  const std::string illegal = op.recheck();
+  return illegal.empty() ? "" : "cudaGraphLaunch on " + name_of(stream) + ": " + illegal +
+                                    " (the memory changed since the capture)";
+}
+
+// How a race report names a branch of a graph launched on `stream`.
+std::vector<std::shared_ptr<const std::string>> branch_names(const StreamState& stream,
+                                                             uint32_t branches) {
+  std::vector<std::shared_ptr<const std::string>> names;
+  for (uint32_t b = 0; b < branches; ++b)
+    names.push_back(std::make_shared<const std::string>(
+        name_of(stream) + " (replaying a graph: " +
+        (b == 0 ? std::string("the branch captured on the capture's origin stream")
+                : "the branch captured on the stream forked " + std::to_string(b) +
+                      (b == 1 ? "st" : b == 2 ? "nd" : b == 3 ? "rd" : "th") +
+                      " into the capture") +
+        ")"));
+  return names;
+}
+
+}  // namespace
+
 extern "C" {
 
 // cudaGraphInstantiate and cudaGraphInstantiateWithFlags, each counted as itself.
@@ -62,42 +98,6 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   count_call("cudaGraphInstantiateWithFlags");
   return instantiate(exec, graph, flags, "cudaGraphInstantiateWithFlags");
 }
-
-namespace {
-
-// Why `op` may not run now, or "": memory it touches freed since the capture, or a kernel's
-// declared extent that no longer fits (the launch-time check, made again).
-std::string replay_refusal(const StreamState& stream, const CapturedOperation& op) {
-  const Emulation& e = Emulation::get();
-  for (const CapturedAccess& a : op.accesses)
-    if (a.pointer != nullptr && e.find(a.pointer, 0) == nullptr) {
-      std::ostringstream os;
-      os << "cudaGraphLaunch on " << name_of(stream) << ": " << a.what << " of the graph touches "
-         << a.pointer << ", which is no longer allocated (freed after the capture)";
-      return os.str();
-    }
-  if (!op.recheck) return "";
-  const std::string illegal = op.recheck();
-  return illegal.empty() ? "" : "cudaGraphLaunch on " + name_of(stream) + ": " + illegal +
-                                    " (the memory changed since the capture)";
-}
-
-// How a race report names a branch of a graph launched on `stream`.
-std::vector<std::shared_ptr<const std::string>> branch_names(const StreamState& stream,
-                                                             uint32_t branches) {
-  std::vector<std::shared_ptr<const std::string>> names;
-  for (uint32_t b = 0; b < branches; ++b)
-    names.push_back(std::make_shared<const std::string>(
-        name_of(stream) + " (replaying a graph: " +
-        (b == 0 ? std::string("the branch captured on the capture's origin stream")
-                : "the branch captured on the stream forked " + std::to_string(b) +
-                      (b == 1 ? "st" : b == 2 ? "nd" : b == 3 ? "rd" : "th") +
-                      " into the capture") +
-        ")"));
-  return names;
-}
-
-}  // namespace
 
 // The graph's operations, in capture order, on `stream`, after the graph's previous launch:
 // "Each launch is ordered behind both any previous work in stream and any previous launches of

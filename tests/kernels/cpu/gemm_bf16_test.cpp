@@ -112,7 +112,7 @@ TEST_CASE("gemm_bf16 on every ISA: every layout, odd sizes, block edges, alpha a
       for (int t = 0; t < 4; ++t)
         for (const Scale s : {Scale{1.0f, 0.0f}, Scale{0.5f, -2.0f}, Scale{1.0f, 1.0f}}) {
           const Problem p{t >= 2, t % 2 == 1, M, N, K};
-          INFO(layout(p) << " M " << M << " N " << N << " K " << K << " alpha " << s.alpha
+          INFO(layout(p) << " M " << p.M << " N " << p.N << " K " << p.K << " alpha " << s.alpha
                          << " beta " << s.beta);
           Operands o = operands(p, 10 + M + N + K);
           std::vector<double> want, magnitude;
@@ -165,7 +165,7 @@ TEST_CASE("gemm_bf16 on a ThreadPool: the same bits on 1, 2 and 3 threads as on 
     for (cpu::Isa isa : runnable_isas()) {
       ForcedIsa forced(isa);
       const Problem p{false, true, M, N, 290};
-      INFO("ISA " << cpu::isa_name(isa) << " M " << M << " N " << N);
+      INFO("ISA " << cpu::isa_name(isa) << " M " << p.M << " N " << p.N);
       const Operands o = operands(p, 3);
       std::vector<float> alone = o.C0;
       cpu::gemm_bf16(false, true, M, N, p.K, 1.0f, o.A.data(), p.lda(), o.B.data(), p.ldb(),

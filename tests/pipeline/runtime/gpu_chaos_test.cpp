@@ -42,8 +42,9 @@ TEST_CASE("under BRIGADE_EMU_CHAOS seeds 1, 2, 3 a pipeline on GPUs trains to th
   testing::Deadline deadline("pipeline under chaos", std::chrono::seconds(300));
   const std::optional<uint64_t> outside = emu::gpu::set_chaos_seed(std::nullopt);
   using Case = std::tuple<std::string, int, int>;  // schedule, stages, micro-batches
-  for (const auto& [name, p, m] :
-       {Case{"1f1b", 3, 4}, Case{"zb-h1", 2, 5}, Case{"interleaved-1f1b", 2, 4}}) {
+  for (const Case& c : {Case{"1f1b", 3, 4}, Case{"zb-h1", 2, 5}, Case{"interleaved-1f1b", 2, 4}}) {
+    const std::string& name = std::get<0>(c);
+    const int p = std::get<1>(c), m = std::get<2>(c);
     CAPTURE(name);
     emu::gpu::set_chaos_seed(std::nullopt);
     const auto calm = trained(name, p, m);

@@ -240,8 +240,10 @@ TEST_CASE("clipping by the global gradient norm: every cut gives one device's pa
   const double kClip = 0.05;
   CHECK(one_device(4, kClip) != one_device(4, 0));
   CHECK(one_device(4, 1e9) == one_device(4, 0));
-  for (const auto& [name, p] : std::vector<std::pair<const char*, int>>{
+  for (const auto& name_and_stages : std::vector<std::pair<const char*, int>>{
            {"1f1b", 1}, {"1f1b", 2}, {"zb-h1", 3}, {"gpipe", 2}}) {
+    const char* const name = name_and_stages.first;
+    const int p = name_and_stages.second;
     CAPTURE(name);
     CAPTURE(p);
     const Schedule schedule = make_schedule(name, p, 4);

@@ -174,10 +174,12 @@ TEST_CASE("every generator is within its stated gap of the lower bound") {
         if (name == "dualpipe-v" && m < 2 * p) continue;  // DualPipeV needs m >= 2p
         const int v = bp::default_chunks(name);
         const StatedGap stated = kStatedGap.at(name);
-        for (const auto& [costs, gap] :
+        for (const std::pair<bp::CostModel, double>& costs_and_gap :
              {std::pair{share_costs(v), stated.unit},
               std::pair{share_costs(v, 1, 2, 1), stated.heavy_backward},
               std::pair{share_costs(v, 1, 2, 1, 0.1), stated.with_comm}}) {
+          const bp::CostModel& costs = costs_and_gap.first;
+          const double gap = costs_and_gap.second;
           CAPTURE(name);
           CAPTURE(p);
           CAPTURE(m);

@@ -37,7 +37,8 @@ std::string refusal(const std::string& csv) {
 
 TEST_CASE("PyTorch CSV: every generator's lists round-trip, compute-only and lowered") {
   for (const std::string& name : bp::schedule_names())
-    for (const auto& [p, m] : {std::pair{1, 2}, std::pair{2, 4}, std::pair{4, 8}}) {
+    for (const std::pair<int, int>& p_m : {std::pair{1, 2}, std::pair{2, 4}, std::pair{4, 8}}) {
+      const int p = p_m.first, m = p_m.second;
       CAPTURE(name);
       CAPTURE(p);
       const bp::Schedule s = bp::make_schedule(name, p, m, bp::default_chunks(name));

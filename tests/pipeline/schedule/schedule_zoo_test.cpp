@@ -66,7 +66,9 @@ TEST_CASE("the new generators validate over a sweep of sizes and keep to their b
           {bp::v_half(p, m), p + 2},
           {bp::v_min(p, m), 2 * ((p + 1) / 3) + 2},
       };
-      for (const auto& [s, budget] : zoo) {
+      for (const auto& schedule_and_budget : zoo) {
+        const bp::Schedule& s = schedule_and_budget.first;
+        const int budget = schedule_and_budget.second;
         CAPTURE(s.name);
         CHECK_NOTHROW(bp::validate(s));
         CHECK(peak_chunks(s) <= budget);
@@ -107,7 +109,8 @@ TEST_CASE("dualpipe-v, p=2 m=4: the eight phases worked out by hand") {
 }
 
 TEST_CASE("the papers' figures with F = B = W, at p=4 m=8 and p=8 m=16") {
-  for (const auto& [p, m] : {std::pair{4, 8}, std::pair{8, 16}}) {
+  for (const std::pair<int, int>& p_m : {std::pair{4, 8}, std::pair{8, 16}}) {
+    const int p = p_m.first, m = p_m.second;
     CAPTURE(p);
     CAPTURE(m);
     const double one_f_one_b = idle(bp::one_f_one_b(p, m));

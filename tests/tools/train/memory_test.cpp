@@ -120,7 +120,9 @@ TEST_CASE("memory: the estimate of a step is never below its measured peak, nor 
     const std::map<std::string, uint64_t> estimate = estimates_in(r.output), peak = peaks_in(metrics);
     REQUIRE(estimate.size() == peak.size());
     uint64_t largest = 0;
-    for (const auto& [device, bytes] : peak) {
+    for (const auto& device_and_bytes : peak) {
+      const std::string& device = device_and_bytes.first;
+      const uint64_t bytes = device_and_bytes.second;
       CAPTURE(device);
       REQUIRE(estimate.count(device) == 1);
       CAPTURE(bytes);

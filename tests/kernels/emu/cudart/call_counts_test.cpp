@@ -50,7 +50,7 @@ TEST_CASE("each entry point is counted once per call, by the name it was called 
       {"cudaMallocHost", 1},   {"cudaMemset", 1},      {"cudaSetDevice", 1},
       {"cudaStreamCreateWithFlags", 1}, {"cudaStreamDestroy", 1}, {"cudaStreamQuery", 3}};
   CHECK(d.by_entry_point.size() == expected.size());  // cudaHostAlloc, cudaMemsetAsync: none
-  for (const auto& [name, n] : expected) CHECK_MESSAGE(calls_of(d, name) == n, name);
+  for (const auto& call : expected) CHECK_MESSAGE(calls_of(d, call.first) == call.second, call.first);
   CHECK(d.kernel_launches == 0);
   CHECK(d.library_calls == 0);
   CHECK(d.graph_launches == 0);
