@@ -16,7 +16,8 @@
 //      blocking copy) hears the notice there too: while the session lives, those waits poll
 //      their device and call FaultLine::end_job_if_heard between polls (engine/host_wait.h),
 //      which prints "rank q stops: ... (here: waiting on its device's work: <stream>)" and
-//      acknowledges in place, so a slow GPU cannot hold a rank silent until it is killed.
+//      acknowledges in place, so a slow GPU cannot hold a rank silent until it is killed (a
+//      rank whose own failure its link heard, below, ends there as in 1, "failed: ...").
 //   3. Rank r calls MPI_Abort once every other rank has acknowledged (or has failed itself,
 //      its own notice standing for the acknowledgement), or after `acknowledgement_wait`:
 //      so each rank that was waiting has said why it stops before mpirun kills it, and mpirun
