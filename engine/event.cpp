@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "engine/error.h"
+#include "engine/host_wait.h"
 #include "engine/stream.h"
 #include "engine/stream_impl.h"
 
@@ -52,9 +53,21 @@ std::shared_ptr<detail::EventRecord> Event::current_record() const {
 
 bool Event::recorded() const { return current_record() != nullptr; }
 bool Event::query() const { return recorded_or_throw(*this, "query")->query(); }
-void Event::synchronize() const { recorded_or_throw(*this, "synchronize")->synchronize(); }
+void Event::synchronize() const {
+  const auto record = recorded_or_throw(*this, "synchronize");
+  if (const auto listener = detail::host_wait_listener())  // host_wait.h
+    detail::wait_listening(*listener, [&] { return record->query(); },
+                           [&] { return str() + " (" + record->where() + ")"; });
+  record->synchronize();  // at once, if the polls ran; throws the work's error
+}
 bool Event::wait_until(std::chrono::steady_clock::time_point deadline) const {
-  return recorded_or_throw(*this, "wait_until")->wait_until(deadline);
+  const auto record = recorded_or_throw(*this, "wait_until");
+  if (const auto listener = detail::host_wait_listener())  // host_wait.h
+    detail::wait_listening(
+        *listener,
+        [&] { return record->query() || std::chrono::steady_clock::now() >= deadline; },
+        [&] { return str() + " (" + record->where() + ")"; });
+  return record->wait_until(deadline);  // at once, if the polls ran
 }
 uint64_t Event::id() const { return state_->id; }
 std::string Event::str() const { return "event#" + std::to_string(state_->id); }

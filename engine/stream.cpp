@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/event.h"
+#include "engine/host_wait.h"
 #include "engine/stream_impl.h"
 #include "engine/thread_pool.h"
 
@@ -68,7 +69,11 @@ Device Stream::device() const { return impl_->device; }
 uint64_t Stream::id() const { return impl_->id; }
 std::string Stream::str() const { return impl_->name(); }
 void Stream::enqueue(std::function<void()> task) const { impl_->enqueue(std::move(task)); }
-void Stream::synchronize() const { impl_->synchronize(); }
+void Stream::synchronize() const {
+  if (const auto listener = detail::host_wait_listener())  // host_wait.h
+    detail::wait_listening(*listener, [&] { return impl_->query(); }, [&] { return str(); });
+  impl_->synchronize();
+}
 bool Stream::query() const { return impl_->query(); }
 
 void Stream::wait(const Event& event) const {

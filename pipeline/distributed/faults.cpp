@@ -86,6 +86,15 @@ RankFailed FaultLine::hear(int rank, const std::string& what) {
   return *heard_;
 }
 
+void FaultLine::end_job_if_heard(const std::function<std::string()>& waiting_on) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!heard_) read_notices();
+    if (!heard_) return;
+  }
+  abort_job("waiting on its device's work: " + waiting_on());
+}
+
 void FaultLine::abort_job(const std::string& what) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (aborting_) {

@@ -11,6 +11,13 @@
 //      instead of waiting to be killed. The trainer catches it and calls
 //      report_failure_and_abort too, which then prints "brigade: rank q stops: rank r failed:
 //      <what>" and acknowledges to rank r, sending no notice of its own.
+//      A rank whose host is not in such a wait but waiting on its own device's work (an
+//      Event's or a Stream's synchronize: the step before, a flush, the checks' host stream, a
+//      blocking copy) hears the notice there too: while the session lives, those waits poll
+//      their device and call FaultLine::end_job_if_heard between polls (engine/host_wait.h),
+//      which prints "rank q stops: ... (here: waiting on its device's work: <stream>)" and
+//      acknowledges in place, so a slow GPU cannot hold a rank silent until it is killed (a
+//      rank whose own failure its link heard, below, ends there as in 1, "failed: ...").
 //   3. Rank r calls MPI_Abort once every other rank has acknowledged (or has failed itself,
 //      its own notice standing for the acknowledgement), or after `acknowledgement_wait`:
 //      so each rank that was waiting has said why it stops before mpirun kills it, and mpirun
@@ -30,6 +37,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -53,6 +61,11 @@ class RankFailed : public Error {
 };
 
 // How long a failed rank waits for the others to say why they stop before it aborts the job.
+// It ends as soon as all have answered, so the bound matters only for a rank that cannot: one
+// already dead (mpirun ends the job for it anyway) or one stuck outside every wait that
+// listens. Every wait on MPI and every host wait on a device listens, so what remains is the
+// host's own work between two waits, milliseconds even on a loaded machine; a longer bound
+// would only make a job with a truly stuck rank take longer to end.
 constexpr std::chrono::seconds acknowledgement_wait{5};
 
 // The fault notices of one process (owned by its MpiSession). Thread-safe.
@@ -70,6 +83,13 @@ class FaultLine {
   // this rank's next check() throws it, so its host stops even while it waits on a peer.
   RankFailed hear(int rank, const std::string& what);
   int rank() const { return rank_; }  // this process's, in MPI_COMM_WORLD
+  // What a host wait on a device's work calls between its polls while the session lives
+  // (engine/host_wait.h): reads every notice that has arrived and, once a failure has been
+  // heard, ends the job right here as report_failure_and_abort does, the wait (`waiting_on`)
+  // named as where this rank was. It does not throw RankFailed: unwinding from a wait on a
+  // device runs destructors that wait on the same device (a stream drains as it goes), and a
+  // slow device would hold the rank there, silent, until the failed rank aborts the job.
+  void end_job_if_heard(const std::function<std::string()>& waiting_on);
   // Sends `what` to every other rank as this rank's failure notice and waits (at most 1 s)
   // for the notices to leave. abort_job does this, then aborts.
   void notify(const std::string& what);

@@ -88,9 +88,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
                    "grep 'Thread support')");
   }
   faults_ = std::make_unique<FaultLine>(rank_, size_);
+  listening_ = std::make_unique<HostWaitListening>(
+      [faults = faults_.get()](const std::function<std::string()>& waiting_on) {
+        faults->end_job_if_heard(waiting_on);
+      });
 }
 
 MpiSession::~MpiSession() {
+  listening_.reset();  // before the line it listens to
   faults_.reset();  // frees its communicator while MPI is still up
   MPI_Finalize();
   session_exists = false;

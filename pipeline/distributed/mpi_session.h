@@ -26,6 +26,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/host_wait.h"
 
 namespace brigade::distributed {
 
@@ -96,6 +97,9 @@ class MpiSession {
  private:
   int rank_ = 0, size_ = 1;
   std::unique_ptr<FaultLine> faults_;
+  // While the session lives, a host wait on a device's work hears the fault notices too
+  // (FaultLine::end_job_if_heard, engine/host_wait.h).
+  std::unique_ptr<HostWaitListening> listening_;
 };
 
 // Where this rank sits among P·D ranks (see the layout above), with the two communicators

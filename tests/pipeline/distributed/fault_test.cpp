@@ -63,6 +63,28 @@ Job run_job(const std::string& scenario, std::chrono::seconds limit) {
   return job;
 }
 
+#if defined(BRIGADE_CUDA_EMULATED)
+// run_job with one emulated GPU for each rank, whatever the environment says (CI's sanitizer
+// runs set 0: a machine without a GPU), restored after the job.
+Job run_job_on_emulated_gpus(const std::string& scenario, std::chrono::seconds limit) {
+  const char* before = std::getenv("BRIGADE_EMULATED_GPUS");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  setenv("BRIGADE_EMULATED_GPUS", "1", 1);
+  Job job = run_job(scenario, limit);
+  if (saved)
+    setenv("BRIGADE_EMULATED_GPUS", saved->c_str(), 1);
+  else
+    unsetenv("BRIGADE_EMULATED_GPUS");
+  return job;
+}
+#endif
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 bool failed(const Job& job) {
   return !job.timed_out && !(WIFEXITED(job.status) && WEXITSTATUS(job.status) == 0);
 }
@@ -118,6 +140,26 @@ TEST_CASE("fault: a rank killed by SIGKILL ends the job; mpirun names it") {
   CHECK(job.output.find("signal 9") != std::string::npos);
 }
 
+TEST_CASE("fault: ranks whose hosts wait on their own slow device still say why they stop") {
+  // Rank 1 throws; ranks 0 and 2 wait, on the host, for work of their own device that is
+  // slower than the job may live (rank 0 a CPU stream's, rank 2 an emulated GPU's where the
+  // build has them). Rank 1 aborts the job once both have said why they stop, or after 5 s
+  // (faults.h): only a wait that hears the notice while it waits (engine/host_wait.h) lets
+  // them say it. 30 s is the hang detector.
+#if defined(BRIGADE_CUDA_EMULATED)
+  const Job job = run_job_on_emulated_gpus("device-wait", std::chrono::seconds(30));
+#else
+  const Job job = run_job("device-wait", std::chrono::seconds(30));
+#endif
+  INFO(job.output);
+  CHECK_FALSE(job.timed_out);
+  CHECK(failed(job));
+  check_every_rank_says(job, "out of memory on cpu:0 in stage 1 (a test's failure)");
+  // Each said where it was: in its wait on the device, not after it.
+  CHECK(count_of(job.output, "(here: waiting on its device's work: ") == 2);
+  CHECK(job.output.find("without an error") == std::string::npos);
+}
+
 TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause, not a timeout") {
   // Rank 1's host waits in a receive and never sees its stream fail; its neighbours wait on
   // it. Only the link's failure message (mpi_link.h) ends this before BRIGADE_MPI_TIMEOUT_S
@@ -137,16 +179,7 @@ TEST_CASE("fault: work that fails on a rank's stream ends the job with its cause
 // send it back), and every rank names rank 1's check, its action and micro-batch. Emulated
 // builds only: each rank has emulated GPUs of its own (a real machine needs three GPUs).
 TEST_CASE("fault: a check that fails behind a GPU ends the job with its cause, not the tensor") {
-  // Each rank's own emulated GPU, whatever the environment says (CI's sanitizer runs set 0:
-  // a machine without a GPU), restored after the job.
-  const char* before = std::getenv("BRIGADE_EMULATED_GPUS");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  setenv("BRIGADE_EMULATED_GPUS", "1", 1);
-  const Job job = run_job("nccl-check", std::chrono::seconds(30));
-  if (saved)
-    setenv("BRIGADE_EMULATED_GPUS", saved->c_str(), 1);
-  else
-    unsetenv("BRIGADE_EMULATED_GPUS");
+  const Job job = run_job_on_emulated_gpus("nccl-check", std::chrono::seconds(30));
   INFO(job.output);
   check_ended_by_the_link(job, "activations 1->2: micro-batch 0 not sent: action 1F0 (stage 1, "
                                "micro-batch 0): non-finite value nan (a test's failure)");

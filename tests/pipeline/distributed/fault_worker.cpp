@@ -3,6 +3,10 @@
 //   throw          rank 1 throws while ranks 0 and 2 wait in MpiLink::receive for it
 //   throw-reduce   rank 1 throws while the others wait in MpiReducer::sum with it
 //   kill           rank 1 dies by SIGKILL while the others wait in MpiLink::receive
+//   device-wait    rank 1 throws while the others wait, on the host, for their own device's
+//                  work, which is slower than the job may live: rank 0 for a CPU stream's, in
+//                  Event::synchronize; rank 2 for an emulated GPU's (emulated builds; else a
+//                  CPU stream's too), in Stream::synchronize
 //   stream         the work behind rank 1's send to rank 2 fails on its stream, and rank 1
 //                  waits for rank 2's reply, rank 2 for that send and rank 0 for rank 1: the
 //                  host of rank 1 never learns of the failure, so only the link can tell
@@ -11,8 +15,11 @@
 //                  as pipeline/runtime/step_checks.h makes it) fails: its NcclLink sends
 //                  the failure to rank 2 in the tensor's place, never the tensor
 // Every rank ends the way the trainer does: catch, report_failure_and_abort.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -20,6 +27,9 @@
 #include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/mpi_link.h"
 #include "pipeline/distributed/mpi_reducer.h"
+#if defined(BRIGADE_CUDA_EMULATED)
+#include <cuda_emulation.h>
+#endif
 #if BRIGADE_FAULT_WORKER_NCCL
 #include "pipeline/distributed/nccl_link.h"
 #include "pipeline/runtime/step_checks.h"
@@ -58,6 +68,34 @@ void stream_failure(const MpiSession& session) {
       to_1.send(0, std::move(got));
     }
   }
+}
+
+// A device slower than the job may live, on purpose (rank 1 aborts the job at most 5 s after
+// its notice: faults.h): work that ends only after 60 s, by which time the test that runs
+// this has killed the job as hung. A CPU stream's task waits for a promise nobody keeps; an
+// emulated GPU's stream stops behind a hold that is released only as the process ends.
+void wait_on_a_slow_device(const MpiSession& session) {
+  auto never = std::make_shared<std::promise<void>>();
+  const auto stall = [never] { never->get_future().wait_for(std::chrono::seconds(60)); };
+#if defined(BRIGADE_CUDA_EMULATED)
+  if (session.rank() == 2) {
+    const Stream gpu = Stream::create(Device::cuda(0));
+    static std::unique_ptr<emu::gpu::StreamHold> hold;  // released as the process ends
+    hold = std::make_unique<emu::gpu::StreamHold>(gpu.cuda_handle());
+    const Tensor behind = Tensor::zeros(Shape{4}, gpu);  // (4): work behind the hold
+    gpu.synchronize();
+    return;
+  }
+#endif
+  const Stream cpu = Stream::create(Device::cpu(0));
+  cpu.enqueue(stall);
+  if (session.rank() == 2) {
+    cpu.synchronize();
+    return;
+  }
+  Event done;
+  done.record(cpu);
+  done.synchronize();
 }
 
 #if BRIGADE_FAULT_WORKER_NCCL
@@ -105,6 +143,8 @@ void run(const MpiSession& session, const std::string& scenario) {
   const int r = session.rank();
   if (scenario == "stream") {
     stream_failure(session);
+  } else if (scenario == "device-wait" && r != 1) {
+    wait_on_a_slow_device(session);
 #if BRIGADE_FAULT_WORKER_NCCL
   } else if (scenario == "nccl-check") {
     check_failure(session);
@@ -129,7 +169,7 @@ int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   if (argc != 2 || session.size() < 2) {
     std::fprintf(stderr,
-                 "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|stream|nccl-check\n");
+                 "usage: mpirun -np 3 fault_worker throw|throw-reduce|kill|device-wait|stream|nccl-check\n");
     return 2;
   }
   try {
