@@ -81,7 +81,8 @@ TEST_CASE("a NaN in step 2 of submitted steps: its failure, named as on CPU devi
   CheckedPipeline here(devices, adam);
   cpu.runtime.step(batches[0], 0);
   cpu.runtime.step(batches[1], 1);
-  std::string expected;
+  std::string expected;  // the failure on CPU devices, which the GPUs' must name alike
+  CAPTURE(expected);      // read when a check fails, so it shows what the CPU devices said
   try {
     cpu.runtime.step(batches[2], 2);
     FAIL("the step on CPU devices did not fail");
