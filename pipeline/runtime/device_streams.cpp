@@ -16,7 +16,19 @@ void drain(const DeviceStreams& streams) {
   join_side_streams(streams);
   Event drained;
   drained.record(streams.compute);
-  drained.synchronize();
+  try {
+    drained.synchronize();
+  } catch (...) {
+    // A failed stream skips its later waits, the joins above among them: the send and
+    // receive streams may still be running the step's tasks. Each is waited for here (their
+    // own failures are the compute stream's, or follow from it), so that nothing of the step
+    // runs once the caller reads its trace and lets its tensors go.
+    for (const Stream* side : {&streams.send, &streams.recv}) try {
+        side->synchronize();
+      } catch (...) {
+      }
+    throw;
+  }
 }
 
 }  // namespace brigade::pipeline

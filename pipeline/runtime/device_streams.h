@@ -22,7 +22,9 @@ void join_side_streams(const DeviceStreams& streams);
 
 // Waits, on the host, for everything enqueued on a device's streams: the send and receive
 // streams' work joined into the compute stream (stream-ordered waits, no host block), then one
-// event after it all and one host wait for it. Throws what failed on any of the three.
+// event after it all and one host wait for it. Throws what failed on any of the three — after
+// waiting for the send and receive streams each on its own, since a failed compute stream
+// skips the joins.
 void drain(const DeviceStreams& streams);
 
 }  // namespace brigade::pipeline
