@@ -32,9 +32,34 @@ typedef enum {
   ncclNumResults = 9
 } ncclResult_t;
 
-// Of NVIDIA's reduction operations and data types, the one each Brigade uses, at its value.
-typedef enum { ncclSum = 0 } ncclRedOp_t;
-typedef enum { ncclFloat32 = 7, ncclFloat = 7 } ncclDataType_t;
+// NVIDIA's reduction operations and data types, each at its value (NCCL 2.x's nccl.h), so that
+// any value a caller may pass is one of the type's (a value outside an enumeration's range is
+// undefined behaviour, which clang's UBSan reports). The emulation runs ncclSum on ncclFloat,
+// what Brigade uses, and refuses the others by name.
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5,
+  ncclMaxRedOp = 0x7fffffff  // user-defined operations lie above ncclNumOps
+} ncclRedOp_t;
+typedef enum {
+  ncclInt8 = 0, ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2, ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6, ncclHalf = 6,
+  ncclFloat32 = 7, ncclFloat = 7,
+  ncclFloat64 = 8, ncclDouble = 8,
+  ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10,
+  ncclFloat8e5m2 = 11,
+  ncclNumTypes = 12
+} ncclDataType_t;
 
 const char* ncclGetErrorString(ncclResult_t result);
 

@@ -250,10 +250,10 @@ TEST_CASE("errors: NCCL's codes, and ncclGetErrorString's text with the emulatio
   CHECK(says(ncclGetErrorString(ncclInvalidUsage), "the stream belongs to emulated cuda:1"));
   CHECK(ncclRecv(buffer, 8, ncclFloat, world_size(), job.comm, job.stream) == ncclInvalidArgument);
   CHECK(says(ncclGetErrorString(ncclInvalidArgument), "peer"));
-  CHECK(ncclAllReduce(buffer, buffer, 8, static_cast<ncclDataType_t>(8), ncclSum, job.comm,
-                      job.stream) == ncclInvalidArgument);
-  CHECK(ncclAllReduce(buffer, buffer, 8, ncclFloat, static_cast<ncclRedOp_t>(2), job.comm,
-                      job.stream) == ncclInvalidArgument);
+  CHECK(ncclAllReduce(buffer, buffer, 8, ncclDouble, ncclSum, job.comm, job.stream) ==
+        ncclInvalidArgument);
+  CHECK(ncclAllReduce(buffer, buffer, 8, ncclFloat, ncclMax, job.comm, job.stream) ==
+        ncclInvalidArgument);
 
   ncclUniqueId forged{};
   ncclComm_t none = nullptr;
