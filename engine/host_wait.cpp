@@ -1,6 +1,7 @@
 // See host_wait.h.
 #include "engine/host_wait.h"
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -14,6 +15,9 @@ namespace brigade {
 namespace {
 std::mutex listener_mutex;
 std::shared_ptr<const HostWaitListener> installed;  // guarded by listener_mutex
+// Whether `installed` is set, read without the lock: every host wait asks, and in a
+// single-process run (no listener, ever) the answer must cost neither the lock nor a name.
+std::atomic<bool> any_installed{false};
 }  // namespace
 
 HostWaitListening::HostWaitListening(HostWaitListener listener) {
@@ -22,16 +26,19 @@ HostWaitListening::HostWaitListening(HostWaitListener listener) {
   BRIGADE_CHECK(!installed, "HostWaitListening: this process already has a listener of its "
                             "host waits (one at a time)");
   installed = std::make_shared<const HostWaitListener>(std::move(listener));
+  any_installed.store(true, std::memory_order_release);
 }
 
 HostWaitListening::~HostWaitListening() {
   std::lock_guard<std::mutex> lock(listener_mutex);
   installed.reset();  // a wait still calling the old listener holds its own reference
+  any_installed.store(false, std::memory_order_release);
 }
 
 namespace detail {
 
 std::shared_ptr<const HostWaitListener> host_wait_listener() {
+  if (!any_installed.load(std::memory_order_acquire)) return nullptr;
   // A CPU stream's task that waits is that device's own thread, not the host: it blocks as
   // before (and a task that synchronises its own stream is refused at once, not polled forever).
   if (!stream_task_of_this_thread().empty()) return nullptr;
