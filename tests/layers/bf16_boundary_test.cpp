@@ -13,14 +13,12 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/precision.h"
 #include "tests/layers/small_model.h"
+#include "tests/support/precision_for.h"
 
 namespace brigade::layers {
 namespace {
 
-struct PrecisionFor {  // the process's precision for one test, fp32 again after it
-  explicit PrecisionFor(Precision p) { set_precision(p); }
-  ~PrecisionFor() { set_precision(Precision::fp32); }
-};
+using brigade::testing::PrecisionFor;
 
 // How many of t's elements are not bf16 values (rounding them to bf16 changes their bits).
 int64_t not_bf16(const Tensor& t) {

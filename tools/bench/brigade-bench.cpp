@@ -74,30 +74,48 @@ void write_json_if_asked(const nlohmann::json& out, const std::string& json_path
   std::printf("\nwrote %s\n", json_path.c_str());
 }
 
-// The calls of a GPU training step, one row per (device, path, batch), and its top entry points.
+// bench(p) once per precision named, in order (the process's setting made p for it, fp32
+// again after), its rows tagged with the precision's name.
+template <class Bench>
+auto in_each_precision(const std::vector<std::string>& names, Bench bench) {
+  decltype(bench(Precision::fp32)) rows;
+  for (const std::string& name : names) {
+    const Precision p = parse_precision(name);
+    set_precision(p);
+    for (auto& r : bench(p)) rows.push_back(std::move(r)), rows.back().precision = name;
+  }
+  set_precision(Precision::fp32);
+  return rows;
+}
+
+// The calls of a GPU training step, one row per (device, path, batch, precision), and its top
+// entry points.
 void print_call_counts(const std::vector<CallCountRow>& rows, const std::string& model_name,
                        const CallCountOptions& o, nlohmann::json* out) {
   std::printf("\nCalls per training step of %s on emulated GPUs (one stage, one micro-batch, SGD"
               " momentum;\nthe mean of %d steps after %d warm-up, each submitted behind the one"
               " before; host-blocking:\nthe host's waits between two steps, for the step before,"
               " and inside a step)\n", model_name.c_str(), o.steps, o.warmup);
-  std::printf("%-7s %-12s %6s %9s %9s %7s %17s %14s %7s\n", "device", "impl", "batch",
-              "launches", "library", "graphs", "launches+library", "host-blocking", "inside");
+  std::printf("%-7s %-12s %4s %6s %9s %9s %7s %17s %14s %7s\n", "device", "impl", "prec",
+              "batch", "launches", "library", "graphs", "launches+library", "host-blocking",
+              "inside");
   for (const CallCountRow& r : rows)
-    std::printf("%-7s %-12s %6lld %9g %9g %7g %17g %14g %7g\n", r.device.c_str(),
-                r.impl.c_str(), static_cast<long long>(r.batch), r.kernel_launches,
+    std::printf("%-7s %-12s %4s %6lld %9g %9g %7g %17g %14g %7g\n", r.device.c_str(),
+                r.impl.c_str(), r.precision.c_str(), static_cast<long long>(r.batch),
+                r.kernel_launches,
                 r.library_calls, r.graph_launches, r.kernel_launches + r.library_calls,
                 r.host_blocking, r.host_blocking_inside);
   for (const CallCountRow& r : rows) {
-    std::printf("\ntop entry points per step, %s %s batch %lld:", r.device.c_str(),
-                r.impl.c_str(), static_cast<long long>(r.batch));
+    std::printf("\ntop entry points per step, %s %s %s batch %lld:", r.device.c_str(),
+                r.impl.c_str(), r.precision.c_str(), static_cast<long long>(r.batch));
     nlohmann::json top = nlohmann::json::object();
     for (const auto& [name, n] : r.top) {
       std::printf(" %s %g", name.c_str(), n);
       top[name] = n;
     }
     std::printf("\n");
-    (*out)["calls"].push_back({{"device", r.device}, {"impl", r.impl}, {"batch", r.batch},
+    (*out)["calls"].push_back({{"device", r.device}, {"impl", r.impl},
+                               {"precision", r.precision}, {"batch", r.batch},
                                {"kernel_launches", r.kernel_launches},
                                {"library_calls", r.library_calls},
                                {"graph_launches", r.graph_launches},
@@ -108,8 +126,10 @@ void print_call_counts(const std::vector<CallCountRow>& rows, const std::string&
 }
 
 // brigade-bench --count-calls: what cannot be counted here is said in one line, status 2.
+// One pass per precision named, as the timed levels do.
 int count_calls_and_print(const model::ModelSpec& spec, const std::string& model_name,
                           const std::string& device_list, CallCountOptions o,
+                          const std::vector<std::string>& precisions,
                           const std::string& json_path) {
   const auto refuse = [](const std::string& why) {
     std::fprintf(stderr, "brigade-bench: %s\n", why.c_str());
@@ -134,7 +154,8 @@ int count_calls_and_print(const model::ModelSpec& spec, const std::string& model
                     " (--impls handwritten, vendor or both)");
   nlohmann::json out;
   try {
-    print_call_counts(count_calls(spec, o), model_name, o, &out);
+    const auto count_in = [&](Precision) { return count_calls(spec, o); };
+    print_call_counts(in_each_precision(precisions, count_in), model_name, o, &out);
     write_json_if_asked(out, json_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brigade-bench: %s\n", e.what());
@@ -172,20 +193,6 @@ ModelBenchOptions for_precision(ModelBenchOptions o, Precision p) {
   if (p == Precision::bf16)
     std::erase_if(o.cuda_impls, [](const std::string& i) { return i != "vendor"; });
   return o;
-}
-
-// bench(p) once per precision named, in order (the process's setting made p for it, fp32
-// again after), its rows tagged with the precision's name.
-template <class Bench>
-auto in_each_precision(const std::vector<std::string>& names, Bench bench) {
-  decltype(bench(Precision::fp32)) rows;
-  for (const std::string& name : names) {
-    const Precision p = parse_precision(name);
-    set_precision(p);
-    for (auto& r : bench(p)) rows.push_back(std::move(r)), rows.back().precision = name;
-  }
-  set_precision(Precision::fp32);
-  return rows;
 }
 
 double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
@@ -282,11 +289,6 @@ int main(int argc, char** argv) {
     return cli::kUsageStatus;
   }
   op.math = mo.math = parse_math_mode(math);
-  if (count && precisions != std::vector<std::string>{"fp32"}) {
-    std::fprintf(stderr, "brigade-bench: --count-calls counts an fp32 step's GPU calls, the "
-                 "ones the budgets hold: leave --precision out\n");
-    return cli::kUsageStatus;
-  }
 
   const std::optional<model::ModelSpec> model_spec =
       models::load_model_or_say_why(model_name, BRIGADE_MODELS_DIR, "brigade-bench");
@@ -297,7 +299,7 @@ int main(int argc, char** argv) {
     if (app.count("--impls")) co.impls = op.impls;
     if (app.count("--batches")) co.batches = mo.batches;
     co.cuda_graphs = cuda_graphs == "on";
-    return count_calls_and_print(spec, model_name, devices, co, json_path);
+    return count_calls_and_print(spec, model_name, devices, co, precisions, json_path);
   }
   try {
     const int gpus = cuda_device_count();

@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "kernels/cuda/path.h"
 #include "kernels/ops.h"
+#include "kernels/precision.h"
 #include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/runtime.h"
 #include "tools/data/dataset.h"
@@ -77,6 +78,7 @@ CallCountRow count_one(const model::ModelSpec& spec, const Device& device, const
   const auto per_step = [&](uint64_t n) { return static_cast<double>(n) / o.steps; };
   CallCountRow row{device.str(),
                    impl,
+                   precision_name(precision()),
                    batch,
                    per_step(d.kernel_launches),
                    per_step(d.library_calls),
@@ -88,9 +90,10 @@ CallCountRow count_one(const model::ModelSpec& spec, const Device& device, const
   std::stable_sort(row.top.begin(), row.top.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   if (row.top.size() > o.top) row.top.resize(o.top);
-  std::fprintf(stderr, "  calls %-7s %-12s batch %4lld  %g launches + %g library calls per step\n",
-               row.device.c_str(), impl.c_str(), static_cast<long long>(batch),
-               row.kernel_launches, row.library_calls);
+  std::fprintf(stderr,
+               "  calls %-7s %-12s %s batch %4lld  %g launches + %g library calls per step\n",
+               row.device.c_str(), impl.c_str(), row.precision.c_str(),
+               static_cast<long long>(batch), row.kernel_launches, row.library_calls);
   return row;
 }
 

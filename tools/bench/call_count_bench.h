@@ -32,10 +32,11 @@ struct CallCountOptions {
   bool cuda_graphs = true;  // pipeline::RuntimeOptions::cuda_graphs
 };
 
-// One (device, path, batch): the calls of a step, per step.
+// One (device, path, batch, precision): the calls of a step, per step.
 struct CallCountRow {
   std::string device;  // "cuda:0"
   std::string impl;    // handwritten | vendor
+  std::string precision = "fp32";  // the process's setting while counted (kernels/precision.h)
   int64_t batch = 0;
   double kernel_launches = 0;
   double library_calls = 0;  // cuBLAS, cuDNN and NCCL calls that put work on a stream
@@ -49,6 +50,7 @@ struct CallCountRow {
   std::vector<std::pair<std::string, double>> top;  // entry points, most called first
 };
 
+// Counts in the process's precision (kernels/precision.h), which the rows name.
 // Throws brigade::Error when the build cannot count (call_counting_built()) or a device is no
 // GPU of this machine.
 std::vector<CallCountRow> count_calls(const model::ModelSpec& spec, const CallCountOptions& o);

@@ -20,15 +20,12 @@
 #include "kernels/precision.h"
 #include "tests/kernels/ops/wave.h"
 #include "tests/support/error_text.h"
+#include "tests/support/precision_for.h"
 
 namespace brigade::ops {
 namespace {
 
-// The process's precision for one test, fp32 again after it (whatever the test did).
-struct PrecisionFor {
-  explicit PrecisionFor(Precision p) { set_precision(p); }
-  ~PrecisionFor() { set_precision(Precision::fp32); }
-};
+using brigade::testing::PrecisionFor;
 
 using brigade::testing::wave;
 

@@ -11,17 +11,14 @@
 #include "kernels/precision.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
+#include "tests/support/precision_for.h"
 
 namespace brigade::pipeline {
 namespace {
 
 constexpr int64_t kBatch = 12;
 
-// The process's precision for one run, fp32 again after it.
-struct PrecisionFor {
-  explicit PrecisionFor(Precision p) { set_precision(p); }
-  ~PrecisionFor() { set_precision(Precision::fp32); }
-};
+using brigade::testing::PrecisionFor;
 
 // The bytes one step sends with `element` bytes an element: at every cut between stages on two
 // devices, each sample's activation goes forward and its gradient comes back.

@@ -26,25 +26,30 @@
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include <chrono>
+#include <cstdint>
 #include <string>
 
+#include "kernels/precision.h"
 #include "layers/model/model_file.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
+#include "tests/support/precision_for.h"
 #include "tools/bench/call_count_bench.h"
 
 namespace brigade::pipeline {
 namespace {
 
-// One step on cuda:0 at batch 128, the vendor path, counted (after a warm-up step, which
-// captures the graphs when they are on).
-bench::CallCountRow counted_step(bool cuda_graphs) {
+// One step on cuda:0 at `batch` (128 unless said), the vendor path, counted (after a warm-up
+// step, which captures the graphs when they are on), every entry point listed.
+bench::CallCountRow counted_step(bool cuda_graphs, int64_t batch = 128) {
   const model::ModelSpec spec =
       model::load_model_file(std::string(BRIGADE_SOURCE_ROOT) + "/tools/models/seed_cnn.model");
-  bench::CallCountOptions o;  // cuda:0, batch 128, a warm-up step
+  bench::CallCountOptions o;  // cuda:0, a warm-up step
   o.impls = {"vendor"};
+  o.batches = {batch};
   o.steps = 1;
   o.cuda_graphs = cuda_graphs;
+  o.top = 1000;
   const std::vector<bench::CallCountRow> rows = bench::count_calls(spec, o);
   REQUIRE(rows.size() == 1);
   return rows[0];
@@ -78,6 +83,51 @@ TEST_CASE("a GPU step's budget: at most 43 launches + library calls and 1 graph 
   CHECK(off.library_calls == r.library_calls);
   CHECK(off.host_blocking_inside == 0);
   CHECK(off.host_blocking == r.host_blocking);
+}
+
+// The calls of entry point `name` in a counted step (0 when it was not called).
+double calls_of(const bench::CallCountRow& r, const std::string& name) {
+  for (const auto& [entry, n] : r.top)
+    if (entry == name) return n;
+  return 0;
+}
+
+// bf16 on the vendor path (kernels/precision.h): each of the dense layers' GEMMs is one
+// cublasGemmEx on bf16 operands (tensor cores) in place of one cublasSgemm, and the
+// convolutions make the same cuDNN calls (fp32 on bf16 values), so a step's library calls are
+// fp32's; the narrowing of operands and the rounding at layer boundaries are kernel launches,
+// the same number at any batch. Counted at a small batch: a step's calls do not depend on it
+// on this path (the budget above is at 128).
+TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, the same library "
+          "calls, and launches that do not grow with the batch") {
+  if (!test::on_cuda()) {
+    MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
+    return;
+  }
+  testing::Deadline deadline("a bf16 step's calls", std::chrono::seconds(300));
+  const bench::CallCountRow fp32 = counted_step(true, 8);
+  bench::CallCountRow bf16, bf16_wider;
+  {
+    const testing::PrecisionFor in_bf16(Precision::bf16);
+    bf16 = counted_step(true, 8);
+    bf16_wider = counted_step(true, 16);
+  }
+  CAPTURE(fp32.library_calls);
+  CAPTURE(bf16.kernel_launches);
+  CHECK(fp32.precision == "fp32");
+  CHECK(bf16.precision == "bf16");
+  CHECK(calls_of(fp32, "cublasSgemm_v2") == 6);  // the dense layers' three GEMMs each
+  CHECK(calls_of(fp32, "cublasGemmEx") == 0);
+  CHECK(calls_of(bf16, "cublasGemmEx") == 6);
+  CHECK(calls_of(bf16, "cublasSgemm_v2") == 0);
+  CHECK(bf16.library_calls == fp32.library_calls);
+  CHECK(bf16.kernel_launches > fp32.kernel_launches);  // the narrowing and rounding
+  CHECK(bf16_wider.kernel_launches == bf16.kernel_launches);
+  CHECK(bf16_wider.library_calls == bf16.library_calls);
+  // Nothing of fp32's host protocol changes: the GPU's verdict, no wait inside a step.
+  CHECK(bf16.graph_launches == 1);
+  CHECK(bf16.host_blocking_inside == 0);
+  CHECK(bf16.host_blocking == 1);
 }
 
 }  // namespace

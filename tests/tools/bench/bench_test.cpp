@@ -170,11 +170,20 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   CAPTURE(cpu.output);
   CHECK(cpu.status == 2);
   CHECK(cpu.output.find("--devices names cpu:0") != std::string::npos);
-  // The counted step is an fp32 one, the step the budgets hold.
-  const Run bf16 = run_command(bench + " --model tiny_cnn --count-calls --precision bf16");
-  CAPTURE(bf16.output);
-  CHECK(bf16.status == 2);
-  CHECK(bf16.output.find("the ones the budgets hold: leave --precision out") != std::string::npos);
+  // --precision fp32,bf16: one pass each, the rows named by their precision; bf16's GEMMs
+  // and convolutions are library calls one for one with fp32's (cublasGemmEx for SGEMM).
+  const fs::path json_prec = dir / "calls-prec.json";
+  const Run prec = run_command(gpus + bench + " --model tiny_cnn --devices cuda:0 --count-calls" +
+                               " --batches 4 --impls vendor --precision fp32,bf16 --json " +
+                               json_prec.string());
+  CAPTURE(prec.output);
+  REQUIRE(prec.status == 0);
+  std::ifstream in_prec(json_prec);
+  const nlohmann::json calls_prec = nlohmann::json::parse(in_prec)["calls"];
+  REQUIRE(calls_prec.size() == 2u);
+  CHECK(calls_prec[0]["precision"] == "fp32");
+  CHECK(calls_prec[1]["precision"] == "bf16");
+  CHECK(calls_prec[1]["library_calls"] == calls_prec[0]["library_calls"]);
 #else
   CHECK(r.status == 2);
   CHECK(r.output.find("--count-calls needs a build on emulated GPUs") != std::string::npos);
