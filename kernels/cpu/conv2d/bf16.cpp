@@ -1,7 +1,8 @@
-// See bf16.h. x and w are rounded to bf16 once per call; for a group of nb samples (as in
-// conv2d.cpp), col = im2col of each rounded sample, side by side (CRS, nb·PQ), written in bf16
-// directly; dy of the group gathered into (K, nb·PQ) and rounded on the way. Then one
-// gemm_bf16 per group.
+// See bf16.h. By im2col: x and w are rounded to bf16 once per call; for a group of nb samples
+// (as in conv2d.cpp), col = im2col of each rounded sample, side by side (CRS, nb·PQ), written
+// in bf16 directly; dy of the group gathered into (K, nb·PQ) and rounded on the way. Then one
+// gemm_bf16 per group. By the float path: each operand that is not bf16 values already rounded
+// into a float buffer, then conv2d.h's function.
 #include "kernels/cpu/conv2d/bf16.h"
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/bf16_operands.h"
 #include "kernels/cpu/chunks.h"
+#include "kernels/cpu/bf16_values.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/conv2d/grouping.h"
 #include "kernels/cpu/conv2d/lowering.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -112,14 +115,66 @@ const bf16* gather_dy_bf16(const float* dy, bf16* dy16, int64_t n0, int64_t nbk,
   return dy16;
 }
 
+// The passes the float path computes otherwise than by im2col (conv2d.h's ConvAlgorithm) run
+// there, on operands rounded to bf16 values and kept in float: x first, then w (forward) or dy
+// (backward-filter), then the float path's own workspace.
+bool by_float_path(const Conv2dShape& s) {
+  return conv2d_forward_algorithm(s) != ConvAlgorithm::im2col_sgemm ||
+         conv2d_backward_filter_algorithm(s) != ConvAlgorithm::im2col_sgemm;
+}
+
+// src (n floats) as bf16 values: src itself when it holds them already — every layer's input and
+// input gradient in a bf16 run but the model's first input (layers/bf16_boundary.h) — else
+// rounded into `buffer`.
+const float* as_bf16_values(const float* src, float* buffer, int64_t n, ThreadPool& pool) {
+  if (holds_bf16_values(src, n, pool)) return src;
+  round_to_bf16_values(src, buffer, n, pool);
+  return buffer;
+}
+
+class RoundedOperands {
+ public:
+  RoundedOperands(const Conv2dShape& s, const ThreadPool& pool, float* given)
+      : x_floats_(x_floats(s)), second_floats_(second_floats(s)) {
+    if (!given) {
+      owned_.resize(static_cast<size_t>(total_floats(s, pool)));
+      given = owned_.data();
+    }
+    base_ = given;
+  }
+  static int64_t total_floats(const Conv2dShape& s, const ThreadPool& pool) {
+    return x_floats(s) + second_floats(s) + conv2d_workspace_floats(s, pool);
+  }
+  float* x() const { return base_; }                     // (N, C, H, W)
+  float* second() const { return base_ + x_floats_; }  // w (K, C, R, S) or dy (N, K, P, Q)
+  float* rest() const { return base_ + x_floats_ + second_floats_; }
+
+ private:
+  static int64_t x_floats(const Conv2dShape& s) { return whole_lines(s.N * s.C * s.H * s.W); }
+  static int64_t second_floats(const Conv2dShape& s) {
+    return whole_lines(std::max(s.K * s.C * s.R * s.S, s.N * s.K * s.P * s.Q));
+  }
+  int64_t x_floats_, second_floats_;
+  std::vector<float> owned_;
+  float* base_ = nullptr;
+};
+
 }  // namespace
 
 int64_t conv2d_bf16_workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
-  return make_plan(s, pool).total();
+  const int64_t im2col = make_plan(s, pool).total();
+  return by_float_path(s) ? std::max(im2col, RoundedOperands::total_floats(s, pool)) : im2col;
 }
 
 void conv2d_forward_bf16(const float* x, const float* w, const float* b, float* y,
                          const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu) {
+  if (conv2d_forward_algorithm(s) != ConvAlgorithm::im2col_sgemm) {
+    const RoundedOperands r(s, pool, workspace);
+    const float* xr = as_bf16_values(x, r.x(), s.N * s.C * s.H * s.W, pool);
+    const float* wr = as_bf16_values(w, r.second(), s.K * s.C * s.R * s.S, pool);
+    conv2d_forward(xr, wr, b, y, s, pool, r.rest(), relu);
+    return;
+  }
   const Plan plan = make_plan(s, pool);
   const Buffers buf(plan, workspace);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
@@ -165,6 +220,13 @@ void conv2d_backward_data_bf16(const float* dy, const float* w, float* dx, const
 
 void conv2d_backward_filter_bf16(const float* x, const float* dy, float* dw,
                                  const Conv2dShape& s, ThreadPool& pool, float* workspace) {
+  if (conv2d_backward_filter_algorithm(s) != ConvAlgorithm::im2col_sgemm) {
+    const RoundedOperands r(s, pool, workspace);
+    const float* xr = as_bf16_values(x, r.x(), s.N * s.C * s.H * s.W, pool);
+    const float* dyr = as_bf16_values(dy, r.second(), s.N * s.K * s.P * s.Q, pool);
+    conv2d_backward_filter(xr, dyr, dw, s, pool, r.rest());
+    return;
+  }
   const Plan plan = make_plan(s, pool);
   const Buffers buf(plan, workspace);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;

@@ -1,5 +1,6 @@
 // Conv2D in precision bf16 (kernels/precision.h), the CPU path: im2col + gemm_bf16
-// (kernels/cpu/gemm_bf16.h) per group of samples, groups handed to the device's threads.
+// (kernels/cpu/gemm_bf16.h) per group of samples, groups handed to the device's threads, or
+// the float path's own faster algorithm on rounded operands (below).
 //
 // The rule, per pass: both operands of the GEMM are rounded to bf16 (to nearest, ties to
 // even), the products summed in float; bias, ReLU, col2im's sums and dw's running sum across
@@ -12,12 +13,17 @@
 // own values or 0, so its entries are bf16(x). The reference is kernels/reference/conv2d.h in
 // double on round_to_bf16(x), round_to_bf16(w).
 //
-// Always im2col, never the fp32 path's Winograd or direct single-channel kernel: Winograd
-// multiplies transformed inputs and filters (sums of several inputs with fractions), so
-// rounding those to bf16 would round something other than x and w, with an error several
-// times larger and a different rule per shape; the direct kernel is a float FMA loop with no
-// bf16 instruction under it. im2col keeps the one rule for every shape and hands the whole
-// product to vdpbf16ps.
+// Where the float path (conv2d.h's ConvAlgorithm) runs the forward or the backward-filter
+// pass by Winograd's F(2x2, 3x3) or the direct single-channel kernel, bf16 runs that pass the
+// same way: its two operands rounded to bf16 values, kept in float, then the float kernel.
+// That is still the rule — the convolution of bf16(x) and bf16(w), in float arithmetic — and
+// it is faster: Winograd does 2.25x fewer multiply-adds than im2col, more than vdpbf16ps's
+// margin over SGEMM (about 1.5x, docs/benchmarks.md), and the direct kernel avoids a product
+// only R·S deep. What is never done is rounding Winograd's transformed tiles to bf16 to
+// multiply them with vdpbf16ps: a tile is a sum of several inputs with fractions, not x or w,
+// so that would round something other than the operands, with a larger error and a different
+// rule per shape. Backward-data keeps im2col + gemm_bf16 on every shape: there it is faster
+// than the float path's Winograd. Like the float path, the bits depend on (shape, ISA).
 //
 // Workspace: conv2d_bf16_workspace_floats(s, pool) floats owned by the caller (nullptr:
 // allocated per call), as in conv2d.h; the bf16 buffers (w, x, each worker's col and dy) are

@@ -122,6 +122,15 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s, const ThreadPool& pool) {
   return std::max(make_plan(s, pool).total(), winograd::workspace_floats(s, pool));
 }
 
+ConvAlgorithm conv2d_forward_algorithm(const Conv2dShape& s) {
+  if (winograd::applies(s)) return ConvAlgorithm::winograd;
+  return is_direct(s, kernel_isa()) ? ConvAlgorithm::direct : ConvAlgorithm::im2col_sgemm;
+}
+
+ConvAlgorithm conv2d_backward_filter_algorithm(const Conv2dShape& s) {
+  return winograd::applies(s) ? ConvAlgorithm::winograd : ConvAlgorithm::im2col_sgemm;
+}
+
 void im2col(const float* x, float* col, const Conv2dShape& s) {
   im2col_ld(x, col, s.P * s.Q, s, kernel_isa());
 }
@@ -132,7 +141,8 @@ void col2im(const float* col, float* dx, const Conv2dShape& s) {
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, ThreadPool& pool, float* workspace, bool relu) {
-  if (winograd::applies(s)) {
+  const ConvAlgorithm algorithm = conv2d_forward_algorithm(s);
+  if (algorithm == ConvAlgorithm::winograd) {
     Scratch scratch(workspace, winograd::workspace_floats(s, pool));
     winograd::forward(x, w, b, y, s, pool, scratch.get(), relu);
     return;
@@ -141,7 +151,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   const Isa isa = kernel_isa();
   Scratch scratch(workspace, plan.total());
-  if (is_direct(s, isa)) {  // one sample at a time, to whichever thread is free
+  if (algorithm == ConvAlgorithm::direct) {  // one sample at a time, to whichever thread is free
     for_each_chunk(pool, s.N, [&](int64_t worker, int64_t n) {
       int64_t ld;
       const float* xs = padded_sample(x, scratch.get() + worker * plan.worker_floats(), n, s, ld);
@@ -219,7 +229,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
                             ThreadPool& pool, float* workspace) {
-  if (winograd::applies(s)) {
+  if (conv2d_backward_filter_algorithm(s) == ConvAlgorithm::winograd) {
     Scratch scratch(workspace, winograd::workspace_floats(s, pool));
     winograd::backward_filter(x, dy, dw, s, pool, scratch.get());
     return;

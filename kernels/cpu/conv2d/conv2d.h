@@ -27,6 +27,13 @@ namespace brigade::cpu {
 // Floats of workspace any conv2d_* call below needs with this pool.
 int64_t conv2d_workspace_floats(const Conv2dShape& s, const ThreadPool& pool);
 
+// What conv2d_forward and conv2d_backward_filter run for a shape on this CPU's ISA (above):
+// precision bf16 (bf16.h) runs the passes whose float algorithm is not im2col + SGEMM through
+// that algorithm, on operands rounded to bf16 values.
+enum class ConvAlgorithm { im2col_sgemm, winograd, direct };
+ConvAlgorithm conv2d_forward_algorithm(const Conv2dShape& s);
+ConvAlgorithm conv2d_backward_filter_algorithm(const Conv2dShape& s);
+
 // x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q)
 // relu = true fuses y = max(y, 0) into the same pass (Conv2D(..., activation="relu")).
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,

@@ -10,10 +10,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/thread_pool.h"
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/bf16_values.h"
 #include "kernels/cpu/conv2d/bf16.h"
 #include "kernels/cpu/conv2d/lowering.h"
 #include "kernels/cpu/dense_bf16.h"
@@ -113,7 +115,8 @@ struct ConvCase {
   Padding padding;
 };
 // The shapes fp32 sends to Winograd (3x3 stride 1, 4+ channels) and to the direct
-// single-channel kernel (C = 1, stride 1), which bf16 computes by im2col; same padding with
+// single-channel kernel (C = 1, stride 1, AVX-512), which bf16 runs the same way on rounded
+// operands in its forward and backward-filter (by im2col in backward-data); same padding with
 // odd and even windows, stride 2 and 3, pointwise, a window as large as the input, several
 // samples per group (small P·Q), odd everything.
 const ConvCase kConvCases[] = {
@@ -206,6 +209,57 @@ TEST_CASE("conv2d in bf16: every pass against the reference on bf16 operands, 1 
       CHECK(same_bits(one.dw, three.dw));
     }
   }
+}
+
+// Where bf16 runs a pass through the float path (Winograd, the direct kernel: conv2d/bf16.h),
+// an operand that holds bf16 values already is used in place, as every layer's input is in a
+// bf16 run; one that does not is rounded into the workspace. Both must be the same
+// computation: the same bits from x and from x rounded beforehand, on every shape and ISA.
+TEST_CASE("conv2d in bf16: operands already bf16 values give the bits of operands it rounds") {
+  const auto rounded = [](const std::vector<float>& v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::to_float(cpu::to_bf16(v[i]));
+    return r;
+  };
+  for (cpu::Isa isa : runnable_isas()) {
+    ForcedIsa forced(isa);
+    for (const ConvCase& c : kConvCases) {
+      const Conv2dShape s =
+          make_conv2d_shape(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.stride, c.padding);
+      CAPTURE(cpu::isa_name(isa));
+      CAPTURE(c.C);
+      CAPTURE(c.K);
+      CAPTURE(c.stride);
+      const int64_t xn = s.N * s.C * s.H * s.W, wn = s.K * s.C * s.R * s.S;
+      const auto x = to_float(random_vector(xn, 21));
+      const auto w = to_float(random_vector(wn, 22));
+      const auto b = to_float(random_vector(s.K, 23));
+      const auto dy = to_float(random_vector(s.N * s.K * s.P * s.Q, 24));
+      const auto relu_x = to_float(random_vector(xn, 25));
+      const auto dw0 = to_float(random_vector(wn, 26));
+      const ConvResult by_kernel = run_conv(s, x, w, b, dy, relu_x, dw0, 2);
+      const ConvResult given = run_conv(s, rounded(x), rounded(w), b, rounded(dy), relu_x, dw0, 2);
+      CHECK(same_bits(by_kernel.y, given.y));
+      CHECK(same_bits(by_kernel.dx, given.dx));
+      CHECK(same_bits(by_kernel.dw, given.dw));
+    }
+  }
+}
+
+TEST_CASE("holds_bf16_values: whether rounding to bf16 would change nothing, worked by hand") {
+  ThreadPool pool(3);
+  const auto holds = [&](const std::vector<float>& v) {
+    return cpu::holds_bf16_values(v.data(), static_cast<int64_t>(v.size()), pool);
+  };
+  CHECK(holds({}));
+  CHECK(holds({0.0f, -0.0f, 1.0f, -2.5f, 1.0f + 0x1p-7f, std::numeric_limits<float>::infinity()}));
+  CHECK_FALSE(holds({1.0f + 0x1p-8f}));  // a bit below bf16's last: not a bf16 value
+  CHECK_FALSE(holds({0x1p-149f}));        // the smallest subnormal: low bits only
+  // Ranges of 2^14 elements go to the pool's threads: one value off in the last range.
+  std::vector<float> long_run(100000, 0.75f);
+  CHECK(holds(long_run));
+  long_run.back() = 0.1f;
+  CHECK_FALSE(holds(long_run));
 }
 
 TEST_CASE("round_to_bf16, the references' rounding: ties to even, worked by hand") {
