@@ -63,6 +63,14 @@
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/mma_bf16.cuh"
 
+// "Unroll this loop" to nvcc: acc and the fragments are indexed by the loops' counters, and
+// only unrolled (constant indices) do they stay in registers. Nothing to the host compiler.
+#if defined(__CUDACC__)
+#define BRIGADE_UNROLL _Pragma("unroll")
+#else
+#define BRIGADE_UNROLL
+#endif
+
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
 constexpr int kMmaBlockM = 64, kMmaBlockN = 64;  // the block's tile of C
@@ -151,9 +159,11 @@ __global__ void __launch_bounds__(128)
     stage_bf16_slice(tiles.a, A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0, k0, t);
     stage_bf16_slice(tiles.b, B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0, t);
     __syncthreads();
+    BRIGADE_UNROLL
     for (int ks = 0; ks < kMmaSliceK; ks += kMmaK) {
       const int k = ks + 2 * quad;  // this lane's first k in each register
       uint32_t a_frag[2][4], b_frag[4][2];
+      BRIGADE_UNROLL
       for (int mi = 0; mi < 2; ++mi) {
         const int r = warp_row + mi * kMmaM + group;
         a_frag[mi][0] = bf16_pair(&tiles.a[r][k]);
@@ -161,20 +171,26 @@ __global__ void __launch_bounds__(128)
         a_frag[mi][2] = bf16_pair(&tiles.a[r][k + 8]);
         a_frag[mi][3] = bf16_pair(&tiles.a[r + 8][k + 8]);
       }
+      BRIGADE_UNROLL
       for (int ni = 0; ni < 4; ++ni) {
         const int c = warp_col + ni * kMmaN + group;
         b_frag[ni][0] = bf16_pair(&tiles.b[c][k]);
         b_frag[ni][1] = bf16_pair(&tiles.b[c][k + 8]);
       }
+      BRIGADE_UNROLL
       for (int mi = 0; mi < 2; ++mi)
+        BRIGADE_UNROLL
         for (int ni = 0; ni < 4; ++ni) mma_bf16_m16n8k16(acc[mi][ni], a_frag[mi], b_frag[ni]);
     }
     __syncthreads();  // every warp's reads before the next slice is staged over them
   }
 
   float* c_product = C + product * g.stride_c;
+  BRIGADE_UNROLL
   for (int mi = 0; mi < 2; ++mi)
+    BRIGADE_UNROLL
     for (int ni = 0; ni < 4; ++ni)
+      BRIGADE_UNROLL
       for (int i = 0; i < 4; ++i) {  // c[i]: row group + 8·(i / 2), column 2·quad + i % 2
         const Index r = row0 + warp_row + mi * kMmaM + group + 8 * (i / 2);
         const Index c = col0 + warp_col + ni * kMmaN + 2 * quad + i % 2;
