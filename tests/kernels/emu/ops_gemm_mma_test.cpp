@@ -6,9 +6,11 @@
 // sum's tolerance of K + 1 terms (the products are exact; only the sums' grouping may differ,
 // a tensor core's included). Shapes off the 64×64 tile and the 32-deep slice (1, 15, 17, 33,
 // 130), every transpose, beta 0 and 1, padded pitches, batches one C each and summed, the
-// bias and ReLU epilogue, NaN and Inf, and the same bits on a second launch.
+// bias and ReLU epilogue, NaN and Inf, and the same bits on a second launch. Conv2D's bf16
+// passes (conv2d.cu), which lower bf16 columns for it, in one pass and in a pass per sample.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
 #include "kernels/reference/bf16.h"
+#include "kernels/reference/conv2d.h"
 #include "tests/kernels/emu/ops_check.h"
 #include "tests/kernels/emu/ops_gemm_check.h"
 #include "tests/support/deadline.h"
@@ -139,6 +142,14 @@ void mma_check_gemm(const Stream& stream, bool ta, bool tb, const GemmCase& s, f
   CHECK(all_close("C", packed.data(), want, sum_tolerance(mag, s.K + 1)));
 }
 
+// v rounded to bf16 by the reference, in bfloat16 storage (the top half of the float's bits).
+std::vector<cpu::bf16> mma_narrowed(const std::vector<float>& v) {
+  std::vector<cpu::bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i].bits = static_cast<uint16_t>(std::bit_cast<uint32_t>(ref::round_to_bf16(v[i])) >> 16);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("mma_bf16_m16n8k16: each lane's four results where the PTX fragment layout puts them") {
@@ -240,4 +251,45 @@ TEST_CASE("native gemm_mma_bf16 and its instruction on a GPU: the tensor cores' 
                              << ", trans_b " << tb);
         mma_check_gemm(stream, ta, tb, s, 1.0f);
       }
+}
+
+TEST_CASE("conv2d *_bf16 (bf16 columns, tensor cores): one pass and a pass per sample") {
+  testing::Deadline deadline("emulated conv2d bf16");
+  const Stream stream = emu_stream();
+  // A sample's columns (C·R·S, P·Q) = (9, 25): an odd count of bf16, so backward-filter's
+  // float products start half a float past the columns' end, rounded up.
+  const Conv2dShape s = make_conv2d_shape(3, 1, 5, 5, 4, 3, 3, 1, Padding::same);
+  const std::vector<float> x = to_float(random_vector(s.x_size(), 41));
+  const std::vector<float> w = to_float(random_vector(s.K * s.C * s.R * s.S, 42));
+  const std::vector<float> dy = to_float(random_vector(s.y_size(), 43));
+  const std::vector<float> bias = to_float(random_vector(s.K, 44));
+  const std::vector<cpu::bf16> xh = mma_narrowed(x), wh = mma_narrowed(w), dyh = mma_narrowed(dy);
+  const std::vector<double> xr = ref::bf16_operands(x), wr = ref::bf16_operands(w),
+                            dyr = ref::bf16_operands(dy), br(bias.begin(), bias.end());
+  const std::vector<double> xm = abs_of(xr), wm = abs_of(wr), dym = abs_of(dyr), bm = abs_of(br);
+  std::vector<double> y_want(s.y_size()), y_mag(s.y_size()), dx_want(s.x_size()),
+      dx_mag(s.x_size()), dw_want(w.size(), 0.0), dw_mag(w.size(), 0.0);
+  ref::conv2d_forward<double>(xr.data(), wr.data(), br.data(), y_want.data(), s);
+  ref::conv2d_forward<double>(xm.data(), wm.data(), bm.data(), y_mag.data(), s);
+  ref::conv2d_backward_data<double>(dyr.data(), wr.data(), dx_want.data(), s);
+  ref::conv2d_backward_data<double>(dym.data(), wm.data(), dx_mag.data(), s);
+  ref::conv2d_backward_filter<double>(xr.data(), dyr.data(), dw_want.data(), s);
+  ref::conv2d_backward_filter<double>(xm.data(), dym.data(), dw_mag.data(), s);
+  const int64_t share = s.C * s.R * s.S * s.P * s.Q + s.K * s.C * s.R * s.S;  // one sample's
+  for (int64_t floats : {emu::conv2d_workspace_floats(s), share}) {
+    INFO("workspace " << floats << " floats (" << floats / share << " samples a pass)");
+    std::vector<float> ws(static_cast<size_t>(floats), NAN);
+    std::vector<float> y = nan_vector(s.y_size()), dx = nan_vector(s.x_size());
+    std::vector<float> dw(w.size(), 0.0f);
+    emu::conv2d_forward_bf16(xh.data(), wh.data(), bias.data(), y.data(), s, ws.data(), floats,
+                             stream);
+    emu::conv2d_backward_data_bf16(dyh.data(), wh.data(), dx.data(), s, ws.data(), floats,
+                                   stream);
+    emu::conv2d_backward_filter_bf16(xh.data(), dyh.data(), dw.data(), s, ws.data(), floats,
+                                     stream);
+    stream.synchronize();
+    CHECK(all_close("y", y.data(), y_want, sum_tolerance(y_mag, s.C * s.R * s.S + 1)));
+    CHECK(all_close("dx", dx.data(), dx_want, sum_tolerance(dx_mag, s.K * s.R * s.S)));
+    CHECK(all_close("dw", dw.data(), dw_want, sum_tolerance(dw_mag, s.N * s.P * s.Q)));
+  }
 }
