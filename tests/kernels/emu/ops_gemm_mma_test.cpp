@@ -131,14 +131,8 @@ void mma_check_gemm(const Stream& stream, bool ta, bool tb, const GemmCase& s, f
   mma_gemm_on(stream, ta, tb, s, alpha, a, lda, b, ldb, beta, got, ldc, GemmBatch{}, {});
   std::vector<double> want, mag;
   reference_product(ta, tb, s, a.data(), lda, b.data(), ldb, want, mag);
-  std::vector<float> packed(want.size());
-  for (int64_t i = 0; i < s.M; ++i)
-    for (int64_t j = 0; j < s.N; ++j) {
-      const double cij = beta == 0.0f ? 0.0 : double{c0[i * ldc + j]};
-      want[i * s.N + j] = alpha * want[i * s.N + j] + beta * cij;
-      mag[i * s.N + j] = alpha * mag[i * s.N + j] + std::fabs(beta * cij);
-      packed[i * s.N + j] = got[i * ldc + j];
-    }
+  std::vector<float> packed;
+  finish_reference(s, alpha, beta, c0.data(), got.data(), ldc, want, mag, packed);
   CHECK(all_close("C", packed.data(), want, sum_tolerance(mag, s.K + 1)));
 }
 
