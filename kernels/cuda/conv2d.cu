@@ -211,7 +211,7 @@ void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& str
 
 namespace {
 
-// The products of a precision (T: their operands' element type): gemm_tiled on float, the
+// The products of either precision, chosen by the operands' type: gemm_tiled on float, the
 // tensor cores' gemm_mma_bf16 on bfloat16. alpha 1, beta 0.
 void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                const float* B, int64_t ldb, float* C, int64_t ldc, const GemmBatch& batch,

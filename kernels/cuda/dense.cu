@@ -6,10 +6,10 @@
 //   backward-bias    db (out)    += column sums of dy            one thread per column
 //
 // The GEMMs are gemm_tiled (gemm_tiled.cu), or in precision bf16 gemm_mma_bf16 (gemm_mma.cu,
-// tensor cores) on operands in bfloat16 storage (the *_bf16 launchers); the forward one adds the bias and applies the
-// ReLU as it stores y (its epilogue: one launch for the layer). What is left is
-// add_bias_rows_kernel, the same epilogue for the cuBLAS path (thread per element of y,
-// column j = i % cols), and bias_grad_columns_kernel (thread j sums
+// tensor cores) on operands in bfloat16 storage (the *_bf16 launchers); the forward one adds
+// the bias and applies the ReLU as it stores y (its epilogue: one launch for the layer). What
+// is left is add_bias_rows_kernel, the same epilogue for the cuBLAS path (thread per element
+// of y, column j = i % cols), and bias_grad_columns_kernel (thread j sums
 // column j of dy going down the rows: threads j, j+1, ... read neighbouring addresses of
 // the same row together, so the reads are coalesced, and each sum runs in row order).
 #include <cstdint>

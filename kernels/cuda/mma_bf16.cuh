@@ -8,9 +8,9 @@
 // g = lane >> 2 (groupID) and q = lane % 4 (threadID_in_group), per the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16 with floating point type"):
 //
-//   A (16×16, row-major "row")          B (16×8, column-major "col")     C, D (16×8)
-//   a[0] = A[g    ][2q, 2q+1]           b[0] = B[2q, 2q+1    ][g]        c[0], c[1] = C[g    ][2q, 2q+1]
-//   a[1] = A[g + 8][2q, 2q+1]           b[1] = B[2q+8, 2q+9  ][g]        c[2], c[3] = C[g + 8][2q, 2q+1]
+//   A (16×16, "row": row-major)     B (16×8, "col": column-major)   C, D (16×8)
+//   a[0] = A[g    ][2q, 2q+1]       b[0] = B[2q, 2q+1  ][g]         c[0], c[1] = C[g    ][2q, 2q+1]
+//   a[1] = A[g + 8][2q, 2q+1]       b[1] = B[2q+8, 2q+9][g]         c[2], c[3] = C[g + 8][2q, 2q+1]
 //   a[2] = A[g    ][2q+8, 2q+9]
 //   a[3] = A[g + 8][2q+8, 2q+9]
 //
