@@ -39,11 +39,13 @@ inline void check_math_mode(const char* op, const Stream& stream) {
   if (!why.empty()) throw Error(std::string(op) + ": " + why);
 }
 
-// A GEMM operand of Dense or Conv2D on a CUDA device: when `bf16`, t rounded to bf16 values in
-// a new float tensor of the stream (round_to_bf16), which the fp32 kernels then multiply:
-// products of bf16 values are exact in float (8 + 8 significant bits), so those kernels
-// compute precision bf16's rule (bf16 operands, float accumulation). t itself when not.
-// (cuBLAS's bf16 GEMM reads bfloat16 storage instead: ops::narrow_to_bf16, then bf16_data.)
+// An operand of cuDNN's Conv2D in precision bf16 (kernels/ops/conv2d.cpp says why cuDNN's own
+// bf16 convolution is not used): when `bf16`, t rounded to bf16 values in a new float tensor of
+// the stream (round_to_bf16), which cuDNN's fp32 convolution then multiplies: products of bf16
+// values are exact in float (8 + 8 significant bits), so it computes precision bf16's rule
+// (bf16 operands, float accumulation). t itself when not.
+// (cuBLAS's bf16 GEMM and the hand-written tensor-core kernels read bfloat16 storage instead:
+// ops::narrow_to_bf16, then bf16_data.)
 Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).

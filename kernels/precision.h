@@ -33,8 +33,11 @@
 //                cuDNN's bf16 convolution writes its output in bf16, before the bias
 //                (kernels/ops/conv2d.cpp says why); under --math tf32 on TF32 tensor cores,
 //                which read a bf16 value exactly.
-//   handwritten  Dense and Conv2D round their operands to bf16 values on the device, then run
-//                the fp32 kernels (kernels/ops_dispatch.h's bf16_operand), on the CUDA cores.
+//   handwritten  Dense and Conv2D narrow their operands to bfloat16 storage too and run the
+//                hand-written bf16 GEMM on tensor cores (kernels/cuda/gemm_mma.cu: PTX
+//                mma.sync m16n8k16, bf16 A and B, fp32 accumulation; Conv2D lowers the
+//                narrowed input to bf16 columns first). On emulated GPUs and CPU streams the
+//                instruction is emulated from its documented fragment layout (mma_bf16.cuh).
 // Either way each product of two bf16 values is exact in float and the sums are float: the rule
 // above. A GPU's sums are grouped differently from a CPU's (and cuBLAS's from the hand-written
 // kernels'), so GPU and CPU runs, and the two paths, differ in the last bits; runs on one path

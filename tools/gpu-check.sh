@@ -27,7 +27,8 @@
 #               starts in the background as soon as brigade-train exists
 #   kernels-*   tests/kernels/cuda: the hand-written kernels natively and cuBLAS/cuDNN, against
 #               brigade::ref, cuBLAS's bf16 GEMM on tensor cores included (vendor_bf16_test);
-#               tests/kernels/emu: the emulator and the native lesson kernels
+#               tests/kernels/emu: the emulator, the native lesson kernels and the hand-written
+#               bf16 tensor-core GEMM (ops_gemm_mma_test: the GPU's own mma fragment layout)
 #   memcheck    compute-sanitizer --tool memcheck on tests/kernels/cuda (both paths), with
 #               --report-api-errors no: an API error cuDNN or cuBLAS returns to itself inside a
 #               call is theirs (Brigade checks every status it gets back)

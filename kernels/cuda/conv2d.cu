@@ -1,5 +1,6 @@
 // Conv2D as im2col + GEMM: the convolution lowered to the batched matrix products of
-// gemm_tiled.cu, a fixed number of launches per call whatever the batch.
+// gemm_tiled.cu (gemm_mma.cu in precision bf16), a fixed number of launches per call whatever
+// the batch.
 //
 // The lowering. For sample n of x (N, C, H, W), im2col builds col_n (C·R·S, P·Q): row
 // (c, r, s), column (p, q) holds the input pixel that output (p, q) multiplies with tap (r, s)
@@ -34,6 +35,13 @@
 // and backward-data, 3 for backward-filter, 1 for backward-bias) up to that budget — the
 // question's network at batch 128 needs at most 95 MB — and as many per pass beyond it.
 //
+// Precision bf16 (the *_bf16 launchers): x, w and dy arrive narrowed to bfloat16 storage, and
+// the same passes run with bf16 columns and gemm_mma_bf16 (tensor cores) for the products.
+// im2col copies, so lowering the narrowed x gives the narrowed columns bit for bit, at half the
+// bytes, and the N·C·H·W narrowing (by the caller) is R·S times less work than narrowing the
+// columns would be. Backward-data's columns and backward-filter's products are the GEMMs'
+// float outputs, as in fp32.
+//
 // Kernels and who computes what:
 // im2col and col2im divide per element: 32-bit indices where the sizes allow (launch.cuh).
 //   im2col_kernel      thread per col element (sample n, row (c, r, s), column (p, q)): one read.
@@ -55,9 +63,11 @@
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-template <class Index>
-__global__ void im2col_kernel(const float* x /* (N, C, H, W) */,
-                              float* col /* (N, C·R·S, P·Q) */, Conv2dShape shape) {
+// T: float, or cpu::bf16 in precision bf16 (a copy: the columns of narrowed x are x's
+// columns narrowed, and take half the bytes).
+template <class Index, class T>
+__global__ void im2col_kernel(const T* x /* (N, C, H, W) */, T* col /* (N, C·R·S, P·Q) */,
+                              Conv2dShape shape) {
   const WindowSizes<Index> s(shape);
   const Index PQ = s.P * s.Q, CRS = s.C * s.R * s.S, total = s.N * CRS * PQ;
   for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
@@ -67,7 +77,7 @@ __global__ void im2col_kernel(const float* x /* (N, C, H, W) */,
     const Index v = (pq % s.Q) * s.stride - s.pad_w + t;
     col[i] = (h >= 0 && h < s.H && v >= 0 && v < s.W)
                  ? x[((n * s.C + c) * s.H + h) * s.W + v]
-                 : 0.0f;
+                 : T{};  // 0.0f, or bf16 +0 (bits 0)
   }
 }
 
@@ -168,13 +178,25 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s) {
          per_sample;
 }
 
-void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream) {
+namespace {
+template <class T>
+void launch_im2col(const T* x, T* col, const Conv2dShape& s, const Stream& stream) {
   check_conv("im2col", s);
   const int64_t total = s.N * sample_columns(s);
   with_index_type(std::max(total, s.x_size()), [&](auto index) {
-    BRIGADE_LAUNCH(im2col_kernel<decltype(index)>, elementwise_blocks(total), kElementwiseBlock,
-                   0, stream, BRIGADE_EXTENT(x, s.x_size()), BRIGADE_EXTENT(col, total), s);
+    BRIGADE_LAUNCH((im2col_kernel<decltype(index), T>), elementwise_blocks(total),
+                   kElementwiseBlock, 0, stream, BRIGADE_EXTENT(x, s.x_size()),
+                   BRIGADE_EXTENT(col, total), s);
   });
+}
+}  // namespace
+
+void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream) {
+  launch_im2col(x, col, s, stream);
+}
+
+void im2col(const cpu::bf16* x, cpu::bf16* col, const Conv2dShape& s, const Stream& stream) {
+  launch_im2col(x, col, s, stream);
 }
 
 void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream) {
@@ -187,52 +209,110 @@ void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& str
   });
 }
 
-void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* workspace, int64_t workspace_floats,
-                    const Stream& stream, bool relu) {
+namespace {
+
+// The products of either precision, chosen by the operands' type: gemm_tiled on float, the
+// tensor cores' gemm_mma_bf16 on bfloat16. alpha 1, beta 0.
+void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float* C, int64_t ldc, const GemmBatch& batch,
+               const GemmEpilogue& epilogue, const Stream& stream) {
+  gemm_tiled_batched(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, batch, epilogue,
+                     stream);
+}
+void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const cpu::bf16* A,
+               int64_t lda, const cpu::bf16* B, int64_t ldb, float* C, int64_t ldc,
+               const GemmBatch& batch, const GemmEpilogue& epilogue, const Stream& stream) {
+  gemm_mma_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, batch, epilogue, stream);
+}
+
+template <class T>
+void forward_passes(const T* x, const T* w, const float* b, float* y, const Conv2dShape& s,
+                    float* workspace, int64_t workspace_floats, const Stream& stream, bool relu) {
   const int64_t pass = samples_per_pass("conv2d_forward", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
+  T* col = reinterpret_cast<T*>(workspace);  // (pass, C·R·S, P·Q)
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
-    im2col(x + n0 * s.C * s.H * s.W, workspace, part, stream);
+    im2col(x + n0 * s.C * s.H * s.W, col, part, stream);
     // y_n (K, P·Q) = W · col_n for each sample of the pass; W shared (stride 0).
-    gemm_tiled_batched(false, false, s.K, PQ, CRS, 1.0f, w, CRS, workspace, PQ, 0.0f,
-                       y + n0 * s.K * PQ, PQ, GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
-                       GemmEpilogue{b, /*bias_per_row=*/true, relu}, stream);
+    conv_gemm(false, false, s.K, PQ, CRS, w, CRS, col, PQ, y + n0 * s.K * PQ, PQ,
+              GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
+              GemmEpilogue{b, /*bias_per_row=*/true, relu}, stream);
   }
 }
 
-void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+template <class T>
+void backward_data_passes(const T* dy, const T* w, float* dx, const Conv2dShape& s,
                           float* workspace, int64_t workspace_floats, const Stream& stream) {
   const int64_t pass = samples_per_pass("conv2d_backward_data", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
     // col_n (C·R·S, P·Q) = Wᵀ · dy_n: W is stored (K, C·R·S), hence trans_a with lda = C·R·S.
-    gemm_tiled_batched(true, false, CRS, PQ, s.K, 1.0f, w, CRS, dy + n0 * s.K * PQ, PQ, 0.0f,
-                       workspace, PQ, GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false},
-                       GemmEpilogue{}, stream);
+    // The columns are the GEMM's float output in either precision.
+    conv_gemm(true, false, CRS, PQ, s.K, w, CRS, dy + n0 * s.K * PQ, PQ, workspace, PQ,
+              GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false}, GemmEpilogue{}, stream);
     col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream);
   }
 }
 
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
+template <class T>
+void backward_filter_passes(const T* x, const T* dy, float* dw, const Conv2dShape& s,
                             float* workspace, int64_t workspace_floats, const Stream& stream) {
   const int64_t pass = samples_per_pass("conv2d_backward_filter", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
+  T* col = reinterpret_cast<T*>(workspace);  // (pass, C·R·S, P·Q)
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
-    im2col(x + n0 * s.C * s.H * s.W, workspace, part, stream);
+    im2col(x + n0 * s.C * s.H * s.W, col, part, stream);
     // dw_n (K, C·R·S) = dy_n (K, P·Q) · col_nᵀ: col_n is stored (C·R·S, P·Q), hence trans_b.
-    float* products = workspace + part.N * CRS * PQ;  // (n, K, C·R·S), after the columns
-    gemm_tiled_batched(false, true, s.K, CRS, PQ, 1.0f, dy + n0 * s.K * PQ, PQ, workspace, PQ,
-                       0.0f, products, CRS, GemmBatch{part.N, s.K * PQ, CRS * PQ, s.K * CRS, false},
-                       GemmEpilogue{}, stream);
+    // The products (n, K, C·R·S) follow the columns, at the next whole float (bf16 columns
+    // take half a float's bytes each: the share's float count always holds them).
+    const int64_t column_bytes = part.N * CRS * PQ * static_cast<int64_t>(sizeof(T));
+    float* products = workspace + (column_bytes + 3) / 4;
+    conv_gemm(false, true, s.K, CRS, PQ, dy + n0 * s.K * PQ, PQ, col, PQ, products, CRS,
+              GemmBatch{part.N, s.K * PQ, CRS * PQ, s.K * CRS, false}, GemmEpilogue{}, stream);
     const int64_t size = s.K * CRS;
     BRIGADE_LAUNCH(sum_samples_kernel, elementwise_blocks(size), kElementwiseBlock, 0, stream,
                    BRIGADE_EXTENT(products, part.N * size), BRIGADE_EXTENT(dw, size), part.N,
                    size);
   }
+}
+
+}  // namespace
+
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const Conv2dShape& s, float* workspace, int64_t workspace_floats,
+                    const Stream& stream, bool relu) {
+  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu);
+}
+
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+                          float* workspace, int64_t workspace_floats, const Stream& stream) {
+  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream);
+}
+
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
+                            float* workspace, int64_t workspace_floats, const Stream& stream) {
+  backward_filter_passes(x, dy, dw, s, workspace, workspace_floats, stream);
+}
+
+void conv2d_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
+                         const Conv2dShape& s, float* workspace, int64_t workspace_floats,
+                         const Stream& stream, bool relu) {
+  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu);
+}
+
+void conv2d_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx,
+                               const Conv2dShape& s, float* workspace, int64_t workspace_floats,
+                               const Stream& stream) {
+  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream);
+}
+
+void conv2d_backward_filter_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw,
+                                 const Conv2dShape& s, float* workspace,
+                                 int64_t workspace_floats, const Stream& stream) {
+  backward_filter_passes(x, dy, dw, s, workspace, workspace_floats, stream);
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream) {

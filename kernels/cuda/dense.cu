@@ -5,10 +5,11 @@
 //   backward-weight  dw (out, in) += dyᵀ (out, N) · x (N, in)    gemm(trans, no), beta = 1
 //   backward-bias    db (out)    += column sums of dy            one thread per column
 //
-// The GEMMs are gemm_tiled (gemm_tiled.cu); the forward one adds the bias and applies the
-// ReLU as it stores y (its epilogue: one launch for the layer). What is left is
-// add_bias_rows_kernel, the same epilogue for the cuBLAS path (thread per element of y,
-// column j = i % cols), and bias_grad_columns_kernel (thread j sums
+// The GEMMs are gemm_tiled (gemm_tiled.cu), or in precision bf16 gemm_mma_bf16 (gemm_mma.cu,
+// tensor cores) on operands in bfloat16 storage (the *_bf16 launchers); the forward one adds
+// the bias and applies the ReLU as it stores y (its epilogue: one launch for the layer). What
+// is left is add_bias_rows_kernel, the same epilogue for the cuBLAS path (thread per element
+// of y, column j = i % cols), and bias_grad_columns_kernel (thread j sums
 // column j of dy going down the rows: threads j, j+1, ... read neighbouring addresses of
 // the same row together, so the reads are coalesced, and each sum runs in row order).
 #include <cstdint>
@@ -71,6 +72,28 @@ void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N
   check_dense("dense_backward_weight", N, in, out);
   if (N == 0) return;  // an empty batch adds nothing
   gemm_tiled(true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in, stream);
+}
+
+void dense_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
+                        int64_t N, int64_t in, int64_t out, const Stream& stream, bool relu) {
+  check_dense("dense_forward_bf16", N, in, out);
+  gemm_mma_bf16(false, true, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out, GemmBatch{},
+                GemmEpilogue{b, /*bias_per_row=*/false, relu}, stream);
+}
+
+void dense_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx, int64_t N,
+                              int64_t in, int64_t out, const Stream& stream) {
+  check_dense("dense_backward_data_bf16", N, in, out);
+  gemm_mma_bf16(false, false, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, GemmBatch{},
+                GemmEpilogue{}, stream);
+}
+
+void dense_backward_weight_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw, int64_t N,
+                                int64_t in, int64_t out, const Stream& stream) {
+  check_dense("dense_backward_weight_bf16", N, in, out);
+  if (N == 0) return;  // an empty batch adds nothing
+  gemm_mma_bf16(true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in, GemmBatch{},
+                GemmEpilogue{}, stream);
 }
 
 void dense_backward_bias(const float* dy, float* db, int64_t N, int64_t out,

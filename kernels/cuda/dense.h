@@ -14,6 +14,18 @@ void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, 
 // x: (N, in)  dy: (N, out)  dw: (out, in), accumulated: dw += dyᵀ · x
 void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N,
                            int64_t in, int64_t out, const Stream& stream);
+// Precision bf16 (kernels/precision.h): the same three GEMMs with the operands in bfloat16
+// storage, on tensor cores (gemm_mma_bf16); outputs float, dx overwritten, dw accumulated.
+// x: (N, in)  w: (out, in)  b: (out) or nullptr  y: (N, out)
+void dense_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
+                        int64_t N, int64_t in, int64_t out, const Stream& stream,
+                        bool relu = false);
+// dy: (N, out)  w: (out, in)  dx: (N, in)
+void dense_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx, int64_t N,
+                              int64_t in, int64_t out, const Stream& stream);
+// x: (N, in)  dy: (N, out)  dw: (out, in)
+void dense_backward_weight_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw, int64_t N,
+                                int64_t in, int64_t out, const Stream& stream);
 // dy: (N, out)  db: (out), accumulated: db += column sums of dy
 void dense_backward_bias(const float* dy, float* db, int64_t N, int64_t out,
                          const Stream& stream);

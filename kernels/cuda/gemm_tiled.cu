@@ -92,6 +92,7 @@
 #include "kernels/emu/kernel.h"
 #include "engine/allocator.h"
 #include "engine/error.h"
+#include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
@@ -305,11 +306,8 @@ __global__ void __launch_bounds__(256)
 
   float* c_product = C + product * g.stride_c;
   for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
-    float* out = c_product + r * g.ldc + c;
-    float v = g.alpha * acc[i][j];
-    if (g.beta != 0.0f) v += g.beta * *out;  // beta 0: C is not read
-    if (bias != nullptr) v += bias[g.bias_per_row ? r : c];
-    *out = g.relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
+    gemm_store(c_product + r * g.ldc + c, acc[i][j], g.alpha, g.beta, bias, g.bias_per_row,
+               g.relu, r, c);
   });
 }
 
@@ -318,17 +316,6 @@ __global__ void __launch_bounds__(256)
 __global__ void gemm_clear_tickets_kernel(unsigned* tickets) { tickets[threadIdx.x] = 0; }
 
 namespace {
-
-// The elements a row-major (rows, cols) matrix with leading dimension ld spans: the last
-// row needs only its first `cols`.
-int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld) {
-  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
-}
-
-// The elements `count` matrices `stride` apart span.
-int64_t batch_extent(int64_t count, int64_t stride, int64_t one) {
-  return one == 0 ? 0 : (count - 1) * stride + one;
-}
 
 // float4 loads need 16-byte alignment of every quad: the base, the pitch and the batch
 // stride must be multiples of 4 floats (a quad starts at a multiple of 4 within its row).
@@ -411,30 +398,11 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
                         float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                         float beta, float* C, int64_t ldc, const GemmBatch& batch,
                         const GemmEpilogue& epilogue, const Stream& stream) {
-  // A is stored (M, K), or (K, M) when transposed; its rows must be at least that wide.
-  const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
-  BRIGADE_CHECK(M >= 0 && N >= 0 && K >= 0 && lda >= a_cols && ldb >= b_cols && ldc >= N &&
-                    lda >= 1 && ldb >= 1 && ldc >= 1,
-                "gemm_tiled: invalid sizes (M, N, K) = (" << M << ", " << N << ", " << K
-                    << "), trans_a " << trans_a << ", trans_b " << trans_b << ", (lda, ldb, ldc) = ("
-                    << lda << ", " << ldb << ", " << ldc << ")");
-  BRIGADE_CHECK(batch.count >= 1 && batch.stride_a >= 0 && batch.stride_b >= 0 &&
-                    batch.stride_c >= 0,
-                "gemm_tiled: invalid batch: " << batch.count << " products, strides (A, B, C) = ("
-                    << batch.stride_a << ", " << batch.stride_b << ", " << batch.stride_c << ")");
+  const GemmExtents e = check_gemm_call("gemm_tiled", trans_a, trans_b, M, N, K, lda, ldb, ldc,
+                                        batch, epilogue, kBlockM, kBlockN);
   const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
-  BRIGADE_CHECK((N + kBlockN - 1) / kBlockN < (int64_t(1) << 31) &&
-                    (M + kBlockM - 1) / kBlockM < 65536 && grid_z < 65536,
-                "gemm_tiled: (M, N) = (" << M << ", " << N << ") over " << grid_z
-                    << " products exceeds the grid limits (65535 products, 8,388,480 rows)");
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
 
-  const int64_t a_extent =
-      batch_extent(batch.count, batch.stride_a, matrix_extent(trans_a ? K : M, a_cols, lda));
-  const int64_t b_extent =
-      batch_extent(batch.count, batch.stride_b, matrix_extent(trans_b ? N : K, b_cols, ldb));
-  const int64_t c_extent = batch_extent(grid_z, batch.stride_c, matrix_extent(M, N, ldc));
-  const int64_t bias_extent = epilogue.bias == nullptr ? 0 : epilogue.bias_per_row ? M : N;
   const int64_t splits = gemm_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
   const GemmLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
                                  batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
@@ -449,16 +417,13 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
   const SplitBuffers split =
       splits > 1 ? split_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
-  // The largest offset the kernel forms is below the largest extent, or a row/column/k index
-  // at most one tile past its size (a slice index is at most the slices' count, below that).
-  const int64_t largest = std::max({a_extent, b_extent, c_extent, partials_extent, M, N,
-                                    K * batch.count, lda, ldb, ldc}) + std::max(kBlockM, kBlockN);
-  if (largest <= std::numeric_limits<int32_t>::max())
-    launch_gemm<int32_t>(wide, grid, A, a_extent, B, b_extent, C, c_extent, epilogue.bias,
-                         bias_extent, split, partials_extent, stream);
+  if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc,
+                      std::max(kBlockM, kBlockN)))
+    launch_gemm<int32_t>(wide, grid, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
+                         partials_extent, stream);
   else
-    launch_gemm<int64_t>(wide, grid, A, a_extent, B, b_extent, C, c_extent, epilogue.bias,
-                         bias_extent, split, partials_extent, stream);
+    launch_gemm<int64_t>(wide, grid, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
+                         partials_extent, stream);
 }
 
 int64_t gemm_split_k(int64_t M, int64_t N, int64_t K, const GemmBatch& batch) {

@@ -1,8 +1,10 @@
 // Conv2D of kernels/ops.h: the checks, then the CPU branch (Winograd or im2col + SGEMM on the
 // device's threads, kernels/cpu/conv2d/; in precision bf16 im2col + gemm_bf16, conv2d/bf16.h)
 // beside the CUDA branch (cuDNN or the hand-written im2col + gemm_tiled over the micro-batch,
-// as kernels/cuda/path.h's setting says at each call; in precision bf16 either path's fp32
-// kernels on operands rounded to bf16 values on the device, detail::bf16_operand).
+// as kernels/cuda/path.h's setting says at each call). In precision bf16 the hand-written path
+// narrows x, w and dy to bfloat16 storage (narrow_to_bf16) for its bf16 passes (im2col in bf16,
+// gemm_mma_bf16 on tensor cores); cuDNN runs in fp32 on operands rounded to bf16 values on the
+// device (detail::bf16_operand), for the reason below.
 //
 // Why cuDNN gets bf16 values in float rather than bfloat16 tensors: its legacy convolution API
 // takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
@@ -80,6 +82,16 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
+    if (bf16 && !vendor()) {  // tensor cores on the hand-written path
+      const Tensor xh = narrow_to_bf16(x, stream);  // (N, C, H, W) bfloat16
+      const Tensor wh = narrow_to_bf16(w, stream);  // (K, C, R, S) bfloat16
+      size_t bytes = 0;
+      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      cuda::conv2d_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
+                                y.data<float>(), s, ws.data<float>(), hand_written_floats(bytes),
+                                stream, relu);
+      return y;
+    }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
@@ -125,6 +137,17 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
+    if (bf16 && !vendor()) {  // tensor cores on the hand-written path
+      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, K, P, Q) bfloat16
+      const Tensor wh = narrow_to_bf16(w, stream);    // (K, C, R, S) bfloat16
+      size_t bytes = 0;
+      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      cuda::conv2d_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
+                                      dx.data<float>(), s, ws.data<float>(),
+                                      hand_written_floats(bytes), stream);
+      if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
+      return dx;
+    }
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
@@ -167,6 +190,18 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    if (bf16 && !vendor()) {  // tensor cores on the hand-written path
+      const Tensor xh = narrow_to_bf16(x, stream);    // (N, C, H, W) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, K, P, Q) bfloat16
+      size_t bytes = 0;
+      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      cuda::conv2d_backward_filter_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),
+                                        dw.data<float>(), s, ws.data<float>(),
+                                        hand_written_floats(bytes), stream);
+      // No GEMM in the bias gradient: the float dy, as in fp32.
+      cuda::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
+      return;
+    }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
     size_t bytes = 0;

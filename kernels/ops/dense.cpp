@@ -1,9 +1,9 @@
 // Dense of kernels/ops.h: the checks, then the CPU branch (OpenBLAS SGEMM on the device's
 // threads, kernels/cpu/dense.h; in precision bf16 gemm_bf16, kernels/cpu/dense_bf16.h) beside
 // the CUDA branch (cuBLAS or the hand-written gemm_tiled, as kernels/cuda/path.h's setting
-// says at each call). In precision bf16 on a GPU, cuBLAS gets the two GEMM operands narrowed
-// to bfloat16 storage (narrow_to_bf16) for its bf16 GEMM on tensor cores; gemm_tiled gets them
-// rounded to bf16 values in float (detail::bf16_operand). Either is bf16's rule.
+// says at each call). In precision bf16 on a GPU, both paths get the two GEMM operands narrowed
+// to bfloat16 storage (narrow_to_bf16): cuBLAS for its bf16 GEMM, the hand-written path for
+// gemm_mma_bf16 (kernels/cuda/gemm_mma.cu); both on tensor cores, both bf16's rule.
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
@@ -49,21 +49,23 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
-    if (vendor() && bf16) {
+    if (bf16) {
       const Tensor xh = narrow_to_bf16(x, stream);  // (N, in) bfloat16
       const Tensor wh = narrow_to_bf16(w, stream);  // (out, in) bfloat16
-      cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
-                                  y.data<float>(), N, in, out, stream, relu);
+      if (vendor())
+        cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh),
+                                    b.data<float>(), y.data<float>(), N, in, out, stream, relu);
+      else
+        cuda::dense_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
+                                 y.data<float>(), N, in, out, stream, relu);
       return y;
     }
-    const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
-    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
-      cuda::vendor::dense_forward(xo.data<float>(), wo.data<float>(), b.data<float>(),
+      cuda::vendor::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(),
                                   y.data<float>(), N, in, out, stream, relu);
     else
-      cuda::dense_forward(xo.data<float>(), wo.data<float>(), b.data<float>(), y.data<float>(),
-                          N, in, out, stream, relu);
+      cuda::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
+                          in, out, stream, relu);
 #else
     detail::no_kernel("dense_forward", stream.device());
 #endif
@@ -92,21 +94,23 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
-    if (vendor() && bf16) {
+    if (bf16) {
       const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
       const Tensor wh = narrow_to_bf16(w, stream);    // (out, in) bfloat16
-      cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),
-                                        dx.data<float>(), N, in, out, stream);
+      if (vendor())
+        cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),
+                                          dx.data<float>(), N, in, out, stream);
+      else
+        cuda::dense_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
+                                       dx.data<float>(), N, in, out, stream);
       return dx;
     }
-    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
-    const Tensor wo = detail::bf16_operand(w, bf16, stream);
     if (vendor())
-      cuda::vendor::dense_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), N,
+      cuda::vendor::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N,
                                         in, out, stream);
     else
-      cuda::dense_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), N, in,
-                                out, stream);
+      cuda::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
+                                stream);
 #else
     detail::no_kernel("dense_backward_data", stream.device());
 #endif
@@ -139,20 +143,21 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
-    if (vendor() && bf16) {
+    if (bf16) {
       const Tensor xh = narrow_to_bf16(x, stream);    // (N, in) bfloat16
       const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
-      cuda::vendor::dense_backward_weight(detail::bf16_data(xh), detail::bf16_data(dyh),
-                                          dw.data<float>(), N, in, out, stream);
-    } else {
-      const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
-      const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
       if (vendor())
-        cuda::vendor::dense_backward_weight(xo.data<float>(), dyo.data<float>(),
+        cuda::vendor::dense_backward_weight(detail::bf16_data(xh), detail::bf16_data(dyh),
                                             dw.data<float>(), N, in, out, stream);
       else
-        cuda::dense_backward_weight(xo.data<float>(), dyo.data<float>(), dw.data<float>(), N,
-                                    in, out, stream);
+        cuda::dense_backward_weight_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),
+                                         dw.data<float>(), N, in, out, stream);
+    } else if (vendor()) {
+      cuda::vendor::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N,
+                                          in, out, stream);
+    } else {
+      cuda::dense_backward_weight(x.data<float>(), dy.data<float>(), dw.data<float>(), N, in,
+                                  out, stream);
     }
     // No GEMM in the bias gradient: one hand-written kernel on either path, on the float dy.
     cuda::dense_backward_bias(dy.data<float>(), db.data<float>(), N, out, stream);

@@ -29,6 +29,22 @@ inline void reference_product(bool ta, bool tb, const GemmCase& c, const float* 
       }
 }
 
+// The rest of a GEMM's reference after reference_product: sum and magnitude (element (i, j) at
+// i·N + j) become alpha·op(A)·op(B) + beta·C0 and their magnitudes (C0 not read when beta is
+// 0), and `packed` gets the kernel's C (pitch ldc) at the same places, for all_close.
+inline void finish_reference(const GemmCase& c, float alpha, float beta, const float* c0,
+                             const float* got, int64_t ldc, std::vector<double>& sum,
+                             std::vector<double>& magnitude, std::vector<float>& packed) {
+  packed.assign(sum.size(), 0.0f);
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t j = 0; j < c.N; ++j) {
+      const double cij = beta == 0.0f ? 0.0 : double{c0[i * ldc + j]};
+      sum[i * c.N + j] = alpha * sum[i * c.N + j] + beta * cij;
+      magnitude[i * c.N + j] = alpha * magnitude[i * c.N + j] + std::fabs(beta * cij);
+      packed[i * c.N + j] = got[i * ldc + j];
+    }
+}
+
 // The next multiple of 4 at or above n: a pitch that keeps every row 16-byte aligned.
 inline int64_t aligned_pitch(int64_t n) { return (n + 3) / 4 * 4; }
 

@@ -50,14 +50,8 @@ TEST_CASE("gemm_tiled: C = alpha op(A) op(B) + beta C for every transpose, odd s
             stream.synchronize();
             std::vector<double> want, mag;
             reference_product(ta, tb, c, a.data(), lda, b.data(), ldb, want, mag);
-            std::vector<float> got_packed(want.size());
-            for (int64_t i = 0; i < c.M; ++i)
-              for (int64_t j = 0; j < c.N; ++j) {
-                const double cij = beta == 0.0f ? 0.0 : double{c0[i * ldc + j]};
-                want[i * c.N + j] = alpha * want[i * c.N + j] + beta * cij;
-                mag[i * c.N + j] = alpha * mag[i * c.N + j] + std::fabs(beta * cij);
-                got_packed[i * c.N + j] = got[i * ldc + j];
-              }
+            std::vector<float> got_packed;
+            finish_reference(c, alpha, beta, c0.data(), got.data(), ldc, want, mag, got_packed);
             CHECK(all_close("C", got_packed.data(), want, sum_tolerance(mag, c.K + 1)));
           }
   }

@@ -1,0 +1,90 @@
+// One tensor-core instruction, on a GPU and on the emulator: D = A · B + C for a 16×16 A and a
+// 16×8 B of bfloat16, C and D 16×8 float, computed by the 32 lanes of a warp together
+// (PTX `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`, sm_80 and later). Included by
+// gemm_mma.cu after kernels/emu/kernel.h.
+//
+// Fragments. No lane holds a whole row or column: each holds 8 elements of A, 4 of B and 4 of
+// C, two bf16 to a 32-bit register (the lower-indexed element in the low 16 bits). With
+// g = lane >> 2 (groupID) and q = lane % 4 (threadID_in_group), per the PTX ISA ("Matrix
+// Fragments for mma.m16n8k16 with floating point type"):
+//
+//   A (16×16, "row": row-major)     B (16×8, "col": column-major)   C, D (16×8)
+//   a[0] = A[g    ][2q, 2q+1]       b[0] = B[2q, 2q+1  ][g]         c[0], c[1] = C[g    ][2q, 2q+1]
+//   a[1] = A[g + 8][2q, 2q+1]       b[1] = B[2q+8, 2q+9][g]         c[2], c[3] = C[g + 8][2q, 2q+1]
+//   a[2] = A[g    ][2q+8, 2q+9]
+//   a[3] = A[g + 8][2q+8, 2q+9]
+//
+//          k: 0 1 | 2 3 | 4 5 | 6 7 | 8 9 |10 11|12 13|14 15           n: 0 1 | 2 3 | 4 5 | 6 7
+//   row 0:  lane 0| l 1 | l 2 | l 3 | l 0 | l 1 | l 2 | l 3     row 0:  lane 0| l 1 | l 2 | l 3
+//   row 1:  lane 4| l 5 | l 6 | l 7 | l 4 | ...                 ...
+//   row 7:  l 28  | l 29| l 30| l 31| l 28| ...                 row 7:  l 28  | l 29| l 30| l 31
+//   row 8:  lane 0 again (a[1], a[3])                           row 8:  lane 0 again (c[2], c[3])
+//
+// and B's column n lies in lanes 4n .. 4n + 3, k = 2q, 2q+1 in b[0] and 2q+8, 2q+9 in b[1].
+//
+// Arithmetic. A product of two bf16 values (8 significant bits each) is exact in float. How a
+// tensor core adds the 16 products and C is not specified beyond "fp32 accumulation" (it may
+// align and truncate where an FMA rounds). The emulation adds in float, C first, then the
+// products k = 0, 1, ..., 15 in order: one fixed order, so the emulator gives the same bits on
+// every run, and a GPU may differ from it in the last bits of a sum (tests compare both with a
+// double reference within a tolerance that grows with K, never bit for bit). Inf and NaN
+// propagate as in any float sum.
+//
+// The emulation is the operation written out from the layout above with warp shuffles: each
+// lane fetches rows g and g + 8 of A from lanes 4g .. 4g + 3 (two 8-byte shuffles each) and
+// columns 2q and 2q + 1 of B from lanes 8q .. 8q + 7 (one each): 16 shuffles, then 64 products.
+// It is also valid CUDA (every lane takes part in every shuffle), which a GPU before sm_80
+// would run; this project builds for sm_80 and sm_90, where the instruction runs.
+#pragma once
+
+#include <cstdint>
+
+namespace brigade::BRIGADE_KERNEL_NAMESPACE {
+
+// d = a · b + c in place on c, every lane of the (1-D block's) warp together.
+__device__ __forceinline__ void mma_bf16_m16n8k16(float c[4], const uint32_t a[4],
+                                                  const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const auto low = [](uint32_t r) { return __uint_as_float(r << 16); };
+  const auto high = [](uint32_t r) { return __uint_as_float(r & 0xffff0000u); };
+  const auto pack = [](uint32_t lo, uint32_t hi) {
+    return static_cast<unsigned long long>(lo) | static_cast<unsigned long long>(hi) << 32;
+  };
+  float a_rows[2][16];  // A[g][k], A[g + 8][k]
+  float b_cols[2][16];  // B[k][2q], B[k][2q + 1]
+  for (int s = 0; s < 4; ++s) {  // lane 4g + s holds k = 2s, 2s+1 and 2s+8, 2s+9 of both rows
+    const unsigned long long r01 = __shfl_sync(kAll, pack(a[0], a[1]), 4 * g + s);
+    const unsigned long long r23 = __shfl_sync(kAll, pack(a[2], a[3]), 4 * g + s);
+    const uint32_t regs[4] = {static_cast<uint32_t>(r01), static_cast<uint32_t>(r01 >> 32),
+                              static_cast<uint32_t>(r23), static_cast<uint32_t>(r23 >> 32)};
+    for (int reg = 0; reg < 4; ++reg) {  // a[reg]: row g + 8·(reg % 2), k from 2s + 8·(reg / 2)
+      const int row = reg % 2, k = 2 * s + 8 * (reg / 2);
+      a_rows[row][k] = low(regs[reg]);
+      a_rows[row][k + 1] = high(regs[reg]);
+    }
+  }
+  for (int col = 0; col < 2; ++col)
+    for (int s = 0; s < 4; ++s) {  // lane 4n + s holds k = 2s, 2s+1 and 2s+8, 2s+9 of column n
+      const unsigned long long r = __shfl_sync(kAll, pack(b[0], b[1]), 4 * (2 * q + col) + s);
+      b_cols[col][2 * s] = low(static_cast<uint32_t>(r));
+      b_cols[col][2 * s + 1] = high(static_cast<uint32_t>(r));
+      b_cols[col][2 * s + 8] = low(static_cast<uint32_t>(r >> 32));
+      b_cols[col][2 * s + 9] = high(static_cast<uint32_t>(r >> 32));
+    }
+  for (int i = 0; i < 4; ++i) {  // c[i]: row g + 8·(i / 2), column 2q + i % 2
+    float d = c[i];
+    for (int k = 0; k < 16; ++k) d += a_rows[i / 2][k] * b_cols[i % 2][k];  // exact products
+    c[i] = d;
+  }
+#endif
+}
+
+}  // namespace brigade::BRIGADE_KERNEL_NAMESPACE
