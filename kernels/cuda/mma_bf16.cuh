@@ -30,60 +30,70 @@
 // double reference within a tolerance that grows with K, never bit for bit). Inf and NaN
 // propagate as in any float sum.
 //
-// The emulation is the operation written out from the layout above with warp shuffles: each
-// lane fetches rows g and g + 8 of A from lanes 4g .. 4g + 3 (two 8-byte shuffles each) and
-// columns 2q and 2q + 1 of B from lanes 8q .. 8q + 7 (one each): 16 shuffles, then 64 products.
-// It is also valid CUDA (every lane takes part in every shuffle), which a GPU before sm_80
-// would run; this project builds for sm_80 and sm_90, where the instruction runs.
+// The emulation is the operation written out from the layout above, for the whole warp at
+// once: each lane offers its registers to the emulator's warp rendezvous (kernels/emu/emu.h,
+// warp_collective), and the last lane to arrive gathers A, B and C from the 32 lanes' fragments
+// and writes each lane's four sums back. One rendezvous per instruction: written with warp
+// shuffles instead (16 per lane), the emulated GPU tests of the bf16 path took several times
+// as long.
 #pragma once
 
 #include <cstdint>
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
+#if !defined(__CUDACC__)
+// The emulator's view of one lane at the instruction: where its registers are.
+struct MmaLane {
+  float* c;
+  const uint32_t* a;
+  const uint32_t* b;
+};
+
+// The instruction for the whole warp, from its 32 lanes' fragments (the layout above).
+inline void mma_bf16_m16n8k16_warp(MmaLane* const* lanes, int count) {
+  BRIGADE_CHECK(count == 32, "mma.sync needs a whole warp of 32 lanes, this one has " << count);
+  const auto low = [](uint32_t r) { return __uint_as_float(r << 16); };
+  const auto high = [](uint32_t r) { return __uint_as_float(r & 0xffff0000u); };
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    const MmaLane& l = *lanes[lane];
+    for (int reg = 0; reg < 4; ++reg) {  // a[reg]: row g + 8·(reg % 2), k from 2q + 8·(reg / 2)
+      const int row = g + 8 * (reg % 2), k = 2 * q + 8 * (reg / 2);
+      A[row][k] = low(l.a[reg]);
+      A[row][k + 1] = high(l.a[reg]);
+    }
+    for (int reg = 0; reg < 2; ++reg) {  // b[reg]: column g, k from 2q + 8·reg
+      const int k = 2 * q + 8 * reg;
+      B[k][g] = low(l.b[reg]);
+      B[k + 1][g] = high(l.b[reg]);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    float* c = lanes[lane]->c;
+    for (int i = 0; i < 4; ++i) {  // c[i]: row g + 8·(i / 2), column 2q + i % 2
+      const int row = g + 8 * (i / 2), col = 2 * q + i % 2;
+      float d = c[i];
+      for (int k = 0; k < 16; ++k) d += A[row][k] * B[k][col];  // exact products, in k order
+      c[i] = d;
+    }
+  }
+}
+#endif
+
 // d = a · b + c in place on c, every lane of the (1-D block's) warp together.
 __device__ __forceinline__ void mma_bf16_m16n8k16(float c[4], const uint32_t a[4],
                                                   const uint32_t b[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__)  // device code: sm_80 or later (meson's gpu_arch)
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  constexpr unsigned kAll = 0xffffffffu;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int g = lane >> 2, q = lane & 3;
-  const auto low = [](uint32_t r) { return __uint_as_float(r << 16); };
-  const auto high = [](uint32_t r) { return __uint_as_float(r & 0xffff0000u); };
-  const auto pack = [](uint32_t lo, uint32_t hi) {
-    return static_cast<unsigned long long>(lo) | static_cast<unsigned long long>(hi) << 32;
-  };
-  float a_rows[2][16];  // A[g][k], A[g + 8][k]
-  float b_cols[2][16];  // B[k][2q], B[k][2q + 1]
-  for (int s = 0; s < 4; ++s) {  // lane 4g + s holds k = 2s, 2s+1 and 2s+8, 2s+9 of both rows
-    const unsigned long long r01 = __shfl_sync(kAll, pack(a[0], a[1]), 4 * g + s);
-    const unsigned long long r23 = __shfl_sync(kAll, pack(a[2], a[3]), 4 * g + s);
-    const uint32_t regs[4] = {static_cast<uint32_t>(r01), static_cast<uint32_t>(r01 >> 32),
-                              static_cast<uint32_t>(r23), static_cast<uint32_t>(r23 >> 32)};
-    for (int reg = 0; reg < 4; ++reg) {  // a[reg]: row g + 8·(reg % 2), k from 2s + 8·(reg / 2)
-      const int row = reg % 2, k = 2 * s + 8 * (reg / 2);
-      a_rows[row][k] = low(regs[reg]);
-      a_rows[row][k + 1] = high(regs[reg]);
-    }
-  }
-  for (int col = 0; col < 2; ++col)
-    for (int s = 0; s < 4; ++s) {  // lane 4n + s holds k = 2s, 2s+1 and 2s+8, 2s+9 of column n
-      const unsigned long long r = __shfl_sync(kAll, pack(b[0], b[1]), 4 * (2 * q + col) + s);
-      b_cols[col][2 * s] = low(static_cast<uint32_t>(r));
-      b_cols[col][2 * s + 1] = high(static_cast<uint32_t>(r));
-      b_cols[col][2 * s + 8] = low(static_cast<uint32_t>(r >> 32));
-      b_cols[col][2 * s + 9] = high(static_cast<uint32_t>(r >> 32));
-    }
-  for (int i = 0; i < 4; ++i) {  // c[i]: row g + 8·(i / 2), column 2q + i % 2
-    float d = c[i];
-    for (int k = 0; k < 16; ++k) d += a_rows[i / 2][k] * b_cols[i % 2][k];  // exact products
-    c[i] = d;
-  }
+#elif !defined(__CUDACC__)  // the emulator (nvcc's host pass compiles no device code)
+  MmaLane mine{c, a, b};
+  warp_collective(mine, mma_bf16_m16n8k16_warp);
 #endif
 }
 

@@ -158,20 +158,27 @@ void BlockRunner::check_same_site(int first, int count, const char* what) const 
 
 // ---- warp shuffles ----------------------------------------------------------------------
 
-uint64_t BlockRunner::shuffle(detail::ShuffleKind kind, unsigned mask, uint64_t value, int arg,
-                              int width, const char* file, unsigned line) {
+std::pair<int, int> BlockRunner::whole_warp(unsigned mask, const char* what) const {
   const int warp = current_ / warpSize;
-  const int lane = current_ % warpSize;
   const int first = warp * warpSize;
   const int lanes = std::min(warpSize, size_ - first);  // the last warp may be partial
   const unsigned present = lanes == warpSize ? ~0u : (1u << lanes) - 1;
   if ((mask & present) != present) {
     std::ostringstream os;
-    os << "shuffle mask 0x" << std::hex << mask << " leaves out lanes of warp " << std::dec
-       << warp << " (lanes present: 0x" << std::hex << present
-       << "); the emulator supports only shuffles in which every lane of the warp takes part";
+    os << what << " mask 0x" << std::hex << mask << " leaves out lanes of warp " << std::dec
+       << warp << " (lanes present: 0x" << std::hex << present << "); the emulator supports only "
+       << what << "s in which every lane of the warp takes part";
     throw Error(os.str());
   }
+  return {first, lanes};
+}
+
+uint64_t BlockRunner::shuffle(detail::ShuffleKind kind, unsigned mask, uint64_t value, int arg,
+                              int width, const char* file, unsigned line) {
+  const int warp = current_ / warpSize;
+  const int lane = current_ % warpSize;
+  const std::pair<int, int> whole = whole_warp(mask, "shuffle");
+  const int first = whole.first, lanes = whole.second;
   BRIGADE_CHECK(width >= 1 && width <= warpSize && (width & (width - 1)) == 0,
                 "shuffle width " << width << " is not a power of two in [1, 32]");
   // The source lane, as the PTX shfl instruction computes it: within a segment of `width`
@@ -216,6 +223,31 @@ uint64_t BlockRunner::shuffle(detail::ShuffleKind kind, unsigned mask, uint64_t 
   return me.received;
 }
 
+// ---- warp collectives ---------------------------------------------------------------------
+
+void BlockRunner::warp_collective(void* lane_data, detail::WarpOp op, void* context,
+                                  const char* file, unsigned line) {
+  const int warp = current_ / warpSize;
+  const std::pair<int, int> whole = whole_warp(~0u, "warp collective");
+  const int first = whole.first, lanes = whole.second;
+  Thread& me = *threads_[current_];
+  me.state = State::at_warp_barrier;
+  me.file = file;
+  me.line = line;
+  me.mask = ~0u;
+  me.lane_data = lane_data;
+  if (++warp_arrived_[warp] < lanes) {
+    me.fiber.yield();  // the last lane to arrive computes for us all and wakes us
+    return;
+  }
+  check_same_site(first, lanes, "warp collective");
+  void* data[warpSize];
+  for (int l = 0; l < lanes; ++l) data[l] = threads_[first + l]->lane_data;
+  warp_arrived_[warp] = 0;
+  for (int l = 0; l < lanes; ++l) threads_[first + l]->state = State::runnable;
+  op(context, data, lanes);  // the waiting lanes' data lives on their stacks, still suspended
+}
+
 // ---- a block that cannot make progress ----------------------------------------------------
 
 void BlockRunner::throw_stuck() const {
@@ -254,6 +286,10 @@ void sync_block(const char* file, unsigned line) {
 uint64_t shuffle(ShuffleKind kind, unsigned mask, uint64_t value, int arg, int width,
                  const char* file, unsigned line) {
   return BlockRunner::running("a warp shuffle").shuffle(kind, mask, value, arg, width, file, line);
+}
+
+void warp_collective(void* lane_data, WarpOp op, void* context, const char* file, unsigned line) {
+  BlockRunner::running("a warp collective").warp_collective(lane_data, op, context, file, line);
 }
 
 void* dynamic_shared() { return BlockRunner::running("dynamic shared memory").dynamic_shared(); }

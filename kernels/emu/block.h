@@ -8,6 +8,9 @@
 //   warp shuffle      the fiber leaves its value in its lane's slot and waits until every
 //                     lane of its warp has arrived; the last one to arrive hands each lane
 //                     the slot of the lane it asked for, then releases them.
+//   warp collective   the same rendezvous, for an instruction whose result mixes every
+//                     lane's registers (mma.sync): each lane leaves a pointer to its own, and
+//                     the last to arrive computes the instruction for the whole warp.
 //
 // When a whole round finds no fiber able to run while some have not finished, the block
 // would hang on a GPU (a barrier inside a branch, a shuffle skipped by some lanes): the
@@ -22,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/emu/fiber.h"
@@ -43,6 +47,8 @@ class BlockRunner {
   void sync_block(const char* file, unsigned line);
   uint64_t shuffle(detail::ShuffleKind kind, unsigned mask, uint64_t value, int arg, int width,
                    const char* file, unsigned line);
+  void warp_collective(void* lane_data, detail::WarpOp op, void* context, const char* file,
+                       unsigned line);
   void* dynamic_shared() { return dynamic_shared_.get(); }
 
  private:
@@ -58,12 +64,16 @@ class BlockRunner {
     uint64_t offered = 0;   // shuffle: the value it offers
     int source = 0;         // shuffle: the lane (within the warp) it reads
     uint64_t received = 0;  // shuffle: the value handed to it
+    void* lane_data = nullptr;  // warp collective: what it offers
   };
 
   static void thread_main(void* runner);
   [[noreturn]] void throw_stuck() const;
   std::string where() const;  // "kernel k, block (x,y,z), thread (x,y,z)"
   void check_same_site(int first, int count, const char* what) const;
+  // The calling lane's warp: its first thread and how many lanes it has (the last may be
+  // partial); throws, naming `what`, unless `mask` holds every lane present.
+  std::pair<int, int> whole_warp(unsigned mask, const char* what) const;
 
   const LaunchConfig* config_ = nullptr;
   const ThreadBody* body_ = nullptr;

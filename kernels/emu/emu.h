@@ -186,6 +186,23 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
   return shuffle_as(detail::ShuffleKind::bfly, mask, var, lane_mask, width, at);
 }
 
+// A warp-wide instruction, emulated: `lane` (this lane's registers, of type Lane) is offered to
+// the warp's rendezvous, and the last lane to arrive calls op(lanes' Lane pointers in lane
+// order, lanes) once for the whole warp — an instruction such as mma.sync, whose result mixes
+// every lane's registers, in one rendezvous instead of a shuffle per register. An emulator
+// facility, not CUDA: a .cu uses it only where it is not compiled by nvcc.
+template <class Lane>
+void warp_collective(Lane& lane, void (*op)(Lane* const* lanes, int count), CallSite at = {}) {
+  using Op = void (*)(Lane* const*, int);
+  Op chosen = op;  // the context: an object, so no cast between function and data pointers
+  const auto call = [](void* context, void* const* data, int count) {
+    Lane* lanes[warpSize];
+    for (int l = 0; l < count; ++l) lanes[l] = static_cast<Lane*>(data[l]);
+    (*static_cast<Op*>(context))(lanes, count);
+  };
+  detail::warp_collective(&lane, call, &chosen, at.file, at.line);
+}
+
 // A warp barrier: a shuffle whose value nobody uses.
 inline void __syncwarp(unsigned mask = 0xffffffffu,
                        CallSite at = {}) {

@@ -94,6 +94,12 @@ enum class ShuffleKind : uint8_t { idx, up, down, bfly };
 uint64_t shuffle(ShuffleKind kind, unsigned mask, uint64_t value, int arg, int width,
                  const char* file, unsigned line);
 
+// A warp-wide instruction computed once for the whole warp: every lane of the calling warp
+// offers `lane_data` and waits; the last lane to arrive calls op(context, the lanes' data in
+// lane order, lanes), then every lane goes on. Every lane takes part, at one call site.
+using WarpOp = void (*)(void* context, void* const* lane_data, int lanes);
+void warp_collective(void* lane_data, WarpOp op, void* context, const char* file, unsigned line);
+
 // The launch's dynamic shared memory (dynamic_shared_bytes, at least 16-byte aligned).
 void* dynamic_shared();
 
