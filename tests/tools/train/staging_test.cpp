@@ -2,8 +2,9 @@
 // the floats a step reads are Batcher::fill's, bit for bit, on a CPU device (written in place)
 // and on a GPU (the batch sent as its bytes and decoded there by ops::decode_pixels), across
 // several micro-batches, an epoch's short last batch and the next epoch's first; and a GPU is
-// sent one byte per pixel, never a float's four (bytes_copied). The decode op itself is checked
-// for all 256 byte values against the division written out here.
+// sent one byte per pixel, never a float's four (bytes_copied), which the step's memory
+// estimate counts. The decode op itself is checked for all 256 byte values against the
+// division written out here.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -16,6 +17,9 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "kernels/ops.h"
+#include "layers/model/model_file.h"
+#include "pipeline/runtime/plan.h"
+#include "pipeline/runtime/step_memory.h"
 #include "tests/support/deadline.h"
 #include "tools/data/batches.h"
 #include "tools/data/dataset.h"
@@ -97,6 +101,22 @@ TEST_CASE("staging: a GPU's batch crosses as bytes and is the Batcher's floats b
   // the images alone would be four times 2 x 70 x 784 bytes.
   const int64_t copied = staging_test_compare(Device::cuda(0));
   CHECK(copied == 2 * 70 * (784 + 4));
+}
+
+// The preflight's memory check (pipeline/runtime/step_memory.h) counts what the staging area
+// holds on a GPU: two slots of float images, and of their bytes, decoded there; labels.
+TEST_CASE("staging: the step's memory estimate counts a GPU's staged bytes and floats") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("no GPU (real or emulated): skipped");
+    return;
+  }
+  const model::ModelSpec spec = model::parse_model("input 8\ndense units=3\n", "tiny.model");
+  const pipeline::Plan plan = pipeline::make_plan(
+      spec, {.devices = {Device::cuda(0)}, .schedule = "naive", .microbatches = 1});
+  const std::vector<pipeline::DeviceLoad> loads = pipeline::step_loads(spec, plan, 8, 1, 1);
+  REQUIRE(loads.size() == 1);
+  // 2 slots x 8 rows x 8 pixels: floats (4 bytes) and bytes (1); 2 x 8 int32 labels.
+  CHECK(loads[0].staged_bytes == 2 * 8 * 8 * (4 + 1) + 2 * 8 * 4);
 }
 
 TEST_CASE("decode_pixels: every byte value to b / 255 on a CPU device and a GPU") {
