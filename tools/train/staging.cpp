@@ -10,8 +10,9 @@ namespace brigade::train {
 StagingArea::StagingArea(data::Batcher& batcher, StagingLayout layout)
     : batcher_(batcher),
       layout_(layout),
-      // A CPU worker decodes the rows: the first stage's own if it is a CPU device (its
-      // tensors are then allocated for this stream), else cpu:0's (a GPU run's host side).
+      // A CPU worker writes the rows: the first stage's own if it is a CPU device (its
+      // tensors are then allocated for this stream), else cpu:0's (a GPU run's host side,
+      // whose bytes the decode stream copies up and decodes).
       stream_(Stream::create(layout.first.is_cpu() ? layout.first : Device::cpu(0))) {
   if (layout_.first.is_cuda()) decode_stream_ = Stream::create(layout_.first);
   BRIGADE_CHECK(layout_.microbatches >= 1,
