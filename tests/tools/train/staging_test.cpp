@@ -25,8 +25,7 @@
 #include "tools/data/dataset.h"
 #include "tools/train/staging.h"
 
-using namespace brigade;
-
+namespace brigade {
 namespace {
 
 // The host's float32 values of a tensor, as their bits.
@@ -38,14 +37,14 @@ std::vector<uint32_t> staging_test_bits(const Tensor& t) {
 }
 
 // Stages two epochs of 70 samples in batches of 32 (32, 32 and a short 6) cut into 3
-// micro-batches, onto `device`, and compares every slot with the Batcher's own fill.
-// Returns the bytes the area copied to GPUs.
-int64_t staging_test_compare(const Device& device) {
+// micro-batches, images onto `first` and labels onto `last`, and compares every slot with the
+// Batcher's own fill. Returns the bytes the area copied to GPUs.
+int64_t staging_test_compare(const Device& first, const Device& last) {
   const data::Dataset set = data::make_synthetic(data::Split::train, 5, 70);
   const data::BatchOptions options{32, true, false, 9};
   data::Batcher staged_from(set, options), reference(set, options);
-  train::StagingArea area(staged_from, {device, device, 3});
-  const Stream reader = Stream::create(device);
+  train::StagingArea area(staged_from, {first, last, 3});
+  const Stream reader = Stream::create(first);
   const int64_t sample = set.sample_size();
   int64_t expected_copied = 0;
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
@@ -77,7 +76,8 @@ int64_t staging_test_compare(const Device& device) {
       Event read;
       read.record(reader);
       area.release(slot, read);
-      if (device.is_cuda()) expected_copied += rows * sample + rows * 4;  // bytes + int32 labels
+      if (first.is_cuda()) expected_copied += rows * sample;  // a byte a pixel
+      if (last.is_cuda()) expected_copied += rows * 4;        // int32 labels
     }
   }
   CHECK(area.bytes_copied() == expected_copied);
@@ -88,7 +88,7 @@ int64_t staging_test_compare(const Device& device) {
 
 TEST_CASE("staging: a CPU device's batch is the Batcher's floats, written in place") {
   testing::Deadline deadline("staging to cpu:0");
-  CHECK(staging_test_compare(Device::cpu(0)) == 0);
+  CHECK(staging_test_compare(Device::cpu(0), Device::cpu(0)) == 0);
 }
 
 TEST_CASE("staging: a GPU's batch crosses as bytes and is the Batcher's floats bit for bit") {
@@ -99,8 +99,13 @@ TEST_CASE("staging: a GPU's batch crosses as bytes and is the Batcher's floats b
   testing::Deadline deadline("staging to cuda:0");
   // Two epochs of 32 + 32 + 6 rows, each of 784 pixel bytes and a 4-byte label: as floats
   // the images alone would be four times 2 x 70 x 784 bytes.
-  const int64_t copied = staging_test_compare(Device::cuda(0));
+  const int64_t copied = staging_test_compare(Device::cuda(0), Device::cuda(0));
   CHECK(copied == 2 * 70 * (784 + 4));
+  // Labels left on the host: only the images' bytes cross. On two GPUs the labels go to the
+  // other one, as a pipeline's last stage reads them.
+  CHECK(staging_test_compare(Device::cuda(0), Device::cpu(0)) == 2 * 70 * 784);
+  if (cuda_device_count() > 1)
+    CHECK(staging_test_compare(Device::cuda(0), Device::cuda(1)) == 2 * 70 * (784 + 4));
 }
 
 // The preflight's memory check (pipeline/runtime/step_memory.h) counts what the staging area
@@ -148,3 +153,5 @@ TEST_CASE("decode_pixels: every byte value to b / 255 on a CPU device and a GPU"
                       doctest::Contains("must have the same shape"));
   }
 }
+
+}  // namespace brigade
