@@ -22,6 +22,7 @@ uint64_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::float32: return 4;
     case DType::bfloat16: return 2;
+    case DType::uint8: return 1;
   }
   throw Error("dtype_size: unknown dtype");
 }
@@ -30,6 +31,7 @@ const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::float32: return "float32";
     case DType::bfloat16: return "bfloat16";
+    case DType::uint8: return "uint8";
   }
   return "unknown";
 }

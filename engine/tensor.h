@@ -40,16 +40,20 @@ namespace brigade {
 
 // The element type. float32 is every op's (kernels/ops.h checks it); bfloat16 (2 bytes, a
 // float's upper half: kernels/cpu/bf16.h) is for storage in bf16 only so far: an op given a
-// bfloat16 tensor refuses it by name, never reading its bits as floats.
-enum class DType : uint8_t { float32, bfloat16 };
+// bfloat16 tensor refuses it by name, never reading its bits as floats. uint8 (1 byte) holds
+// a data set's pixels as its files have them, the smallest exact form of a batch on its way
+// to a GPU (ops::decode_pixels turns them into floats there); no other op takes it.
+enum class DType : uint8_t { float32, bfloat16, uint8 };
 
-uint64_t dtype_size(DType dtype);     // 4, 2
-const char* dtype_name(DType dtype);  // "float32", "bfloat16"
+uint64_t dtype_size(DType dtype);     // 4, 2, 1
+const char* dtype_name(DType dtype);  // "float32", "bfloat16", "uint8"
 
 template <class T>
 constexpr DType dtype_of();
 template <>
 constexpr DType dtype_of<float>() { return DType::float32; }
+template <>
+constexpr DType dtype_of<uint8_t>() { return DType::uint8; }
 
 class Shape {
  public:

@@ -19,7 +19,7 @@
 // Contracts follow kernels/reference/: input gradients are returned fresh, parameter
 // gradients are ACCUMULATED into caller-given tensors (so micro-batches add up in place).
 //
-// Integer tensors. The engine's Tensor has only float32 so far; the two int32 buffers here
+// Integer tensors. The engine's Tensor has no int32 dtype; the two int32 buffers here
 // (max-pool argmax, class labels) are float32-sized tensors whose bits are int32 — written
 // and read only through int32 pointers, never as floats. labels_tensor() makes one.
 #pragma once
@@ -252,6 +252,13 @@ void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream);
 // x (bfloat16) -> float32 of x's shape: exact.
 Tensor widen_to_float32(const Tensor& x, const Stream& stream);
+
+// ---- Pixels --------------------------------------------------------------------------------
+
+// out = bytes / 255 elementwise (kernels/pixels.h: the host decode's bits on every device and
+// CUDA path). bytes: uint8, out: float32 of the same shape, both on the stream's device. The
+// batch staged to a GPU as its bytes is decoded there by this (tools/train/staging.h).
+void decode_pixels(const Tensor& bytes, const Tensor& out, const Stream& stream);
 
 // ---- Elementwise -----------------------------------------------------------------------------
 

@@ -139,6 +139,9 @@ std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& pla
   const auto step = static_cast<uint64_t>(step_rows);
   const auto device_of = [&](int stage) { return static_cast<size_t>(plan.device_of(stage)); };
   loads[device_of(0)].staged_bytes += 2 * 4 * step * image;              // float32 images
+  // A GPU is sent the images as their bytes and decodes them there (tools/train/staging.h):
+  // it holds those bytes too.
+  if (plan.devices[device_of(0)].is_cuda()) loads[device_of(0)].staged_bytes += 2 * step * image;
   loads[device_of(plan.stages() - 1)].staged_bytes += 2 * 4 * step;      // int32 labels
   std::vector<double> stage_activations;  // [stage]: one micro-batch
   for (int s = 0; s < plan.stages(); ++s) {

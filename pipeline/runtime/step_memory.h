@@ -49,7 +49,8 @@ struct DeviceLoad {
   Device device;
   uint64_t activation_bytes = 0;  // the activations it keeps (its micro-batches in flight)
   uint64_t parameter_bytes = 0;   // its parameters, their gradients, the optimizer state
-  uint64_t staged_bytes = 0;      // the staging area's two mini-batches (images or labels)
+  uint64_t staged_bytes = 0;      // the staging area's two mini-batches (images or labels;
+                                  // on a GPU the images' bytes too, decoded there)
 };
 
 // [stage]: what step_loads weighs a stage's micro-batch of `rows` by: where a CPU device

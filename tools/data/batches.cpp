@@ -1,11 +1,13 @@
 #include "tools/data/batches.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
 #include "engine/error.h"
 #include "engine/philox.h"
+#include "kernels/pixels.h"
 
 namespace brigade::data {
 
@@ -67,29 +69,49 @@ int64_t Batcher::fill(int64_t epoch, int64_t k, std::span<float> images,
   return rows;
 }
 
-void Batcher::fill_rows(int64_t epoch, int64_t k, int64_t first, int64_t count,
-                        std::span<float> images, std::span<int32_t> labels) {
+std::span<const int64_t> Batcher::rows_of(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                                          size_t pixels, std::span<int32_t> labels,
+                                          const char* unit) {
   const int64_t rows = batch_rows(k);
   const int64_t sample = data_.sample_size();  // C * H * W
   BRIGADE_CHECK(first >= 0 && count >= 0 && first + count <= rows,
                 "rows [" << first << ", " << first + count << ") of batch " << k << " of '"
                          << data_.name << "', which has " << rows << " rows");
-  BRIGADE_CHECK(static_cast<int64_t>(images.size()) >= count * sample &&
+  BRIGADE_CHECK(static_cast<int64_t>(pixels) >= count * sample &&
                     static_cast<int64_t>(labels.size()) >= count,
                 "batch " << k << " of '" << data_.name << "': " << count << " rows of ("
                          << data_.channels << ", " << data_.height << ", " << data_.width
-                         << ") need " << count * sample << " floats and " << count
-                         << " labels, the buffers hold " << images.size() << " and "
-                         << labels.size());
-  const std::span<const int64_t> visit = order(epoch).subspan(
+                         << ") need " << count * sample << " " << unit << " and " << count
+                         << " labels, the buffers hold " << pixels << " and " << labels.size());
+  const std::span<const int64_t> samples = order(epoch).subspan(
       static_cast<size_t>(k * options_.batch_size + first), static_cast<size_t>(count));
+  for (size_t r = 0; r < samples.size(); ++r)
+    labels[r] = data_.labels[static_cast<size_t>(samples[r])];
+  return samples;
+}
+
+void Batcher::fill_rows(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                        std::span<float> images, std::span<int32_t> labels) {
+  const std::span<const int64_t> samples =
+      rows_of(epoch, k, first, count, images.size(), labels, "floats");
+  const int64_t sample = data_.sample_size();
   for (int64_t r = 0; r < count; ++r) {
-    const int64_t n = visit[static_cast<size_t>(r)];
+    const int64_t n = samples[static_cast<size_t>(r)];
     const uint8_t* src = data_.pixels.data() + n * sample;  // (C, H, W) bytes
     float* dst = images.data() + r * sample;                // (C, H, W) floats
-    for (int64_t p = 0; p < sample; ++p) dst[p] = static_cast<float>(src[p]) / 255.0f;
-    labels[static_cast<size_t>(r)] = data_.labels[static_cast<size_t>(n)];
+    for (int64_t p = 0; p < sample; ++p) dst[p] = pixel_value(src[p]);
   }
+}
+
+void Batcher::gather_rows(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                          std::span<uint8_t> pixels, std::span<int32_t> labels) {
+  const std::span<const int64_t> samples =
+      rows_of(epoch, k, first, count, pixels.size(), labels, "bytes");
+  const int64_t sample = data_.sample_size();
+  for (int64_t r = 0; r < count; ++r)  // (C, H, W) bytes each
+    std::memcpy(pixels.data() + r * sample,
+                data_.pixels.data() + samples[static_cast<size_t>(r)] * sample,
+                static_cast<size_t>(sample));
 }
 
 }  // namespace brigade::data

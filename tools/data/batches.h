@@ -60,11 +60,22 @@ class Batcher {
   // pipelined step's micro-batches are written in place, each into a tensor of its own.
   void fill_rows(int64_t epoch, int64_t k, int64_t first, int64_t count, std::span<float> images,
                  std::span<int32_t> labels);
+  // The same rows as the data set's own bytes (rows, C, H, W) in 0..255, undecoded: a GPU is
+  // sent these (a quarter of the floats' bytes) and decodes them there with the same function
+  // (kernels/pixels.h, ops::decode_pixels), so the floats it reads are fill_rows' bit for bit.
+  void gather_rows(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                   std::span<uint8_t> pixels, std::span<int32_t> labels);
 
   // The order of `epoch` (see epoch_order), rebuilt if it is not the one kept.
   std::span<const int64_t> order(int64_t epoch);
 
  private:
+  // The samples of rows [first, first + count) of batch k, their labels written, after
+  // checking that the buffers hold `count` rows (`pixels` elements of `unit`, "floats" or
+  // "bytes", for the message).
+  std::span<const int64_t> rows_of(int64_t epoch, int64_t k, int64_t first, int64_t count,
+                                   size_t pixels, std::span<int32_t> labels, const char* unit);
+
   const Dataset& data_;
   BatchOptions options_;
   std::vector<int64_t> order_;  // (N): the order of epoch order_epoch_
