@@ -150,6 +150,19 @@ ConvResult run_conv(const Conv2dShape& s, const std::vector<float>& x,
   return r;
 }
 
+// A convolution's random operands for shape s, from six consecutive seeds starting at `seed`;
+// relu_x has about half its values <= 0.
+struct ConvOperands {
+  std::vector<float> x, w, b, dy, relu_x, dw0;
+};
+ConvOperands conv_operands(const Conv2dShape& s, uint64_t seed) {
+  const int64_t xn = s.N * s.C * s.H * s.W, wn = s.K * s.C * s.R * s.S;
+  const int64_t yn = s.N * s.K * s.P * s.Q;
+  return {to_float(random_vector(xn, seed)),     to_float(random_vector(wn, seed + 1)),
+          to_float(random_vector(s.K, seed + 2)), to_float(random_vector(yn, seed + 3)),
+          to_float(random_vector(xn, seed + 4)), to_float(random_vector(wn, seed + 5))};
+}
+
 }  // namespace
 
 TEST_CASE("conv2d in bf16: every pass against the reference on bf16 operands, 1 and 3 threads") {
@@ -169,12 +182,8 @@ TEST_CASE("conv2d in bf16: every pass against the reference on bf16 operands, 1 
       CAPTURE(c.stride);
       const int64_t xn = s.N * s.C * s.H * s.W, wn = s.K * s.C * s.R * s.S;
       const int64_t yn = s.N * s.K * s.P * s.Q;
-      const auto x = to_float(random_vector(xn, 11));
-      const auto w = to_float(random_vector(wn, 12));
-      const auto b = to_float(random_vector(s.K, 13));
-      const auto dy = to_float(random_vector(yn, 14));
-      const auto relu_x = to_float(random_vector(xn, 15));  // about half the inputs <= 0
-      const auto dw0 = to_float(random_vector(wn, 16));
+      const ConvOperands ops = conv_operands(s, 11);
+      const auto& [x, w, b, dy, relu_x, dw0] = ops;
 
       const auto xr = ref::bf16_operands(x), wr = ref::bf16_operands(w);
       const auto dyr = ref::bf16_operands(dy);
@@ -218,7 +227,7 @@ TEST_CASE("conv2d in bf16: every pass against the reference on bf16 operands, 1 
 TEST_CASE("conv2d in bf16: operands already bf16 values give the bits of operands it rounds") {
   const auto rounded = [](const std::vector<float>& v) {
     std::vector<float> r(v.size());
-    for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::to_float(cpu::to_bf16(v[i]));
+    for (size_t i = 0; i < v.size(); ++i) r[i] = ref::round_to_bf16(v[i]);
     return r;
   };
   for (cpu::Isa isa : runnable_isas()) {
@@ -230,15 +239,10 @@ TEST_CASE("conv2d in bf16: operands already bf16 values give the bits of operand
       CAPTURE(c.C);
       CAPTURE(c.K);
       CAPTURE(c.stride);
-      const int64_t xn = s.N * s.C * s.H * s.W, wn = s.K * s.C * s.R * s.S;
-      const auto x = to_float(random_vector(xn, 21));
-      const auto w = to_float(random_vector(wn, 22));
-      const auto b = to_float(random_vector(s.K, 23));
-      const auto dy = to_float(random_vector(s.N * s.K * s.P * s.Q, 24));
-      const auto relu_x = to_float(random_vector(xn, 25));
-      const auto dw0 = to_float(random_vector(wn, 26));
-      const ConvResult by_kernel = run_conv(s, x, w, b, dy, relu_x, dw0, 2);
-      const ConvResult given = run_conv(s, rounded(x), rounded(w), b, rounded(dy), relu_x, dw0, 2);
+      const ConvOperands o = conv_operands(s, 21);
+      const ConvResult by_kernel = run_conv(s, o.x, o.w, o.b, o.dy, o.relu_x, o.dw0, 2);
+      const ConvResult given =
+          run_conv(s, rounded(o.x), rounded(o.w), o.b, rounded(o.dy), o.relu_x, o.dw0, 2);
       CHECK(same_bits(by_kernel.y, given.y));
       CHECK(same_bits(by_kernel.dx, given.dx));
       CHECK(same_bits(by_kernel.dw, given.dw));
