@@ -95,11 +95,16 @@ Tensor relu_forward(const Tensor& x, const Stream& stream);
 Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream);
 
 // Inverted dropout of x (batch, ...): row b is mini-batch sample sample_offset + b, the mask
-// a pure function of (key, sample, element) (kernels/reference/dropout.h).
+// a pure function of (key, sample, element) (kernels/reference/dropout.h). `step_word`, on a
+// GPU only: undefined, or a (1) tensor on the stream's GPU whose 4 bytes hold key.step (a
+// uint32, as int32 words are kept in float32 tensors), which the kernel then reads there (a CUDA graph replays the launch at later steps: layers/tape.h's
+// ForwardContext::step_word).
 Tensor dropout_forward(const Tensor& x, float rate, const DropoutKey& key,
-                       int64_t sample_offset, const Stream& stream);
+                       int64_t sample_offset, const Stream& stream,
+                       const Tensor& step_word = Tensor());
 Tensor dropout_backward(const Tensor& dy, float rate, const DropoutKey& key,
-                        int64_t sample_offset, const Stream& stream);
+                        int64_t sample_offset, const Stream& stream,
+                        const Tensor& step_word = Tensor());
 
 // ---- Dense ---------------------------------------------------------------------------------
 

@@ -267,9 +267,11 @@ class DropoutModule : public Module {
     const float rate = static_cast<float>(spec().rate);
     const DropoutKey key{ctx.seed, ctx.step, index()};
     const int64_t offset = ctx.sample_offset;
-    Tensor y = ops::dropout_forward(x, rate, key, offset, s);
-    record(ctx, name(), [rate, key, offset, s](const Tensor& dy) {
-      return ops::dropout_backward(dy, rate, key, offset, s);
+    const Tensor step_word =
+        ctx.step_word.defined() && ctx.step_word.device() == s.device() ? ctx.step_word : Tensor();
+    Tensor y = ops::dropout_forward(x, rate, key, offset, s, step_word);
+    record(ctx, name(), [rate, key, offset, s, step_word](const Tensor& dy) {
+      return ops::dropout_backward(dy, rate, key, offset, s, step_word);
     });
     return y;
   }

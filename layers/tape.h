@@ -90,6 +90,10 @@ struct ForwardContext {
   uint64_t seed = 0;          // the run's seed (dropout masks)
   uint32_t step = 0;          // the optimizer step (mini-batch number)
   int64_t sample_offset = 0;  // this micro-batch's first sample in the mini-batch
+  // On a GPU, optionally: a (1) tensor there whose 4 bytes hold `step` (a uint32), which dropout's kernels
+  // read instead of the step they were launched with, so that a CUDA graph of the forward
+  // and backward replays the masks of the step it runs in (pipeline/runtime/device_graphs.h).
+  Tensor step_word;
   Tape* tape = nullptr;       // record here; null = no-grad mode
 
   // The stream each device's ops run on: `streams` if it names the device, else the

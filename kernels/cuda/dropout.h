@@ -7,11 +7,13 @@
 // (include that header, not this file).
 
 // x, y: (batch, per_sample); row b is mini-batch sample sample_offset + b; y may alias
-// x. Throws unless 0 <= rate < 1.
+// x. Throws unless 0 <= rate < 1. `step_on_device`: null, or one word in device memory that
+// the kernel reads key.step from instead (a CUDA graph replayed at every step reads the
+// step's number there, written before the launch: pipeline/runtime/device_graphs.h).
 void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample,
                      int64_t sample_offset, float rate, const DropoutKey& key,
-                     const Stream& stream);
+                     const uint32_t* step_on_device, const Stream& stream);
 // dy, dx: (batch, per_sample); the forward's mask, recomputed.
 void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,
                       int64_t sample_offset, float rate, const DropoutKey& key,
-                      const Stream& stream);
+                      const uint32_t* step_on_device, const Stream& stream);

@@ -17,8 +17,14 @@ namespace brigade::ops {
 namespace {
 // Forward and backward apply the same mask and scale: one function serves both.
 Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutKey& key,
-                     int64_t sample_offset, const Stream& stream) {
+                     int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
   detail::check_operands(op, stream, {{"x", &x}});
+  BRIGADE_CHECK(!step_word.defined() ||
+                    (stream.device().is_cuda() && step_word.device() == stream.device() &&
+                     step_word.numel() == 1 && step_word.dtype() == DType::float32),
+                op << ": the step's word is one float32's 4 bytes on the stream's GPU, not "
+                   << step_word.shape() << " on " << step_word.device().str() << " for "
+                   << stream.str());
   BRIGADE_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && sample_offset >= 0,
                 op << ": input " << x.shape() << " needs a batch dimension; sample offset "
                    << sample_offset);
@@ -38,8 +44,12 @@ Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutK
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &y});
+    if (step_word.defined()) detail::record_use(step_word, stream);
     cuda::dropout_forward(x.data<float>(), y.data<float>(), batch, per_sample, sample_offset,
-                          rate, key, stream);
+                          rate, key,
+                          step_word.defined() ? static_cast<const uint32_t*>(step_word.storage()->data())
+                                              : nullptr,
+                          stream);
 #else
     detail::no_kernel(op, stream.device());
 #endif
@@ -49,13 +59,13 @@ Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutK
 }  // namespace
 
 Tensor dropout_forward(const Tensor& x, float rate, const DropoutKey& key,
-                       int64_t sample_offset, const Stream& stream) {
-  return dropout_apply("dropout_forward", x, rate, key, sample_offset, stream);
+                       int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
+  return dropout_apply("dropout_forward", x, rate, key, sample_offset, stream, step_word);
 }
 
 Tensor dropout_backward(const Tensor& dy, float rate, const DropoutKey& key,
-                        int64_t sample_offset, const Stream& stream) {
-  return dropout_apply("dropout_backward", dy, rate, key, sample_offset, stream);
+                        int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
+  return dropout_apply("dropout_backward", dy, rate, key, sample_offset, stream, step_word);
 }
 
 }  // namespace brigade::ops

@@ -86,17 +86,26 @@ TEST_CASE("dropout: the reference's Philox mask bit for bit, whatever the micro-
       std::vector<float> want(x.size()), y = nan_vector(x.size()), dx = nan_vector(x.size());
       ref::dropout_forward(x.data(), want.data(), batch, per_sample, 0, rate, key);
       // The mini-batch in two micro-batches, samples [0, 2) and [2, 5): the same mask.
-      emu::dropout_forward(x.data(), y.data(), 2, per_sample, 0, rate, key, stream);
+      emu::dropout_forward(x.data(), y.data(), 2, per_sample, 0, rate, key, nullptr, stream);
       emu::dropout_forward(x.data() + 2 * per_sample, y.data() + 2 * per_sample, 3, per_sample, 2,
-                           rate, key, stream);
-      emu::dropout_backward(x.data(), dx.data(), batch, per_sample, 0, rate, key, stream);
+                           rate, key, nullptr, stream);
+      emu::dropout_backward(x.data(), dx.data(), batch, per_sample, 0, rate, key, nullptr, stream);
+      // The step read from memory (a graph's replay) instead of the key: key.step is ignored.
+      const uint32_t step_word = key.step;
+      DropoutKey other_step = key;
+      other_step.step = key.step + 1;
+      std::vector<float> y_word = nan_vector(x.size());
+      emu::dropout_forward(x.data(), y_word.data(), batch, per_sample, 0, rate, other_step,
+                           &step_word, stream);
       stream.synchronize();
       CHECK(all_equal("y", y.data(), want.data(), batch * per_sample));
       CHECK(all_equal("dx", dx.data(), want.data(), batch * per_sample));
+      CHECK(all_equal("y, the step read from memory", y_word.data(), want.data(),
+                      batch * per_sample));
     }
   }
   float v = 0.0f;
-  CHECK_THROWS_AS(emu::dropout_forward(&v, &v, 1, 1, 0, 1.0f, key, stream), std::invalid_argument);
+  CHECK_THROWS_AS(emu::dropout_forward(&v, &v, 1, 1, 0, 1.0f, key, nullptr, stream), std::invalid_argument);
 }
 
 TEST_CASE("elementwise add_to, scale, fill, copy are bit-identical to the reference") {
