@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/stream_impl.h"
@@ -48,6 +49,21 @@ bool all_done(const std::vector<Event>& events) {
   });
 }
 
+// Frees that met a stream capturing a CUDA graph (Allocator::release), of every allocator:
+// made again by release_deferred(). Never destroyed: blocks may be freed in static destruction.
+std::mutex& deferred_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<std::pair<Allocator*, Block*>>& deferred_frees() {
+  static auto* frees = new std::vector<std::pair<Allocator*, Block*>>;
+  return *frees;
+}
+
+// The calling thread's AllocationLog and CaptureReserve (allocator.h), if any.
+thread_local AllocationLog* t_log = nullptr;
+thread_local CaptureReserve* t_reserve = nullptr;
+
 // True the first time an allocator (of `device`, pinned or not) keeps a freed block out of its
 // cache: release() says so once, not once per block.
 bool first_not_reused(const Device& device, bool pinned) {
@@ -69,6 +85,12 @@ void Block::record_stream(const Stream& user) {
   }
   // A first use by another stream: after the owner's work of the memory's previous life.
   if (owner_before_.recorded() && !owner_before_.query()) user.wait(owner_before_);
+}
+
+bool Block::used_elsewhere() {
+  std::lock_guard<std::mutex> lock(users_mutex_);
+  std::erase_if(users_, [](const Stream::Weak& w) { return w.expired(); });  // done, gone
+  return !users_.empty();
 }
 
 uint64_t Allocator::round_size(uint64_t bytes) {
@@ -123,6 +145,7 @@ Allocator::Allocator(Device device, bool pinned) : device_(device), pinned_(pinn
 std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
                                                     << ", a stream of another device");
+  if (t_reserve && t_reserve->pool_.stream() == stream) return t_reserve->serve(bytes);
   const uint64_t size = block_size(bytes);
   Event owner_before;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -158,8 +181,10 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
 #if defined(BRIGADE_HAVE_CUDA)
   if (device_.is_cuda() || pinned_) detail::cuda_lend(data, bytes);
 #endif
-  return std::shared_ptr<Block>(new Block(data, size, stream, std::move(owner_before)),
-                                [this](Block* block) { release(block); });
+  std::shared_ptr<Block> block(new Block(data, size, stream, std::move(owner_before)),
+                               [this](Block* b) { release(b); });
+  if (t_log && t_log->stream_id_ == stream.id()) t_log->allocated(block.get(), bytes);
+  return block;
 }
 
 // The cache first; else new memory within the capacity, after releasing the cached blocks
@@ -253,30 +278,41 @@ void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream, Eve
 // the wait) reads NaN and the parity tests fail, where a real GPU would read stale data that
 // looks right.
 void Allocator::release(Block* block) {
+  if (t_reserve) {  // a capture is in progress on this thread: its events would be captured
+    t_reserve->held_back_.push_back({this, block});
+    return;
+  }
+  if (t_log) t_log->freed(block);
   const uint64_t size = block->size_;
   Cached cached;
   cached.data = block->data_;
   cached.owner_stream_id = block->stream_.id();
-  bool cacheable = true;
+  bool cacheable = true, deferred = false;
   try {
-    // Recorded outside the allocator's lock: recording enqueues on streams.
+    // Recorded outside the allocator's lock: recording enqueues on streams. Not on a stream
+    // that is capturing a CUDA graph (another thread's): the event would be the graph's.
     bool host_user = false;  // a CPU stream still uses it (a GPU staging buffer's filler)
     for (const Stream::Weak& weak : block->users_)
       if (const std::optional<Stream> user = Stream::from_weak(weak)) {  // else its work is done
         Event done;
-        done.record(*user);
+        if (!user->unless_capturing([&] { done.record(*user); })) {
+          deferred = true;
+          break;
+        }
         cached.users_done.push_back(done);
         host_user = host_user || (user->device().is_cpu() && !done.query());
       }
+    deferred = deferred || !block->stream_.unless_capturing([&] {
 #if defined(BRIGADE_HAVE_CUDA)
-    // Emulated GPUs: NaN into the returning block (allocator_cuda.cpp). A CPU stream's event
-    // cannot be waited for on the GPU without blocking this thread: a block with a host user
-    // keeps its contents.
-    if (device_.is_cuda() && !pinned_ && !host_user)
-      detail::cuda_poison_returned(block->data_, size, block->stream_, cached.users_done);
-    if (device_.is_cuda() || pinned_) detail::cuda_lend(block->data_, 0);
+      // Emulated GPUs: NaN into the returning block (allocator_cuda.cpp). A CPU stream's event
+      // cannot be waited for on the GPU without blocking this thread: a block with a host user
+      // keeps its contents.
+      if (device_.is_cuda() && !pinned_ && !host_user)
+        detail::cuda_poison_returned(block->data_, size, block->stream_, cached.users_done);
+      if (device_.is_cuda() || pinned_) detail::cuda_lend(block->data_, 0);
 #endif
-    cached.owner_done.record(block->stream_);  // after the poison: reuse waits for it too
+      cached.owner_done.record(block->stream_);  // after the poison: reuse waits for it too
+    });
   } catch (const std::exception& e) {
     // A deleter must not throw (a CUDA device in a failed state can make recording fail).
     // Without the events we cannot know when the memory is safe: keep it out of the cache.
@@ -289,6 +325,11 @@ void Allocator::release(Block* block) {
                    device_.str().c_str(), format_bytes(size).c_str(), e.what());
     cacheable = false;
   }
+  if (deferred && cacheable) {  // freed again once the capture has ended
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    deferred_frees().push_back({this, block});
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_ -= size;
@@ -296,6 +337,15 @@ void Allocator::release(Block* block) {
     if (!caching()) free_ready_locked();  // the cache only holds blocks still in flight
   }
   delete block;  // drops its stream handles, outside the lock
+}
+
+void Allocator::release_deferred() {
+  std::vector<std::pair<Allocator*, Block*>> frees;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    frees.swap(deferred_frees());
+  }
+  for (const auto& [allocator, block] : frees) allocator->release(block);  // or deferred again
 }
 
 void Allocator::free_ready_locked() {
@@ -405,6 +455,134 @@ void Allocator::raw_free(void* data) {
 #if defined(BRIGADE_HAVE_CUDA)
   detail::cuda_raw_free(device_, data);
 #endif
+}
+
+AllocationLog::AllocationLog(const Stream& stream) : stream_id_(stream.id()) {
+  BRIGADE_CHECK(t_log == nullptr && t_reserve == nullptr,
+                "an allocation log inside another log or capture reserve of this thread");
+  t_log = this;
+}
+
+AllocationLog::~AllocationLog() { t_log = nullptr; }
+
+void AllocationLog::allocated(const Block* block, uint64_t bytes) {
+  live_[block] = bytes;
+  auto& [now, most] = counts_[bytes];
+  most = std::max(most, ++now);
+}
+
+void AllocationLog::freed(const Block* block) {
+  const auto it = live_.find(block);
+  if (it == live_.end()) return;  // not one of the logged requests
+  --counts_[it->second].first;
+  live_.erase(it);
+}
+
+std::vector<uint64_t> AllocationLog::requests() const {
+  std::vector<uint64_t> blocks;
+  for (const auto& [bytes, count] : counts_) blocks.insert(blocks.end(), count.second, bytes);
+  return blocks;
+}
+
+// A pool's blocks, and which of them are free. Shared with the deleters of the blocks it hands
+// out, which may run after the pool is gone (a tensor that outlives its graph).
+struct GraphPool::State {
+  std::mutex mutex;
+  bool open = true;
+  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> owned;  // (bytes asked, block)
+  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> free;   // freed in the sequence
+};
+
+GraphPool::GraphPool(Stream stream) : stream_(std::move(stream)), state_(std::make_shared<State>()) {}
+
+void GraphPool::close() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->open = false;
+  state_->free.clear();
+}
+
+uint64_t GraphPool::bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  uint64_t total = 0;
+  for (const auto& [bytes, block] : state_->owned) total += block->size();
+  return total;
+}
+
+std::shared_ptr<Block> GraphPool::adopt(std::shared_ptr<Block> block, uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->owned.emplace_back(bytes, block);
+  }
+  return hand_out(block);
+}
+
+int GraphPool::free_blocks(uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return static_cast<int>(std::count_if(state_->free.begin(), state_->free.end(),
+                                        [&](const auto& f) { return f.first == bytes; }));
+}
+
+std::shared_ptr<Block> GraphPool::take(uint64_t bytes) {
+  std::shared_ptr<Block> block;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = std::find_if(state_->free.begin(), state_->free.end(),
+                           [&](const auto& f) { return f.first == bytes; });
+    if (it == state_->free.end()) return nullptr;
+    block = std::move(it->second);
+    state_->free.erase(it);
+  }
+  return hand_out(block);
+}
+
+// The handle a tensor holds: its deleter gives the block back to the pool (free for the rest
+// of the sequence while the pool is open), never to the allocator; the pool's own handle keeps
+// the memory.
+std::shared_ptr<Block> GraphPool::hand_out(const std::shared_ptr<Block>& owned) {
+  const std::weak_ptr<State> weak = state_;
+  uint64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const auto& [b, block] : state_->owned)
+      if (block == owned) bytes = b;
+  }
+  return std::shared_ptr<Block>(owned.get(), [weak, owned, bytes](Block* block) {
+    const std::shared_ptr<State> state = weak.lock();
+    if (!state || block->used_elsewhere()) return;  // another stream's use: its graph's alone
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (state->open) state->free.emplace_back(bytes, owned);
+  });
+}
+
+CaptureReserve::CaptureReserve(const std::vector<uint64_t>& requests, GraphPool& pool)
+    : pool_(pool) {
+  BRIGADE_CHECK(t_log == nullptr && t_reserve == nullptr,
+                "a capture reserve inside another reserve or allocation log of this thread");
+  // The pool's freed blocks serve first (serve()): only the requests they cannot are taken.
+  Allocator& allocator = Allocator::of(pool.stream().device());
+  std::map<uint64_t, int> in_pool;
+  for (uint64_t bytes : requests) {
+    auto [it, first] = in_pool.try_emplace(bytes, 0);
+    if (first) it->second = pool.free_blocks(bytes);
+    if (it->second > 0)
+      --it->second;
+    else
+      reserved_.push_back({bytes, allocator.allocate(bytes, pool.stream())});
+  }
+  t_reserve = this;  // last: the blocks above are ordinary allocations
+}
+
+CaptureReserve::~CaptureReserve() {
+  t_reserve = nullptr;
+  for (const auto& [allocator, block] : held_back_) allocator->release(block);
+}
+
+std::shared_ptr<Block> CaptureReserve::serve(uint64_t bytes) {
+  if (std::shared_ptr<Block> freed = pool_.take(bytes)) return freed;
+  for (Reserved& r : reserved_)
+    if (r.block && r.bytes == bytes) return pool_.adopt(std::exchange(r.block, nullptr), bytes);
+  throw Error(pool_.stream().str() + ": a captured CUDA graph asked for " + format_bytes(bytes) +
+              " that the eager run it was sized by did not ask for");
 }
 
 }  // namespace brigade

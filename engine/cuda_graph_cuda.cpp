@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "engine/allocator.h"
 #include "engine/cuda_graph.h"
 #include "engine/error.h"
 
@@ -28,7 +29,16 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
   BRIGADE_CHECK(stream.device().is_cuda(), "a CUDA graph is captured from a CUDA stream, not "
                                                << stream.str());
   const cudaStream_t handle = stream.cuda_handle();
-  BRIGADE_CUDA_CHECK(cudaStreamBeginCapture(handle, cudaStreamCaptureModeThreadLocal));
+  // While the stream captures, other threads' frees do not record events on it (allocator.h:
+  // they are made again after the capture, release_deferred).
+  stream.set_capturing(true);
+  const auto capture_ended = [&] {
+    stream.set_capturing(false);
+    Allocator::release_deferred();
+  };
+  const cudaError_t began = cudaStreamBeginCapture(handle, cudaStreamCaptureModeThreadLocal);
+  if (began != cudaSuccess) capture_ended();
+  BRIGADE_CUDA_CHECK(began);
   try {
     record();
   } catch (...) {
@@ -36,10 +46,13 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
     if (cudaStreamEndCapture(handle, &partial) == cudaSuccess && partial != nullptr)
       (void)cudaGraphDestroy(partial);
     (void)cudaGetLastError();  // an invalidated capture's error is not the one to report
+    capture_ended();
     throw;
   }
   cudaGraph_t graph = nullptr;
-  BRIGADE_CUDA_CHECK(cudaStreamEndCapture(handle, &graph));
+  const cudaError_t ended = cudaStreamEndCapture(handle, &graph);
+  capture_ended();
+  BRIGADE_CUDA_CHECK(ended);
   auto instance = std::make_shared<Instance>();
   instance->device = stream.device().index;
   const cudaError_t made = cudaGraphInstantiate(&instance->exec, graph, 0);

@@ -76,6 +76,18 @@ void Stream::synchronize() const {
 }
 bool Stream::query() const { return impl_->query(); }
 
+bool Stream::unless_capturing(const std::function<void()>& enqueue) const {
+  std::lock_guard<std::mutex> lock(impl_->capture_mutex);
+  if (impl_->capturing) return false;
+  enqueue();
+  return true;
+}
+
+void Stream::set_capturing(bool capturing) const {
+  std::lock_guard<std::mutex> lock(impl_->capture_mutex);
+  impl_->capturing = capturing;
+}
+
 void Stream::wait(const Event& event) const {
   auto record = event.current_record();
   BRIGADE_CHECK(record, str() << ": wait on " << event.str()

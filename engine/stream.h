@@ -94,6 +94,14 @@ class Stream {
   std::shared_ptr<void> kept(const void* key,
                              const std::function<std::shared_ptr<void>()>& make) const;
 
+  // Runs `enqueue` (which enqueues on this stream: an event's record) unless the stream is
+  // capturing a CUDA graph (CudaGraph::capture), which would put it in the graph; false then.
+  // A capture does not begin while `enqueue` runs. Another thread's work on a stream that
+  // may be capturing — the allocator's events when it frees a block — goes through here.
+  bool unless_capturing(const std::function<void()>& enqueue) const;
+  // CudaGraph::capture, around its capture: the stream counts as capturing.
+  void set_capturing(bool capturing) const;
+
   friend bool operator==(const Stream& a, const Stream& b) { return a.impl_ == b.impl_; }
   const std::shared_ptr<detail::StreamImpl>& impl() const { return impl_; }
 

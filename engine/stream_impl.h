@@ -66,6 +66,11 @@ class StreamImpl {
   // before its remaining tasks have run.)
   std::mutex kept_mutex;
   std::map<const void*, std::shared_ptr<void>> kept;
+
+  // Stream::unless_capturing: whether the stream is capturing a CUDA graph (engine/
+  // cuda_graph.h), changed and read under the mutex.
+  std::mutex capture_mutex;
+  bool capturing = false;
 };
 
 // Backends. make_cuda_stream exists only in CUDA builds.
