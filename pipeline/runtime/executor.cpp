@@ -14,7 +14,8 @@
 //                   instruction in
 //                   list order
 //   execute         one instruction: a compute action (forward, backward) or a transfer
-//                   (send, receive)
+//                   (send, receive); on GPUs, a compute action as a CUDA graph where they
+//                   are on (graphs_on: sized, captured or replayed, device_graphs.h)
 //
 // Read in that order, then update.cpp (the update run_step calls: sums across replicas,
 // clipping, the optimizers) and step_end.cpp (the wait, the result or the failure); step.h
@@ -29,6 +30,9 @@
 
 #include "engine/allocator.h"
 #include "engine/event.h"
+#include "kernels/cuda/path.h"
+#include "kernels/math_mode.h"
+#include "kernels/micro_batch_tally.h"
 #include "kernels/ops.h"
 #include "kernels/precision.h"
 #include "pipeline/runtime/compute_lead.h"
@@ -51,7 +55,8 @@ std::optional<StepResult> Runtime::run_step(const StagedBatch& batch,
 
   std::unique_ptr<Step> owned(new Step{
       .inputs = {.step = step_number, .seed = options_.seed, .batch_size = global_n,
-                 .inputs = batch.inputs, .labels = batch.labels, .first_sample = {}},
+                 .inputs = batch.inputs, .labels = batch.labels, .first_sample = {},
+                 .rows = rows, .step_words = {}},
       .inputs_ready = batch.inputs_ready,
       .labels_ready = batch.labels_ready,
       .work = StepWork(static_cast<size_t>(schedule_.stages())),
@@ -78,6 +83,16 @@ std::optional<StepResult> Runtime::run_step(const StagedBatch& batch,
     offset += r;
   }
   for (auto& stage : step.work) stage.resize(static_cast<size_t>(m));
+  graphs_.resize(devices_.size());
+  step_words_.resize(devices_.size());
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (local_[d] && graphs_on(static_cast<int>(d), step)) {
+      // On the device's default stream, like the verdict's words: it outlives the streams that
+      // use it (a failed step's are replaced). Written at the device's start (run_device).
+      if (!step_words_[d].defined())
+        step_words_[d] = Tensor::empty(Shape({1}), Stream::default_for(devices_[d]));
+      step.inputs.step_words[streams_[d]->compute.id()] = step_words_[d];
+    }
 
   threads_->run([this, &step](int d) { run_device(d, step); });  // run_device catches all
 
@@ -141,6 +156,14 @@ void Runtime::run_device(int d, Step& step) {
       mine.compute.wait(step.inputs_ready);
     if (d == schedule_.device_of(schedule_.stages() - 1) && step.labels_ready.recorded())
       mine.compute.wait(step.labels_ready);
+    if (const auto word = step.inputs.step_words.find(mine.compute.id());
+        word != step.inputs.step_words.end()) {
+      // The step's number for the dropout kernels of the graphs, from page-locked memory (a
+      // copy that does not wait for the host); after the step before, whose graphs read it.
+      const Tensor staged = Tensor::empty_pinned(Shape({1}), Stream::default_for(Device::cpu(0)));
+      *static_cast<uint32_t*>(staged.storage()->data()) = step.inputs.step;
+      copy_async(word->second, staged, mine.compute);
+    }
     step.trace.start(d, mine.compute, step.after.recorded());
     if (step.after.recorded()) {
       Event started;  // after the origin: no marker of the step comes before it
@@ -149,6 +172,8 @@ void Runtime::run_device(int d, Step& step) {
       mine.recv.wait(started);
     }
     for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->zero_grad(mine.compute);
+    const bool graphs = graphs_on(d, step);
+    if (graphs) graphs_[static_cast<size_t>(d)].begin(graph_key(d, step), mine.compute);
     ComputeLead lead(devices_[static_cast<size_t>(d)]);
     for (const Instruction& i : lowered_.lists[static_cast<size_t>(d)]) {
       current = i;
@@ -161,6 +186,7 @@ void Runtime::run_device(int d, Step& step) {
       }
     }
     current.reset();
+    if (graphs) graphs_[static_cast<size_t>(d)].end();
     if (d == schedule_.device_of(schedule_.stages() - 1)) step.tally.copy_to_host(mine.compute);
   } catch (const ChannelClosed&) {
     // Another device failed first and closed the links: not an error of this one.
@@ -198,6 +224,7 @@ void Runtime::execute(int d, const Instruction& i, Step& step) {
 
 // F: the stage's input — the micro-batch itself, what RF received, or what the stage before
 // left on this device — through its layers; the last stage adds the loss and its gradient.
+// Where device d's actions are CUDA graphs (graphs_on), through its graphs (device_graphs.h).
 void Runtime::forward(int d, const Instruction& i, Step& step) {
   const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
   const Stage& stage = *stages_[static_cast<size_t>(i.stage)];
@@ -207,33 +234,50 @@ void Runtime::forward(int d, const Instruction& i, Step& step) {
   const Tensor x = stage.first() ? step.inputs.inputs[static_cast<size_t>(mb)]
                                  : std::exchange(work.input, {});
   BRIGADE_CHECK(x.defined(), to_string(a) << ": its input was not received");
-  step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
-  const Tensor y = stage.forward(x, work, step.inputs, mb, options_.recompute, mine.compute);
-  // On the GPUs' verdict (step_verdict.h), or on the host path (step_checks.h).
-  const auto check_finite_of = [&](StepCheck check, const Tensor& t, const std::string& what) {
-    if (step.verdict.defined())
-      step.verdict.check_finite(d, mine.compute, a, check, t, what);
-    else
-      check_finite(mine, a, t, what);
-  };
-  if (options_.check_finite)
-    check_finite_of(StepCheck::output_finite, y, "the output of stage " + std::to_string(i.stage));
-  if (stage.last()) {
+  std::vector<Tensor> moving{x};  // what the action reads that lies elsewhere at each step
+  if (stage.last()) moving.push_back(step.inputs.labels[static_cast<size_t>(mb)]);
+  // The action's work on `in` (moving, or a graph's copies of it): {y, the loss's gradient,
+  // the tally's row}. A graph's tally row is its own (`own_row`), copied to the step's after.
+  const auto enqueue = [&](const std::vector<Tensor>& in, bool own_row) -> std::vector<Tensor> {
+    const Tensor y = stage.forward(in[0], work, step.inputs, mb, options_.recompute, mine.compute);
+    // On the GPUs' verdict (step_verdict.h), or on the host path (step_checks.h).
+    const auto check_finite_of = [&](StepCheck check, const Tensor& t, const std::string& what) {
+      if (step.verdict.defined())
+        step.verdict.check_finite(d, mine.compute, a, check, t, what);
+      else
+        check_finite(mine, a, t, what);
+    };
+    if (options_.check_finite)
+      check_finite_of(StepCheck::output_finite, y, "the output of stage " + std::to_string(i.stage));
+    if (!stage.last()) return {y};
     // Every sample weighs 1/N of the mini-batch, whichever micro-batch it is in.
     const ops::LossResult loss =
-        options_.loss->apply(y, step.inputs.labels[static_cast<size_t>(mb)],
-                             static_cast<float>(step.inputs.batch_size), mine.compute);
+        options_.loss->apply(y, in[1], static_cast<float>(step.inputs.batch_size), mine.compute);
     // A kernel cannot throw for a bad label: its check first, the cause before the NaN. On
     // the GPUs' verdict the tally's launch makes it; elsewhere the host path.
     std::optional<ops::VerdictWord> labels_word;
     if (step.verdict.defined()) labels_word = step.verdict.labels_word(d, a, y.shape());
-    options_.loss->tally(y, step.inputs.labels[static_cast<size_t>(mb)], loss, step.tally.rows(),
-                         mb, mine.compute,  // read after the step: no host wait inside it
-                         labels_word ? &*labels_word : nullptr);
+    const Tensor rows = own_row ? Tensor::empty(Shape({1, kTallyFloats}), mine.compute)
+                                : step.tally.rows();
+    options_.loss->tally(y, in[1], loss, rows, own_row ? 0 : mb, mine.compute,
+                         labels_word ? &*labels_word : nullptr);  // read after the step
     if (!step.verdict.defined()) check_labels(mine, a, options_.loss, y.shape(), loss);
     if (options_.check_finite) check_finite_of(StepCheck::loss_finite, loss.loss, "the loss");
-    work.dy = loss.dlogits;
+    return {y, loss.dlogits, own_row ? rows : Tensor()};
+  };
+  step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
+  std::vector<Tensor> out;
+  if (graphs_on(d, step)) {
+    out = graphs_[static_cast<size_t>(d)].run(
+        a, mine.compute, moving, [&](const std::vector<Tensor>& in) { return enqueue(in, true); },
+        step.verdict, d);
+    if (stage.last())
+      copy_async(step.tally.rows(), mb * kTallyFloats, out[2], 0, kTallyFloats, mine.compute);
+  } else {
+    out = enqueue(moving, false);
   }
+  const Tensor y = out[0];
+  if (stage.last()) work.dy = out[1];
   step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
   if (stage.last()) return;
   if (schedule_.device_of(i.stage + 1) == d)  // the next stage is here: hand it over
@@ -250,20 +294,71 @@ void Runtime::backward(int d, const Instruction& i, Step& step) {
   MicroBatchWork& work = step.work[static_cast<size_t>(i.stage)][static_cast<size_t>(mb)];
   const Action a = compute_action(i);
   BRIGADE_CHECK(work.dy.defined(), to_string(a) << ": its output gradient was not received");
+  // The action's work; B and BW read the output gradient `in[0]` (W the one its B kept).
+  const auto enqueue = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    if (a.op == Op::W) {
+      stage.backward_weight(work);
+      return {};
+    }
+    work.dy = in[0];
+    if (a.op == Op::B)
+      return {stage.backward_input(work, step.inputs, mb, options_.recompute, mine.compute)};
+    return {stage.backward(work, step.inputs, mb, options_.recompute, mine.compute)};
+  };
+  std::vector<Tensor> moving;
+  if (a.op != Op::W) moving.push_back(work.dy);
   step.trace.mark(d, TraceLane::compute, a, mine.compute, true);
-  Tensor dx;
-  if (a.op == Op::B)
-    dx = stage.backward_input(work, step.inputs, mb, options_.recompute, mine.compute);
-  else if (a.op == Op::BW)
-    dx = stage.backward(work, step.inputs, mb, options_.recompute, mine.compute);
-  else
-    stage.backward_weight(work);
+  std::vector<Tensor> out;
+  if (graphs_on(d, step)) {
+    out = graphs_[static_cast<size_t>(d)].run(a, mine.compute, moving, enqueue, step.verdict, d);
+    if (a.op != Op::B) {  // the micro-batch's last action here: what it kept goes
+      work.tape.reset();
+      work.dy = Tensor();
+      work.input = Tensor();
+    }
+  } else {
+    out = enqueue(moving);
+  }
   step.trace.mark(d, TraceLane::compute, a, mine.compute, false);
   if (a.op == Op::W || stage.first()) return;
+  const Tensor dx = out[0];
   if (schedule_.device_of(i.stage - 1) == d)  // the stage before is here: hand it back
     step.work[static_cast<size_t>(i.stage - 1)][static_cast<size_t>(mb)].dy = dx;
   else
     work.dx = dx;  // until SB
+}
+
+// Device d's compute actions run as CUDA graphs (device_graphs.h) when they are asked for
+// and the step's verdict is on the GPUs (every device a GPU of this process: the checks need
+// no host), as the update's graph is.
+bool Runtime::graphs_on(int d, const Step& step) const {
+  return options_.cuda_graphs && step.verdict.defined() &&
+         devices_[static_cast<size_t>(d)].is_cuda();
+}
+
+// What the work device d's graphs capture was decided by, and the addresses of what it reads
+// and writes in place across steps (device_graphs.h).
+DeviceGraphs::Key Runtime::graph_key(int d, const Step& step) const {
+  const auto address = [](const Tensor& t) {
+    return t.defined() ? reinterpret_cast<uint64_t>(t.storage()->data()) : uint64_t{0};
+  };
+  DeviceGraphs::Key key{streams_[static_cast<size_t>(d)]->compute.id(),
+                        static_cast<uint64_t>(precision()),
+                        static_cast<uint64_t>(cuda_path()),
+                        static_cast<uint64_t>(math_mode()),
+                        static_cast<uint64_t>(step.inputs.batch_size),
+                        address(verdict_words_[static_cast<size_t>(d)]),
+                        address(step_words_[static_cast<size_t>(d)])};
+  for (size_t mb = 0; mb < step.inputs.rows.size(); ++mb) {
+    key.push_back(static_cast<uint64_t>(step.inputs.rows[mb]));
+    key.push_back(static_cast<uint64_t>(step.inputs.first_sample[mb]));
+  }
+  for (int s : schedule_.stages_on(d))
+    for (const layers::Parameter* p : stages_[static_cast<size_t>(s)]->parameters()) {
+      key.push_back(address(p->value));
+      key.push_back(address(p->grad));
+    }
+  return key;
 }
 
 // Hands `t` (written on device d's compute stream by `produced`) to the neighbour through

@@ -213,6 +213,7 @@ void Runtime::recover() {
     if (d.is_cuda()) fresh.back()->check = Stream::create(Device::cpu(0));
   }
   streams_ = std::move(fresh);
+  graphs_.clear();  // captured on the old streams, whose blocks they keep (device_graphs.h)
 }
 
 }  // namespace brigade::pipeline

@@ -53,6 +53,7 @@
 #include "pipeline/schedule/lowering.h"
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/timeline.h"
+#include "pipeline/runtime/device_graphs.h"
 
 namespace brigade::pipeline {
 
@@ -70,10 +71,11 @@ struct RuntimeOptions {
   // its tensors until it runs, so when the host runs ahead of the streams nothing is freed
   // early and peaks depend on timing. In lockstep a device's peak is a function of its list.
   bool lockstep = false;
-  // Each stage's update and gradient zeroing as one CUDA graph, captured once and replayed
-  // every step (update_graph.h): where the step's verdict is on the GPUs (step_verdict.h:
-  // every device a GPU of this process, one replica, no clipping); ignored elsewhere. The
-  // parameters are the same bits either way.
+  // CUDA graphs where the step's verdict is on the GPUs (step_verdict.h: every device a GPU
+  // of this process, one replica, no clipping); ignored elsewhere. Each stage's update and
+  // gradient zeroing as one graph (update_graph.h), and each of its compute actions per
+  // micro-batch as one (device_graphs.h: eager at a shape's first step, captured at the
+  // second, replayed after). The same bits either way.
   bool cuda_graphs = true;
   // What the last stage applies to each micro-batch's output (loss.h); shared, never changed.
   std::shared_ptr<const Loss> loss = std::make_shared<SoftmaxCrossEntropy>();
@@ -233,6 +235,10 @@ class Runtime {
   void execute(int d, const Instruction& i, Step& step);
   void forward(int d, const Instruction& i, Step& step);
   void backward(int d, const Instruction& i, Step& step);
+  // Whether device d's compute actions run as CUDA graphs this step, and the Key of its
+  // graphs for the step (device_graphs.h).
+  bool graphs_on(int d, const Step& step) const;
+  DeviceGraphs::Key graph_key(int d, const Step& step) const;
   void send(int d, const Action& produced, Link& link, const Tensor& t, Step& step);
   Tensor receive(int d, const Action& receiving, Link& link, Step& step);
   // True when the step's checks give their verdict on the GPUs (step_verdict.h): every
@@ -276,6 +282,11 @@ class Runtime {
   // Each device's verdict word (step_verdict.h), across steps: zeroed when made, failed only
   // by a failed step, and made again after the host has read that failure.
   std::vector<Tensor> verdict_words_;  // [device]: (1) int32 on that device
+  // Where the compute actions are CUDA graphs: each GPU's word holding the step's number,
+  // written at each step's start, which the dropout kernels read (layers/tape.h); and the
+  // graphs of each device, touched only by its thread (dropped with the streams: recover()).
+  std::vector<Tensor> step_words_;   // [device]: (1) uint32 bits, or undefined
+  std::vector<DeviceGraphs> graphs_;  // [device]
   std::unique_ptr<Step> pending_;  // submitted, not yet waited for (the GPUs' verdict only)
   Event batch_read_;                // see batch_read()
   // One host thread per device run here, across steps (device_threads.h); last, so that it is

@@ -23,6 +23,8 @@ layers::ForwardContext Stage::context(const StepInputs& step, int mb, const Stre
   ctx.step = step.step;
   ctx.sample_offset = step.first_sample[static_cast<size_t>(mb)];  // dropout: the sample's place
   ctx.streams = {{compute.device(), compute}};
+  if (const auto word = step.step_words.find(compute.id()); word != step.step_words.end())
+    ctx.step_word = word->second;
   return ctx;
 }
 

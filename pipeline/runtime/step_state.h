@@ -10,6 +10,7 @@
 //                   over through it too, on that same thread).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,11 @@ struct StepInputs {
   std::vector<Tensor> inputs;        // [micro-batch] (rows_i, ...) on the first stage's device
   std::vector<Tensor> labels;        // [micro-batch] (rows_i) int32, on the last stage's device
   std::vector<int64_t> first_sample; // [micro-batch] its first sample's place in the mini-batch
+  std::vector<int64_t> rows;         // [micro-batch] its rows (samples)
+  // By the id of each compute stream whose actions are CUDA graphs: a (1) tensor on its GPU
+  // whose 4 bytes hold `step` (a uint32), which dropout reads (ForwardContext::step_word; device_graphs.h). By
+  // stream, not GPU: every schedule device has its own, also when two share a GPU.
+  std::map<uint64_t, Tensor> step_words;
 };
 
 struct MicroBatchWork {

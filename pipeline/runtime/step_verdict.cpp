@@ -53,6 +53,16 @@ ops::VerdictWord StepVerdict::labels_word(int d, const Action& a, const Shape& o
   return {(*words_)[static_cast<size_t>(d)], 0, failed};
 }
 
+std::vector<StepVerdict::Check> StepVerdict::notes_since(int d, size_t first) const {
+  const std::vector<Check>& made = checks_[static_cast<size_t>(d)];
+  return {made.begin() + static_cast<std::ptrdiff_t>(first), made.end()};
+}
+
+void StepVerdict::note(int d, const std::vector<Check>& checks) {
+  std::vector<Check>& made = checks_[static_cast<size_t>(d)];
+  made.insert(made.end(), checks.begin(), checks.end());
+}
+
 void StepVerdict::exchange(const std::vector<const DeviceStreams*>& devices) {
   // Another device reads a word through a snapshot of this step, copied on the word's own
   // device by its own stream: the word lives across steps, and no other device's stream is

@@ -70,6 +70,18 @@ class StepVerdict {
   // Behind the reader's update, on its compute stream: its table into host memory.
   void copy_to_host(const Stream& reader_compute);
 
+  // What a word written by device d means, to say so. A CUDA graph that replays checks
+  // (device_graphs.h) keeps the notes its capture made (notes_since) and makes them again
+  // at each replay (note), as the checks' launches are made again on the GPU.
+  struct Check {
+    int32_t word;
+    std::string what;
+    Shape shape;
+  };
+  size_t notes(int d) const { return checks_[static_cast<size_t>(d)].size(); }
+  std::vector<Check> notes_since(int d, size_t first) const;
+  void note(int d, const std::vector<Check>& checks);
+
   struct Failure {
     int device;
     Action action;
@@ -80,11 +92,6 @@ class StepVerdict {
   std::optional<Failure> failure(const StepTally& tally) const;
 
  private:
-  struct Check {  // what a word written by device d means, to say so
-    int32_t word;
-    std::string what;
-    Shape shape;
-  };
   int32_t word_of(const Action& a, StepCheck check) const;
 
   std::vector<Tensor>* words_ = nullptr;  // [device]: (1) int32, its checks' verdict, on that device

@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
                  "cuda:0,cuda:1")->needs("--count-calls");
   std::string cuda_graphs = "on";
   app.add_option("--cuda-graphs", cuda_graphs,
-                 "--count-calls: on (each stage's update replayed as a CUDA graph, as "
-                 "brigade-train does by default) or off")
+                 "--count-calls: on (the step replayed as CUDA graphs, each compute action's "
+                 "and each stage's update's, as brigade-train does by default; counted after "
+                 "the steps that size and capture them) or off (every launch issued by the host)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str()
       ->needs("--count-calls");

@@ -25,7 +25,10 @@ struct CallCountOptions {
   std::vector<Device> devices = {Device::cuda(0)};  // GPUs only, each measured alone
   std::vector<std::string> impls = {"handwritten", "vendor"};  // CUDA paths (kernels/cuda/path.h)
   std::vector<int64_t> batches = {128};
-  int warmup = 1;  // steps before counting: streams, handles, descriptors and caches made once
+  // Steps before counting: streams, handles, descriptors and caches made once, and with CUDA
+  // graphs the step that sizes them and the one that captures them (pipeline/runtime/
+  // device_graphs.h): the steps counted replay them.
+  int warmup = 2;
   int steps = 2;   // steps counted; the figures are per step (their mean)
   size_t top = 10;  // entry points listed, most called first
   uint64_t seed = 1;

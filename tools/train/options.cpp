@@ -257,9 +257,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
 
   std::string cuda_graphs = "on";
   app.add_option("--cuda-graphs", cuda_graphs,
-                 "on: each stage's update (and its gradients zeroed for the next step) is "
-                 "captured once as a CUDA graph and replayed every step, one launch in place of "
-                 "two, the same parameters to the bit; where every device is a GPU of this "
+                 "on: each compute action of each stage and micro-batch, and each stage's update "
+                 "(with its gradients zeroed for the next step), captured as a CUDA graph at the "
+                 "second step and replayed at every later one, the same parameters to the bit; "
+                 "where every device is a GPU of this "
                  "process, without --clip-grad-norm or replicas. CPU devices ignore it")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();

@@ -19,9 +19,11 @@
 // (Before the verdict lived on the GPU, a host stream copied the loss's label status to the
 // host and the update waited for it: 4 to 5 per step.)
 //
-// With the update as a CUDA graph (RuntimeOptions::cuda_graphs, on by default: pipeline/
-// runtime/update_graph.h), the optimizer's and zero_grad's launches are one graph launch:
-// 16 kernel launches + 27 library calls = 43, and 1 graph launch.
+// With CUDA graphs (RuntimeOptions::cuda_graphs, on by default), the step is graph launches
+// only: the one stage's F and BW for the one micro-batch (pipeline/runtime/device_graphs.h), and
+// its update with the zeroing of its gradients (update_graph.h): 3 graph launches, no kernel
+// launch and no library call outside them. A pipeline of any schedule: one graph launch per
+// compute action and one per stage's update (the case at the end).
 #include <doctest/doctest.h>
 
 #if defined(BRIGADE_CUDA_EMULATED)
@@ -29,8 +31,11 @@
 #include <cstdint>
 #include <string>
 
+#include <cuda_emulation.h>
+
 #include "kernels/precision.h"
 #include "layers/model/model_file.h"
+#include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
 #include "tests/support/precision_for.h"
@@ -39,12 +44,12 @@
 namespace brigade::pipeline {
 namespace {
 
-// One step on cuda:0 at `batch` (128 unless said), the vendor path, counted (after a warm-up
-// step, which captures the graphs when they are on), every entry point listed.
+// One step on cuda:0 at `batch` (128 unless said), the vendor path, counted (after the
+// warm-up steps, which size and capture the graphs when they are on), every entry point listed.
 bench::CallCountRow counted_step(bool cuda_graphs, int64_t batch = 128) {
   const model::ModelSpec spec =
       model::load_model_file(std::string(BRIGADE_SOURCE_ROOT) + "/tools/models/seed_cnn.model");
-  bench::CallCountOptions o;  // cuda:0, a warm-up step
+  bench::CallCountOptions o;  // cuda:0, warm-up steps
   o.impls = {"vendor"};
   o.batches = {batch};
   o.steps = 1;
@@ -55,9 +60,9 @@ bench::CallCountRow counted_step(bool cuda_graphs, int64_t batch = 128) {
   return rows[0];
 }
 
-TEST_CASE("a GPU step's budget: at most 43 launches + library calls and 1 graph launch, no host "
-          "wait inside a step and 1 between steps, vendor path, batch 128, update graphs on; "
-          "off, 2 launches in place of the graph") {
+TEST_CASE("a GPU step's budget, vendor path, batch 128: graphs on, 3 graph launches and nothing "
+          "else; off, at most 45 launches + library calls; no host wait inside a step and 1 "
+          "between steps") {
   if (!test::on_cuda()) {
     MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
     return;
@@ -66,8 +71,9 @@ TEST_CASE("a GPU step's budget: at most 43 launches + library calls and 1 graph 
   const bench::CallCountRow r = counted_step(true);
   CAPTURE(r.kernel_launches);
   CAPTURE(r.library_calls);
-  CHECK(r.kernel_launches + r.library_calls <= 43);
-  CHECK(r.graph_launches == 1);  // the one stage's update and zeroing
+  CHECK(r.kernel_launches == 0);
+  CHECK(r.library_calls == 0);
+  CHECK(r.graph_launches == 3);  // F, BW (2 per micro-batch) and the update
   // The host never waits inside a step: submitted with none pending, it returns without a
   // wait. Between two steps the host waits once, for the step before, after enqueueing the
   // next (pipeline::Runtime::submit). The step staged its batch before: brigade-train's
@@ -75,12 +81,13 @@ TEST_CASE("a GPU step's budget: at most 43 launches + library calls and 1 graph 
   CHECK(r.host_blocking_inside == 0);
   CHECK(r.host_blocking == 1);
 
-  // Graphs off: the update's two launches (the optimizer's, zero_grad's) come back in place
-  // of the graph's one; nothing else changes.
+  // Graphs off: every kernel and library call issued by the host.
   const bench::CallCountRow off = counted_step(false);
+  CAPTURE(off.kernel_launches);
+  CAPTURE(off.library_calls);
   CHECK(off.graph_launches == 0);
-  CHECK(off.kernel_launches == r.kernel_launches + 2);
-  CHECK(off.library_calls == r.library_calls);
+  CHECK(off.kernel_launches + off.library_calls <= 45);
+  CHECK(off.library_calls == 27);
   CHECK(off.host_blocking_inside == 0);
   CHECK(off.host_blocking == r.host_blocking);
 }
@@ -105,12 +112,14 @@ TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, th
     return;
   }
   testing::Deadline deadline("a bf16 step's calls", std::chrono::seconds(300));
-  const bench::CallCountRow fp32 = counted_step(true, 8);
-  bench::CallCountRow bf16, bf16_wider;
+  // Graphs off, so that the launches are the host's to count; then on, as fp32's.
+  const bench::CallCountRow fp32 = counted_step(false, 8);
+  bench::CallCountRow bf16, bf16_wider, bf16_graphs;
   {
     const testing::PrecisionFor in_bf16(Precision::bf16);
-    bf16 = counted_step(true, 8);
-    bf16_wider = counted_step(true, 16);
+    bf16 = counted_step(false, 8);
+    bf16_wider = counted_step(false, 16);
+    bf16_graphs = counted_step(true, 8);
   }
   CAPTURE(fp32.library_calls);
   CAPTURE(bf16.kernel_launches);
@@ -124,10 +133,41 @@ TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, th
   CHECK(bf16.kernel_launches > fp32.kernel_launches);  // the narrowing and rounding
   CHECK(bf16_wider.kernel_launches == bf16.kernel_launches);
   CHECK(bf16_wider.library_calls == bf16.library_calls);
-  // Nothing of fp32's host protocol changes: the GPU's verdict, no wait inside a step.
-  CHECK(bf16.graph_launches == 1);
+  // Nothing of fp32's host protocol changes: the GPU's verdict, no wait inside a step, and
+  // with graphs the step is its 3 graph launches.
   CHECK(bf16.host_blocking_inside == 0);
   CHECK(bf16.host_blocking == 1);
+  CHECK(bf16_graphs.graph_launches == 3);
+  CHECK(bf16_graphs.kernel_launches + bf16_graphs.library_calls == 0);
+}
+
+// A pipeline of two stages on the test's GPUs (one GPU holding both, or one each), 4
+// micro-batches: once its graphs are captured, a step is one graph launch per compute action
+// (F and BW per stage and micro-batch; F, B and W under zero-bubble's split backward) and one
+// per stage's update, and nothing else on the GPUs.
+TEST_CASE("graphs on: a pipeline's step is one graph launch per compute action and per stage's "
+          "update, under 1F1B and ZB-H1") {
+  if (!test::on_cuda()) {
+    MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
+    return;
+  }
+  testing::Deadline deadline("a pipeline step's graph launches", std::chrono::seconds(300));
+  for (const char* name : {"1f1b", "zb-h1"}) {
+    CAPTURE(name);
+    const Partition partition = at_cuts(8, {4});
+    const Schedule schedule = make_schedule(name, 2, 4);
+    auto model = test::placed_model(partition, 2, 71);
+    Runtime runtime(*model, test::test_devices(2, 71), partition, schedule, test::sgd,
+                    {.seed = test::kDropoutSeed});
+    const HostBatch batch = test::random_batch(16, 4);
+    for (uint32_t step = 0; step < 2; ++step) runtime.step(batch, step);  // sized, then captured
+    const emu::gpu::CallCounts before = emu::gpu::call_counts();
+    runtime.step(batch, 2);
+    const emu::gpu::CallCounts d = emu::gpu::call_counts().since(before);
+    CHECK(d.kernel_launches == 0);
+    CHECK(d.library_calls == 0);
+    CHECK(d.graph_launches == schedule.total_actions() + 2);
+  }
 }
 
 }  // namespace

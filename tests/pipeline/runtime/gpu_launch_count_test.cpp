@@ -28,10 +28,11 @@ TEST_CASE("hand-written path: a training step launches as many kernels at batch 
   // The question's network (every layer kind, four convolutions) at its own 28x28 input.
   const model::ModelSpec spec =
       model::load_model_file(std::string(BRIGADE_SOURCE_ROOT) + "/tools/models/seed_cnn.model");
-  bench::CallCountOptions o;  // cuda:0, a warm-up step
+  bench::CallCountOptions o;  // cuda:0, warm-up steps
   o.impls = {"handwritten"};
   o.batches = {32, 128};
   o.steps = 1;
+  o.cuda_graphs = false;  // the kernels themselves launched, not a graph of them
   const std::vector<bench::CallCountRow> rows = bench::count_calls(spec, o);
   REQUIRE(rows.size() == 2);
   INFO("launches per step: " << rows[0].kernel_launches << " at batch 32, "

@@ -5,7 +5,7 @@
 //
 // The devices come from the environment variable BRIGADE_TEST_DEVICES (test_devices below):
 // CPU devices by default, so the same parity, failure and trace tests run on GPUs too; the
-// update graphs on GPUs from BRIGADE_TEST_CUDA_GRAPHS (runtime_options below): on by default.
+// CUDA graphs on GPUs from BRIGADE_TEST_CUDA_GRAPHS (runtime_options below): on by default.
 #pragma once
 
 #include <cmath>
@@ -101,10 +101,11 @@ inline std::vector<Device> test_devices(int p, int first) {
   return devices;
 }
 
-// BRIGADE_TEST_CUDA_GRAPHS: whether the runtime tests' GPU steps run each stage's update as a
-// CUDA graph (RuntimeOptions::cuda_graphs, update_graph.h).
+// BRIGADE_TEST_CUDA_GRAPHS: whether the runtime tests' GPU steps run as CUDA graphs
+// (RuntimeOptions::cuda_graphs: each compute action, device_graphs.h, and each stage's update,
+// update_graph.h).
 //   unset, "" or "on"   on, the Runtime's default
-//   "off"               off: the update's two launches issued at every step
+//   "off"               off: every kernel and library call issued by the host at every step
 // Anything else throws naming the variable. CPU devices ignore it, as the Runtime does.
 inline bool test_cuda_graphs() {
   const char* env = std::getenv("BRIGADE_TEST_CUDA_GRAPHS");

@@ -1,11 +1,14 @@
-// Each stage's update as a CUDA graph (pipeline/runtime/update_graph.h, RuntimeOptions::
-// cuda_graphs): captured at the first step and replayed, it must give the parameters of the
-// same steps run with graphs off, to the bit — SGD's first step and Adam's bias correction
-// change at every step, and they reach the replayed kernels through device memory only. A
-// failed step under a graph changes nothing and names its place; the steps after it are
-// those of a run that never had it. Run on the devices of BRIGADE_TEST_DEVICES (CI: 1, 2 and
-// 4 emulated GPUs, every stage on one, both CUDA paths); on CPU devices graphs are ignored
-// and the same checks hold.
+// A step as CUDA graphs (RuntimeOptions::cuda_graphs): each compute action of each stage and
+// micro-batch (pipeline/runtime/device_graphs.h: sized at the first step, captured at the
+// second, replayed after) and each stage's update (update_graph.h). The graphs must give the
+// parameters of the same steps run with graphs off, to the bit — dropout's step, SGD's first
+// step and Adam's bias correction change at every step, and they reach the replayed kernels
+// through device memory only; a step of another shape between replays, a checkpoint loaded in
+// place and parameters given new storage must be neither replayed wrongly nor lost. A failed
+// step under graphs changes nothing and names its place; the steps after it are those of a
+// run that never had it. Replays keep the memory they were captured with, no more. Run on the
+// devices of BRIGADE_TEST_DEVICES (CI: 1, 2 and 4 emulated GPUs, every stage on one, both CUDA
+// paths); on CPU devices graphs are ignored and the same checks hold.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
@@ -21,13 +25,15 @@
 namespace brigade::pipeline {
 namespace {
 
-// 3 stages of the test model on test_devices(3, first), 1F1B over 4 micro-batches. The
-// optimizers the runtime makes are kept, as brigade-train keeps them for its checkpoints.
+// 3 stages of the test model on test_devices(3, first), 1F1B (or `schedule`) over 4
+// micro-batches. The optimizers the runtime makes are kept, as brigade-train keeps them for
+// its checkpoints.
 struct Pipeline {
-  Pipeline(int first, const OptimizerFactory& optimizer, bool graphs)
+  Pipeline(int first, const OptimizerFactory& optimizer, bool graphs,
+           const char* schedule = "1f1b")
       : partition(at_cuts(8, {2, 6})),
         model(test::placed_model(partition, 3, first)),
-        runtime(*model, test::test_devices(3, first), partition, make_schedule("1f1b", 3, 4),
+        runtime(*model, test::test_devices(3, first), partition, make_schedule(schedule, 3, 4),
                 [this, optimizer](std::vector<layers::Parameter*> params) {
                   std::unique_ptr<layers::Optimizer> o = optimizer(std::move(params));
                   optimizers.push_back(o.get());
@@ -45,13 +51,16 @@ std::unique_ptr<layers::Optimizer> adamw(std::vector<layers::Parameter*> params)
       std::move(params), AdamParams{.lr = 0.01, .weight_decay = 0.1, .decoupled = true});
 }
 
-// The parameters after `steps` steps on random batches, graphs on or off.
+// The parameters after a step on each of `batches` (8 samples each unless said), graphs on or
+// off; under `schedule`.
 std::vector<std::vector<float>> trained(int first, const OptimizerFactory& optimizer,
-                                        bool graphs, int steps) {
-  Pipeline p(first, optimizer, graphs);
-  const std::vector<HostBatch> batches = test::random_batches(steps, 8, 31);
-  for (int s = 0; s < steps; ++s)
-    p.runtime.step(batches[static_cast<size_t>(s)], static_cast<uint32_t>(s));
+                                        bool graphs, int steps, const char* schedule = "1f1b",
+                                        const std::vector<int64_t>& samples = {}) {
+  Pipeline p(first, optimizer, graphs, schedule);
+  for (int s = 0; s < steps; ++s) {
+    const int64_t n = samples.empty() ? 8 : samples[static_cast<size_t>(s)];
+    p.runtime.step(test::random_batch(n, 31 + static_cast<uint32_t>(s)), static_cast<uint32_t>(s));
+  }
   return test::params_of(*p.model);
 }
 
@@ -64,14 +73,50 @@ void check_same_bits(const std::vector<std::vector<float>>& got,
   }
 }
 
-TEST_CASE("update graphs on and off: the same parameters to the bit, SGD with momentum") {
-  testing::Deadline deadline("update graphs, SGD");
-  check_same_bits(trained(130, test::sgd, true, 4), trained(133, test::sgd, false, 4));
+// 5 steps: sized, captured, then 3 replays.
+TEST_CASE("CUDA graphs on and off: the same parameters to the bit, SGD with momentum") {
+  testing::Deadline deadline("CUDA graphs, SGD");
+  check_same_bits(trained(130, test::sgd, true, 5), trained(133, test::sgd, false, 5));
 }
 
-TEST_CASE("update graphs on and off: the same parameters to the bit, AdamW") {
-  testing::Deadline deadline("update graphs, AdamW");
-  check_same_bits(trained(136, adamw, true, 4), trained(139, adamw, false, 4));
+TEST_CASE("CUDA graphs on and off: the same parameters to the bit, AdamW") {
+  testing::Deadline deadline("CUDA graphs, AdamW");
+  check_same_bits(trained(136, adamw, true, 5), trained(139, adamw, false, 5));
+}
+
+// Zero-bubble's split backward: B keeps the tape and the output gradient for W, each a graph.
+TEST_CASE("CUDA graphs on and off under ZB-H1: the same parameters to the bit") {
+  testing::Deadline deadline("CUDA graphs, ZB-H1");
+  check_same_bits(trained(180, adamw, true, 5, "zb-h1"), trained(183, adamw, false, 5, "zb-h1"));
+}
+
+// A step of 7 samples (micro-batches of 2, 2, 2, 1) between steps of 8, as an epoch's last
+// batch: it runs kernel by kernel, and the steps after it replay the graphs captured before
+// it; then steps of 7 only (sized, captured, replayed).
+TEST_CASE("CUDA graphs with a step of another shape between replays: the bits of graphs off") {
+  testing::Deadline deadline("CUDA graphs and another shape");
+  const std::vector<int64_t> samples{8, 8, 8, 7, 8, 8, 7, 7, 7, 7};
+  const int steps = static_cast<int>(samples.size());
+  check_same_bits(trained(186, adamw, true, steps, "1f1b", samples),
+                  trained(189, adamw, false, steps, "1f1b", samples));
+}
+
+// The graphs' memory is taken when they are captured and reused by every replay: the memory in
+// use between steps does not grow with the steps replayed.
+TEST_CASE("CUDA graphs: replayed steps keep the memory in use of the first replay") {
+  testing::Deadline deadline("CUDA graphs' memory");
+  Pipeline p(192, adamw, true);
+  const auto in_use = [&] {
+    std::vector<uint64_t> bytes;
+    for (const Device& d : p.runtime.devices()) bytes.push_back(Allocator::of(d).stats().in_use);
+    return bytes;
+  };
+  std::vector<uint64_t> after_first_replay;
+  for (uint32_t k = 0; k < 6; ++k) {
+    p.runtime.step(test::random_batch(8, 60 + k), k);
+    if (k == 2) after_first_replay = in_use();
+  }
+  CHECK(in_use() == after_first_replay);
 }
 
 // Every tensor a checkpoint holds (tools/train/checkpoint.cpp): the parameters, then each
@@ -119,48 +164,48 @@ void ugt_reallocate(Pipeline& p) {
   }
 }
 
-// 2 steps, `rebuild`, 2 more (each on a runtime idle after step(), as between a trainer's
-// steps): the parameters at the end.
+// 3 steps (sized, captured, replayed), `rebuild`, 3 more (each on a runtime idle after
+// step(), as between a trainer's steps): the parameters at the end.
 std::vector<std::vector<float>> ugt_rebuilt(int first, bool graphs,
                                             const std::function<void(Pipeline&)>& rebuild) {
   Pipeline p(first, adamw, graphs);
-  const std::vector<HostBatch> batches = test::random_batches(4, 8, 71);
-  for (uint32_t k = 0; k < 2; ++k) p.runtime.step(batches[k], k);
+  const std::vector<HostBatch> batches = test::random_batches(6, 8, 71);
+  for (uint32_t k = 0; k < 3; ++k) p.runtime.step(batches[k], k);
   rebuild(p);
-  for (uint32_t k = 2; k < 4; ++k) p.runtime.step(batches[k], k);
+  for (uint32_t k = 3; k < 6; ++k) p.runtime.step(batches[k], k);
   return test::params_of(*p.model);
 }
 
-TEST_CASE("update graphs after a checkpoint is loaded in place: the bits of graphs off, and of "
+TEST_CASE("CUDA graphs after a checkpoint is loaded in place: the bits of graphs off, and of "
           "the run it resumes") {
-  testing::Deadline deadline("update graphs and a checkpoint loaded");
-  // The state after 2 steps of the uninterrupted run, saved as a checkpoint would be.
-  UgtSnapshot at_2;
+  testing::Deadline deadline("CUDA graphs and a checkpoint loaded");
+  // The state after 3 steps of the uninterrupted run, saved as a checkpoint would be.
+  UgtSnapshot at_3;
   std::vector<std::vector<float>> uninterrupted;
   {
     Pipeline p(154, adamw, true);
-    const std::vector<HostBatch> batches = test::random_batches(4, 8, 71);
-    for (uint32_t k = 0; k < 4; ++k) {
-      if (k == 2) at_2 = ugt_save(p);
+    const std::vector<HostBatch> batches = test::random_batches(6, 8, 71);
+    for (uint32_t k = 0; k < 6; ++k) {
+      if (k == 3) at_3 = ugt_save(p);
       p.runtime.step(batches[k], k);
     }
     uninterrupted = test::params_of(*p.model);
   }
-  // Another run's first 2 steps (other batches), then that checkpoint loaded: steps 2 and 3
+  // Another run's first 3 steps (other batches), then that checkpoint loaded: steps 3 to 5
   // must continue the uninterrupted run, Adam's counts and moments included.
   const auto resumed = [&](Pipeline& p) {
-    const std::vector<HostBatch> other = test::random_batches(2, 8, 91);
-    for (uint32_t k = 0; k < 2; ++k) p.runtime.step(other[k], k);
-    ugt_load(p, at_2);
+    const std::vector<HostBatch> other = test::random_batches(3, 8, 91);
+    for (uint32_t k = 0; k < 3; ++k) p.runtime.step(other[k], k);
+    ugt_load(p, at_3);
   };
   const auto on = ugt_rebuilt(157, true, resumed);
   check_same_bits(on, ugt_rebuilt(160, false, resumed));
   check_same_bits(on, uninterrupted);
 }
 
-TEST_CASE("update graphs after every parameter and gradient is reallocated: captured again, "
+TEST_CASE("CUDA graphs after every parameter and gradient is reallocated: captured again, "
           "the bits of graphs off") {
-  testing::Deadline deadline("update graphs and reallocated parameters");
+  testing::Deadline deadline("CUDA graphs and reallocated parameters");
   std::vector<std::vector<float>> at_rebuild;
   const auto reallocated = [&](Pipeline& p) {
     ugt_reallocate(p);
@@ -206,18 +251,24 @@ TEST_CASE("BRIGADE_TEST_CUDA_GRAPHS: unset or on, off; anything else an error na
                        "BRIGADE_TEST_CUDA_GRAPHS=\"no\": expected on or off", Error);
 }
 
-TEST_CASE("a failed step under update graphs: nothing changed, its place named, then the "
+TEST_CASE("a failed step under CUDA graphs: nothing changed, its place named, then the "
           "steps of a run without it") {
-  testing::Deadline deadline("a failed step under update graphs");
+  testing::Deadline deadline("a failed step under CUDA graphs");
   const std::vector<HostBatch> batches = test::random_batches(2, 8, 41);
   HostBatch bad = batches[1];
   bad.labels[5] = 7;  // 3 classes; 4 micro-batches of 2: micro-batch 2, its row 1
   Pipeline failed(142, adamw, true);
   Pipeline clean(145, adamw, true);
-  failed.runtime.step(batches[0], 0);  // the graphs are captured here
+  // The graphs are sized at the first step, captured at the second (the update's at the
+  // first), and the failed step replays them: its failure is named from the notes the replay
+  // made again.
+  failed.runtime.step(batches[0], 0);
+  failed.runtime.step(batches[0], 1);
+  clean.runtime.step(batches[0], 0);
+  clean.runtime.step(batches[0], 1);
   const std::vector<std::vector<float>> before = test::params_of(*failed.model);
   try {
-    failed.runtime.step(bad, 1);
+    failed.runtime.step(bad, 2);
     FAIL("the step did not fail");
   } catch (const PipelineError& e) {
     CAPTURE(std::string(e.what()));
@@ -227,11 +278,10 @@ TEST_CASE("a failed step under update graphs: nothing changed, its place named, 
     CHECK(std::string(e.what()).find("label 7 of row 1 is outside [0, 3)") != std::string::npos);
   }
   check_same_bits(test::params_of(*failed.model), before);
-  const StepResult after = failed.runtime.step(batches[1], 2);
-  clean.runtime.step(batches[0], 0);
-  const StepResult expected = clean.runtime.step(batches[1], 2);
+  const StepResult after = failed.runtime.step(batches[1], 3);
+  const StepResult expected = clean.runtime.step(batches[1], 3);
   CHECK(after.loss == expected.loss);
-  // The failed step's gradients did not leak into the next, and Adam counts 2 steps on both.
+  // The failed step's gradients did not leak into the next, and Adam counts 3 steps on both.
   check_same_bits(test::params_of(*failed.model), test::params_of(*clean.model));
 }
 

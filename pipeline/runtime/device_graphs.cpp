@@ -1,0 +1,85 @@
+// The phases of a device's graphs (device_graphs.h): size, capture, replay.
+#include "pipeline/runtime/device_graphs.h"
+
+#include <utility>
+
+#include "engine/error.h"
+
+namespace brigade::pipeline {
+
+GraphPhase DeviceGraphs::begin(const Key& key, const Stream& compute) {
+  key_ = key;
+  if (captured_key_ && *captured_key_ == key) {
+    phase_ = GraphPhase::replay;
+  } else if (sized_key_ && *sized_key_ == key) {
+    phase_ = GraphPhase::capture;
+    graphs_.clear();  // the graphs of another Key, and then their memory, go first
+    captured_key_.reset();
+    pool_.reset();
+    pool_.emplace(compute);
+  } else {
+    phase_ = GraphPhase::size;
+    sizing_.clear();
+  }
+  return phase_;
+}
+
+std::vector<Tensor> DeviceGraphs::run(
+    const Action& action, const Stream& compute, const std::vector<Tensor>& moving,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& enqueue,
+    StepVerdict& verdict, int d) {
+  const ActionKey key = key_of(action);
+  switch (phase_) {
+    case GraphPhase::size: {
+      AllocationLog log(compute);
+      std::vector<Tensor> outputs = enqueue(moving);
+      sizing_[key] = log.requests();
+      return outputs;
+    }
+    case GraphPhase::capture: {
+      ActionGraph& a = graphs_[key];
+      a = ActionGraph{};
+      for (const Tensor& m : moving) {
+        a.inputs.push_back(Tensor::empty(m.shape(), compute, m.dtype()));
+        copy_async(a.inputs.back(), m, compute);
+      }
+      const size_t notes_before = verdict.notes(d);
+      {
+        CaptureReserve reserve(sized_[key], *pool_);
+        a.graph = CudaGraph::capture(compute, [&] { a.outputs = enqueue(a.inputs); });
+      }  // the frees the capture held back are made here, outside it
+      a.notes = verdict.notes_since(d, notes_before);
+      a.graph->launch(compute);
+      return a.outputs;
+    }
+    case GraphPhase::replay: {
+      const auto found = graphs_.find(key);
+      BRIGADE_CHECK(found != graphs_.end() && found->second.inputs.size() == moving.size(),
+                    to_string(action) << ": replayed without its graph");
+      ActionGraph& a = found->second;
+      for (size_t i = 0; i < moving.size(); ++i) {
+        BRIGADE_CHECK(moving[i].shape() == a.inputs[i].shape() &&
+                          moving[i].dtype() == a.inputs[i].dtype(),
+                      to_string(action) << ": its graph was captured for an input of "
+                                        << a.inputs[i].shape() << ", given " << moving[i].shape());
+        copy_async(a.inputs[i], moving[i], compute);
+      }
+      a.graph->launch(compute);
+      verdict.note(d, a.notes);
+      return a.outputs;
+    }
+  }
+  throw Error("unreachable graph phase");
+}
+
+void DeviceGraphs::end() {
+  if (phase_ == GraphPhase::size) {
+    sized_ = std::exchange(sizing_, {});
+    sized_key_ = key_;
+  } else if (phase_ == GraphPhase::capture) {
+    captured_key_ = key_;
+    pool_->close();
+  }
+}
+
+}  // namespace brigade::pipeline
