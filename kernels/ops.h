@@ -242,15 +242,18 @@ struct VerdictWord {
 };
 
 // ---- bf16 values (precision bf16's boundaries: kernels/precision.h) ------------------------
-// CPU devices only, like every bf16 kernel: a CUDA device throws "<op>: no kernel for cuda:N".
+// CPU and CUDA devices (both CUDA paths: kernels/cuda/bf16_values.cu). A float32 tensor these
+// ops return holds bf16 values, and says so (Tensor::holds_bf16_values); so do relu_forward's
+// and relu_backward's when their x, dy do (each element is one of those or +0).
 
 // out = x with every element rounded to bf16 (to nearest, ties to even), still float32;
-// `out` may be x itself (in place). x, out: float32, the same shape.
-void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
+// `out` may be x itself (in place). x, out: float32, the same shape. Returns out, marked as
+// holding bf16 values.
+Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
 // x (float32) -> a bfloat16 tensor of x's shape, half the bytes: the same rounding, so exact
 // when x holds bf16 values.
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream);
-// x (bfloat16) -> float32 of x's shape: exact.
+// x (bfloat16) -> float32 of x's shape: exact, marked as holding bf16 values.
 Tensor widen_to_float32(const Tensor& x, const Stream& stream);
 
 // ---- Pixels --------------------------------------------------------------------------------

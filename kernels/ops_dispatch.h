@@ -43,7 +43,9 @@ inline void check_math_mode(const char* op, const Stream& stream) {
 // bf16 convolution is not used): when `bf16`, t rounded to bf16 values in a new float tensor of
 // the stream (round_to_bf16), which cuDNN's fp32 convolution then multiplies: products of bf16
 // values are exact in float (8 + 8 significant bits), so it computes precision bf16's rule
-// (bf16 operands, float accumulation). t itself when not.
+// (bf16 operands, float accumulation). t itself when not, or when it already holds bf16 values
+// (Tensor::holds_bf16_values: a layer's input, or the gradient of its output, in precision bf16
+// — layers/bf16_boundary.h), which rounding would leave as they are.
 // (cuBLAS's bf16 GEMM and the hand-written tensor-core kernels read bfloat16 storage instead:
 // ops::narrow_to_bf16, then bf16_data.)
 Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);

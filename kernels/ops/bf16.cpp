@@ -14,13 +14,11 @@ namespace brigade::ops {
 using detail::bf16_data;
 
 Tensor detail::bf16_operand(const Tensor& t, bool bf16, const Stream& stream) {
-  if (!bf16) return t;
-  Tensor rounded = Tensor::empty(t.shape(), stream);
-  round_to_bf16(t, rounded, stream);
-  return rounded;
+  if (!bf16 || t.holds_bf16_values()) return t;  // rounding would write the same bits
+  return round_to_bf16(t, Tensor::empty(t.shape(), stream), stream);
 }
 
-void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
+Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
   detail::check_operands("round_to_bf16", stream, {{"x", &x}, {"out", &out}});
   detail::check_same_shape("round_to_bf16", "x", x, "out", out);
   if (stream.device().is_cpu()) {
@@ -35,6 +33,7 @@ void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
     detail::no_kernel("round_to_bf16", stream.device());
 #endif
   }
+  return out.marked_bf16_values();
 }
 
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream) {
@@ -75,7 +74,7 @@ Tensor widen_to_float32(const Tensor& x, const Stream& stream) {
     detail::no_kernel("widen_to_float32", stream.device());
 #endif
   }
-  return y;
+  return y.marked_bf16_values();
 }
 
 }  // namespace brigade::ops
