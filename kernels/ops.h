@@ -244,7 +244,8 @@ struct VerdictWord {
 // ---- bf16 values (precision bf16's boundaries: kernels/precision.h) ------------------------
 // CPU and CUDA devices (both CUDA paths: kernels/cuda/bf16_values.cu). A float32 tensor these
 // ops return holds bf16 values, and says so (Tensor::holds_bf16_values); so do relu_forward's
-// and relu_backward's when their x, dy do (each element is one of those or +0).
+// and relu_backward's when their x, dy do (each element is one of those or +0), and
+// maxpool2d_forward's on CPU devices and the hand-written CUDA path (a copy of one of x's).
 
 // out = x with every element rounded to bf16 (to nearest, ties to even), still float32;
 // `out` may be x itself (in place). x, out: float32, the same shape. Returns out, marked as
