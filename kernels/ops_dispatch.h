@@ -49,6 +49,13 @@ inline void check_math_mode(const char* op, const Stream& stream) {
 // (cuBLAS's bf16 GEMM and the hand-written tensor-core kernels read bfloat16 storage instead:
 // ops::narrow_to_bf16, then bf16_data.)
 Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
+// A GEMM operand in bfloat16 storage, for cuBLAS's bf16 GEMM and the tensor-core kernels: t
+// itself when it is (ops::dense_weights, ops::conv2d_weights made it), else t narrowed.
+Tensor bf16_storage(const Tensor& t, const Stream& stream);
+
+// The weights `w` a Dense or Conv2D pass is given: float32, or — in precision bf16 on a GPU
+// only — bfloat16 storage (ops::dense_weights, ops::conv2d_weights); on the stream's device.
+void check_weights(const char* op, const Tensor& w, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
 inline cpu::bf16* bf16_data(const Tensor& t) {

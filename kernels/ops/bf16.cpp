@@ -15,7 +15,26 @@ using detail::bf16_data;
 
 Tensor detail::bf16_operand(const Tensor& t, bool bf16, const Stream& stream) {
   if (!bf16 || t.holds_bf16_values()) return t;  // rounding would write the same bits
+  if (t.dtype() == DType::bfloat16) return widen_to_float32(t, stream);  // exact, marked
   return round_to_bf16(t, Tensor::empty(t.shape(), stream), stream);
+}
+
+Tensor detail::bf16_storage(const Tensor& t, const Stream& stream) {
+  return t.dtype() == DType::bfloat16 ? t : narrow_to_bf16(t, stream);
+}
+
+void detail::check_weights(const char* op, const Tensor& w, const Stream& stream) {
+  if (w.defined() && w.dtype() == DType::bfloat16) {
+    BRIGADE_CHECK(precision() == Precision::bf16 && stream.device().is_cuda(),
+                  op << ": w " << w.str() << " in bfloat16 storage is for precision bf16 on a "
+                     << "GPU; here the precision is " << precision_name(precision())
+                     << " on " << stream.device());
+    BRIGADE_CHECK(w.device() == stream.device(), op << ": w " << w.str()
+                                                    << " is not on the stream's device "
+                                                    << stream.str());
+    return;
+  }
+  check_operands(op, stream, {{"w", &w}});
 }
 
 Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
