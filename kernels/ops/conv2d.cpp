@@ -86,7 +86,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);           // (N, C, H, W) bfloat16
+      const Tensor xh = narrow_to_bf16(x, stream);        // (N, C, H, W) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
@@ -142,7 +142,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor dyh = narrow_to_bf16(dy, stream);         // (N, K, P, Q) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);

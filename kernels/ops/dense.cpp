@@ -53,7 +53,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16) {
-      const Tensor xh = narrow_to_bf16(x, stream);           // (N, in) bfloat16
+      const Tensor xh = narrow_to_bf16(x, stream);        // (N, in) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
       if (vendor())
         cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh),
@@ -99,7 +99,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16) {
-      const Tensor dyh = narrow_to_bf16(dy, stream);         // (N, out) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, out) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
       if (vendor())
         cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),

@@ -116,6 +116,19 @@ double calls_of(const bench::CallCountRow& r, const std::string& name) {
 // 128).
 constexpr int64_t kBudgetBf16VendorLaunches = 21 + 10 + 6;
 
+// A step on `impl` counted in fp32 at batch 8, and in bf16 at batches 8 and 16.
+struct BudgetBf16Steps {
+  bench::CallCountRow fp32, bf16, bf16_wider;
+};
+BudgetBf16Steps budget_bf16_steps(const std::string& impl) {
+  BudgetBf16Steps r;
+  r.fp32 = counted_step(true, 8, impl);
+  const testing::PrecisionFor in_bf16(Precision::bf16);
+  r.bf16 = counted_step(true, 8, impl);
+  r.bf16_wider = counted_step(true, 16, impl);
+  return r;
+}
+
 TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, the same library "
           "calls, and 37 launches more than fp32 at any batch") {
   if (!test::on_cuda()) {
@@ -123,13 +136,8 @@ TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, th
     return;
   }
   testing::Deadline deadline("a bf16 step's calls", std::chrono::seconds(300));
-  const bench::CallCountRow fp32 = counted_step(true, 8);
-  bench::CallCountRow bf16, bf16_wider;
-  {
-    const testing::PrecisionFor in_bf16(Precision::bf16);
-    bf16 = counted_step(true, 8);
-    bf16_wider = counted_step(true, 16);
-  }
+  const BudgetBf16Steps steps = budget_bf16_steps("vendor");
+  const bench::CallCountRow &fp32 = steps.fp32, &bf16 = steps.bf16, &bf16_wider = steps.bf16_wider;
   CAPTURE(fp32.library_calls);
   CAPTURE(fp32.kernel_launches);
   CAPTURE(bf16.kernel_launches);
@@ -168,13 +176,8 @@ TEST_CASE("bf16 on the hand-written path: 47 launches more than fp32 at any batc
     return;
   }
   testing::Deadline deadline("a bf16 step's calls, hand-written", std::chrono::seconds(300));
-  const bench::CallCountRow fp32 = counted_step(true, 8, "handwritten");
-  bench::CallCountRow bf16, bf16_wider;
-  {
-    const testing::PrecisionFor in_bf16(Precision::bf16);
-    bf16 = counted_step(true, 8, "handwritten");
-    bf16_wider = counted_step(true, 16, "handwritten");
-  }
+  const BudgetBf16Steps steps = budget_bf16_steps("handwritten");
+  const bench::CallCountRow &fp32 = steps.fp32, &bf16 = steps.bf16, &bf16_wider = steps.bf16_wider;
   CAPTURE(fp32.kernel_launches);
   CAPTURE(bf16.kernel_launches);
   CHECK(fp32.library_calls == 0);
