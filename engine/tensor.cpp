@@ -179,6 +179,15 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return view;
 }
 
+Tensor Tensor::marked_bf16_values() const {
+  BRIGADE_CHECK(defined() && dtype_ == DType::float32,
+                "marked_bf16_values: " << (defined() ? str() : "an undefined tensor")
+                                       << " is not a float32 tensor");
+  Tensor marked = *this;
+  marked.bf16_values_ = true;
+  return marked;
+}
+
 void Tensor::record_stream(const Stream& user) const {
   BRIGADE_CHECK(defined(), "record_stream on an undefined tensor");
   storage_->record_stream(user);

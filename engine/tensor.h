@@ -117,8 +117,20 @@ class Tensor {
     return static_cast<T*>(storage_->data());
   }
 
-  // A view with another shape of the same number of elements, sharing the storage.
+  // A view with another shape of the same number of elements, sharing the storage (and what
+  // is known of its values: holds_bf16_values).
   Tensor reshape(const Shape& shape) const;
+
+  // Whether every element is known to be a bf16 value (precision bf16, kernels/precision.h): a
+  // float whose low 16 bits are zero, which rounding to bf16 leaves as it is. Said by the op
+  // that wrote the values (ops::round_to_bf16 and the ops its header lists) on the tensor it
+  // returns, and kept by copies and views of that tensor; false on a tensor made any other
+  // way. Ops skip rounding a tensor that holds bf16 values: exact, one launch fewer. The mark
+  // is a fact about the values as written, so a tensor that carries it is never written again
+  // (the ops' results are values: nothing writes into them after the op).
+  bool holds_bf16_values() const { return bf16_values_; }
+  // This tensor (the same storage), marked as holding bf16 values: for the op that wrote them.
+  Tensor marked_bf16_values() const;
 
   // Declares that work on `user` reads or writes this tensor (see Block::record_stream).
   void record_stream(const Stream& user) const;
@@ -134,6 +146,7 @@ class Tensor {
   std::shared_ptr<Block> storage_;
   Shape shape_;
   DType dtype_ = DType::float32;
+  bool bf16_values_ = false;  // holds_bf16_values()
 };
 
 void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream);

@@ -57,6 +57,12 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dArgs& a, const Stream& stream,
                             const Tensor& relu_x = Tensor());
+// w: (K, C, R, S) as conv2d_forward and conv2d_backward_data read it, made once for both (as
+// dense_weights): in precision bf16 on a GPU, narrowed to bfloat16 storage on the hand-written
+// path, rounded to bf16 values (float32, marked: Tensor::holds_bf16_values) for cuDNN's fp32
+// convolution on the vendor path; w itself in fp32 and on CPU devices. Both ops take it (or
+// the other path's form) in place of w.
+Tensor conv2d_weights(const Tensor& w, const Stream& stream);
 // x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream);
@@ -113,6 +119,12 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
                      const Stream& stream);
 // dy: (N, out)  w: (out, in)  -> dx: (N, in)
 Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream);
+// w: (out, in) as dense_forward and dense_backward_data read it on the stream's device in the
+// current precision, for a layer to make once and give both passes of a micro-batch (rather than
+// each pass making its own): in precision bf16 on a GPU, narrowed to bfloat16 storage (one
+// launch); w itself in fp32 and on CPU devices (whose kernels round inside). Both ops take it
+// in place of w: a bfloat16 w only in precision bf16 on a GPU.
+Tensor dense_weights(const Tensor& w, const Stream& stream);
 // x: (N, in)  dy: (N, out)  dw: (out, in) += dyᵀ·x   db: (out) += column sums of dy
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream);
@@ -247,15 +259,19 @@ struct VerdictWord {
 };
 
 // ---- bf16 values (precision bf16's boundaries: kernels/precision.h) ------------------------
-// CPU devices only, like every bf16 kernel: a CUDA device throws "<op>: no kernel for cuda:N".
+// CPU and CUDA devices (both CUDA paths: kernels/cuda/bf16_values.cu). A float32 tensor these
+// ops return holds bf16 values, and says so (Tensor::holds_bf16_values); so do relu_forward's
+// and relu_backward's when their x, dy do (each element is one of those or +0), and
+// maxpool2d_forward's on CPU devices and the hand-written CUDA path (a copy of one of x's).
 
 // out = x with every element rounded to bf16 (to nearest, ties to even), still float32;
-// `out` may be x itself (in place). x, out: float32, the same shape.
-void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
+// `out` may be x itself (in place). x, out: float32, the same shape. Returns out, marked as
+// holding bf16 values.
+Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream);
 // x (float32) -> a bfloat16 tensor of x's shape, half the bytes: the same rounding, so exact
 // when x holds bf16 values.
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream);
-// x (bfloat16) -> float32 of x's shape: exact.
+// x (bfloat16) -> float32 of x's shape: exact, marked as holding bf16 values.
 Tensor widen_to_float32(const Tensor& x, const Stream& stream);
 
 // ---- Pixels --------------------------------------------------------------------------------

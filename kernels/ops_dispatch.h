@@ -43,10 +43,19 @@ inline void check_math_mode(const char* op, const Stream& stream) {
 // bf16 convolution is not used): when `bf16`, t rounded to bf16 values in a new float tensor of
 // the stream (round_to_bf16), which cuDNN's fp32 convolution then multiplies: products of bf16
 // values are exact in float (8 + 8 significant bits), so it computes precision bf16's rule
-// (bf16 operands, float accumulation). t itself when not.
+// (bf16 operands, float accumulation). t itself when not, or when it already holds bf16 values
+// (Tensor::holds_bf16_values: a layer's input, or the gradient of its output, in precision bf16
+// — layers/bf16_boundary.h), which rounding would leave as they are.
 // (cuBLAS's bf16 GEMM and the hand-written tensor-core kernels read bfloat16 storage instead:
 // ops::narrow_to_bf16, then bf16_data.)
 Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
+// A GEMM operand in bfloat16 storage, for cuBLAS's bf16 GEMM and the tensor-core kernels: t
+// itself when it is (ops::dense_weights, ops::conv2d_weights made it), else t narrowed.
+Tensor bf16_storage(const Tensor& t, const Stream& stream);
+
+// The weights `w` a Dense or Conv2D pass is given: float32, or — in precision bf16 on a GPU
+// only — bfloat16 storage (ops::dense_weights, ops::conv2d_weights); on the stream's device.
+void check_weights(const char* op, const Tensor& w, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
 inline cpu::bf16* bf16_data(const Tensor& t) {

@@ -9,10 +9,10 @@
 namespace brigade::layers {
 
 Tensor round_at_boundary(const Tensor& result, const Tensor& source, const Stream& stream) {
+  if (result.holds_bf16_values()) return result;  // a view or a selection of bf16 values
   const Tensor out =
       result.storage() == source.storage() ? Tensor::empty(result.shape(), stream) : result;
-  ops::round_to_bf16(result, out, stream);
-  return out;
+  return ops::round_to_bf16(result, out, stream);
 }
 
 namespace {

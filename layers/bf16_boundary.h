@@ -11,6 +11,12 @@
 // winner — is the rounded value the next layer sees, on one device as on many. Where the
 // result is a view of the layer's input (Flatten), the rounded values go to a new tensor
 // instead: the input may be the caller's batch, which a layer never writes.
+//
+// A result that already holds bf16 values (Tensor::holds_bf16_values) is not rounded at all —
+// rounding would write the same bits: Flatten's view of a layer's output, or of the gradient
+// of its own output; a ReLU of either. That is no kernel launch, and no copy for Flatten.
+// Which tensors say so: each rounded here, each received from another stage in bf16 storage
+// (ops::widen_to_float32), and what the ops that select elements make of them (kernels/ops.h).
 #pragma once
 
 #include "engine/stream.h"
@@ -20,7 +26,8 @@
 namespace brigade::layers {
 
 // `result` (computed from `source` on `stream`) rounded to bf16 values: in place, or a new
-// tensor when it shares `source`'s storage.
+// tensor when it shares `source`'s storage; `result` itself when it already holds bf16 values.
+// The tensor returned is marked as holding them.
 Tensor round_at_boundary(const Tensor& result, const Tensor& source, const Stream& stream);
 
 // Replaces the tape's last node — the one a layer's forward just recorded — with one whose

@@ -79,13 +79,16 @@ Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, De
 
 // What both halves of a Conv2D/Dense backward need: dy', the gradient before the fused
 // ReLU (dy where y > 0, unless the next layer applies that mask), computed by whichever half
-// runs first.
+// runs first. And the weights as the forward read them (ops::dense_weights, conv2d_weights: in
+// precision bf16 on a GPU, narrowed or rounded once for the forward and the backward-data of
+// this micro-batch; the parameter itself otherwise), which the input gradient reads too: the
+// parameters change only in the update, after every micro-batch's backward.
 class WeightedNode : public Node {
  public:
-  WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
-               Stream stream)
-      : name_(std::move(name)), x_(std::move(x)), relu_(relu), w_(w), b_(b),
-        stream_(std::move(stream)) {
+  WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
+               Parameter* b, Stream stream)
+      : name_(std::move(name)), x_(std::move(x)), w_read_(std::move(w_read)), relu_(relu), w_(w),
+        b_(b), stream_(std::move(stream)) {
     if (relu_) y_ = std::move(y);
   }
   std::string name() const override { return name_; }
@@ -98,6 +101,7 @@ class WeightedNode : public Node {
   }
   std::string name_;
   Tensor x_, y_, dpre_;  // y_ kept for the ReLU's mask only
+  Tensor w_read_;        // the weights the forward read; the input gradient reads them
   bool relu_;            // apply the fused ReLU's mask
   Parameter* w_;
   Parameter* b_;
@@ -108,12 +112,13 @@ class ConvNode : public WeightedNode {
  public:
   // mask_input: x is a ReLU's output, and the input gradient goes through its mask in the
   // pass that writes it (ReluHandoff).
-  ConvNode(std::string name, Tensor x, Tensor y, bool relu, Parameter* w, Parameter* b,
-           Stream stream, ops::Conv2dArgs args, bool mask_input)
-      : WeightedNode(std::move(name), std::move(x), std::move(y), relu, w, b, std::move(stream)),
+  ConvNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
+           Parameter* b, Stream stream, ops::Conv2dArgs args, bool mask_input)
+      : WeightedNode(std::move(name), std::move(x), std::move(y), relu, std::move(w_read), w, b,
+                     std::move(stream)),
         args_(args), mask_input_(mask_input) {}
   Tensor backward_input(const Tensor& dy) override {
-    return ops::conv2d_backward_data(pre_activation_grad(dy), w_->value, x_.shape(), args_,
+    return ops::conv2d_backward_data(pre_activation_grad(dy), w_read_, x_.shape(), args_,
                                      stream_, mask_input_ ? x_ : Tensor());
   }
   void backward_params(const Tensor& dy) override {
@@ -129,7 +134,7 @@ class DenseNode : public WeightedNode {
  public:
   using WeightedNode::WeightedNode;
   Tensor backward_input(const Tensor& dy) override {
-    return ops::dense_backward_data(pre_activation_grad(dy), w_->value, stream_);
+    return ops::dense_backward_data(pre_activation_grad(dy), w_read_, stream_);
   }
   void backward_params(const Tensor& dy) override {
     ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_);
@@ -157,10 +162,11 @@ class Conv2DModule : public Module {
  protected:
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
-    Tensor y = ops::conv2d_forward(x, params_[0].value, params_[1].value, args_, relu, s);
+    const Tensor w = ops::conv2d_weights(params_[0].value, s);  // (K, C, R, S), as the ops read it
+    Tensor y = ops::conv2d_forward(x, w, params_[1].value, args_, relu, s);
     if (ctx.tape)
       ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu && !handoff.masked_by_next,
-                                                  &params_[0], &params_[1], s, args_,
+                                                  w, &params_[0], &params_[1], s, args_,
                                                   handoff.input_relu));
     return y;
   }
@@ -184,10 +190,11 @@ class DenseModule : public Module {
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
-    Tensor y = ops::dense_forward(x, params_[0].value, params_[1].value, relu, s);
+    const Tensor w = ops::dense_weights(params_[0].value, s);  // (out, in), as the ops read it
+    Tensor y = ops::dense_forward(x, w, params_[1].value, relu, s);
     if (ctx.tape)
       ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu && !handoff.masked_by_next,
-                                                   &params_[0], &params_[1], s));
+                                                   w, &params_[0], &params_[1], s));
     return y;
   }
 };

@@ -14,13 +14,30 @@ namespace brigade::ops {
 using detail::bf16_data;
 
 Tensor detail::bf16_operand(const Tensor& t, bool bf16, const Stream& stream) {
-  if (!bf16) return t;
-  Tensor rounded = Tensor::empty(t.shape(), stream);
-  round_to_bf16(t, rounded, stream);
-  return rounded;
+  if (!bf16 || t.holds_bf16_values()) return t;  // rounding would write the same bits
+  if (t.dtype() == DType::bfloat16) return widen_to_float32(t, stream);  // exact, marked
+  return round_to_bf16(t, Tensor::empty(t.shape(), stream), stream);
 }
 
-void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
+Tensor detail::bf16_storage(const Tensor& t, const Stream& stream) {
+  return t.dtype() == DType::bfloat16 ? t : narrow_to_bf16(t, stream);
+}
+
+void detail::check_weights(const char* op, const Tensor& w, const Stream& stream) {
+  if (w.defined() && w.dtype() == DType::bfloat16) {
+    BRIGADE_CHECK(precision() == Precision::bf16 && stream.device().is_cuda(),
+                  op << ": w " << w.str() << " in bfloat16 storage is for precision bf16 on a "
+                     << "GPU; here the precision is " << precision_name(precision())
+                     << " on " << stream.device());
+    BRIGADE_CHECK(w.device() == stream.device(), op << ": w " << w.str()
+                                                    << " is not on the stream's device "
+                                                    << stream.str());
+    return;
+  }
+  check_operands(op, stream, {{"w", &w}});
+}
+
+Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
   detail::check_operands("round_to_bf16", stream, {{"x", &x}, {"out", &out}});
   detail::check_same_shape("round_to_bf16", "x", x, "out", out);
   if (stream.device().is_cpu()) {
@@ -35,6 +52,7 @@ void round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
     detail::no_kernel("round_to_bf16", stream.device());
 #endif
   }
+  return out.marked_bf16_values();
 }
 
 Tensor narrow_to_bf16(const Tensor& x, const Stream& stream) {
@@ -75,7 +93,7 @@ Tensor widen_to_float32(const Tensor& x, const Stream& stream) {
     detail::no_kernel("widen_to_float32", stream.device());
 #endif
   }
-  return y;
+  return y.marked_bf16_values();
 }
 
 }  // namespace brigade::ops

@@ -4,7 +4,9 @@
 // as kernels/cuda/path.h's setting says at each call). In precision bf16 the hand-written path
 // narrows x, w and dy to bfloat16 storage (narrow_to_bf16) for its bf16 passes (im2col in bf16,
 // gemm_mma_bf16 on tensor cores); cuDNN runs in fp32 on operands rounded to bf16 values on the
-// device (detail::bf16_operand), for the reason below.
+// device (detail::bf16_operand), for the reason below. The weights may come in either form
+// already (conv2d_weights: a layer makes them once for a micro-batch's forward and
+// backward-data); each path takes the other's too.
 //
 // Why cuDNN gets bf16 values in float rather than bfloat16 tensors: its legacy convolution API
 // takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
@@ -68,7 +70,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
                       bool relu, const Stream& stream) {
   detail::check_math_mode("conv2d_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
+  detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"b", &b}});
+  detail::check_weights("conv2d_forward", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
   Tensor y = Tensor::empty(Shape({s.N, s.K, s.P, s.Q}), stream);  // (N, K, P, Q)
@@ -83,8 +86,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);  // (N, C, H, W) bfloat16
-      const Tensor wh = narrow_to_bf16(w, stream);  // (K, C, R, S) bfloat16
+      const Tensor xh = narrow_to_bf16(x, stream);        // (N, C, H, W) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       cuda::conv2d_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
@@ -113,7 +116,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
                             const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
   detail::check_math_mode("conv2d_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}, {"w", &w}});
+  detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}});
+  detail::check_weights("conv2d_backward_data", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
                 "conv2d_backward_data: dy " << dy.shape() << " is not the output shape "
@@ -138,8 +142,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, K, P, Q) bfloat16
-      const Tensor wh = narrow_to_bf16(w, stream);    // (K, C, R, S) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       cuda::conv2d_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
@@ -164,6 +168,15 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 #endif
   }
   return dx;
+}
+
+Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
+  detail::check_operands("conv2d_weights", stream, {{"w", &w}});
+  if (precision() == Precision::fp32 || stream.device().is_cpu()) return w;
+#if defined(BRIGADE_HAVE_CUDA)
+  if (vendor()) return detail::bf16_operand(w, true, stream);  // float32 bf16 values for cuDNN
+#endif
+  return narrow_to_bf16(w, stream);  // bfloat16 for the tensor cores
 }
 
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,

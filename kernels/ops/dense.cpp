@@ -3,7 +3,9 @@
 // the CUDA branch (cuBLAS or the hand-written gemm_tiled, as kernels/cuda/path.h's setting
 // says at each call). In precision bf16 on a GPU, both paths get the two GEMM operands narrowed
 // to bfloat16 storage (narrow_to_bf16): cuBLAS for its bf16 GEMM, the hand-written path for
-// gemm_mma_bf16 (kernels/cuda/gemm_mma.cu); both on tensor cores, both bf16's rule.
+// gemm_mma_bf16 (kernels/cuda/gemm_mma.cu); both on tensor cores, both bf16's rule. The weights
+// may come narrowed already (dense_weights: a layer narrows them once for a micro-batch's
+// forward and backward-data).
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/dense_bf16.h"
 #include "kernels/ops.h"
@@ -32,7 +34,8 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
                      const Stream& stream) {
   detail::check_math_mode("dense_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("dense_forward", stream, {{"x", &x}, {"w", &w}, {"b", &b}});
+  detail::check_operands("dense_forward", stream, {{"x", &x}, {"b", &b}});
+  detail::check_weights("dense_forward", w, stream);
   check_dense("dense_forward", x.shape(), w.shape());
   detail::check_bias("dense_forward", b, w.shape()[0]);
   const int64_t N = x.shape()[0], in = w.shape()[1], out = w.shape()[0];
@@ -50,8 +53,8 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16) {
-      const Tensor xh = narrow_to_bf16(x, stream);  // (N, in) bfloat16
-      const Tensor wh = narrow_to_bf16(w, stream);  // (out, in) bfloat16
+      const Tensor xh = narrow_to_bf16(x, stream);        // (N, in) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
       if (vendor())
         cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh),
                                     b.data<float>(), y.data<float>(), N, in, out, stream, relu);
@@ -76,7 +79,8 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
   detail::check_math_mode("dense_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("dense_backward_data", stream, {{"dy", &dy}, {"w", &w}});
+  detail::check_operands("dense_backward_data", stream, {{"dy", &dy}});
+  detail::check_weights("dense_backward_data", w, stream);
   BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
                 "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
                                            << w.shape() << " (out, in)");
@@ -95,8 +99,8 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16) {
-      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
-      const Tensor wh = narrow_to_bf16(w, stream);    // (out, in) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, out) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
       if (vendor())
         cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),
                                           dx.data<float>(), N, in, out, stream);
@@ -116,6 +120,12 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 #endif
   }
   return dx;
+}
+
+Tensor dense_weights(const Tensor& w, const Stream& stream) {
+  detail::check_operands("dense_weights", stream, {{"w", &w}});
+  if (precision() == Precision::fp32 || stream.device().is_cpu()) return w;
+  return narrow_to_bf16(w, stream);  // what both passes' bf16 GEMMs read
 }
 
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,

@@ -1,6 +1,11 @@
 // MaxPooling2D of kernels/ops.h: the checks, then the CPU branch (kernels/cpu/maxpool2d.h,
 // with an argmax) beside the CUDA branch (the hand-written kernel with an argmax, or cuDNN,
 // which has none and keeps x for its backward: ops.h, PoolResult).
+//
+// The CPU and hand-written forwards select: each output is a copy of one input element (the
+// argmax's), so bf16 values in are bf16 values out, and the output says so when x does
+// (Tensor::holds_bf16_values: precision bf16 then rounds it no more). cuDNN's is not marked:
+// its output is a maximum too, but NVIDIA does not say which bits a NaN comes out with.
 #include <stdexcept>
 #include <string>
 
@@ -38,6 +43,7 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
     detail::on_cpu(stream, {x, r.y, r.argmax}, [=, y = r.y, argmax = r.argmax](ThreadPool& pool) {
       cpu::maxpool2d_forward(x.data<float>(), y.data<float>(), detail::int32_data(argmax), s, pool);
     });
+    if (x.holds_bf16_values()) r.y = r.y.marked_bf16_values();
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &r.y});
@@ -48,6 +54,7 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
       r.argmax = Tensor::empty(out, stream);  // int32 bits
       cuda::maxpool2d_forward(x.data<float>(), r.y.data<float>(), detail::int32_data(r.argmax), s,
                               stream);
+      if (x.holds_bf16_values()) r.y = r.y.marked_bf16_values();
     }
 #else
     detail::no_kernel("maxpool2d_forward", stream.device());

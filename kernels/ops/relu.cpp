@@ -1,5 +1,9 @@
 // ReLU of kernels/ops.h: the checks, then the CPU branch (kernels/cpu/relu.h) beside the
 // CUDA branch (kernels/cuda/relu.cu). The backward reads the forward's OUTPUT.
+//
+// Both select: each element of the result is the corresponding x (dy) or +0.0f, on every
+// device; so bf16 values in give bf16 values out, and the result says so when x (dy) does
+// (Tensor::holds_bf16_values: precision bf16 then rounds it no more).
 #include "kernels/cpu/relu.h"
 #include "kernels/ops.h"
 #include "kernels/ops_dispatch.h"
@@ -25,7 +29,7 @@ Tensor relu_forward(const Tensor& x, const Stream& stream) {
     detail::no_kernel("relu_forward", stream.device());
 #endif
   }
-  return y;
+  return x.holds_bf16_values() ? y.marked_bf16_values() : y;
 }
 
 Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream) {
@@ -44,7 +48,7 @@ Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream) {
     detail::no_kernel("relu_backward", stream.device());
 #endif
   }
-  return dx;
+  return dy.holds_bf16_values() ? dx.marked_bf16_values() : dx;
 }
 
 }  // namespace brigade::ops

@@ -40,8 +40,12 @@ std::vector<Tensor> DeviceGraphs::run(
       ActionGraph& a = graphs_[key];
       a = ActionGraph{};
       for (const Tensor& m : moving) {
-        a.inputs.push_back(Tensor::empty(m.shape(), compute, m.dtype()));
-        copy_async(a.inputs.back(), m, compute);
+        // The copy holds m's values, and is said to as m is (engine/tensor.h): the captured
+        // work then skips the roundings the eager work skipped, and allocates as it did.
+        Tensor input = Tensor::empty(m.shape(), compute, m.dtype());
+        if (m.holds_bf16_values()) input = input.marked_bf16_values();
+        a.inputs.push_back(input);
+        copy_async(input, m, compute);
       }
       const size_t notes_before = verdict.notes(d);
       {
@@ -62,6 +66,10 @@ std::vector<Tensor> DeviceGraphs::run(
                           moving[i].dtype() == a.inputs[i].dtype(),
                       to_string(action) << ": its graph was captured for an input of "
                                         << a.inputs[i].shape() << ", given " << moving[i].shape());
+        // A graph captured on bf16 values rounds them no more: its input must hold them again.
+        BRIGADE_CHECK(moving[i].holds_bf16_values() || !a.inputs[i].holds_bf16_values(),
+                      to_string(action) << ": its graph was captured for bf16 values, given an "
+                                           "input not known to hold them");
         copy_async(a.inputs[i], moving[i], compute);
       }
       a.graph->launch(compute);

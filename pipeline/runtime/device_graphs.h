@@ -5,7 +5,8 @@
 // A replay repeats the captured work exactly, addresses included, so everything an action
 // reads or writes must lie where it lay at the capture. Why each thing does:
 //   - what arrives at another address each step (the stage's input, the labels, the output
-//     gradient): copied first into the graph's own tensors (`moving` below), one copy each;
+//     gradient): copied first into the graph's own tensors (`moving` below), one copy each,
+//     known to hold bf16 values when what it copies is (engine/tensor.h);
 //   - what the action allocates (activations, the tape, its outputs): the capture is served
 //     from memory set aside for it (engine/allocator.h: CaptureReserve, in the sizes an eager
 //     run of the same action asked for), which stays the graphs': one GraphPool per device,

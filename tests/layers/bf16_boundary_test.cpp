@@ -3,7 +3,8 @@
 // cut, anywhere, lossless in bf16 storage. Checked layer by layer on the small model (a tape
 // per layer, as a pipeline that cut everywhere would hold), from input and output gradients
 // that are not bf16 values; a layer whose output is a view of its input (Flatten) leaves that
-// input as it was; and fp32 runs are left alone.
+// input as it was, and copies nothing when it is given bf16 values; and fp32 runs are left
+// alone.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/ops.h"
 #include "kernels/precision.h"
 #include "tests/layers/small_model.h"
 #include "tests/support/precision_for.h"
@@ -98,6 +100,32 @@ TEST_CASE("precision bf16: a layer whose output is a view of its input rounds in
   CHECK(dx.shape() == x.shape());
   CHECK(not_bf16(dx) == 0);
   CHECK(dy.to_vector() == dy_before);
+}
+
+// A result that holds bf16 values already, and says so (Tensor::holds_bf16_values), is not
+// rounded again: rounding would write the same bits. Flatten of a previous layer's output is
+// then a view, no copy, forward and backward; the values are the rounded ones either way.
+TEST_CASE("precision bf16: a layer given bf16 values that only views them copies nothing") {
+  auto model = test::small_model(1);
+  const Stream s = Stream::default_for(Device::cpu(0));
+  const Tensor noisy = Tensor::from_vector(noise(4 * 8, 11), Shape({4, 2, 2, 2}));
+  const PrecisionFor bf16(Precision::bf16);
+  // Flatten's input as a layer before it gives it: rounded, and marked so.
+  const Tensor x = ops::round_to_bf16(noisy, Tensor::empty(noisy.shape(), s), s);
+  REQUIRE(x.holds_bf16_values());
+  Tape tape;
+  ForwardContext ctx;
+  ctx.tape = &tape;
+  const Tensor y = model->forward(x, ctx, 3, 4);  // layer 3: Flatten
+  CHECK(y.storage() == x.storage());
+  CHECK(y.holds_bf16_values());
+  CHECK(y.to_vector() == x.to_vector());
+  const Tensor dy_noisy = Tensor::from_vector(noise(4 * 8, 12), Shape({4, 8}));
+  const Tensor dy = ops::round_to_bf16(dy_noisy, Tensor::empty(dy_noisy.shape(), s), s);
+  const Tensor dx = tape.backward(dy);
+  CHECK(dx.storage() == dy.storage());
+  CHECK(dx.holds_bf16_values());
+  CHECK(not_bf16(dx) == 0);
 }
 
 }  // namespace brigade::layers

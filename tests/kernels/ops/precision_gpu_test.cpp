@@ -20,6 +20,7 @@
 #include "kernels/reference/dense.h"
 #include "tests/kernels/cpu/check.h"
 #include "tests/kernels/ops/wave.h"
+#include "tests/support/error_text.h"
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include "kernels/emu/cudart/include/cuda_emulation.h"
@@ -189,6 +190,89 @@ TEST_CASE("precision bf16 on a GPU: Conv2D's three products on bf16 operands, fl
     return;
   }
   for (const CudaPath path : {CudaPath::handwritten, CudaPath::vendor}) precision_gpu_conv(path);
+}
+
+namespace {
+
+// The weights a layer makes once for a micro-batch's forward and backward-data
+// (ops::dense_weights, conv2d_weights) give both passes the bits of the weights themselves, on
+// `path`; and the other path's form too. Emulated GPUs: one launch fewer for the pair.
+void precision_gpu_weights(CudaPath path) {
+  const std::string path_name = cuda_path_name(path);
+  CAPTURE(path_name);
+  const CudaPath other = path == CudaPath::vendor ? CudaPath::handwritten : CudaPath::vendor;
+  const Stream g = Stream::default_for(Device::cuda(0));
+  const int64_t N = 3, in = 19, out = 7;
+  const Tensor x = Tensor::from_vector(wave(N * in, 0.29f), Shape({N, in}), g);
+  const Tensor w = Tensor::from_vector(wave(out * in, 0.13f), Shape({out, in}), g);
+  const Tensor b = Tensor::from_vector(wave(out, 0.5f), Shape({out}), g);
+  const Tensor dy = Tensor::from_vector(wave(N * out, 0.61f), Shape({N, out}), g);
+  const Conv2dShape s = make_conv2d_shape(2, 3, 5, 5, 4, 3, 3, 1, Padding::valid);
+  const Shape cx_shape({s.N, s.C, s.H, s.W}), cw_shape({s.K, s.C, s.R, s.S});
+  const Tensor cx = Tensor::from_vector(wave(cx_shape.numel(), 0.31f), cx_shape, g);
+  const Tensor cw = Tensor::from_vector(wave(cw_shape.numel(), 0.17f), cw_shape, g);
+  const Tensor cb = Tensor::from_vector(wave(s.K, 0.43f), Shape({s.K}), g);
+  const Tensor cdy = Tensor::from_vector(wave(s.N * s.K * s.P * s.Q, 0.37f),
+                                         Shape({s.N, s.K, s.P, s.Q}), g);
+  const Conv2dArgs a{};
+  Bf16On bf16(path);
+  // Dense's and Conv2D's forward and backward-data on the weights given.
+  const auto passes = [&](const Tensor& dense_w, const Tensor& conv_w) {
+    return std::vector<std::vector<float>>{
+        dense_forward(x, dense_w, b, true, g).to_vector(),
+        dense_backward_data(dy, dense_w, g).to_vector(),
+        conv2d_forward(cx, conv_w, cb, a, true, g).to_vector(),
+        conv2d_backward_data(cdy, conv_w, cx_shape, a, g).to_vector()};
+  };
+#if defined(BRIGADE_CUDA_EMULATED)
+  const emu::gpu::CallCounts before = emu::gpu::call_counts();
+#endif
+  const std::vector<std::vector<float>> want = passes(w, cw);
+#if defined(BRIGADE_CUDA_EMULATED)
+  const uint64_t launches_each = precision_gpu_calls_since(before, "cudaLaunchKernel");
+  const emu::gpu::CallCounts between = emu::gpu::call_counts();
+#endif
+  const Tensor dense_w = dense_weights(w, g), conv_w = conv2d_weights(cw, g);
+  const std::vector<std::vector<float>> got = passes(dense_w, conv_w);
+#if defined(BRIGADE_CUDA_EMULATED)
+  // Each op's two passes narrowed (or rounded) its weights once each; now once for both.
+  CHECK(precision_gpu_calls_since(between, "cudaLaunchKernel") + 2 == launches_each);
+#endif
+  CHECK(dense_w.dtype() == DType::bfloat16);
+  CHECK(conv_w.dtype() == (path == CudaPath::vendor ? DType::float32 : DType::bfloat16));
+  CHECK(conv_w.holds_bf16_values() == (path == CudaPath::vendor));
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(test::same_bits(got[i], want[i]));
+  }
+  // The other path's form of the weights: the same bits as its own.
+  set_cuda_path(other);
+  const std::vector<std::vector<float>> other_want = passes(w, cw);
+  const std::vector<std::vector<float>> other_got = passes(dense_w, conv_w);
+  for (size_t i = 0; i < other_want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(test::same_bits(other_got[i], other_want[i]));
+  }
+  set_cuda_path(path);
+  // A bfloat16 w outside precision bf16 is refused, never read as floats.
+  set_precision(Precision::fp32);
+  CHECK(dense_weights(w, g).storage() == w.storage());
+  CHECK(conv2d_weights(cw, g).storage() == cw.storage());
+  CHECK(testing::error_text<Error>([&] { dense_forward(x, dense_w, b, false, g); })
+            .find("in bfloat16 storage is for precision bf16 on a GPU") != std::string::npos);
+  set_precision(Precision::bf16);
+}
+
+}  // namespace
+
+TEST_CASE("precision bf16 on a GPU: weights narrowed once for forward and backward-data give "
+          "the same bits") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("no CUDA device (real or emulated): nothing to run");
+    return;
+  }
+  for (const CudaPath path : {CudaPath::handwritten, CudaPath::vendor})
+    precision_gpu_weights(path);
 }
 
 TEST_CASE("precision bf16 on a GPU: the value ops give the CPU's bits") {

@@ -121,4 +121,53 @@ TEST_CASE("bf16 values: rounded in place, narrowed to bfloat16 and widened back,
         std::string::npos);
 }
 
+// Tensor::holds_bf16_values: what rounding would leave as it is is said by the op that wrote
+// it, and precision bf16 rounds it no more (layers/bf16_boundary.h). Every mark is checked
+// against the values: a marked tensor whose bits rounding would change is a wrong mark.
+TEST_CASE("bf16 values: the ops that write them say so, the ops that select them keep it") {
+  const Stream s = Stream::default_for(Device::cpu(0));
+  const std::vector<float> values = wave(4 * 2 * 4 * 4, 0.61f);  // not bf16 values
+  const Tensor x = Tensor::from_vector(values, Shape({4, 2, 4, 4}), s);
+  const auto rounds_to_itself = [](const Tensor& t) {
+    const std::vector<float> v = t.to_vector();
+    std::vector<float> r;
+    for (float e : v) r.push_back(cpu::to_float(cpu::to_bf16(e)));
+    return same_bits(v, r);
+  };
+  CHECK_FALSE(x.holds_bf16_values());
+  REQUIRE_FALSE(rounds_to_itself(x));
+
+  const Tensor rounded = round_to_bf16(x, Tensor::empty(x.shape(), s), s);
+  CHECK(rounded.holds_bf16_values());
+  CHECK(rounds_to_itself(rounded));
+  CHECK_FALSE(x.holds_bf16_values());  // the source is what it was
+  CHECK(rounded.reshape(Shape({4, 32})).holds_bf16_values());  // a view: the same values
+  const Tensor widened = widen_to_float32(narrow_to_bf16(x, s), s);
+  CHECK(widened.holds_bf16_values());
+  CHECK(rounds_to_itself(widened));
+
+  // Selections of bf16 values: a ReLU forward and backward, a max-pool's forward (CPU).
+  const Tensor relu_y = relu_forward(rounded, s);
+  CHECK(relu_y.holds_bf16_values());
+  CHECK(rounds_to_itself(relu_y));
+  const Tensor relu_dx = relu_backward(relu_y, rounded, s);
+  CHECK(relu_dx.holds_bf16_values());
+  CHECK(rounds_to_itself(relu_dx));
+  const PoolResult pooled = maxpool2d_forward(rounded, Pool2dArgs{}, s);
+  CHECK(pooled.y.holds_bf16_values());
+  CHECK(rounds_to_itself(pooled.y));
+  // ... of values that are not: nothing said, nothing to say.
+  CHECK_FALSE(relu_forward(x, s).holds_bf16_values());
+  CHECK_FALSE(relu_backward(relu_y, x, s).holds_bf16_values());
+  CHECK_FALSE(maxpool2d_forward(x, Pool2dArgs{}, s).y.holds_bf16_values());
+  // Arithmetic on bf16 values makes new values: a Dropout's scaling of marked values is not
+  // marked (nor bf16 values: 4/3 of them).
+  const Tensor dropped = dropout_forward(rounded, 0.25f, DropoutKey{1, 0, 0}, 0, s);
+  CHECK_FALSE(dropped.holds_bf16_values());
+  CHECK_FALSE(rounds_to_itself(dropped));
+
+  CHECK(testing::error_text<Error>([&] { narrow_to_bf16(x, s).marked_bf16_values(); })
+            .find("is not a float32 tensor") != std::string::npos);
+}
+
 }  // namespace brigade::ops

@@ -44,13 +44,15 @@
 namespace brigade::pipeline {
 namespace {
 
-// One step on cuda:0 at `batch` (128 unless said), the vendor path, counted (after the
-// warm-up steps, which size and capture the graphs when they are on), every entry point listed.
-bench::CallCountRow counted_step(bool cuda_graphs, int64_t batch = 128) {
+// One step on cuda:0 at `batch` (128 unless said), the vendor path unless said, counted (after
+// the warm-up steps, which size and capture the graphs when they are on), every entry point
+// listed.
+bench::CallCountRow counted_step(bool cuda_graphs, int64_t batch = 128,
+                                 const std::string& impl = "vendor") {
   const model::ModelSpec spec =
       model::load_model_file(std::string(BRIGADE_SOURCE_ROOT) + "/tools/models/seed_cnn.model");
   bench::CallCountOptions o;  // cuda:0, warm-up steps
-  o.impls = {"vendor"};
+  o.impls = {impl};
   o.batches = {batch};
   o.steps = 1;
   o.cuda_graphs = cuda_graphs;
@@ -102,26 +104,52 @@ double calls_of(const bench::CallCountRow& r, const std::string& name) {
 // bf16 on the vendor path (kernels/precision.h): each of the dense layers' GEMMs is one
 // cublasGemmEx on bf16 operands (tensor cores) in place of one cublasSgemm, and the
 // convolutions make the same cuDNN calls (fp32 on bf16 values), so a step's library calls are
-// fp32's; the narrowing of operands and the rounding at layer boundaries are kernel launches,
-// the same number at any batch. Counted at a small batch: a step's calls do not depend on it
-// on this path (the budget above is at 128).
+// fp32's. The kernel launches it adds, per micro-batch, the same at any batch (the question's
+// network: 12 layers, the last two Dropout(0.5) -> Dense; conv2d_1 computes no input
+// gradient):
+//   21  roundings at layer boundaries: each layer's output (12) and input gradient (11) is
+//       rounded to bf16 values, except where it already holds them (layers/bf16_boundary.h):
+//       Flatten's two (views of bf16 values);
+//   10  narrowings of Dense's operands to bfloat16 storage: x and dy for each of its 3 GEMMs
+//       (4 per layer), and the weights once for forward and backward-data (ops::dense_weights,
+//       kept on the layer's tape node: 1 per layer);
+//    6  roundings of a Conv2D's operands for cuDNN: the weights, once for forward and
+//       backward-data (4: ops::conv2d_weights), and the data for conv2d_1, forward and
+//       backward-filter (2); every other x and dy of a convolution is a layer boundary's, bf16
+//       values already.
+// 37 in all. Before, the 13 other convolution operands and Flatten's two were rounded again,
+// and each weighted layer's weights were narrowed or rounded for the backward-data once more
+// (5): 73 launches in all, the same bits (rounding a bf16 value leaves it as it is). Counted
+// at a small batch: a step's calls do not depend on it on this path (the budget above is at
+// 128).
+constexpr int64_t kBudgetBf16VendorLaunches = 21 + 10 + 6;
+
+// A step on `impl` counted in fp32 at batch 8, and in bf16 at batches 8 and 16, with graphs
+// off, so that the launches are the host's to count; and in bf16 at batch 8 with graphs on.
+struct BudgetBf16Steps {
+  bench::CallCountRow fp32, bf16, bf16_wider, bf16_graphs;
+};
+BudgetBf16Steps budget_bf16_steps(const std::string& impl) {
+  BudgetBf16Steps r;
+  r.fp32 = counted_step(false, 8, impl);
+  const testing::PrecisionFor in_bf16(Precision::bf16);
+  r.bf16 = counted_step(false, 8, impl);
+  r.bf16_wider = counted_step(false, 16, impl);
+  r.bf16_graphs = counted_step(true, 8, impl);
+  return r;
+}
+
 TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, the same library "
-          "calls, and launches that do not grow with the batch") {
+          "calls, and 37 launches more than fp32 at any batch") {
   if (!test::on_cuda()) {
     MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
     return;
   }
   testing::Deadline deadline("a bf16 step's calls", std::chrono::seconds(300));
-  // Graphs off, so that the launches are the host's to count; then on, as fp32's.
-  const bench::CallCountRow fp32 = counted_step(false, 8);
-  bench::CallCountRow bf16, bf16_wider, bf16_graphs;
-  {
-    const testing::PrecisionFor in_bf16(Precision::bf16);
-    bf16 = counted_step(false, 8);
-    bf16_wider = counted_step(false, 16);
-    bf16_graphs = counted_step(true, 8);
-  }
+  const BudgetBf16Steps steps = budget_bf16_steps("vendor");
+  const bench::CallCountRow &fp32 = steps.fp32, &bf16 = steps.bf16, &bf16_wider = steps.bf16_wider;
   CAPTURE(fp32.library_calls);
+  CAPTURE(fp32.kernel_launches);
   CAPTURE(bf16.kernel_launches);
   CHECK(fp32.precision == "fp32");
   CHECK(bf16.precision == "bf16");
@@ -130,15 +158,15 @@ TEST_CASE("bf16 on the vendor path: a cublasGemmEx for each fp32 cublasSgemm, th
   CHECK(calls_of(bf16, "cublasGemmEx") == 6);
   CHECK(calls_of(bf16, "cublasSgemm_v2") == 0);
   CHECK(bf16.library_calls == fp32.library_calls);
-  CHECK(bf16.kernel_launches > fp32.kernel_launches);  // the narrowing and rounding
+  CHECK(bf16.kernel_launches == fp32.kernel_launches + kBudgetBf16VendorLaunches);
   CHECK(bf16_wider.kernel_launches == bf16.kernel_launches);
   CHECK(bf16_wider.library_calls == bf16.library_calls);
   // Nothing of fp32's host protocol changes: the GPU's verdict, no wait inside a step, and
   // with graphs the step is its 3 graph launches.
   CHECK(bf16.host_blocking_inside == 0);
   CHECK(bf16.host_blocking == 1);
-  CHECK(bf16_graphs.graph_launches == 3);
-  CHECK(bf16_graphs.kernel_launches + bf16_graphs.library_calls == 0);
+  CHECK(steps.bf16_graphs.graph_launches == 3);
+  CHECK(steps.bf16_graphs.kernel_launches + steps.bf16_graphs.library_calls == 0);
 }
 
 // A pipeline of two stages on the test's GPUs (one GPU holding both, or one each), 4
@@ -168,6 +196,39 @@ TEST_CASE("graphs on: a pipeline's step is one graph launch per compute action a
     CHECK(d.library_calls == 0);
     CHECK(d.graph_launches == schedule.total_actions() + 2);
   }
+}
+
+// bf16 on the hand-written path: Dense and Conv2D both run gemm_mma_bf16 on operands narrowed
+// to bfloat16 storage, every one of them, bf16 values or not (tensor cores read the storage,
+// not the floats). The launches added per micro-batch, at any batch:
+//   18  roundings at layer boundaries: the vendor path's 21 above less the three
+//       max-pools' outputs, which the hand-written kernel copies from its bf16-valued input
+//       (kernels/ops/maxpool2d.cpp; cuDNN's are rounded);
+//   10  narrowings of Dense's operands, as above;
+//   19  narrowings of a Conv2D's operands: x and w forward (8), dy backward-data (3: w is the
+//       forward's), x and dy backward-filter (8).
+// 47 in all (57 before).
+constexpr int64_t kBudgetBf16HandwrittenLaunches = 18 + 10 + 19;
+
+TEST_CASE("bf16 on the hand-written path: 47 launches more than fp32 at any batch, no library "
+          "call") {
+  if (!test::on_cuda()) {
+    MESSAGE("BRIGADE_TEST_DEVICES is not cuda or cuda:all: nothing to count");
+    return;
+  }
+  testing::Deadline deadline("a bf16 step's calls, hand-written", std::chrono::seconds(300));
+  const BudgetBf16Steps steps = budget_bf16_steps("handwritten");
+  const bench::CallCountRow &fp32 = steps.fp32, &bf16 = steps.bf16, &bf16_wider = steps.bf16_wider;
+  CAPTURE(fp32.kernel_launches);
+  CAPTURE(bf16.kernel_launches);
+  CHECK(fp32.library_calls == 0);
+  CHECK(bf16.library_calls == 0);
+  CHECK(bf16.kernel_launches == fp32.kernel_launches + kBudgetBf16HandwrittenLaunches);
+  CHECK(bf16_wider.kernel_launches == bf16.kernel_launches);
+  CHECK(bf16.graph_launches == 0);
+  CHECK(bf16.host_blocking_inside == 0);
+  CHECK(steps.bf16_graphs.graph_launches == 3);  // with graphs, as on the vendor path
+  CHECK(steps.bf16_graphs.kernel_launches + steps.bf16_graphs.library_calls == 0);
 }
 
 }  // namespace
