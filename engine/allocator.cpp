@@ -489,8 +489,8 @@ std::vector<uint64_t> AllocationLog::requests() const {
 struct GraphPool::State {
   std::mutex mutex;
   bool open = true;
-  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> owned;  // (bytes asked, block)
-  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> free;   // freed in the sequence
+  std::vector<std::shared_ptr<Block>> owned;                      // every block it was given
+  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> free;  // (bytes asked, block) freed
 };
 
 GraphPool::GraphPool(Stream stream) : stream_(std::move(stream)), state_(std::make_shared<State>()) {}
@@ -504,16 +504,16 @@ void GraphPool::close() {
 uint64_t GraphPool::bytes() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   uint64_t total = 0;
-  for (const auto& [bytes, block] : state_->owned) total += block->size();
+  for (const std::shared_ptr<Block>& block : state_->owned) total += block->size();
   return total;
 }
 
 std::shared_ptr<Block> GraphPool::adopt(std::shared_ptr<Block> block, uint64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->owned.emplace_back(bytes, block);
+    state_->owned.push_back(block);
   }
-  return hand_out(block);
+  return hand_out(block, bytes);
 }
 
 int GraphPool::free_blocks(uint64_t bytes) const {
@@ -532,20 +532,14 @@ std::shared_ptr<Block> GraphPool::take(uint64_t bytes) {
     block = std::move(it->second);
     state_->free.erase(it);
   }
-  return hand_out(block);
+  return hand_out(block, bytes);
 }
 
 // The handle a tensor holds: its deleter gives the block back to the pool (free for the rest
 // of the sequence while the pool is open), never to the allocator; the pool's own handle keeps
 // the memory.
-std::shared_ptr<Block> GraphPool::hand_out(const std::shared_ptr<Block>& owned) {
+std::shared_ptr<Block> GraphPool::hand_out(const std::shared_ptr<Block>& owned, uint64_t bytes) {
   const std::weak_ptr<State> weak = state_;
-  uint64_t bytes = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    for (const auto& [b, block] : state_->owned)
-      if (block == owned) bytes = b;
-  }
   return std::shared_ptr<Block>(owned.get(), [weak, owned, bytes](Block* block) {
     const std::shared_ptr<State> state = weak.lock();
     if (!state || block->used_elsewhere()) return;  // another stream's use: its graph's alone

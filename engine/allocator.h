@@ -242,7 +242,8 @@ class GraphPool {
   // A block of the pool freed earlier in the sequence and asked for with `bytes`, or null.
   std::shared_ptr<Block> take(uint64_t bytes);
   int free_blocks(uint64_t bytes) const;  // how many take(bytes) would find now
-  std::shared_ptr<Block> hand_out(const std::shared_ptr<Block>& owned);
+  // The handle a request is given to `owned`, asked for with `bytes`.
+  std::shared_ptr<Block> hand_out(const std::shared_ptr<Block>& owned, uint64_t bytes);
   Stream stream_;
   std::shared_ptr<State> state_;
 };
