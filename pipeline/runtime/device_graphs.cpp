@@ -6,6 +6,27 @@
 #include "engine/error.h"
 
 namespace brigade::pipeline {
+namespace {
+// CUDA builds only (engine/cuda_graph_cuda.cpp). Without CUDA no device is a GPU, so no
+// phase but size is ever reached (Runtime::graphs_on); these say so if one were.
+CudaGraph capture_on(const Stream& stream, const std::function<void()>& record) {
+#if defined(BRIGADE_HAVE_CUDA)
+  return CudaGraph::capture(stream, record);
+#else
+  (void)record;
+  throw Error("a CUDA graph needs CUDA, and this build has none (" + stream.str() + ")");
+#endif
+}
+
+void launch_on(const CudaGraph& graph, const Stream& stream) {
+#if defined(BRIGADE_HAVE_CUDA)
+  graph.launch(stream);
+#else
+  (void)graph;
+  throw Error("a CUDA graph needs CUDA, and this build has none (" + stream.str() + ")");
+#endif
+}
+}  // namespace
 
 GraphPhase DeviceGraphs::begin(const Key& key, const Stream& compute) {
   key_ = key;
@@ -50,10 +71,10 @@ std::vector<Tensor> DeviceGraphs::run(
       const size_t notes_before = verdict.notes(d);
       {
         CaptureReserve reserve(sized_[key], *pool_);
-        a.graph = CudaGraph::capture(compute, [&] { a.outputs = enqueue(a.inputs); });
+        a.graph = capture_on(compute, [&] { a.outputs = enqueue(a.inputs); });
       }  // the frees the capture held back are made here, outside it
       a.notes = verdict.notes_since(d, notes_before);
-      a.graph->launch(compute);
+      launch_on(*a.graph, compute);
       return a.outputs;
     }
     case GraphPhase::replay: {
@@ -72,7 +93,7 @@ std::vector<Tensor> DeviceGraphs::run(
                                            "input not known to hold them");
         copy_async(a.inputs[i], moving[i], compute);
       }
-      a.graph->launch(compute);
+      launch_on(*a.graph, compute);
       verdict.note(d, a.notes);
       return a.outputs;
     }
