@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "engine/capture_scopes.h"
 #include "engine/error.h"
 #include "engine/stream_impl.h"
 
@@ -59,10 +60,6 @@ std::vector<std::pair<Allocator*, Block*>>& deferred_frees() {
   static auto* frees = new std::vector<std::pair<Allocator*, Block*>>;
   return *frees;
 }
-
-// The calling thread's AllocationLog and CaptureReserve (allocator.h), if any.
-thread_local AllocationLog* t_log = nullptr;
-thread_local CaptureReserve* t_reserve = nullptr;
 
 // True the first time an allocator (of `device`, pinned or not) keeps a freed block out of its
 // cache: release() says so once, not once per block.
@@ -145,7 +142,8 @@ Allocator::Allocator(Device device, bool pinned) : device_(device), pinned_(pinn
 std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
                                                     << ", a stream of another device");
-  if (t_reserve && t_reserve->pool_.stream() == stream) return t_reserve->serve(bytes);
+  CaptureReserve* const reserve = detail::capture_reserve_of_this_thread();
+  if (reserve && reserve->pool_.stream() == stream) return reserve->serve(bytes);
   const uint64_t size = block_size(bytes);
   Event owner_before;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -183,7 +181,8 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
 #endif
   std::shared_ptr<Block> block(new Block(data, size, stream, std::move(owner_before)),
                                [this](Block* b) { release(b); });
-  if (t_log && t_log->stream_id_ == stream.id()) t_log->allocated(block.get(), bytes);
+  AllocationLog* const log = detail::allocation_log_of_this_thread();
+  if (log && log->stream_id_ == stream.id()) log->allocated(block.get(), bytes);
   return block;
 }
 
@@ -278,11 +277,12 @@ void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream, Eve
 // the wait) reads NaN and the parity tests fail, where a real GPU would read stale data that
 // looks right.
 void Allocator::release(Block* block) {
-  if (t_reserve) {  // a capture is in progress on this thread: its events would be captured
-    t_reserve->held_back_.push_back({this, block});
+  // A capture in progress on this thread: its events would be captured.
+  if (CaptureReserve* const reserve = detail::capture_reserve_of_this_thread()) {
+    reserve->held_back_.push_back({this, block});
     return;
   }
-  if (t_log) t_log->freed(block);
+  if (AllocationLog* const log = detail::allocation_log_of_this_thread()) log->freed(block);
   const uint64_t size = block->size_;
   Cached cached;
   cached.data = block->data_;
@@ -455,128 +455,6 @@ void Allocator::raw_free(void* data) {
 #if defined(BRIGADE_HAVE_CUDA)
   detail::cuda_raw_free(device_, data);
 #endif
-}
-
-AllocationLog::AllocationLog(const Stream& stream) : stream_id_(stream.id()) {
-  BRIGADE_CHECK(t_log == nullptr && t_reserve == nullptr,
-                "an allocation log inside another log or capture reserve of this thread");
-  t_log = this;
-}
-
-AllocationLog::~AllocationLog() { t_log = nullptr; }
-
-void AllocationLog::allocated(const Block* block, uint64_t bytes) {
-  live_[block] = bytes;
-  auto& [now, most] = counts_[bytes];
-  most = std::max(most, ++now);
-}
-
-void AllocationLog::freed(const Block* block) {
-  const auto it = live_.find(block);
-  if (it == live_.end()) return;  // not one of the logged requests
-  --counts_[it->second].first;
-  live_.erase(it);
-}
-
-std::vector<uint64_t> AllocationLog::requests() const {
-  std::vector<uint64_t> blocks;
-  for (const auto& [bytes, count] : counts_) blocks.insert(blocks.end(), count.second, bytes);
-  return blocks;
-}
-
-// A pool's blocks, and which of them are free. Shared with the deleters of the blocks it hands
-// out, which may run after the pool is gone (a tensor that outlives its graph).
-struct GraphPool::State {
-  std::mutex mutex;
-  bool open = true;
-  std::vector<std::shared_ptr<Block>> owned;                      // every block it was given
-  std::vector<std::pair<uint64_t, std::shared_ptr<Block>>> free;  // (bytes asked, block) freed
-};
-
-GraphPool::GraphPool(Stream stream) : stream_(std::move(stream)), state_(std::make_shared<State>()) {}
-
-void GraphPool::close() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->open = false;
-  state_->free.clear();
-}
-
-uint64_t GraphPool::bytes() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  uint64_t total = 0;
-  for (const std::shared_ptr<Block>& block : state_->owned) total += block->size();
-  return total;
-}
-
-std::shared_ptr<Block> GraphPool::adopt(std::shared_ptr<Block> block, uint64_t bytes) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->owned.push_back(block);
-  }
-  return hand_out(block, bytes);
-}
-
-int GraphPool::free_blocks(uint64_t bytes) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return static_cast<int>(std::count_if(state_->free.begin(), state_->free.end(),
-                                        [&](const auto& f) { return f.first == bytes; }));
-}
-
-std::shared_ptr<Block> GraphPool::take(uint64_t bytes) {
-  std::shared_ptr<Block> block;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = std::find_if(state_->free.begin(), state_->free.end(),
-                           [&](const auto& f) { return f.first == bytes; });
-    if (it == state_->free.end()) return nullptr;
-    block = std::move(it->second);
-    state_->free.erase(it);
-  }
-  return hand_out(block, bytes);
-}
-
-// The handle a tensor holds: its deleter gives the block back to the pool (free for the rest
-// of the sequence while the pool is open), never to the allocator; the pool's own handle keeps
-// the memory.
-std::shared_ptr<Block> GraphPool::hand_out(const std::shared_ptr<Block>& owned, uint64_t bytes) {
-  const std::weak_ptr<State> weak = state_;
-  return std::shared_ptr<Block>(owned.get(), [weak, owned, bytes](Block* block) {
-    const std::shared_ptr<State> state = weak.lock();
-    if (!state || block->used_elsewhere()) return;  // another stream's use: its graph's alone
-    std::lock_guard<std::mutex> lock(state->mutex);
-    if (state->open) state->free.emplace_back(bytes, owned);
-  });
-}
-
-CaptureReserve::CaptureReserve(const std::vector<uint64_t>& requests, GraphPool& pool)
-    : pool_(pool) {
-  BRIGADE_CHECK(t_log == nullptr && t_reserve == nullptr,
-                "a capture reserve inside another reserve or allocation log of this thread");
-  // The pool's freed blocks serve first (serve()): only the requests they cannot are taken.
-  Allocator& allocator = Allocator::of(pool.stream().device());
-  std::map<uint64_t, int> in_pool;
-  for (uint64_t bytes : requests) {
-    auto [it, first] = in_pool.try_emplace(bytes, 0);
-    if (first) it->second = pool.free_blocks(bytes);
-    if (it->second > 0)
-      --it->second;
-    else
-      reserved_.push_back({bytes, allocator.allocate(bytes, pool.stream())});
-  }
-  t_reserve = this;  // last: the blocks above are ordinary allocations
-}
-
-CaptureReserve::~CaptureReserve() {
-  t_reserve = nullptr;
-  for (const auto& [allocator, block] : held_back_) allocator->release(block);
-}
-
-std::shared_ptr<Block> CaptureReserve::serve(uint64_t bytes) {
-  if (std::shared_ptr<Block> freed = pool_.take(bytes)) return freed;
-  for (Reserved& r : reserved_)
-    if (r.block && r.bytes == bytes) return pool_.adopt(std::exchange(r.block, nullptr), bytes);
-  throw Error(pool_.stream().str() + ": a captured CUDA graph asked for " + format_bytes(bytes) +
-              " that the eager run it was sized by did not ask for");
 }
 
 }  // namespace brigade
