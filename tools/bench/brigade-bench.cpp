@@ -5,6 +5,7 @@
 //   brigade-bench --quick              # the same, smaller: about a minute
 //   brigade-bench --level ops --impls cpu --threads 1 --batch 128
 //   brigade-bench --level model --batches 128 --threads 1,2 --json bench.json
+//   brigade-bench --level runtime --cuda-graphs on,off   # steps as brigade-train runs them
 //   brigade-bench --model tools/models/tiny_cnn.model --quick   # another model: NAME or FILE
 //   brigade-bench --level gemm --batch 128   # the bf16 GEMM beside SGEMM at the layers' shapes
 //   brigade-bench --devices cuda:0 --count-calls   # emulated GPUs: the calls of a step, counted
@@ -12,9 +13,10 @@
 //   brigade-bench --level both --threads 1 --precision fp32,bf16   # the CPU in fp32 and bf16
 //
 // Reading order: timing.h (median of repetitions), peak.h (the yardstick), op_bench.h (each op
-// per implementation), model_bench.h (samples/s of a training step), gemm_bf16_bench.h (the bf16
-// GEMM against SGEMM), call_count_bench.h (the
-// calls a GPU step makes, on emulated GPUs), then this file.
+// per implementation), model_bench.h (samples/s of a training step), one_stage_run.h and
+// runtime_bench.h (the same through the pipeline runtime, as brigade-train steps it),
+// gemm_bf16_bench.h (the bf16 GEMM against SGEMM), call_count_bench.h (the calls a GPU step
+// makes, on emulated GPUs), then this file.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -37,6 +39,7 @@
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
 #include "tools/bench/peak.h"
+#include "tools/bench/runtime_bench.h"
 #include "tools/command_line.h"
 #include "tools/models/find_model.h"
 
@@ -96,18 +99,19 @@ void print_call_counts(const std::vector<CallCountRow>& rows, const std::string&
               " momentum;\nthe mean of %d steps after %d warm-up, each submitted behind the one"
               " before; host-blocking:\nthe host's waits between two steps, for the step before,"
               " and inside a step)\n", model_name.c_str(), o.steps, o.warmup);
-  std::printf("%-7s %-12s %4s %6s %9s %9s %7s %17s %14s %7s\n", "device", "impl", "prec",
-              "batch", "launches", "library", "graphs", "launches+library", "host-blocking",
-              "inside");
+  std::printf("%-7s %-12s %4s %11s %6s %9s %9s %7s %17s %14s %7s\n", "device", "impl", "prec",
+              "cuda-graphs", "batch", "launches", "library", "graphs", "launches+library",
+              "host-blocking", "inside");
   for (const CallCountRow& r : rows)
-    std::printf("%-7s %-12s %4s %6lld %9g %9g %7g %17g %14g %7g\n", r.device.c_str(),
-                r.impl.c_str(), r.precision.c_str(), static_cast<long long>(r.batch),
-                r.kernel_launches,
+    std::printf("%-7s %-12s %4s %11s %6lld %9g %9g %7g %17g %14g %7g\n", r.device.c_str(),
+                r.impl.c_str(), r.precision.c_str(), r.cuda_graphs ? "on" : "off",
+                static_cast<long long>(r.batch), r.kernel_launches,
                 r.library_calls, r.graph_launches, r.kernel_launches + r.library_calls,
                 r.host_blocking, r.host_blocking_inside);
   for (const CallCountRow& r : rows) {
-    std::printf("\ntop entry points per step, %s %s %s batch %lld:", r.device.c_str(),
-                r.impl.c_str(), r.precision.c_str(), static_cast<long long>(r.batch));
+    std::printf("\ntop entry points per step, %s %s %s graphs %s batch %lld:", r.device.c_str(),
+                r.impl.c_str(), r.precision.c_str(), r.cuda_graphs ? "on" : "off",
+                static_cast<long long>(r.batch));
     nlohmann::json top = nlohmann::json::object();
     for (const auto& [name, n] : r.top) {
       std::printf(" %s %g", name.c_str(), n);
@@ -115,8 +119,8 @@ void print_call_counts(const std::vector<CallCountRow>& rows, const std::string&
     }
     std::printf("\n");
     (*out)["calls"].push_back({{"device", r.device}, {"impl", r.impl},
-                               {"precision", r.precision}, {"batch", r.batch},
-                               {"kernel_launches", r.kernel_launches},
+                               {"precision", r.precision}, {"cuda_graphs", r.cuda_graphs},
+                               {"batch", r.batch}, {"kernel_launches", r.kernel_launches},
                                {"library_calls", r.library_calls},
                                {"graph_launches", r.graph_launches},
                                {"host_blocking", r.host_blocking},
@@ -126,9 +130,10 @@ void print_call_counts(const std::vector<CallCountRow>& rows, const std::string&
 }
 
 // brigade-bench --count-calls: what cannot be counted here is said in one line, status 2.
-// One pass per precision named, as the timed levels do.
+// One pass per precision named, as the timed levels do, and in it one per graphs setting.
 int count_calls_and_print(const model::ModelSpec& spec, const std::string& model_name,
                           const std::string& device_list, CallCountOptions o,
+                          const std::vector<bool>& cuda_graphs,
                           const std::vector<std::string>& precisions,
                           const std::string& json_path) {
   const auto refuse = [](const std::string& why) {
@@ -154,7 +159,14 @@ int count_calls_and_print(const model::ModelSpec& spec, const std::string& model
                     " (--impls handwritten, vendor or both)");
   nlohmann::json out;
   try {
-    const auto count_in = [&](Precision) { return count_calls(spec, o); };
+    const auto count_in = [&](Precision) {
+      std::vector<CallCountRow> rows;
+      for (const bool graphs : cuda_graphs) {
+        o.cuda_graphs = graphs;
+        for (CallCountRow& r : count_calls(spec, o)) rows.push_back(std::move(r));
+      }
+      return rows;
+    };
     print_call_counts(in_each_precision(precisions, count_in), model_name, o, &out);
     write_json_if_asked(out, json_path);
   } catch (const std::exception& e) {
@@ -180,18 +192,11 @@ std::string math_refusal(const std::string& math, bool count_calls, bool run_ops
   return "";
 }
 
-// The options of one precision's pass: bf16's pass measures the cpu and vendor rows asked for
-// (the reference's are the same in any precision; the hand-written path's bf16 is its fp32
-// kernels on operands rounded to bf16 values, nothing new to time; the vendor path's is
-// cuBLAS's bf16 GEMM on tensor cores: kernels/precision.h).
+// The options of one precision's pass: bf16's pass measures every row asked for but the
+// reference's, which are the same in any precision (kernels/precision.h: the CPU's bf16 GEMM,
+// the hand-written path's tensor-core GEMM, cuBLAS's bf16 GEMM on the vendor path).
 OpBenchOptions for_precision(OpBenchOptions o, Precision p) {
-  if (p == Precision::bf16)
-    std::erase_if(o.impls, [](const std::string& i) { return i != "cpu" && i != "vendor"; });
-  return o;
-}
-ModelBenchOptions for_precision(ModelBenchOptions o, Precision p) {
-  if (p == Precision::bf16)
-    std::erase_if(o.cuda_impls, [](const std::string& i) { return i != "vendor"; });
+  if (p == Precision::bf16) std::erase(o.impls, "reference");
   return o;
 }
 
@@ -202,12 +207,43 @@ double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::str
   return it == peaks.end() ? 0 : it->second.fma_gflops;
 }
 
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The runtime level's table and its JSON rows ("runtime").
+void print_runtime_rows(const std::vector<RuntimeRow>& rows, const std::string& model_name,
+                        const model::ModelSpec& spec, const std::map<int, Peak>& peaks,
+                        double gpu_peak, nlohmann::json* out) {
+  std::printf("\nRuntime level: training steps of %s through the pipeline runtime, as brigade-train"
+              " on one device\n(one stage, one micro-batch, SGD momentum, steps submitted back to"
+              " back; %.1f MFLOP per sample;\npeak MiB: the device's memory in use at most during"
+              " a step, CUDA graphs' pools included)\n",
+              model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
+  std::printf("%-7s %-12s %-4s %3s %6s %6s %10s %11s %9s %6s %9s\n", "device", "impl", "prec",
+              "thr", "graphs", "batch", "step ms", "samples/s", "GFLOP/s", "%peak", "peak MiB");
+  for (const RuntimeRow& r : rows) {
+    const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
+    const char* graphs = !r.cuda_graphs ? "-" : *r.cuda_graphs ? "on" : "off";
+    std::printf("%-7s %-12s %-4s %3d %6s %6lld %10.2f %11.1f %9.2f %6.1f %9.1f\n",
+                r.device.c_str(), r.impl.c_str(), r.precision.c_str(), r.threads, graphs,
+                static_cast<long long>(r.batch), r.step_ms, r.samples_per_s, r.gflops, 100 * f,
+                mib(r.peak_bytes));
+    (*out)["runtime"].push_back(
+        {{"device", r.device}, {"impl", r.impl}, {"precision", r.precision},
+         {"threads", r.threads},
+         {"cuda_graphs", r.cuda_graphs ? nlohmann::json(*r.cuda_graphs) : nlohmann::json()},
+         {"batch", r.batch}, {"step_ms", r.step_ms}, {"cpu_step_ms", r.cpu_step_ms},
+         {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops}, {"fraction_of_peak", f},
+         {"peak_bytes", r.peak_bytes}, {"reserved_bytes", r.reserved_bytes}});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Brigade's op and training throughput against this machine's measured peak"};
   cli::show_defaults(app);
-  std::string model_name = "seed_cnn", level = "both", json_path;
+  std::string model_name = "seed_cnn", json_path;
+  std::vector<std::string> levels = {"both"};
   bool quick = false;
   OpBenchOptions op;
   ModelBenchOptions mo;
@@ -216,20 +252,23 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_name,
                  "model whose layers and training step are measured: NAME "
                  "(tools/models/NAME.model) or a model FILE, as brigade-train's --model");
-  app.add_option("--level", level,
-                 "what to measure: ops (each layer's kernels), model (training steps of the "
-                 "whole model), both, or gemm (the bf16 GEMM beside SGEMM at the layers' GEMM "
-                 "shapes, one thread, --batch)")
-      ->check(CLI::IsMember({"ops", "model", "both", "gemm"}));
+  app.add_option("--level", levels,
+                 "what to measure, one or several: ops (each layer's kernels), model (training "
+                 "steps of the whole model in a plain loop), both (ops and model), runtime "
+                 "(training steps through the pipeline runtime, as brigade-train on one device), "
+                 "or gemm (the bf16 GEMM beside SGEMM at the layers' GEMM shapes, one thread, "
+                 "--batch)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"ops", "model", "both", "runtime", "gemm"}));
   app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
   app.add_option("--batch", op.batch, "op level: batch")->check(CLI::Range(1, 4096));
-  app.add_option("--batches", mo.batches, "model level: batches")->delimiter(',')->check(CLI::Range(1, 4096));
+  app.add_option("--batches", mo.batches, "model and runtime levels: batches")->delimiter(',')->check(CLI::Range(1, 4096));
   app.add_option("--threads", threads, "CPU thread counts")->delimiter(',')->check(CLI::Range(1, 256));
   app.add_option("--impls", op.impls, "op level: reference,cpu,handwritten,vendor (the CUDA two "
                  "only where a GPU is)")
       ->delimiter(',')->check(CLI::IsMember({"reference", "cpu", "handwritten", "vendor"}));
   app.add_option("--reps", reps, "repetitions (the median is reported)")->check(CLI::Range(1, 100));
-  app.add_option("--steps", mo.steps, "model level: steps per repetition")->check(CLI::Range(1, 1000));
+  app.add_option("--steps", mo.steps, "model and runtime levels: steps per repetition")->check(CLI::Range(1, 1000));
   app.add_option("--json", json_path, "also write every figure to this JSON file")
       ->default_str(cli::kNotGiven);
   bool count = false;
@@ -241,14 +280,15 @@ int main(int argc, char** argv) {
                "128); needs a build on emulated GPUs (-Dcuda=emulated)");
   app.add_option("--devices", devices, "--count-calls: the GPUs counted, e.g. cuda:0 or "
                  "cuda:0,cuda:1")->needs("--count-calls");
-  std::string cuda_graphs = "on";
+  std::vector<std::string> cuda_graphs = {"on"};
   app.add_option("--cuda-graphs", cuda_graphs,
-                 "--count-calls: on (the step replayed as CUDA graphs, each compute action's "
-                 "and each stage's update's, as brigade-train does by default; counted after "
-                 "the steps that size and capture them) or off (every launch issued by the host)")
+                 "the runtime level's GPU rows and --count-calls: on (the step replayed as CUDA "
+                 "graphs, each compute action's and each stage's update's, as brigade-train does "
+                 "by default; measured after the steps that size and capture them), off (every "
+                 "launch issued by the host), or on,off (a row of each)")
+      ->delimiter(',')
       ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str()
-      ->needs("--count-calls");
+      ->capture_default_str();
   std::string math = "fp32";
   app.add_option("--math", math,
                  "arithmetic of the vendor rows (cuBLAS, cuDNN) and of the GPU's SGEMM peak: "
@@ -258,8 +298,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> precisions = {"fp32"};
   app.add_option("--precision", precisions,
                  "precisions of Dense and Conv2D measured, one pass each, side by side: fp32, "
-                 "bf16 (operands rounded to bfloat16, sums in fp32; the cpu and vendor rows), or "
-                 "fp32,bf16")
+                 "bf16 (operands rounded to bfloat16, sums in fp32; every row but the reference's), "
+                 "or fp32,bf16")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16"}));
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
@@ -270,10 +310,15 @@ int main(int argc, char** argv) {
     if (app.count("--batches") == 0) mo.batches = {128};
     mo.warmup = 1, mo.steps = std::min(mo.steps, 2);
   }
+  const auto asked = [&](const char* level) {
+    return std::find(levels.begin(), levels.end(), level) != levels.end();
+  };
   op.repetitions = mo.repetitions = reps;
   op.threads = mo.threads = threads;
-  const bool run_ops = level == "ops" || level == "both";
-  const bool run_model = level == "model" || level == "both", run_gemm = level == "gemm";
+  const bool run_ops = asked("ops") || asked("both"), run_model = asked("model") || asked("both");
+  const bool run_runtime = asked("runtime"), run_gemm = asked("gemm");
+  std::vector<bool> graphs_settings;
+  for (const std::string& g : cuda_graphs) graphs_settings.push_back(g == "on");
   // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
   // exits 0 would look like a result (issue 20). By default they are skipped quietly.
   if (app.count("--impls") && run_ops && cuda_device_count() == 0)
@@ -299,8 +344,8 @@ int main(int argc, char** argv) {
     CallCountOptions co;
     if (app.count("--impls")) co.impls = op.impls;
     if (app.count("--batches")) co.batches = mo.batches;
-    co.cuda_graphs = cuda_graphs == "on";
-    return count_calls_and_print(spec, model_name, devices, co, precisions, json_path);
+    return count_calls_and_print(spec, model_name, devices, co, graphs_settings, precisions,
+                                 json_path);
   }
   try {
     const int gpus = cuda_device_count();
@@ -358,7 +403,7 @@ int main(int argc, char** argv) {
     if (run_model) {
       std::fprintf(stderr, "model level:\n");
       const std::vector<ModelRow> rows = in_each_precision(
-          precisions, [&](Precision p) { return bench_model(spec, for_precision(mo, p)); });
+          precisions, [&](Precision) { return bench_model(spec, mo); });
       std::printf("\nModel level: training steps of %s on one device (SGD momentum; %.1f MFLOP per"
                   " sample)\n", model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
       std::printf("%-7s %-12s %-4s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "prec", "thr",
@@ -376,6 +421,16 @@ int main(int argc, char** argv) {
                                 {"samples_per_s", r.samples_per_s}, {"gflops", r.gflops},
                                 {"fraction_of_peak", f}});
       }
+    }
+    if (run_runtime) {
+      std::fprintf(stderr, "runtime level:\n");
+      RuntimeBenchOptions ro;
+      ro.batches = mo.batches, ro.threads = mo.threads, ro.math = mo.math;
+      ro.warmup = mo.warmup, ro.repetitions = mo.repetitions, ro.steps = mo.steps;
+      ro.seed = mo.seed, ro.cuda_graphs = graphs_settings;
+      const std::vector<RuntimeRow> rows =
+          in_each_precision(precisions, [&](Precision) { return bench_runtime(spec, ro); });
+      print_runtime_rows(rows, model_name, spec, peaks, gpu_peak, &out);
     }
     if (run_gemm) {
       std::fprintf(stderr, "gemm level:\n");

@@ -6,11 +6,8 @@
 
 #include "engine/error.h"
 #include "kernels/cuda/path.h"
-#include "kernels/ops.h"
 #include "kernels/precision.h"
-#include "pipeline/runtime/plan.h"
-#include "pipeline/runtime/runtime.h"
-#include "tools/data/dataset.h"
+#include "tools/bench/one_stage_run.h"
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include <cuda_emulation.h>
@@ -24,68 +21,35 @@ bool call_counting_built() { return true; }
 
 namespace {
 
-using pipeline::HostBatch;
-
-// Samples [0, n) of a synthetic data set (Fashion-MNIST's shapes), as floats in [0, 1].
-HostBatch synthetic_batch(int64_t n) {
-  const data::Dataset ds = data::make_synthetic(data::Split::train, 3, n);
-  HostBatch b;
-  b.shape = Shape({n, ds.channels, ds.height, ds.width});
-  for (size_t i = 0; i < ds.pixels.size(); ++i) b.x.push_back(ds.pixels[i] / 255.0f);
-  b.labels.assign(ds.labels.begin(), ds.labels.end());
-  return b;
-}
-
-// The batch as one micro-batch on `device`, written before this returns (the events are never
-// recorded: "written already").
-pipeline::StagedBatch staged_on(const Device& device, const HostBatch& b) {
-  pipeline::StagedBatch staged;
-  staged.inputs.push_back(Tensor::from_vector(b.x, b.shape, device));
-  staged.labels.push_back(ops::labels_tensor(b.labels, Stream::default_for(device)));
-  return staged;
-}
-
 CallCountRow count_one(const model::ModelSpec& spec, const Device& device, const std::string& impl,
                        int64_t batch, const CallCountOptions& o) {
   set_cuda_path(parse_cuda_path(impl));
-  pipeline::PlanRequest request{.devices = {device}, .schedule = "naive"};
-  const pipeline::Plan plan = pipeline::make_plan(spec, request);
-  auto model = pipeline::build_model(spec, plan, o.seed);
-  pipeline::Runtime runtime(
-      *model, plan.devices, plan.cut, plan.lowered,
-      [](std::vector<layers::Parameter*> params) {
-        return std::make_unique<layers::SGD>(std::move(params),
-                                             SgdParams{.lr = 0.01, .momentum = 0.9});
-      },
-      {.seed = o.seed, .cuda_graphs = o.cuda_graphs});
-  // Staged once, before anything is counted: brigade-train's staging area fills the next batch
-  // while a step runs (tools/train/staging.h), so its copies are no part of the step.
-  const pipeline::StagedBatch data = staged_on(device, synthetic_batch(batch));
+  OneStageRun run(spec, device, batch, o.seed, o.cuda_graphs);
   // Steps are submitted as brigade-train submits them (pipeline::Runtime::submit): on the GPU's
   // verdict each returns without waiting for itself, and the next one waits once for it.
-  uint32_t step = 0;
-  for (int i = 0; i < o.warmup; ++i) runtime.step(data, step++);  // nothing pending after
+  for (int i = 0; i < o.warmup; ++i) run.step();  // nothing pending after
   // A step with none pending before it: the host's waits inside a step, alone.
   const emu::gpu::CallCounts alone = emu::gpu::call_counts();
-  runtime.submit(data, step++);
+  run.submit();
   const uint64_t inside = emu::gpu::call_counts().since(alone).host_blocking;
   // Steps each behind a pending one: the calls of a step, and its wait for the step before.
   const emu::gpu::CallCounts before = emu::gpu::call_counts();
-  for (int i = 0; i < o.steps; ++i) runtime.submit(data, step++);
+  for (int i = 0; i < o.steps; ++i) run.submit();
   const emu::gpu::CallCounts d = emu::gpu::call_counts().since(before);
-  runtime.flush();
+  run.flush();
 
   const auto per_step = [&](uint64_t n) { return static_cast<double>(n) / o.steps; };
-  CallCountRow row{device.str(),
-                   impl,
-                   precision_name(precision()),
-                   batch,
-                   per_step(d.kernel_launches),
-                   per_step(d.library_calls),
-                   per_step(d.graph_launches),
-                   per_step(d.host_blocking),
-                   static_cast<double>(inside),
-                   {}};
+  CallCountRow row{.device = device.str(),
+                   .impl = impl,
+                   .precision = precision_name(precision()),
+                   .cuda_graphs = o.cuda_graphs,
+                   .batch = batch,
+                   .kernel_launches = per_step(d.kernel_launches),
+                   .library_calls = per_step(d.library_calls),
+                   .graph_launches = per_step(d.graph_launches),
+                   .host_blocking = per_step(d.host_blocking),
+                   .host_blocking_inside = static_cast<double>(inside),
+                   .top = {}};
   for (const auto& [name, n] : d.by_entry_point) row.top.emplace_back(name, per_step(n));
   std::stable_sort(row.top.begin(), row.top.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

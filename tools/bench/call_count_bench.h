@@ -35,11 +35,12 @@ struct CallCountOptions {
   bool cuda_graphs = true;  // pipeline::RuntimeOptions::cuda_graphs
 };
 
-// One (device, path, batch, precision): the calls of a step, per step.
+// One (device, path, batch, precision, graphs setting): the calls of a step, per step.
 struct CallCountRow {
   std::string device;  // "cuda:0"
   std::string impl;    // handwritten | vendor
   std::string precision = "fp32";  // the process's setting while counted (kernels/precision.h)
+  bool cuda_graphs = true;         // CallCountOptions::cuda_graphs
   int64_t batch = 0;
   double kernel_launches = 0;
   double library_calls = 0;  // cuBLAS, cuDNN and NCCL calls that put work on a stream

@@ -159,6 +159,7 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   REQUIRE(calls_off.size() == 2u);
   for (const nlohmann::json& row : calls_off) {
     CAPTURE(row.dump());
+    CHECK(row["cuda_graphs"] == false);
     CHECK(row["graph_launches"] == 0);
     CHECK(row["kernel_launches"].get<double>() > 0);  // the optimizer's, at least
     // The top entry points include every launch, by the name <<<>>> compiles to.
@@ -237,9 +238,9 @@ TEST_CASE("bench: --math tf32 times the vendor rows on a GPU, and is refused wit
   CHECK(out["model"].size() == 3u);  // cpu, then the two CUDA paths: the CPU row still runs
 }
 
-// --precision bf16 times the cpu rows and, on a GPU, the vendor ones (cuBLAS's bf16 GEMM on
-// tensor cores; the hand-written path's bf16 is its fp32 kernels on rounded operands, not timed).
-TEST_CASE("bench: --precision bf16 times the cpu and vendor rows on a GPU") {
+// --precision bf16 times the cpu rows and, on a GPU, both CUDA paths' (the hand-written
+// tensor-core GEMM, cuBLAS's bf16 GEMM on tensor cores).
+TEST_CASE("bench: --precision bf16 times the cpu rows and both CUDA paths' on a GPU") {
 #if defined(BRIGADE_CUDA_EMULATED)
   const std::string one_gpu = "BRIGADE_EMULATED_GPUS=1 ";
 #else
@@ -254,8 +255,66 @@ TEST_CASE("bench: --precision bf16 times the cpu and vendor rows on a GPU") {
   REQUIRE(r.status == 0);
   std::ifstream in(json);
   const nlohmann::json out = nlohmann::json::parse(in);
-  REQUIRE(out["model"].size() == 2u);
+  REQUIRE(out["model"].size() == 3u);
   CHECK(out["model"][0]["impl"] == "cpu");
-  CHECK(out["model"][1]["impl"] == "vendor");
+  CHECK(out["model"][1]["impl"] == "handwritten");
+  CHECK(out["model"][2]["impl"] == "vendor");
   for (const nlohmann::json& row : out["model"]) CHECK(row["precision"] == "bf16");
+}
+
+// --level runtime: the step brigade-train runs (one stage through the pipeline runtime), a row
+// per CPU thread count and batch, and on a GPU per CUDA path and graphs setting; --level takes
+// several levels at once.
+TEST_CASE("bench: --level runtime times brigade-train's step, with CUDA graphs on and off") {
+#if defined(BRIGADE_CUDA_EMULATED)
+  const std::string one_gpu = "BRIGADE_EMULATED_GPUS=1 ";
+  const bool gpu = true;
+#else
+  const std::string one_gpu;
+  const bool gpu = brigade::cuda_device_count() > 0;
+#endif
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const fs::path json = temp_dir("bench-runtime") / "bench.json";
+  const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model,runtime" +
+                            " --cuda-graphs on,off" + kQuick + " --json " + json.string());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("Model level: training steps of tiny_cnn") != std::string::npos);
+  CHECK(r.output.find("Runtime level: training steps of tiny_cnn through the pipeline runtime") !=
+        std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  CHECK(out["model"].size() == (gpu ? 3u : 1u));
+  const nlohmann::json& rows = out["runtime"];
+  // cpu:0 on one thread; then each CUDA path with graphs on, then off.
+  REQUIRE(rows.size() == (gpu ? 5u : 1u));
+  CHECK(rows[0]["device"] == "cpu:0");
+  CHECK(rows[0]["cuda_graphs"].is_null());  // no graphs on a CPU device
+  for (size_t i = 1; i < rows.size(); ++i) {
+    CAPTURE(i);
+    CHECK(rows[i]["device"] == "cuda:0");
+    CHECK(rows[i]["impl"] == (i <= 2 ? "handwritten" : "vendor"));
+    CHECK(rows[i]["cuda_graphs"] == (i % 2 == 1));
+  }
+  for (const nlohmann::json& row : rows) {
+    CAPTURE(row.dump());
+    CHECK(row["batch"] == 4);
+    const double samples_per_s = row["samples_per_s"], step_ms = row["step_ms"];
+    CHECK(samples_per_s * step_ms == doctest::Approx(4 * 1e3));
+    // The peak of a step's memory in use: some, and within what the allocator holds.
+    CHECK(row["peak_bytes"].get<uint64_t>() > 0);
+    CHECK(row["peak_bytes"].get<uint64_t>() <= row["reserved_bytes"].get<uint64_t>());
+  }
+  // --cuda-graphs off alone: no row with graphs.
+  if (gpu) {
+    const Run off = run_command(one_gpu + bench + " --model tiny_cnn --level runtime" +
+                                " --cuda-graphs off" + kQuick + " --json " + json.string());
+    CAPTURE(off.output);
+    REQUIRE(off.status == 0);
+    std::ifstream in_off(json);
+    const nlohmann::json rows_off = nlohmann::json::parse(in_off)["runtime"];
+    REQUIRE(rows_off.size() == 3u);
+    CHECK(rows_off[1]["cuda_graphs"] == false);
+    CHECK(rows_off[2]["cuda_graphs"] == false);
+  }
 }
