@@ -43,10 +43,13 @@
 #               the last 50 steps' mean loss within half the CPU's + 1e-3 (float32 runs part
 #               after the loss's steep descent)
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
-#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off); the
-#               same two with TF32 on both (bench-*-tf32: brigade-bench --math tf32, PyTorch's
-#               allow_tf32; NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written
-#               against cuDNN/cuBLAS (brigade-bench --level ops)
+#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off):
+#               brigade-bench's model level (a plain loop) and runtime level (the step
+#               brigade-train runs, CUDA graphs on and off, each row with the GPU's peak memory
+#               in a step), both in fp32 and bf16; the same two with TF32 on both
+#               (bench-*-tf32: brigade-bench --math tf32, PyTorch's allow_tf32;
+#               NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written against
+#               cuDNN/cuBLAS, fp32 and bf16 (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
@@ -539,9 +542,26 @@ if [ $emulated -eq 1 ]; then
   bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu quick=--quick
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
+# The runtime level's rows: samples/s and the device's peak memory in a step, CUDA graphs on
+# beside off (the graphs' pools against the eager step's cache); "-" on a CPU device.
+runtime_rows() {  # $1: a brigade-bench --json file
+  python3 - "$1" <<'EOF'
+import json, os, sys
+rows = json.load(open(sys.argv[1])).get("runtime", []) if os.path.exists(sys.argv[1]) else []
+if rows:
+    print(f"    runtime level ({os.path.basename(sys.argv[1])}): the step brigade-train runs, per CUDA graphs setting")
+    print(f"    {'device':<7} {'impl':<12} {'prec':<4} {'graphs':>6} {'batch':>5} {'samples/s':>10} {'peak MiB':>9}")
+    for r in rows:
+        graphs = {True: "on", False: "off", None: "-"}[r["cuda_graphs"]]
+        print(f"    {r['device']:<7} {r['impl']:<12} {r['precision']:<4} {graphs:>6} {r['batch']:>5}"
+              f" {r['samples_per_s']:>10.0f} {r['peak_bytes'] / 2**20:>9.1f}")
+EOF
+}
 if bin tools/brigade-bench bench-brigade; then
-  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model --batches $bench_batches --threads "$JOBS" \
-    --reps $bench_reps --steps $bench_steps --json "$RESULTS/bench-model.json"
+  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
+    --precision fp32,bf16 --batches $bench_batches --threads "$JOBS" --reps $bench_reps --steps $bench_steps \
+    --json "$RESULTS/bench-model.json"
+  runtime_rows "$RESULTS/bench-model.json" | tee -a "$SUMMARY"
 fi
 REHEARSAL=
 if [ $emulated -eq 1 ]; then  # no GPU for PyTorch: its script is compiled, not run
@@ -563,9 +583,10 @@ tf32=(env -u NVIDIA_TF32_OVERRIDE) tf32_threads=$JOBS
 [ $emulated -eq 1 ] && tf32_threads=1 &&
   REHEARSAL="timing needs a real GPU; the command ran on the emulated GPU (batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-brigade-tf32; then
-  step bench-brigade-tf32 90 "${tf32[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model --math tf32 \
+  step bench-brigade-tf32 90 "${tf32[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --math tf32 --cuda-graphs on,off \
     --batches $bench_batches --threads "$tf32_threads" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model-tf32.json"
+  runtime_rows "$RESULTS/bench-model-tf32.json" | tee -a "$SUMMARY"
 fi
 REHEARSAL=
 if [ $emulated -eq 1 ]; then
@@ -582,20 +603,20 @@ fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
   step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
-    --reps $bench_reps --json "$RESULTS/bench-ops.json"
+    --precision fp32,bf16 --reps $bench_reps --json "$RESULTS/bench-ops.json"
   python3 - "$RESULTS/bench-ops.json" $bench_batch <<'EOF' | tee -a "$SUMMARY"
 import collections, json, os, sys
 if os.path.exists(sys.argv[1]):
     ops, rows = collections.OrderedDict(), json.load(open(sys.argv[1])).get("ops", [])
     for r in rows:
-        ops.setdefault((r["layer"], r["op"]), {})[r["impl"]] = r["ms"]
+        ops.setdefault((r["layer"], r["op"], r.get("precision", "fp32")), {})[r["impl"]] = r["ms"]
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     ratio = "handwritten" in impls and "vendor" in impls  # above 1: the hand-written kernel is slower
     print(f"    ms per call on {', '.join(sorted({r['device'] for r in rows}))}, batch {sys.argv[2]} (median)"
           + (": hand-written against cuDNN/cuBLAS" if ratio else ""))
-    print(f"    {'layer':<11} {'op':<16}" + "".join(f" {i:>12}" for i in impls) + (f" {'ratio':>6}" if ratio else ""))
-    for (layer, op), ms in ops.items():
-        line = f"    {layer:<11} {op:<16}" + "".join(f" {ms.get(i, float('nan')):12.3f}" for i in impls)
+    print(f"    {'layer':<11} {'op':<16} {'prec':<4}" + "".join(f" {i:>12}" for i in impls) + (f" {'ratio':>6}" if ratio else ""))
+    for (layer, op, prec), ms in ops.items():
+        line = f"    {layer:<11} {op:<16} {prec:<4}" + "".join(f" {ms.get(i, float('nan')):12.3f}" for i in impls)
         if ratio:
             h, v = ms.get("handwritten"), ms.get("vendor")
             line += f" {h / v if h and v else float('nan'):6.2f}"

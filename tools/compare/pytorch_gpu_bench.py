@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch's training samples/s of a Brigade model file on one GPU: the figure tools/gpu-check.sh
-puts beside `brigade-bench --level model` on cuda:0.
+puts beside `brigade-bench --level model,runtime` on cuda:0.
 
   python3 tools/compare/pytorch_gpu_bench.py                     # seed_cnn.model, batch 128 and 512
   python3 tools/compare/pytorch_gpu_bench.py --batches 128 --json out.json
-  python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --level model --json bench.json
+  python3 tools/compare/pytorch_gpu_bench.py --beside bench.json   # brigade-bench --level model,runtime --json bench.json
   python3 tools/compare/pytorch_gpu_bench.py --math tf32 --beside bench-tf32.json   # brigade-bench ... --math tf32
 
 The step is brigade-bench --level model's (tools/bench/model_bench.h): zero_grad, forward with dropout
@@ -110,9 +110,12 @@ def samples_per_s(model_file, batch, device, warmup, reps, steps):
 
 
 def print_beside(bench_json, info):
-    """One table: Brigade's rows of `brigade-bench --level model --json` (cpu, hand-written and vendor
-    on cuda:0) beside PyTorch's, per batch, and the best of each side's ratio."""
-    rows = json.load(open(bench_json)).get("model", [])
+    """Brigade's fp32 rows of `brigade-bench --level model,runtime --json` beside PyTorch's, per
+    batch: the model level's (cpu, hand-written and vendor on cuda:0, a plain loop) with the best
+    of each side's ratio, then the runtime level's (as brigade-train steps, CUDA graphs on and
+    off) with the two ratios a GPU step is judged by."""
+    bench = json.load(open(bench_json))
+    rows = [r for r in bench.get("model", []) if r.get("precision", "fp32") == "fp32"]
     b = {(r["impl"], r["batch"]): r["samples_per_s"] for r in rows}
     threads = max((r["threads"] for r in rows if r["impl"] == "cpu"), default=0)
     t = {(r["cudnn_benchmark"], r["batch"]): r["samples_per_s"] for r in info["rows"]}
@@ -127,6 +130,34 @@ def print_beside(bench_json, info):
         mine, theirs = max(filter(None, row[1:3]), default=0), max(filter(None, row[3:]), default=0)
         cells = " ".join(f"{x:>{w}.0f}" if x else f"{'-':>{w}}" for x, w in zip(row, (9, 12, 9, 9, 10)))
         print(f"{batch:>5} {cells}" + (f"  {mine / theirs:.2f}x" if mine and theirs else ""))
+    runtime = [r for r in bench.get("runtime", [])
+               if r.get("precision", "fp32") == "fp32" and r["device"].startswith("cuda")]
+    if runtime:
+        print_runtime_beside(runtime, t)
+
+
+def print_runtime_beside(rows, t):
+    """The runtime level's GPU rows (brigade-train's step: graphs on, its default, and off) beside
+    PyTorch eager (cudnn.benchmark off, a user's default): vendor / pytorch in samples/s, and the
+    hand-written path's step time over the vendor path's, both with graphs on."""
+    r = {(x["impl"], x["cuda_graphs"], x["batch"]): x for x in rows}
+    print("\nthrough the pipeline runtime, as brigade-train steps (samples/s; graphs: CUDA graphs on"
+          " or off)")
+    heads = ("hw graphs", "hw off", "vendor graphs", "vendor off", "pytorch", "+benchmark")
+    print(f"{'batch':>5} " + " ".join(f"{h:>13}" for h in heads)
+          + "  vendor/pytorch  hand-written/vendor step time")
+    for batch in sorted({x["batch"] for x in rows}):
+        sps = [r.get(k, {}).get("samples_per_s") for k in
+               (("handwritten", True, batch), ("handwritten", False, batch),
+                ("vendor", True, batch), ("vendor", False, batch))]
+        sps += [t.get((False, batch)), t.get((True, batch))]
+        cells = " ".join(f"{x:>13.0f}" if x else f"{'-':>13}" for x in sps)
+        hw, vendor, eager = sps[0], sps[2], sps[4]
+        line = f"{batch:>5} {cells}"
+        line += f"  {vendor / eager:13.2f}x" if vendor and eager else f"  {'-':>14}"
+        if hw and vendor:
+            line += f"  {vendor / hw:28.2f}x"  # step time ratio = inverse of samples/s ratio
+        print(line)
 
 
 def main():
