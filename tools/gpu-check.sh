@@ -542,19 +542,20 @@ if [ $emulated -eq 1 ]; then
   bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu quick=--quick
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
-# The runtime level's rows: samples/s and the device's peak memory in a step, CUDA graphs on
-# beside off (the graphs' pools against the eager step's cache); "-" on a CPU device.
+# The runtime level's rows: samples/s, the device's peak memory in use in a step and what its
+# allocator holds, CUDA graphs on beside off (the graphs' pools against the eager step's
+# cache); "-" on a CPU device.
 runtime_rows() {  # $1: a brigade-bench --json file
   python3 - "$1" <<'EOF'
 import json, os, sys
 rows = json.load(open(sys.argv[1])).get("runtime", []) if os.path.exists(sys.argv[1]) else []
 if rows:
     print(f"    runtime level ({os.path.basename(sys.argv[1])}): the step brigade-train runs, per CUDA graphs setting")
-    print(f"    {'device':<7} {'impl':<12} {'prec':<4} {'graphs':>6} {'batch':>5} {'samples/s':>10} {'peak MiB':>9}")
+    print(f"    {'device':<7} {'impl':<12} {'prec':<4} {'graphs':>6} {'batch':>5} {'samples/s':>10} {'peak MiB':>9} {'held MiB':>9}")
     for r in rows:
         graphs = {True: "on", False: "off", None: "-"}[r["cuda_graphs"]]
         print(f"    {r['device']:<7} {r['impl']:<12} {r['precision']:<4} {graphs:>6} {r['batch']:>5}"
-              f" {r['samples_per_s']:>10.0f} {r['peak_bytes'] / 2**20:>9.1f}")
+              f" {r['samples_per_s']:>10.0f} {r['peak_bytes'] / 2**20:>9.1f} {r['reserved_bytes'] / 2**20:>9.1f}")
 EOF
 }
 if bin tools/brigade-bench bench-brigade; then

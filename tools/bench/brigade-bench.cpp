@@ -216,17 +216,18 @@ void print_runtime_rows(const std::vector<RuntimeRow>& rows, const std::string& 
   std::printf("\nRuntime level: training steps of %s through the pipeline runtime, as brigade-train"
               " on one device\n(one stage, one micro-batch, SGD momentum, steps submitted back to"
               " back; %.1f MFLOP per sample;\npeak MiB: the device's memory in use at most during"
-              " a step, CUDA graphs' pools included)\n",
+              " a step, CUDA graphs' pools included; held MiB: in use + cached after the steps)\n",
               model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
-  std::printf("%-7s %-12s %-4s %3s %6s %6s %10s %11s %9s %6s %9s\n", "device", "impl", "prec",
-              "thr", "graphs", "batch", "step ms", "samples/s", "GFLOP/s", "%peak", "peak MiB");
+  std::printf("%-7s %-12s %-4s %3s %6s %6s %10s %11s %9s %6s %9s %9s\n", "device", "impl",
+              "prec", "thr", "graphs", "batch", "step ms", "samples/s", "GFLOP/s", "%peak",
+              "peak MiB", "held MiB");
   for (const RuntimeRow& r : rows) {
     const double f = fraction(r.gflops, peak_of(peaks, gpu_peak, r.device, r.threads));
     const char* graphs = !r.cuda_graphs ? "-" : *r.cuda_graphs ? "on" : "off";
-    std::printf("%-7s %-12s %-4s %3d %6s %6lld %10.2f %11.1f %9.2f %6.1f %9.1f\n",
+    std::printf("%-7s %-12s %-4s %3d %6s %6lld %10.2f %11.1f %9.2f %6.1f %9.1f %9.1f\n",
                 r.device.c_str(), r.impl.c_str(), r.precision.c_str(), r.threads, graphs,
                 static_cast<long long>(r.batch), r.step_ms, r.samples_per_s, r.gflops, 100 * f,
-                mib(r.peak_bytes));
+                mib(r.peak_bytes), mib(r.reserved_bytes));
     (*out)["runtime"].push_back(
         {{"device", r.device}, {"impl", r.impl}, {"precision", r.precision},
          {"threads", r.threads},
