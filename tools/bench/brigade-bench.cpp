@@ -320,6 +320,14 @@ int main(int argc, char** argv) {
   const bool run_runtime = asked("runtime"), run_gemm = asked("gemm");
   std::vector<bool> graphs_settings;
   for (const std::string& g : cuda_graphs) graphs_settings.push_back(g == "on");
+  // Graphs are the runtime's: the other levels call the ops without it, so the flag would be
+  // ignored there, and a table that looks measured with graphs off would not be.
+  if (app.count("--cuda-graphs") && !count && !run_runtime) {
+    std::fprintf(stderr, "brigade-bench: --cuda-graphs applies to the runtime level (--level "
+                 "runtime) and to --count-calls; the levels asked for call the ops without the "
+                 "runtime, so without graphs\n");
+    return cli::kUsageStatus;
+  }
   // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
   // exits 0 would look like a result (issue 20). By default they are skipped quietly.
   if (app.count("--impls") && run_ops && cuda_device_count() == 0)

@@ -91,6 +91,11 @@ TEST_CASE("bench: the old switches are refused, and a model file that is no mode
   CHECK(old_switch.status == 2);
   CHECK(run_command(bench + " --network seed_cnn").status == 2);
   CHECK(run_command(bench + " --level everything").status == 2);
+  // --cuda-graphs is the runtime's: with a level that runs no runtime it would mean nothing.
+  const Run graphs = run_command(bench + " --level model --cuda-graphs off" + kQuick);
+  CAPTURE(graphs.output);
+  CHECK(graphs.status == 2);
+  CHECK(graphs.output.find("--cuda-graphs applies to the runtime level") != std::string::npos);
 
   const fs::path dir = temp_dir("bench-bad-model");
   const std::string bad = write_file(dir / "bad.model", "input 28x28x1\nconv2d filters=-3\n");
