@@ -56,6 +56,19 @@ void check_labels(const DeviceStreams& streams, const Action& a,
   });
 }
 
+std::optional<Action> failed_check_action(const std::exception_ptr& error) {
+  if (!error) return std::nullopt;
+  try {
+    std::rethrow_exception(error);
+  } catch (const FailedCheck& failed) {
+    return failed.action;
+  } catch (const StreamError& e) {
+    if (e.cause()) return failed_check_action(e.cause());
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
 CheckVerdict check_verdict(const std::vector<const DeviceStreams*>& devices) {
   CheckVerdict verdict;
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -64,13 +77,8 @@ CheckVerdict check_verdict(const std::vector<const DeviceStreams*>& devices) {
       devices[d]->check->synchronize();  // each check stream stops at its first failure
     } catch (const StreamError& e) {
       const std::exception_ptr cause = e.cause() ? e.cause() : std::current_exception();
-      std::optional<Action> action;
-      try {
-        std::rethrow_exception(cause);
-      } catch (const FailedCheck& failed) {
-        action = failed.action;
-      } catch (...) {  // not a NaN (a failed copy): reported as it is, after any NaN found
-      }
+      // None for a failed copy: reported as it is, after any NaN found.
+      const std::optional<Action> action = failed_check_action(cause);
       const bool earlier =
           action && (!verdict.action || action->stage < verdict.action->stage);
       if (!verdict.error || earlier) verdict = {cause, static_cast<int>(d), action};

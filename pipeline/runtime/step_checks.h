@@ -46,6 +46,10 @@ void check_labels(const DeviceStreams& streams, const Action& a,
                   std::shared_ptr<const Loss> loss,
                   const Shape& output, const ops::LossResult& result);
 
+// The action whose check failed, when `error` is a FailedCheck or the error of a stream that
+// one failed (StreamError::cause, however many waits passed it on); none for any other error.
+std::optional<Action> failed_check_action(const std::exception_ptr& error);
+
 struct CheckVerdict {
   std::exception_ptr error;  // null: every check passed
   int device = -1;

@@ -92,7 +92,13 @@ StepResult Runtime::finish(std::unique_ptr<Step> owned, std::unique_ptr<Step>& n
     f.failed = true;
     f.device = stream_error_device;
     f.error = stream_error;
-    if (const auto origin = step.trace.unfinished()) {
+    // A failed check names its action, wherever its error was drained (it travels along the
+    // waits, downstream and, in a backward, upstream); another task's failure is placed by
+    // the trace, at the action left unfinished.
+    if (const std::optional<Action> checked = failed_check_action(stream_error)) {
+      f.device = schedule_.device_of(checked->stage);
+      f.where = instruction(*checked);
+    } else if (const auto origin = step.trace.unfinished()) {
       f.device = origin->first;
       f.where = instruction(origin->second);
     }

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "engine/allocator.h"
+#include "pipeline/runtime/step_checks.h"
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
@@ -54,6 +55,45 @@ float set_first(const Tensor& w, float value) {
   copy_async(w, Tensor::from_vector(host, w.shape(), s), s);
   s.synchronize();
   return old;
+}
+
+// On CPU devices a check fails in a task of its device's stream, and the failure travels along
+// the event waits: a device downstream meets it as its own stream's error, which may reach the
+// runtime before anything reports it from the device that checked (seen once under load: a
+// NaN at 0F1 named at 2B0, the device that met it). The failed check's action is read through
+// every stream that passed it on, and names the failure (Runtime::fail).
+TEST_CASE("a failed check is named by its action through the streams that passed it on") {
+  testing::Deadline deadline("a failed check passed on");
+  const Stream checked = Stream::create(Device::cpu(0)), downstream = Stream::create(Device::cpu(1));
+  const Action at{0, Op::F, 1};
+  checked.enqueue([at] { throw FailedCheck("non-finite value nan", at); });
+  Event after_check;
+  after_check.record(checked);
+  const Stream further = Stream::create(Device::cpu(2));
+  downstream.wait(after_check);
+  Event after_downstream;
+  after_downstream.record(downstream);
+  further.wait(after_downstream);
+  std::exception_ptr passed_on;
+  try {
+    further.synchronize();
+  } catch (const StreamError&) {
+    passed_on = std::current_exception();
+  }
+  REQUIRE(passed_on);
+  CHECK(failed_check_action(passed_on) == at);
+  CHECK(failed_check_action(std::make_exception_ptr(FailedCheck("the loss", at))) == at);
+  // Any other failure names no check, passed on or not.
+  CHECK_FALSE(failed_check_action(std::make_exception_ptr(Error("out of memory"))).has_value());
+  const Stream other = Stream::create(Device::cpu(0));
+  other.enqueue([] { throw Error("a bad shape"); });
+  try {
+    other.synchronize();
+    FAIL("the task did not fail");
+  } catch (const StreamError&) {
+    CHECK_FALSE(failed_check_action(std::current_exception()).has_value());
+  }
+  CHECK_FALSE(failed_check_action(nullptr).has_value());
 }
 
 TEST_CASE("a NaN in any stage stops the step at that stage's first forward") {
