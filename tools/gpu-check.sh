@@ -558,11 +558,17 @@ if rows:
               f" {r['samples_per_s']:>10.0f} {r['peak_bytes'] / 2**20:>9.1f} {r['reserved_bytes'] / 2**20:>9.1f}")
 EOF
 }
+# cuDNN's algorithms, one line per convolution shape as brigade-bench logs them: FP32's, then
+# TF32's, to read beside their times (TF32 was once slower than FP32 at batch 128).
+cudnn_choices() {  # $1: a step's name
+  [ -f "$LOGS/$1.log" ] && grep -E '^cuDNN conv2d ' "$LOGS/$1.log" | sort -u | cut -c1-300 | sed 's/^/    /'
+}
 if bin tools/brigade-bench bench-brigade; then
   step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
     --precision fp32,bf16 --batches $bench_batches --threads "$JOBS" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model.json"
   runtime_rows "$RESULTS/bench-model.json" | tee -a "$SUMMARY"
+  cudnn_choices bench-brigade | tee -a "$SUMMARY"
 fi
 REHEARSAL=
 if [ $emulated -eq 1 ]; then  # no GPU for PyTorch: its script is compiled, not run
@@ -588,6 +594,7 @@ if bin tools/brigade-bench bench-brigade-tf32; then
     --batches $bench_batches --threads "$tf32_threads" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model-tf32.json"
   runtime_rows "$RESULTS/bench-model-tf32.json" | tee -a "$SUMMARY"
+  cudnn_choices bench-brigade-tf32 | tee -a "$SUMMARY"
 fi
 REHEARSAL=
 if [ $emulated -eq 1 ]; then

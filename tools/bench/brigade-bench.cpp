@@ -91,6 +91,36 @@ auto in_each_precision(const std::vector<std::string>& names, Bench bench) {
   return rows;
 }
 
+// A timed level's rows in parts — the CPU's, then each CUDA path's, each measured alone — so
+// that a part that fails (a kernel a GPU refuses) is said on stderr and kept in `failures`,
+// and the parts after it are still measured: a GPU run is too rare to lose every figure to
+// one path. For the model and runtime levels' options (cpu, cuda_impls).
+template <class Options, class Bench>
+auto in_parts(const Options& o, const char* level, std::vector<std::string>* failures,
+              Bench bench) {
+  decltype(bench(o)) rows;
+  std::vector<std::pair<std::string, Options>> parts;
+  if (o.cpu) {
+    Options cpu = o;
+    cpu.cuda_impls.clear();
+    parts.emplace_back("cpu", cpu);
+  }
+  for (const std::string& impl : o.cuda_impls) {
+    Options gpu = o;
+    gpu.cpu = false;
+    gpu.cuda_impls = {impl};
+    parts.emplace_back(impl, gpu);
+  }
+  for (const auto& [name, part] : parts) try {
+      for (auto& r : bench(part)) rows.push_back(std::move(r));
+    } catch (const std::exception& e) {
+      failures->push_back(std::string(level) + " level, " + name + ", " +
+                          precision_name(precision()) + ": " + e.what());
+      std::fprintf(stderr, "brigade-bench: %s\n", failures->back().c_str());
+    }
+  return rows;
+}
+
 // The calls of a GPU training step, one row per (device, path, batch, precision), and its top
 // entry points.
 void print_call_counts(const std::vector<CallCountRow>& rows, const std::string& model_name,
@@ -371,7 +401,14 @@ int main(int argc, char** argv) {
     // The GPU's yardstick: an SGEMM large enough to reach the peak, or with --quick a smaller
     // one (1024^3 under-reads a large GPU's peak, but takes a moment wherever it runs).
     const int gpu_peak_n = quick ? 1024 : 8192;
-    const double gpu_peak = gpus > 0 ? gpu_sgemm_peak_gflops(gpu_peak_n, reps, op.math) : 0;
+    std::vector<std::string> failures;  // what failed and was left out; the rest is measured
+    double gpu_peak = 0;  // 0: none (no GPU, or its measurement failed)
+    if (gpus > 0) try {
+        gpu_peak = gpu_sgemm_peak_gflops(gpu_peak_n, reps, op.math);
+      } catch (const std::exception& e) {
+        failures.push_back(std::string("the GPU's SGEMM peak: ") + e.what());
+        std::fprintf(stderr, "brigade-bench: %s\n", failures.back().c_str());
+      }
     print_peaks(peaks, gpu_peak, gpu_peak_n);
 
     json out;
@@ -411,8 +448,10 @@ int main(int argc, char** argv) {
     }
     if (run_model) {
       std::fprintf(stderr, "model level:\n");
-      const std::vector<ModelRow> rows = in_each_precision(
-          precisions, [&](Precision) { return bench_model(spec, mo); });
+      const std::vector<ModelRow> rows = in_each_precision(precisions, [&](Precision) {
+        return in_parts(mo, "model", &failures,
+                        [&](const ModelBenchOptions& part) { return bench_model(spec, part); });
+      });
       std::printf("\nModel level: training steps of %s on one device (SGD momentum; %.1f MFLOP per"
                   " sample)\n", model_name.c_str(), training_flops_per_sample(spec) * 1e-6);
       std::printf("%-7s %-12s %-4s %3s %6s %10s %11s %9s %6s\n", "device", "impl", "prec", "thr",
@@ -437,8 +476,10 @@ int main(int argc, char** argv) {
       ro.batches = mo.batches, ro.threads = mo.threads, ro.math = mo.math;
       ro.warmup = mo.warmup, ro.repetitions = mo.repetitions, ro.steps = mo.steps;
       ro.seed = mo.seed, ro.cuda_graphs = graphs_settings;
-      const std::vector<RuntimeRow> rows =
-          in_each_precision(precisions, [&](Precision) { return bench_runtime(spec, ro); });
+      const std::vector<RuntimeRow> rows = in_each_precision(precisions, [&](Precision) {
+        return in_parts(ro, "runtime", &failures,
+                        [&](const RuntimeBenchOptions& part) { return bench_runtime(spec, part); });
+      });
       print_runtime_rows(rows, model_name, spec, peaks, gpu_peak, &out);
     }
     if (run_gemm) {
@@ -465,7 +506,14 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-16s %-3s %7s %7s %7s %10.3f %10.3f %9s %9s %6.2f\n", "all", "", "", "",
                   "", "", fp32_total, bf16_total, "", "", fp32_total / bf16_total);
     }
+    for (const std::string& f : failures) out["failures"].push_back(f);
     write_json_if_asked(out, json_path);
+    if (!failures.empty()) {
+      std::fprintf(stderr, "brigade-bench: %zu part(s) failed, the rest measured:\n",
+                   failures.size());
+      for (const std::string& f : failures) std::fprintf(stderr, "  %s\n", f.c_str());
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brigade-bench: %s\n", e.what());
     return 1;

@@ -323,3 +323,38 @@ TEST_CASE("bench: --level runtime times brigade-train's step, with CUDA graphs o
     CHECK(rows_off[2]["cuda_graphs"] == false);
   }
 }
+
+// A part of a level that fails on a GPU (here the vendor path, whose cuBLAS workspace does not
+// fit an emulated GPU of 1 MiB) is said and left out; the other parts are still measured and
+// written, and the exit status says that something failed.
+TEST_CASE("bench: a path that fails is reported and left out; the rest is measured") {
+#if defined(BRIGADE_CUDA_EMULATED)
+  const std::string bench = tool_binary("BRIGADE_BENCH");
+  const fs::path json = temp_dir("bench-failed-part") / "bench.json";
+  const Run r = run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_EMULATED_GPU_MEMORY=1MiB " + bench +
+                            " --model tiny_cnn --level model,runtime" + kQuick + " --json " +
+                            json.string());
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("part(s) failed, the rest measured") != std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  for (const char* level : {"model", "runtime"}) {
+    CAPTURE(level);
+    REQUIRE(out[level].size() == 2u);  // the CPU's row and the hand-written path's
+    CHECK(out[level][0]["impl"] == "cpu");
+    CHECK(out[level][1]["impl"] == "handwritten");
+  }
+  bool model_vendor = false, runtime_vendor = false;
+  for (const nlohmann::json& failure : out["failures"]) {
+    const std::string f = failure;
+    model_vendor = model_vendor || f.rfind("model level, vendor, fp32: ", 0) == 0;
+    runtime_vendor = runtime_vendor || f.rfind("runtime level, vendor, fp32: ", 0) == 0;
+    CHECK(f.find("out of memory") != std::string::npos);
+  }
+  CHECK(model_vendor);
+  CHECK(runtime_vendor);
+#else
+  MESSAGE("an emulated GPU of 1 MiB needs the emulated build");
+#endif
+}
