@@ -53,6 +53,12 @@ Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
 // itself when it is (ops::dense_weights, ops::conv2d_weights made it), else t narrowed.
 Tensor bf16_storage(const Tensor& t, const Stream& stream);
 
+// An op's result under Bf16Rounding (ops.h): marked as holding bf16 values when its kernel
+// rounded it (`rounded`: the op asked it to), as it is otherwise.
+inline Tensor rounded_if(bool rounded, const Tensor& result) {
+  return rounded ? result.marked_bf16_values() : result;
+}
+
 // The weights `w` a Dense or Conv2D pass is given: float32, or — in precision bf16 on a GPU
 // only — bfloat16 storage (ops::dense_weights, ops::conv2d_weights); on the stream's device.
 void check_weights(const char* op, const Tensor& w, const Stream& stream);

@@ -119,7 +119,7 @@ class ConvNode : public WeightedNode {
         args_(args), mask_input_(mask_input) {}
   Tensor backward_input(const Tensor& dy) override {
     return ops::conv2d_backward_data(pre_activation_grad(dy), w_read_, x_.shape(), args_,
-                                     stream_, mask_input_ ? x_ : Tensor());
+                                     stream_, mask_input_ ? x_ : Tensor(), boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
     ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
@@ -134,7 +134,8 @@ class DenseNode : public WeightedNode {
  public:
   using WeightedNode::WeightedNode;
   Tensor backward_input(const Tensor& dy) override {
-    return ops::dense_backward_data(pre_activation_grad(dy), w_read_, stream_);
+    return ops::dense_backward_data(pre_activation_grad(dy), w_read_, stream_,
+                                    boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
     ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_);
@@ -163,7 +164,7 @@ class Conv2DModule : public Module {
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::conv2d_weights(params_[0].value, s);  // (K, C, R, S), as the ops read it
-    Tensor y = ops::conv2d_forward(x, w, params_[1].value, args_, relu, s);
+    Tensor y = ops::conv2d_forward(x, w, params_[1].value, args_, relu, s, boundary_rounding());
     if (ctx.tape)
       ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu && !handoff.masked_by_next,
                                                   w, &params_[0], &params_[1], s, args_,
@@ -191,7 +192,7 @@ class DenseModule : public Module {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::dense_weights(params_[0].value, s);  // (out, in), as the ops read it
-    Tensor y = ops::dense_forward(x, w, params_[1].value, relu, s);
+    Tensor y = ops::dense_forward(x, w, params_[1].value, relu, s, boundary_rounding());
     if (ctx.tape)
       ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu && !handoff.masked_by_next,
                                                    w, &params_[0], &params_[1], s));
@@ -234,7 +235,8 @@ class MaxPoolNode : public Node {
   std::string name() const override { return name_; }
   Tensor backward_input(const Tensor& dy) override {
     // y is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
-    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor());
+    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor(),
+                                   boundary_rounding());
   }
 
  private:
@@ -276,9 +278,10 @@ class DropoutModule : public Module {
     const int64_t offset = ctx.sample_offset;
     const Tensor step_word =
         ctx.step_word.defined() && ctx.step_word.device() == s.device() ? ctx.step_word : Tensor();
-    Tensor y = ops::dropout_forward(x, rate, key, offset, s, step_word);
-    record(ctx, name(), [rate, key, offset, s, step_word](const Tensor& dy) {
-      return ops::dropout_backward(dy, rate, key, offset, s, step_word);
+    const ops::Bf16Rounding round = boundary_rounding();
+    Tensor y = ops::dropout_forward(x, rate, key, offset, s, step_word, round);
+    record(ctx, name(), [rate, key, offset, s, step_word, round](const Tensor& dy) {
+      return ops::dropout_backward(dy, rate, key, offset, s, step_word, round);
     });
     return y;
   }

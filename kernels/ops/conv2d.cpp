@@ -67,7 +67,7 @@ int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / 
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
-                      bool relu, const Stream& stream) {
+                      bool relu, const Stream& stream, Bf16Rounding round) {
   detail::check_math_mode("conv2d_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"b", &b}});
@@ -90,10 +90,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const bool rounds = round == Bf16Rounding::fused;
       cuda::conv2d_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
                                 y.data<float>(), s, ws.data<float>(), hand_written_floats(bytes),
-                                stream, relu);
-      return y;
+                                stream, relu, rounds);
+      return detail::rounded_if(rounds, y);
     }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
@@ -113,7 +114,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 }
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
-                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
+                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x,
+                            Bf16Rounding round) {
   detail::check_math_mode("conv2d_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}});
@@ -146,11 +148,13 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const bool rounds = round == Bf16Rounding::fused;  // in col2im
       cuda::conv2d_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
                                       dx.data<float>(), s, ws.data<float>(),
-                                      hand_written_floats(bytes), stream);
-      if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
-      return dx;
+                                      hand_written_floats(bytes), stream, rounds);
+      // A mask of bf16 values: bf16 values, and the mask's result says so.
+      const Tensor d = detail::rounded_if(rounds, dx);
+      return relu_x.defined() ? relu_backward(relu_x, d, stream) : d;  // a second kernel
     }
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
@@ -162,7 +166,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     else
       cuda::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
                                  ws.data<float>(), hand_written_floats(bytes), stream);
-    if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
+    // A second kernel, hand-written: it rounds as it masks when asked.
+    if (relu_x.defined()) return relu_backward(relu_x, dx, stream, round);
 #else
     detail::no_kernel("conv2d_backward_data", stream.device());
 #endif

@@ -31,7 +31,7 @@ bool vendor() { return cuda_path() == CudaPath::vendor; }
 }  // namespace
 
 Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
-                     const Stream& stream) {
+                     const Stream& stream, Bf16Rounding round) {
   detail::check_math_mode("dense_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_forward", stream, {{"x", &x}, {"b", &b}});
@@ -55,13 +55,15 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
     if (bf16) {
       const Tensor xh = narrow_to_bf16(x, stream);        // (N, in) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
+      const bool rounds = round == Bf16Rounding::fused;   // both paths' epilogues can
       if (vendor())
         cuda::vendor::dense_forward(detail::bf16_data(xh), detail::bf16_data(wh),
-                                    b.data<float>(), y.data<float>(), N, in, out, stream, relu);
+                                    b.data<float>(), y.data<float>(), N, in, out, stream, relu,
+                                    rounds);
       else
         cuda::dense_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
-                                 y.data<float>(), N, in, out, stream, relu);
-      return y;
+                                 y.data<float>(), N, in, out, stream, relu, rounds);
+      return detail::rounded_if(rounds, y);
     }
     if (vendor())
       cuda::vendor::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(),
@@ -76,7 +78,8 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
   return y;
 }
 
-Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream) {
+Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream,
+                           Bf16Rounding round) {
   detail::check_math_mode("dense_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_backward_data", stream, {{"dy", &dy}});
@@ -101,13 +104,15 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
     if (bf16) {
       const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, out) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
-      if (vendor())
+      if (vendor()) {  // cuBLAS writes dx: no rounding inside
         cuda::vendor::dense_backward_data(detail::bf16_data(dyh), detail::bf16_data(wh),
                                           dx.data<float>(), N, in, out, stream);
-      else
-        cuda::dense_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
-                                       dx.data<float>(), N, in, out, stream);
-      return dx;
+        return dx;
+      }
+      const bool rounds = round == Bf16Rounding::fused;
+      cuda::dense_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
+                                     dx.data<float>(), N, in, out, stream, rounds);
+      return detail::rounded_if(rounds, dx);
     }
     if (vendor())
       cuda::vendor::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N,
