@@ -82,6 +82,11 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 // convolution on the vendor path; w itself in fp32 and on CPU devices. Both ops take it (or
 // the other path's form) in place of w.
 Tensor conv2d_weights(const Tensor& w, const Stream& stream);
+// x: (N, C, H, W) as conv2d_forward and conv2d_backward_params read it, made once for both (as
+// conv2d_weights, in the same forms): x itself in fp32, on CPU devices, and on the vendor path
+// when it holds bf16 values already (a layer's input in precision bf16, but the model's). Both
+// ops take it in place of x.
+Tensor conv2d_input(const Tensor& x, const Stream& stream);
 // x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream);
@@ -154,6 +159,9 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 // launch); w itself in fp32 and on CPU devices (whose kernels round inside). Both ops take it
 // in place of w: a bfloat16 w only in precision bf16 on a GPU.
 Tensor dense_weights(const Tensor& w, const Stream& stream);
+// x: (N, in) as dense_forward and dense_backward_params read it, made once for both (as
+// dense_weights, in the same forms). Both ops take it in place of x.
+Tensor dense_input(const Tensor& x, const Stream& stream);
 // x: (N, in)  dy: (N, out)  dw: (out, in) += dyᵀ·x   db: (out) += column sums of dy
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream);

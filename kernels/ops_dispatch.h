@@ -59,9 +59,10 @@ inline Tensor rounded_if(bool rounded, const Tensor& result) {
   return rounded ? result.marked_bf16_values() : result;
 }
 
-// The weights `w` a Dense or Conv2D pass is given: float32, or — in precision bf16 on a GPU
-// only — bfloat16 storage (ops::dense_weights, ops::conv2d_weights); on the stream's device.
-void check_weights(const char* op, const Tensor& w, const Stream& stream);
+// A GEMM operand `t` (named `name`) of a Dense or Conv2D pass — its weights, or its input x —
+// as it is given: float32, or — in precision bf16 on a GPU only — bfloat16 storage
+// (ops::dense_weights, conv2d_weights, dense_input, conv2d_input); on the stream's device.
+void check_gemm_operand(const char* op, const char* name, const Tensor& t, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
 inline cpu::bf16* bf16_data(const Tensor& t) {

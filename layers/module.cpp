@@ -82,7 +82,9 @@ Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, De
 // runs first. And the weights as the forward read them (ops::dense_weights, conv2d_weights: in
 // precision bf16 on a GPU, narrowed or rounded once for the forward and the backward-data of
 // this micro-batch; the parameter itself otherwise), which the input gradient reads too: the
-// parameters change only in the update, after every micro-batch's backward.
+// parameters change only in the update, after every micro-batch's backward. Likewise x is the
+// input as the forward read it (ops::dense_input, conv2d_input), which the weight gradient
+// reads too: made once for both.
 class WeightedNode : public Node {
  public:
   WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
@@ -100,7 +102,7 @@ class WeightedNode : public Node {
     return dpre_;
   }
   std::string name_;
-  Tensor x_, y_, dpre_;  // y_ kept for the ReLU's mask only
+  Tensor x_, y_, dpre_;  // x_ as the ops read it; y_ kept for the ReLU's mask only
   Tensor w_read_;        // the weights the forward read; the input gradient reads them
   bool relu_;            // apply the fused ReLU's mask
   Parameter* w_;
@@ -110,16 +112,16 @@ class WeightedNode : public Node {
 
 class ConvNode : public WeightedNode {
  public:
-  // mask_input: x is a ReLU's output, and the input gradient goes through its mask in the
-  // pass that writes it (ReluHandoff).
+  // relu_x, when defined: the layer's input (float32), a ReLU's output, and the input gradient
+  // goes through its mask in the pass that writes it (ReluHandoff).
   ConvNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
-           Parameter* b, Stream stream, ops::Conv2dArgs args, bool mask_input)
+           Parameter* b, Stream stream, ops::Conv2dArgs args, Tensor relu_x)
       : WeightedNode(std::move(name), std::move(x), std::move(y), relu, std::move(w_read), w, b,
                      std::move(stream)),
-        args_(args), mask_input_(mask_input) {}
+        args_(args), relu_x_(std::move(relu_x)) {}
   Tensor backward_input(const Tensor& dy) override {
     return ops::conv2d_backward_data(pre_activation_grad(dy), w_read_, x_.shape(), args_,
-                                     stream_, mask_input_ ? x_ : Tensor(), boundary_rounding());
+                                     stream_, relu_x_, boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
     ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
@@ -127,7 +129,7 @@ class ConvNode : public WeightedNode {
 
  private:
   ops::Conv2dArgs args_;
-  bool mask_input_;
+  Tensor relu_x_;
 };
 
 class DenseNode : public WeightedNode {
@@ -164,11 +166,12 @@ class Conv2DModule : public Module {
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::conv2d_weights(params_[0].value, s);  // (K, C, R, S), as the ops read it
-    Tensor y = ops::conv2d_forward(x, w, params_[1].value, args_, relu, s, boundary_rounding());
+    const Tensor xo = ops::conv2d_input(x, s);                  // (N, C, H, W), likewise
+    Tensor y = ops::conv2d_forward(xo, w, params_[1].value, args_, relu, s, boundary_rounding());
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu && !handoff.masked_by_next,
+      ctx.tape->record(std::make_unique<ConvNode>(name(), xo, y, relu && !handoff.masked_by_next,
                                                   w, &params_[0], &params_[1], s, args_,
-                                                  handoff.input_relu));
+                                                  handoff.input_relu ? x : Tensor()));
     return y;
   }
 
@@ -192,9 +195,10 @@ class DenseModule : public Module {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::dense_weights(params_[0].value, s);  // (out, in), as the ops read it
-    Tensor y = ops::dense_forward(x, w, params_[1].value, relu, s, boundary_rounding());
+    const Tensor xo = ops::dense_input(x, s);                  // (N, in), likewise
+    Tensor y = ops::dense_forward(xo, w, params_[1].value, relu, s, boundary_rounding());
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu && !handoff.masked_by_next,
+      ctx.tape->record(std::make_unique<DenseNode>(name(), xo, y, relu && !handoff.masked_by_next,
                                                    w, &params_[0], &params_[1], s));
     return y;
   }

@@ -70,8 +70,9 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
                       bool relu, const Stream& stream, Bf16Rounding round) {
   detail::check_math_mode("conv2d_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"b", &b}});
-  detail::check_weights("conv2d_forward", w, stream);
+  detail::check_operands("conv2d_forward", stream, {{"b", &b}});
+  detail::check_gemm_operand("conv2d_forward", "x", x, stream);
+  detail::check_gemm_operand("conv2d_forward", "w", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
   Tensor y = Tensor::empty(Shape({s.N, s.K, s.P, s.Q}), stream);  // (N, K, P, Q)
@@ -86,7 +87,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);        // (N, C, H, W) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);  // (N, C, H, W) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
@@ -119,7 +120,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   detail::check_math_mode("conv2d_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}});
-  detail::check_weights("conv2d_backward_data", w, stream);
+  detail::check_gemm_operand("conv2d_backward_data", "w", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
                 "conv2d_backward_data: dy " << dy.shape() << " is not the output shape "
@@ -175,21 +176,34 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   return dx;
 }
 
-Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
-  detail::check_operands("conv2d_weights", stream, {{"w", &w}});
-  if (precision() == Precision::fp32 || stream.device().is_cpu()) return w;
+namespace {
+// conv2d_weights and conv2d_input: t as the passes read it on the stream's device and path.
+Tensor conv2d_gemm_form(const char* op, const char* name, const Tensor& t,
+                     const Stream& stream) {
+  detail::check_operands(op, stream, {{name, &t}});
+  if (precision() == Precision::fp32 || stream.device().is_cpu()) return t;
 #if defined(BRIGADE_HAVE_CUDA)
-  if (vendor()) return detail::bf16_operand(w, true, stream);  // float32 bf16 values for cuDNN
+  if (vendor()) return detail::bf16_operand(t, true, stream);  // float32 bf16 values for cuDNN
 #endif
-  return narrow_to_bf16(w, stream);  // bfloat16 for the tensor cores
+  return narrow_to_bf16(t, stream);  // bfloat16 for the tensor cores
+}
+}  // namespace
+
+Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
+  return conv2d_gemm_form("conv2d_weights", "w", w, stream);
+}
+
+Tensor conv2d_input(const Tensor& x, const Stream& stream) {
+  return conv2d_gemm_form("conv2d_input", "x", x, stream);
 }
 
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                             const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
   detail::check_math_mode("conv2d_backward_params", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
+  detail::check_operands("conv2d_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
+  detail::check_gemm_operand("conv2d_backward_params", "x", x, stream);
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
   detail::check_bias("conv2d_backward_params", db, s.K);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -209,8 +223,8 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);    // (N, C, H, W) bfloat16
-      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, K, P, Q) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);  // (N, C, H, W) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       cuda::conv2d_backward_filter_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),

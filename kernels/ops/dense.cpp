@@ -34,8 +34,9 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
                      const Stream& stream, Bf16Rounding round) {
   detail::check_math_mode("dense_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("dense_forward", stream, {{"x", &x}, {"b", &b}});
-  detail::check_weights("dense_forward", w, stream);
+  detail::check_operands("dense_forward", stream, {{"b", &b}});
+  detail::check_gemm_operand("dense_forward", "x", x, stream);
+  detail::check_gemm_operand("dense_forward", "w", w, stream);
   check_dense("dense_forward", x.shape(), w.shape());
   detail::check_bias("dense_forward", b, w.shape()[0]);
   const int64_t N = x.shape()[0], in = w.shape()[1], out = w.shape()[0];
@@ -53,7 +54,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16) {
-      const Tensor xh = narrow_to_bf16(x, stream);        // (N, in) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);  // (N, in) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (out, in) bfloat16
       const bool rounds = round == Bf16Rounding::fused;   // both paths' epilogues can
       if (vendor())
@@ -83,7 +84,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   detail::check_math_mode("dense_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("dense_backward_data", stream, {{"dy", &dy}});
-  detail::check_weights("dense_backward_data", w, stream);
+  detail::check_gemm_operand("dense_backward_data", "w", w, stream);
   BRIGADE_CHECK(dy.shape().rank() == 2 && w.shape().rank() == 2 && dy.shape()[1] == w.shape()[0],
                 "dense_backward_data: dy " << dy.shape() << " (N, out) does not match w "
                                            << w.shape() << " (out, in)");
@@ -127,18 +128,31 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
   return dx;
 }
 
+namespace {
+// dense_weights and dense_input: t as the GEMMs read it on the stream's device.
+Tensor dense_gemm_form(const char* op, const char* name, const Tensor& t,
+                     const Stream& stream) {
+  detail::check_operands(op, stream, {{name, &t}});
+  if (precision() == Precision::fp32 || stream.device().is_cpu()) return t;
+  return narrow_to_bf16(t, stream);  // what the passes' bf16 GEMMs read
+}
+}  // namespace
+
 Tensor dense_weights(const Tensor& w, const Stream& stream) {
-  detail::check_operands("dense_weights", stream, {{"w", &w}});
-  if (precision() == Precision::fp32 || stream.device().is_cpu()) return w;
-  return narrow_to_bf16(w, stream);  // what both passes' bf16 GEMMs read
+  return dense_gemm_form("dense_weights", "w", w, stream);
+}
+
+Tensor dense_input(const Tensor& x, const Stream& stream) {
+  return dense_gemm_form("dense_input", "x", x, stream);
 }
 
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                            const Stream& stream) {
   detail::check_math_mode("dense_backward_params", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("dense_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
+  detail::check_operands("dense_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                    {"db", &db}});
+  detail::check_gemm_operand("dense_backward_params", "x", x, stream);
   check_dense("dense_backward_params", x.shape(), dw.shape());
   detail::check_bias("dense_backward_params", db, dw.shape()[0]);
   const int64_t N = x.shape()[0], in = dw.shape()[1], out = dw.shape()[0];
@@ -159,8 +173,8 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db});
     if (bf16) {
-      const Tensor xh = narrow_to_bf16(x, stream);    // (N, in) bfloat16
-      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, out) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);  // (N, in) bfloat16
+      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, out) bfloat16
       if (vendor())
         cuda::vendor::dense_backward_weight(detail::bf16_data(xh), detail::bf16_data(dyh),
                                             dw.data<float>(), N, in, out, stream);

@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "kernels/precision.h"
 #include "tests/kernels/ops/wave.h"
+#include "tests/support/precision_for.h"
 
 namespace brigade::ops {
 namespace {
@@ -46,25 +47,12 @@ void check_fused_rounding(const char* what, const Tensor& plain, const Tensor& f
   if (rounds) CHECK(fused_rounding_bits(plain) != want);  // the rounding changed something
 }
 
-// Precision bf16 (and `path` on a GPU) for one scope; fp32 and the path before after it.
-struct FusedRoundingBf16 {
-  CudaPath before = cuda_path();
-  explicit FusedRoundingBf16(CudaPath p) {
-    set_cuda_path(p);
-    set_precision(Precision::bf16);
-  }
-  ~FusedRoundingBf16() {
-    set_precision(Precision::fp32);
-    set_cuda_path(before);
-  }
-};
-
 // Every op of ops.h that takes a Bf16Rounding, on `device` (`path` on a GPU).
 void check_fused_rounding_ops(const Device& device, CudaPath path) {
   const std::string where = device.str() + " " + cuda_path_name(path);
   CAPTURE(where);
   const Stream s = Stream::default_for(device);
-  const FusedRoundingBf16 bf16(path);
+  const testing::Bf16OnPath bf16(path);
   const bool gpu = device.is_cuda(), hand_written = gpu && path == CudaPath::handwritten;
   const Bf16Rounding none = Bf16Rounding::none, fused = Bf16Rounding::fused;
   const auto tensor = [&](const Shape& shape, float f) {
