@@ -82,14 +82,18 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 // convolution on the vendor path; w itself in fp32 and on CPU devices. Both ops take it (or
 // the other path's form) in place of w.
 Tensor conv2d_weights(const Tensor& w, const Stream& stream);
-// x: (N, C, H, W) as conv2d_forward and conv2d_backward_params read it, made once for both (as
-// conv2d_weights, in the same forms): x itself in fp32, on CPU devices, and on the vendor path
-// when it holds bf16 values already (a layer's input in precision bf16, but the model's). Both
-// ops take it in place of x.
-Tensor conv2d_input(const Tensor& x, const Stream& stream);
-// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
+// t: x (N, C, H, W) or dy (N, K, P, Q) as the passes that read it read it (x: conv2d_forward
+// and conv2d_backward_params; dy: conv2d_backward_data and conv2d_backward_params), made once
+// for both, in conv2d_weights's forms: t itself in fp32, on CPU devices, and on the vendor path
+// when it holds bf16 values already (a layer's input and output gradient in precision bf16, but
+// the model's input). The ops take it in place of x or dy.
+Tensor conv2d_operand(const Tensor& t, const Stream& stream);
+// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += column sums of dy
+// dy_gemm, when defined: conv2d_operand(dy), which the filter gradient reads in place of dy
+// (made once for this and conv2d_backward_data); the bias gradient sums the float dy.
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                            const Tensor& db, const Conv2dArgs& a, const Stream& stream);
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream,
+                            const Tensor& dy_gemm = Tensor());
 
 // ---- MaxPooling2D ----------------------------------------------------------------------------
 
@@ -159,12 +163,15 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
 // launch); w itself in fp32 and on CPU devices (whose kernels round inside). Both ops take it
 // in place of w: a bfloat16 w only in precision bf16 on a GPU.
 Tensor dense_weights(const Tensor& w, const Stream& stream);
-// x: (N, in) as dense_forward and dense_backward_params read it, made once for both (as
-// dense_weights, in the same forms). Both ops take it in place of x.
-Tensor dense_input(const Tensor& x, const Stream& stream);
+// t: x (N, in) or dy (N, out) as the passes that read it read it (x: dense_forward and
+// dense_backward_params; dy: dense_backward_data and dense_backward_params), made once for
+// both, in dense_weights's forms. The ops take it in place of x or dy.
+Tensor dense_operand(const Tensor& t, const Stream& stream);
 // x: (N, in)  dy: (N, out)  dw: (out, in) += dyᵀ·x   db: (out) += column sums of dy
+// dy_gemm, when defined: dense_operand(dy), which the weight gradient reads in place of dy
+// (made once for this and dense_backward_data); the bias gradient sums the float dy.
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
-                           const Stream& stream);
+                           const Stream& stream, const Tensor& dy_gemm = Tensor());
 
 // ---- Softmax, loss, accuracy ---------------------------------------------------------------
 

@@ -61,7 +61,7 @@ inline Tensor rounded_if(bool rounded, const Tensor& result) {
 
 // A GEMM operand `t` (named `name`) of a Dense or Conv2D pass — its weights, or its input x —
 // as it is given: float32, or — in precision bf16 on a GPU only — bfloat16 storage
-// (ops::dense_weights, conv2d_weights, dense_input, conv2d_input); on the stream's device.
+// (ops::dense_weights, conv2d_weights, dense_operand, conv2d_operand); on the stream's device.
 void check_gemm_operand(const char* op, const char* name, const Tensor& t, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).

@@ -83,8 +83,9 @@ Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, De
 // precision bf16 on a GPU, narrowed or rounded once for the forward and the backward-data of
 // this micro-batch; the parameter itself otherwise), which the input gradient reads too: the
 // parameters change only in the update, after every micro-batch's backward. Likewise x is the
-// input as the forward read it (ops::dense_input, conv2d_input), which the weight gradient
-// reads too: made once for both.
+// input as the forward read it (ops::dense_operand, conv2d_operand), which the weight gradient
+// reads too: made once for both; and dy' as the GEMMs of both halves read it
+// (ops::dense_operand, conv2d_operand), made once by whichever half runs first.
 class WeightedNode : public Node {
  public:
   WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
@@ -101,8 +102,15 @@ class WeightedNode : public Node {
     if (!dpre_.defined()) dpre_ = relu_ ? ops::relu_backward(y_, dy, stream_) : dy;
     return dpre_;
   }
+  const Tensor& pre_activation_grad_gemm(const Tensor& dy) {
+    if (!dpre_gemm_.defined()) dpre_gemm_ = gemm_operand(pre_activation_grad(dy));
+    return dpre_gemm_;
+  }
+  // t as the layer's GEMMs read it (ops::dense_operand or conv2d_operand).
+  virtual Tensor gemm_operand(const Tensor& t) const = 0;
   std::string name_;
   Tensor x_, y_, dpre_;  // x_ as the ops read it; y_ kept for the ReLU's mask only
+  Tensor dpre_gemm_;     // dpre_ as the ops read it
   Tensor w_read_;        // the weights the forward read; the input gradient reads them
   bool relu_;            // apply the fused ReLU's mask
   Parameter* w_;
@@ -120,14 +128,16 @@ class ConvNode : public WeightedNode {
                      std::move(stream)),
         args_(args), relu_x_(std::move(relu_x)) {}
   Tensor backward_input(const Tensor& dy) override {
-    return ops::conv2d_backward_data(pre_activation_grad(dy), w_read_, x_.shape(), args_,
+    return ops::conv2d_backward_data(pre_activation_grad_gemm(dy), w_read_, x_.shape(), args_,
                                      stream_, relu_x_, boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
-    ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
+    ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_,
+                                pre_activation_grad_gemm(dy));
   }
 
  private:
+  Tensor gemm_operand(const Tensor& t) const override { return ops::conv2d_operand(t, stream_); }
   ops::Conv2dArgs args_;
   Tensor relu_x_;
 };
@@ -136,12 +146,16 @@ class DenseNode : public WeightedNode {
  public:
   using WeightedNode::WeightedNode;
   Tensor backward_input(const Tensor& dy) override {
-    return ops::dense_backward_data(pre_activation_grad(dy), w_read_, stream_,
+    return ops::dense_backward_data(pre_activation_grad_gemm(dy), w_read_, stream_,
                                     boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
-    ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_);
+    ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_,
+                               pre_activation_grad_gemm(dy));
   }
+
+ private:
+  Tensor gemm_operand(const Tensor& t) const override { return ops::dense_operand(t, stream_); }
 };
 
 class Conv2DModule : public Module {
@@ -166,7 +180,7 @@ class Conv2DModule : public Module {
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::conv2d_weights(params_[0].value, s);  // (K, C, R, S), as the ops read it
-    const Tensor xo = ops::conv2d_input(x, s);                  // (N, C, H, W), likewise
+    const Tensor xo = ops::conv2d_operand(x, s);                  // (N, C, H, W), likewise
     Tensor y = ops::conv2d_forward(xo, w, params_[1].value, args_, relu, s, boundary_rounding());
     if (ctx.tape)
       ctx.tape->record(std::make_unique<ConvNode>(name(), xo, y, relu && !handoff.masked_by_next,
@@ -195,7 +209,7 @@ class DenseModule : public Module {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::dense_weights(params_[0].value, s);  // (out, in), as the ops read it
-    const Tensor xo = ops::dense_input(x, s);                  // (N, in), likewise
+    const Tensor xo = ops::dense_operand(x, s);                  // (N, in), likewise
     Tensor y = ops::dense_forward(xo, w, params_[1].value, relu, s, boundary_rounding());
     if (ctx.tape)
       ctx.tape->record(std::make_unique<DenseNode>(name(), xo, y, relu && !handoff.masked_by_next,

@@ -4,9 +4,10 @@
 // as kernels/cuda/path.h's setting says at each call). In precision bf16 the hand-written path
 // narrows x, w and dy to bfloat16 storage (narrow_to_bf16) for its bf16 passes (im2col in bf16,
 // gemm_mma_bf16 on tensor cores); cuDNN runs in fp32 on operands rounded to bf16 values on the
-// device (detail::bf16_operand), for the reason below. The weights may come in either form
-// already (conv2d_weights: a layer makes them once for a micro-batch's forward and
-// backward-data); each path takes the other's too.
+// device (detail::bf16_operand), for the reason below. Each operand may come in either form
+// already (conv2d_weights, conv2d_operand: a layer makes its weights, its input and its output
+// gradient once for the two passes of a micro-batch that read each); each path takes the
+// other's too.
 //
 // Why cuDNN gets bf16 values in float rather than bfloat16 tensors: its legacy convolution API
 // takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
@@ -119,7 +120,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
                             Bf16Rounding round) {
   detail::check_math_mode("conv2d_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}});
+  detail::check_gemm_operand("conv2d_backward_data", "dy", dy, stream);
   detail::check_gemm_operand("conv2d_backward_data", "w", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -145,8 +146,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
-      const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
+      const Tensor dyh = detail::bf16_storage(dy, stream);  // (N, K, P, Q) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);    // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       const bool rounds = round == Bf16Rounding::fused;  // in col2im
@@ -177,9 +178,9 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 }
 
 namespace {
-// conv2d_weights and conv2d_input: t as the passes read it on the stream's device and path.
+// conv2d_weights and conv2d_operand: t as the passes read it on the stream's device and path.
 Tensor conv2d_gemm_form(const char* op, const char* name, const Tensor& t,
-                     const Stream& stream) {
+                        const Stream& stream) {
   detail::check_operands(op, stream, {{name, &t}});
   if (precision() == Precision::fp32 || stream.device().is_cpu()) return t;
 #if defined(BRIGADE_HAVE_CUDA)
@@ -193,17 +194,25 @@ Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
   return conv2d_gemm_form("conv2d_weights", "w", w, stream);
 }
 
-Tensor conv2d_input(const Tensor& x, const Stream& stream) {
-  return conv2d_gemm_form("conv2d_input", "x", x, stream);
+Tensor conv2d_operand(const Tensor& t, const Stream& stream) {
+  return conv2d_gemm_form("conv2d_operand", "t", t, stream);
 }
 
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                            const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream,
+                            const Tensor& dy_gemm) {
   detail::check_math_mode("conv2d_backward_params", stream);
   const bool bf16 = precision() == Precision::bf16;
   detail::check_operands("conv2d_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
   detail::check_gemm_operand("conv2d_backward_params", "x", x, stream);
+  if (dy_gemm.defined()) {
+    detail::check_gemm_operand("conv2d_backward_params", "dy_gemm", dy_gemm, stream);
+    BRIGADE_CHECK(dy_gemm.shape() == dy.shape(), "conv2d_backward_params: dy_gemm "
+                                                     << dy_gemm.shape() << " is not dy's shape "
+                                                     << dy.shape());
+  }
+  const Tensor& dg = dy_gemm.defined() ? dy_gemm : dy;  // what the filter gradient reads
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
   detail::check_bias("conv2d_backward_params", db, s.K);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -221,10 +230,10 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
-    detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    detail::on_cuda(stream, {&x, &dy, &dw, &db, &dy_gemm});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = detail::bf16_storage(x, stream);  // (N, C, H, W) bfloat16
-      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);   // (N, C, H, W) bfloat16
+      const Tensor dyh = detail::bf16_storage(dg, stream);  // (N, K, P, Q) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       cuda::conv2d_backward_filter_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),
@@ -235,7 +244,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
       return;
     }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
-    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
+    const Tensor dyo = detail::bf16_operand(dg, bf16, stream);
     size_t bytes = 0;
     const Tensor ws = cuda_workspace(s, stream, &bytes);
     if (vendor()) {

@@ -5,7 +5,7 @@
 // magnitude); on emulated GPUs, that the vendor path's Dense runs cuBLAS's bf16 GEMM
 // (cublasGemmEx) and not SGEMM, and that its Conv2D gives the same bits in math mode tf32 (a
 // bf16 value is exact in TF32); that the weights and the inputs a layer makes once for two
-// passes (ops::dense_weights, dense_input, conv2d_weights, conv2d_input) give those passes the
+// passes (ops::dense_weights, dense_operand, conv2d_weights, conv2d_operand) give those passes the
 // bits of the plain tensors; and the bf16 value ops bit for bit with the CPU's.
 #include <doctest/doctest.h>
 
@@ -282,10 +282,11 @@ TEST_CASE("precision bf16 on a GPU: weights narrowed once for forward and backwa
 
 namespace {
 
-// The input a layer makes once for a micro-batch's forward and weight gradient
-// (ops::dense_input, conv2d_input) gives both passes the bits of x itself, on `path`.
-// Emulated GPUs: one launch fewer for each op's pair (x is no bf16 values here, so the vendor
-// path's Conv2D rounds it once rather than twice).
+// The input and the output gradient a layer makes once for the two passes that read each
+// (ops::dense_operand, conv2d_operand: x for the forward and the weight gradient, dy for the
+// backward-data and the weight gradient) give those passes the bits of the plain tensors, on
+// `path`. Emulated GPUs: one launch fewer for each pair (x and dy are no bf16 values here, so
+// the vendor path's Conv2D rounds each once rather than twice).
 void precision_gpu_inputs(CudaPath path) {
   const std::string path_name = cuda_path_name(path);
   CAPTURE(path_name);
@@ -295,29 +296,36 @@ void precision_gpu_inputs(CudaPath path) {
                &cdy = o.cdy;
   const Conv2dArgs a{};
   const testing::Bf16OnPath bf16(path);
-  // Dense's and Conv2D's forward and parameter gradients on the input given.
-  const auto passes = [&](const Tensor& dense_x, const Tensor& conv_x) {
+  // Dense's and Conv2D's four passes on the inputs given, and (when defined) the output
+  // gradients' GEMM forms.
+  const auto passes = [&](const Tensor& dense_x, const Tensor& conv_x, const Tensor& dense_dy,
+                          const Tensor& conv_dy) {
     const Tensor dw = Tensor::zeros(w.shape(), g), db = Tensor::zeros(b.shape(), g);
     const Tensor cdw = Tensor::zeros(cw.shape(), g), cdb = Tensor::zeros(cb.shape(), g);
-    std::vector<std::vector<float>> r{dense_forward(dense_x, w, b, true, g).to_vector(),
-                                      conv2d_forward(conv_x, cw, cb, a, true, g).to_vector()};
-    dense_backward_params(dense_x, dy, dw, db, g);
-    conv2d_backward_params(conv_x, cdy, cdw, cdb, a, g);
+    std::vector<std::vector<float>> r{
+        dense_forward(dense_x, w, b, true, g).to_vector(),
+        dense_backward_data(dense_dy.defined() ? dense_dy : dy, w, g).to_vector(),
+        conv2d_forward(conv_x, cw, cb, a, true, g).to_vector(),
+        conv2d_backward_data(conv_dy.defined() ? conv_dy : cdy, cw, o.cx_shape, a, g)
+            .to_vector()};
+    dense_backward_params(dense_x, dy, dw, db, g, dense_dy);
+    conv2d_backward_params(conv_x, cdy, cdw, cdb, a, g, conv_dy);
     for (const Tensor& t : {dw, db, cdw, cdb}) r.push_back(t.to_vector());
     return r;
   };
 #if defined(BRIGADE_CUDA_EMULATED)
   const emu::gpu::CallCounts before = emu::gpu::call_counts();
 #endif
-  const std::vector<std::vector<float>> want = passes(x, cx);
+  const std::vector<std::vector<float>> want = passes(x, cx, Tensor(), Tensor());
 #if defined(BRIGADE_CUDA_EMULATED)
   const uint64_t launches_each = precision_gpu_calls_since(before, "cudaLaunchKernel");
   const emu::gpu::CallCounts between = emu::gpu::call_counts();
 #endif
-  const Tensor dense_x = dense_input(x, g), conv_x = conv2d_input(cx, g);
-  const std::vector<std::vector<float>> got = passes(dense_x, conv_x);
+  const Tensor dense_x = dense_operand(x, g), conv_x = conv2d_operand(cx, g);
+  const std::vector<std::vector<float>> got =
+      passes(dense_x, conv_x, dense_operand(dy, g), conv2d_operand(cdy, g));
 #if defined(BRIGADE_CUDA_EMULATED)
-  CHECK(precision_gpu_calls_since(between, "cudaLaunchKernel") + 2 == launches_each);
+  CHECK(precision_gpu_calls_since(between, "cudaLaunchKernel") + 4 == launches_each);
 #endif
   CHECK(dense_x.dtype() == DType::bfloat16);
   CHECK(conv_x.dtype() == (path == CudaPath::vendor ? DType::float32 : DType::bfloat16));
@@ -326,10 +334,10 @@ void precision_gpu_inputs(CudaPath path) {
     CHECK(test::same_bits(got[i], want[i]));
   }
   // x holding bf16 values already is the vendor path's Conv2D input as it is.
-  if (path == CudaPath::vendor) CHECK(conv2d_input(conv_x, g).storage() == conv_x.storage());
+  if (path == CudaPath::vendor) CHECK(conv2d_operand(conv_x, g).storage() == conv_x.storage());
   // A bfloat16 x outside precision bf16 is refused, never read as floats.
   set_precision(Precision::fp32);
-  CHECK(dense_input(x, g).storage() == x.storage());
+  CHECK(dense_operand(x, g).storage() == x.storage());
   CHECK(testing::error_text<Error>([&] { dense_forward(dense_x, w, b, false, g); })
             .find("dense_forward: x") != std::string::npos);
   set_precision(Precision::bf16);
@@ -337,8 +345,8 @@ void precision_gpu_inputs(CudaPath path) {
 
 }  // namespace
 
-TEST_CASE("precision bf16 on a GPU: an input narrowed once for forward and weight gradient "
-          "gives the same bits") {
+TEST_CASE("precision bf16 on a GPU: an input and an output gradient narrowed once for the two "
+          "passes that read each give the same bits") {
   if (cuda_device_count() == 0) {
     MESSAGE("no CUDA device (real or emulated): nothing to run");
     return;
