@@ -129,11 +129,11 @@ double calls_of(const bench::CallCountRow& r, const std::string& name) {
 //       boundary's, bf16 values already.
 // 25 in all. Before the kernels rounded what they write (the same bits: the rounding is the last
 // thing applied to the value stored, as the separate pass applied it) and each weighted layer
-// made its input's and output gradient's GEMM forms once, 37. Before that, the 13 other convolution operands and
-// Flatten's two were rounded again, and each weighted layer's weights were narrowed or rounded
-// for the backward-data once more (5): 73 launches in all, the same bits (rounding a bf16 value
-// leaves it as it is). Counted at a small batch: a step's calls do not depend on it on this
-// path (the budget above is at 128).
+// made its input's and output gradient's GEMM forms once, 37. Before that, the 13 other
+// convolution operands and Flatten's two were rounded again, and each weighted layer's weights
+// were narrowed or rounded for the backward-data once more (5): 73 launches in all, the same
+// bits (rounding a bf16 value leaves it as it is). Counted at a small batch: a step's calls do
+// not depend on it on this path (the budget above is at 128).
 constexpr int64_t kBudgetBf16VendorLaunches = 14 + 6 + 5;
 
 // A step on `impl` counted in fp32 at batch 8, and in bf16 at batches 8 and 16, with graphs
