@@ -63,6 +63,9 @@ inline Tensor rounded_if(bool rounded, const Tensor& result) {
 // as it is given: float32, or — in precision bf16 on a GPU only — bfloat16 storage
 // (ops::dense_weights, conv2d_weights, dense_operand, conv2d_operand); on the stream's device.
 void check_gemm_operand(const char* op, const char* name, const Tensor& t, const Stream& stream);
+// A weight gradient's `dy_gemm`: undefined, or dy's GEMM form (ops::dense_operand,
+// conv2d_operand), which must be a GEMM operand of dy's shape.
+void check_dy_gemm(const char* op, const Tensor& dy_gemm, const Tensor& dy, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
 inline cpu::bf16* bf16_data(const Tensor& t) {

@@ -38,6 +38,14 @@ void detail::check_gemm_operand(const char* op, const char* name, const Tensor& 
   check_operands(op, stream, {{name, &t}});
 }
 
+void detail::check_dy_gemm(const char* op, const Tensor& dy_gemm, const Tensor& dy,
+                           const Stream& stream) {
+  if (!dy_gemm.defined()) return;
+  check_gemm_operand(op, "dy_gemm", dy_gemm, stream);
+  BRIGADE_CHECK(dy_gemm.shape() == dy.shape(), op << ": dy_gemm " << dy_gemm.shape()
+                                                  << " is not dy's shape " << dy.shape());
+}
+
 Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {
   detail::check_operands("round_to_bf16", stream, {{"x", &x}, {"out", &out}});
   detail::check_same_shape("round_to_bf16", "x", x, "out", out);

@@ -206,12 +206,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
   detail::check_operands("conv2d_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
   detail::check_gemm_operand("conv2d_backward_params", "x", x, stream);
-  if (dy_gemm.defined()) {
-    detail::check_gemm_operand("conv2d_backward_params", "dy_gemm", dy_gemm, stream);
-    BRIGADE_CHECK(dy_gemm.shape() == dy.shape(), "conv2d_backward_params: dy_gemm "
-                                                     << dy_gemm.shape() << " is not dy's shape "
-                                                     << dy.shape());
-  }
+  detail::check_dy_gemm("conv2d_backward_params", dy_gemm, dy, stream);
   const Tensor& dg = dy_gemm.defined() ? dy_gemm : dy;  // what the filter gradient reads
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
   detail::check_bias("conv2d_backward_params", db, s.K);

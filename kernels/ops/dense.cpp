@@ -153,12 +153,7 @@ void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, 
   detail::check_operands("dense_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                    {"db", &db}});
   detail::check_gemm_operand("dense_backward_params", "x", x, stream);
-  if (dy_gemm.defined()) {
-    detail::check_gemm_operand("dense_backward_params", "dy_gemm", dy_gemm, stream);
-    BRIGADE_CHECK(dy_gemm.shape() == dy.shape(), "dense_backward_params: dy_gemm "
-                                                     << dy_gemm.shape() << " is not dy's shape "
-                                                     << dy.shape());
-  }
+  detail::check_dy_gemm("dense_backward_params", dy_gemm, dy, stream);
   check_dense("dense_backward_params", x.shape(), dw.shape());
   detail::check_bias("dense_backward_params", db, dw.shape()[0]);
   const int64_t N = x.shape()[0], in = dw.shape()[1], out = dw.shape()[0];
