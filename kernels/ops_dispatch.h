@@ -59,9 +59,10 @@ inline Tensor rounded_if(bool rounded, const Tensor& result) {
   return rounded ? result.marked_bf16_values() : result;
 }
 
-// A GEMM operand `t` (named `name`) of a Dense or Conv2D pass — its weights, or its input x —
-// as it is given: float32, or — in precision bf16 on a GPU only — bfloat16 storage
-// (ops::dense_weights, conv2d_weights, dense_operand, conv2d_operand); on the stream's device.
+// A GEMM operand `t` (named `name`) of a Dense or Conv2D pass — its weights, its input x or
+// its output gradient dy — as it is given: float32, or — in precision bf16 on a GPU only —
+// bfloat16 storage (ops::dense_weights, conv2d_weights, dense_operand, conv2d_operand); on the
+// stream's device.
 void check_gemm_operand(const char* op, const char* name, const Tensor& t, const Stream& stream);
 // A weight gradient's `dy_gemm`: undefined, or dy's GEMM form (ops::dense_operand,
 // conv2d_operand), which must be a GEMM operand of dy's shape.
