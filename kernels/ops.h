@@ -37,6 +37,20 @@
 
 namespace brigade::ops {
 
+// ---- Precision bf16's layer boundaries, fused into the kernel writing the tensor ----------
+// In precision bf16 a layer's output and the gradient of its input are rounded to bf16 values
+// (layers/bf16_boundary.h). The ops that write those tensors can round them in the kernel that
+// writes them — no launch, no pass over the memory of its own — when the caller asks:
+//   none   the result as always;
+//   fused  where the op's kernel writing the result is hand-written (on a GPU: each op below
+//          says where), it rounds every element as it stores it and the result says so
+//          (Tensor::holds_bf16_values); elsewhere — a library's result (cuBLAS, cuDNN), a CPU
+//          device — the result is as with none, unmarked, for the caller to round.
+// Either way the values are round_to_bf16's of the plain result, bit for bit: rounding is
+// applied last, to the value the kernel would have stored (a ReLU's 0 and a dropped element's
+// 0 are bf16 values already).
+enum class Bf16Rounding { none, fused };
+
 // ---- Conv2D --------------------------------------------------------------------------------
 
 struct Conv2dArgs {
@@ -49,23 +63,37 @@ struct Conv2dArgs {
 Conv2dShape conv2d_shape(const char* op, const Shape& x, const Shape& w, const Conv2dArgs& a);
 
 // x: (N, C, H, W)  w: (K, C, R, S)  b: (K)  -> y: (N, K, P, Q); relu fuses y = max(y, 0)
+// round fused: the hand-written path in precision bf16 rounds in the GEMM's epilogue (cuDNN's
+// y is not rounded).
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
-                      bool relu, const Stream& stream);
+                      bool relu, const Stream& stream, Bf16Rounding round = Bf16Rounding::none);
 // dy: (N, K, P, Q)  w: (K, C, R, S)  -> dx with x_shape (N, C, H, W)
 // relu_x, when defined: the input x, a ReLU's output; dx then also goes through that ReLU's
 // backward (relu_backward(relu_x, dx), the same bits), fused into the pass on CPU.
+// round fused, on a GPU: the hand-written path in precision bf16 rounds in col2im; on either
+// path the ReLU's mask kernel rounds when relu_x is given (cuDNN's dx alone is not rounded).
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dArgs& a, const Stream& stream,
-                            const Tensor& relu_x = Tensor());
+                            const Tensor& relu_x = Tensor(),
+                            Bf16Rounding round = Bf16Rounding::none);
 // w: (K, C, R, S) as conv2d_forward and conv2d_backward_data read it, made once for both (as
 // dense_weights): in precision bf16 on a GPU, narrowed to bfloat16 storage on the hand-written
 // path, rounded to bf16 values (float32, marked: Tensor::holds_bf16_values) for cuDNN's fp32
 // convolution on the vendor path; w itself in fp32 and on CPU devices. Both ops take it (or
 // the other path's form) in place of w.
 Tensor conv2d_weights(const Tensor& w, const Stream& stream);
-// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += ...
+// t: x (N, C, H, W) or dy (N, K, P, Q) as the passes that read it read it (x: conv2d_forward
+// and conv2d_backward_params; dy: conv2d_backward_data and conv2d_backward_params), made once
+// for both, in conv2d_weights's forms: t itself in fp32, on CPU devices, and on the vendor path
+// when it holds bf16 values already (a layer's input and output gradient in precision bf16, but
+// the model's input). The ops take it in place of x or dy.
+Tensor conv2d_operand(const Tensor& t, const Stream& stream);
+// x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S) += ...  db: (K) += column sums of dy
+// dy_gemm, when defined: conv2d_operand(dy), which the filter gradient reads in place of dy
+// (made once for this and conv2d_backward_data); the bias gradient sums the float dy.
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                            const Tensor& db, const Conv2dArgs& a, const Stream& stream);
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream,
+                            const Tensor& dy_gemm = Tensor());
 
 // ---- MaxPooling2D ----------------------------------------------------------------------------
 
@@ -91,43 +119,59 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
 // relu_y, when defined: the pool's output y, its input having been a ReLU's output; dx then
 // also goes through that ReLU's backward (the same bits as relu_backward on dx: see
 // layers/tape.cpp), fused into the pass on CPU.
+// round fused: the hand-written CUDA kernel rounds (cuDNN's dx is not rounded).
 Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
-                          const Stream& stream, const Tensor& relu_y = Tensor());
+                          const Stream& stream, const Tensor& relu_y = Tensor(),
+                          Bf16Rounding round = Bf16Rounding::none);
 
 // ---- ReLU, Dropout -------------------------------------------------------------------------
 
 Tensor relu_forward(const Tensor& x, const Stream& stream);
-// y: the forward's OUTPUT; dx = dy where y > 0
-Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream);
+// y: the forward's OUTPUT; dx = dy where y > 0. round fused: the CUDA kernel rounds.
+Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream,
+                     Bf16Rounding round = Bf16Rounding::none);
 
 // Inverted dropout of x (batch, ...): row b is mini-batch sample sample_offset + b, the mask
 // a pure function of (key, sample, element) (kernels/reference/dropout.h). `step_word`, on a
 // GPU only: undefined, or a (1) tensor on the stream's GPU whose 4 bytes hold key.step (a
 // uint32, as int32 words are kept in float32 tensors), which the kernel then reads there (a CUDA graph replays the launch at later steps: layers/tape.h's
-// ForwardContext::step_word).
+// ForwardContext::step_word). round fused: the CUDA kernel rounds.
 Tensor dropout_forward(const Tensor& x, float rate, const DropoutKey& key,
                        int64_t sample_offset, const Stream& stream,
-                       const Tensor& step_word = Tensor());
+                       const Tensor& step_word = Tensor(),
+                       Bf16Rounding round = Bf16Rounding::none);
 Tensor dropout_backward(const Tensor& dy, float rate, const DropoutKey& key,
                         int64_t sample_offset, const Stream& stream,
-                        const Tensor& step_word = Tensor());
+                        const Tensor& step_word = Tensor(),
+                        Bf16Rounding round = Bf16Rounding::none);
 
 // ---- Dense ---------------------------------------------------------------------------------
 
 // x: (N, in)  w: (out, in)  b: (out)  -> y: (N, out); relu fuses y = max(y, 0)
+// round fused: in precision bf16 on a GPU, rounded where the bias and ReLU are added (the
+// hand-written GEMM's epilogue; on the vendor path add_bias_rows, after cuBLAS).
 Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
-                     const Stream& stream);
+                     const Stream& stream, Bf16Rounding round = Bf16Rounding::none);
 // dy: (N, out)  w: (out, in)  -> dx: (N, in)
-Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream);
+// round fused: the hand-written path in precision bf16 rounds in the GEMM's epilogue (cuBLAS's
+// dx is not rounded).
+Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stream,
+                           Bf16Rounding round = Bf16Rounding::none);
 // w: (out, in) as dense_forward and dense_backward_data read it on the stream's device in the
 // current precision, for a layer to make once and give both passes of a micro-batch (rather than
 // each pass making its own): in precision bf16 on a GPU, narrowed to bfloat16 storage (one
 // launch); w itself in fp32 and on CPU devices (whose kernels round inside). Both ops take it
 // in place of w: a bfloat16 w only in precision bf16 on a GPU.
 Tensor dense_weights(const Tensor& w, const Stream& stream);
+// t: x (N, in) or dy (N, out) as the passes that read it read it (x: dense_forward and
+// dense_backward_params; dy: dense_backward_data and dense_backward_params), made once for
+// both, in dense_weights's forms. The ops take it in place of x or dy.
+Tensor dense_operand(const Tensor& t, const Stream& stream);
 // x: (N, in)  dy: (N, out)  dw: (out, in) += dyᵀ·x   db: (out) += column sums of dy
+// dy_gemm, when defined: dense_operand(dy), which the weight gradient reads in place of dy
+// (made once for this and dense_backward_data); the bias gradient sums the float dy.
 void dense_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
-                           const Stream& stream);
+                           const Stream& stream, const Tensor& dy_gemm = Tensor());
 
 // ---- Softmax, loss, accuracy ---------------------------------------------------------------
 

@@ -53,9 +53,20 @@ Tensor bf16_operand(const Tensor& t, bool bf16, const Stream& stream);
 // itself when it is (ops::dense_weights, ops::conv2d_weights made it), else t narrowed.
 Tensor bf16_storage(const Tensor& t, const Stream& stream);
 
-// The weights `w` a Dense or Conv2D pass is given: float32, or — in precision bf16 on a GPU
-// only — bfloat16 storage (ops::dense_weights, ops::conv2d_weights); on the stream's device.
-void check_weights(const char* op, const Tensor& w, const Stream& stream);
+// An op's result under Bf16Rounding (ops.h): marked as holding bf16 values when its kernel
+// rounded it (`rounded`: the op asked it to), as it is otherwise.
+inline Tensor rounded_if(bool rounded, const Tensor& result) {
+  return rounded ? result.marked_bf16_values() : result;
+}
+
+// A GEMM operand `t` (named `name`) of a Dense or Conv2D pass — its weights, its input x or
+// its output gradient dy — as it is given: float32, or — in precision bf16 on a GPU only —
+// bfloat16 storage (ops::dense_weights, conv2d_weights, dense_operand, conv2d_operand); on the
+// stream's device.
+void check_gemm_operand(const char* op, const char* name, const Tensor& t, const Stream& stream);
+// A weight gradient's `dy_gemm`: undefined, or dy's GEMM form (ops::dense_operand,
+// conv2d_operand), which must be a GEMM operand of dy's shape.
+void check_dy_gemm(const char* op, const Tensor& dy_gemm, const Tensor& dy, const Stream& stream);
 
 // A bfloat16 tensor's elements (Tensor::data<T> has float32's accessor only).
 inline cpu::bf16* bf16_data(const Tensor& t) {

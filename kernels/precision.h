@@ -24,8 +24,9 @@
 //
 // bf16 exists on CPU devices (AVX-512 BF16's vdpbf16ps where the processor has it, the same
 // bits portably elsewhere) and on both CUDA paths (kernels/cuda/path.h). On a GPU the
-// boundaries are rounded, narrowed and widened by kernels/cuda/bf16_values.cu (the CPU's bits);
-// then, for Dense and Conv2D:
+// boundaries are rounded, narrowed and widened by kernels/cuda/bf16_values.cu (the CPU's bits),
+// or rounded by the hand-written kernel that writes the tensor, as it stores it, where there is
+// one (kernels/ops.h's Bf16Rounding); then, for Dense and Conv2D:
 //   vendor       Dense's GEMMs narrow their two operands to bfloat16 storage and run cuBLAS's
 //                bf16 GEMM (cublasGemmEx: A, B CUDA_R_16BF, C CUDA_R_32F, CUBLAS_COMPUTE_32F;
 //                kernels/cuda/cublas_gemm.cpp), on tensor cores where the GPU has them.

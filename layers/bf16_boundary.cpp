@@ -5,8 +5,13 @@
 #include <utility>
 
 #include "kernels/ops.h"
+#include "kernels/precision.h"
 
 namespace brigade::layers {
+
+ops::Bf16Rounding boundary_rounding() {
+  return precision() == Precision::bf16 ? ops::Bf16Rounding::fused : ops::Bf16Rounding::none;
+}
 
 Tensor round_at_boundary(const Tensor& result, const Tensor& source, const Stream& stream) {
   if (result.holds_bf16_values()) return result;  // a view or a selection of bf16 values

@@ -17,13 +17,27 @@
 // of its own output; a ReLU of either. That is no kernel launch, and no copy for Flatten.
 // Which tensors say so: each rounded here, each received from another stage in bf16 storage
 // (ops::widen_to_float32), and what the ops that select elements make of them (kernels/ops.h).
+//
+// Fused: a layer asks the op that writes its output or its input gradient to round it in the
+// kernel that writes it (boundary_rounding(), ops::Bf16Rounding): a hand-written GPU kernel
+// then rounds as it stores — Dropout both ways, Dense's forward (bias and ReLU's epilogue, on
+// either path), a ReLU's mask written into a convolution's input gradient, and on the
+// hand-written path Conv2D's forward and backward-data, Dense's backward-data and MaxPool2D's
+// backward — and the op marks its result, so that rounding here finds it done. A library's
+// result (cuDNN, cuBLAS) and a CPU device's come back unmarked and are rounded here: the same
+// bits either way.
 #pragma once
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "kernels/ops.h"
 #include "layers/tape.h"
 
 namespace brigade::layers {
+
+// What a layer asks of the op writing its output or input gradient: fused rounding in
+// precision bf16, none in fp32 (where the boundary rounds nothing).
+ops::Bf16Rounding boundary_rounding();
 
 // `result` (computed from `source` on `stream`) rounded to bf16 values: in place, or a new
 // tensor when it shares `source`'s storage; `result` itself when it already holds bf16 values.

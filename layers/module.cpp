@@ -82,7 +82,10 @@ Parameter make_param(const model::ParamSpec& spec, std::vector<float> values, De
 // runs first. And the weights as the forward read them (ops::dense_weights, conv2d_weights: in
 // precision bf16 on a GPU, narrowed or rounded once for the forward and the backward-data of
 // this micro-batch; the parameter itself otherwise), which the input gradient reads too: the
-// parameters change only in the update, after every micro-batch's backward.
+// parameters change only in the update, after every micro-batch's backward. Likewise x is the
+// input as the forward read it (ops::dense_operand, conv2d_operand), which the weight gradient
+// reads too: made once for both; and dy' as the GEMMs of both halves read it
+// (ops::dense_operand, conv2d_operand), made once by whichever half runs first.
 class WeightedNode : public Node {
  public:
   WeightedNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
@@ -99,8 +102,15 @@ class WeightedNode : public Node {
     if (!dpre_.defined()) dpre_ = relu_ ? ops::relu_backward(y_, dy, stream_) : dy;
     return dpre_;
   }
+  const Tensor& pre_activation_grad_gemm(const Tensor& dy) {
+    if (!dpre_gemm_.defined()) dpre_gemm_ = gemm_operand(pre_activation_grad(dy));
+    return dpre_gemm_;
+  }
+  // t as the layer's GEMMs read it (ops::dense_operand or conv2d_operand).
+  virtual Tensor gemm_operand(const Tensor& t) const = 0;
   std::string name_;
-  Tensor x_, y_, dpre_;  // y_ kept for the ReLU's mask only
+  Tensor x_, y_, dpre_;  // x_ as the ops read it; y_ kept for the ReLU's mask only
+  Tensor dpre_gemm_;     // dpre_ as the ops read it
   Tensor w_read_;        // the weights the forward read; the input gradient reads them
   bool relu_;            // apply the fused ReLU's mask
   Parameter* w_;
@@ -110,35 +120,42 @@ class WeightedNode : public Node {
 
 class ConvNode : public WeightedNode {
  public:
-  // mask_input: x is a ReLU's output, and the input gradient goes through its mask in the
-  // pass that writes it (ReluHandoff).
+  // relu_x, when defined: the layer's input (float32), a ReLU's output, and the input gradient
+  // goes through its mask in the pass that writes it (ReluHandoff).
   ConvNode(std::string name, Tensor x, Tensor y, bool relu, Tensor w_read, Parameter* w,
-           Parameter* b, Stream stream, ops::Conv2dArgs args, bool mask_input)
+           Parameter* b, Stream stream, ops::Conv2dArgs args, Tensor relu_x)
       : WeightedNode(std::move(name), std::move(x), std::move(y), relu, std::move(w_read), w, b,
                      std::move(stream)),
-        args_(args), mask_input_(mask_input) {}
+        args_(args), relu_x_(std::move(relu_x)) {}
   Tensor backward_input(const Tensor& dy) override {
-    return ops::conv2d_backward_data(pre_activation_grad(dy), w_read_, x_.shape(), args_,
-                                     stream_, mask_input_ ? x_ : Tensor());
+    return ops::conv2d_backward_data(pre_activation_grad_gemm(dy), w_read_, x_.shape(), args_,
+                                     stream_, relu_x_, boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
-    ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_);
+    ops::conv2d_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, args_, stream_,
+                                pre_activation_grad_gemm(dy));
   }
 
  private:
+  Tensor gemm_operand(const Tensor& t) const override { return ops::conv2d_operand(t, stream_); }
   ops::Conv2dArgs args_;
-  bool mask_input_;
+  Tensor relu_x_;
 };
 
 class DenseNode : public WeightedNode {
  public:
   using WeightedNode::WeightedNode;
   Tensor backward_input(const Tensor& dy) override {
-    return ops::dense_backward_data(pre_activation_grad(dy), w_read_, stream_);
+    return ops::dense_backward_data(pre_activation_grad_gemm(dy), w_read_, stream_,
+                                    boundary_rounding());
   }
   void backward_params(const Tensor& dy) override {
-    ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_);
+    ops::dense_backward_params(x_, pre_activation_grad(dy), w_->grad, b_->grad, stream_,
+                               pre_activation_grad_gemm(dy));
   }
+
+ private:
+  Tensor gemm_operand(const Tensor& t) const override { return ops::dense_operand(t, stream_); }
 };
 
 class Conv2DModule : public Module {
@@ -163,11 +180,12 @@ class Conv2DModule : public Module {
   Tensor run(const Tensor& x, const Stream& s, ForwardContext& ctx, ReluHandoff handoff) override {
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::conv2d_weights(params_[0].value, s);  // (K, C, R, S), as the ops read it
-    Tensor y = ops::conv2d_forward(x, w, params_[1].value, args_, relu, s);
+    const Tensor xo = ops::conv2d_operand(x, s);                  // (N, C, H, W), likewise
+    Tensor y = ops::conv2d_forward(xo, w, params_[1].value, args_, relu, s, boundary_rounding());
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<ConvNode>(name(), x, y, relu && !handoff.masked_by_next,
+      ctx.tape->record(std::make_unique<ConvNode>(name(), xo, y, relu && !handoff.masked_by_next,
                                                   w, &params_[0], &params_[1], s, args_,
-                                                  handoff.input_relu));
+                                                  handoff.input_relu ? x : Tensor()));
     return y;
   }
 
@@ -191,9 +209,10 @@ class DenseModule : public Module {
     // Activation::softmax: logits out, the softmax lives in the loss (module.h).
     const bool relu = spec().activation == Activation::relu;
     const Tensor w = ops::dense_weights(params_[0].value, s);  // (out, in), as the ops read it
-    Tensor y = ops::dense_forward(x, w, params_[1].value, relu, s);
+    const Tensor xo = ops::dense_operand(x, s);                  // (N, in), likewise
+    Tensor y = ops::dense_forward(xo, w, params_[1].value, relu, s, boundary_rounding());
     if (ctx.tape)
-      ctx.tape->record(std::make_unique<DenseNode>(name(), x, y, relu && !handoff.masked_by_next,
+      ctx.tape->record(std::make_unique<DenseNode>(name(), xo, y, relu && !handoff.masked_by_next,
                                                    w, &params_[0], &params_[1], s));
     return y;
   }
@@ -234,7 +253,8 @@ class MaxPoolNode : public Node {
   std::string name() const override { return name_; }
   Tensor backward_input(const Tensor& dy) override {
     // y is (N, C, P, Q), like dy: a quarter of the input's size for a 2x2 pool.
-    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor());
+    return ops::maxpool2d_backward(dy, fwd_, args_, stream_, relu_mask_ ? fwd_.y : Tensor(),
+                                   boundary_rounding());
   }
 
  private:
@@ -276,9 +296,10 @@ class DropoutModule : public Module {
     const int64_t offset = ctx.sample_offset;
     const Tensor step_word =
         ctx.step_word.defined() && ctx.step_word.device() == s.device() ? ctx.step_word : Tensor();
-    Tensor y = ops::dropout_forward(x, rate, key, offset, s, step_word);
-    record(ctx, name(), [rate, key, offset, s, step_word](const Tensor& dy) {
-      return ops::dropout_backward(dy, rate, key, offset, s, step_word);
+    const ops::Bf16Rounding round = boundary_rounding();
+    Tensor y = ops::dropout_forward(x, rate, key, offset, s, step_word, round);
+    record(ctx, name(), [rate, key, offset, s, step_word, round](const Tensor& dy) {
+      return ops::dropout_backward(dy, rate, key, offset, s, step_word, round);
     });
     return y;
   }

@@ -1,34 +1,20 @@
 // The bf16 value kernels: a float rounded to bf16 (kept as float, or narrowed to two bytes)
 // and widened back, one element per thread of a grid-stride loop (launch.cuh). The rounding
-// is kernels/cpu/bf16.h's to_bf16 in integer arithmetic, so a GPU gives the CPU's bits for
-// every input, NaN and denormals included (CUDA's __float2bfloat16_rn would too on sm_80+,
-// but its NaN payload is not specified; integers leave nothing to the hardware).
+// is kernels/cpu/bf16.h's to_bf16 in integer arithmetic (bf16_bits.cuh), so a GPU gives the
+// CPU's bits for every input, NaN and denormals included.
 #include <cstdint>
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-// The upper 16 bits of x rounded to nearest, ties to even (kernels/cpu/bf16.h's to_bf16): add
-// 0x7FFF, plus 1 when the kept part is odd, and drop the low 16 bits. NaN: truncated, its quiet
-// bit set.
-__device__ __forceinline__ uint16_t bf16_bits(float x) {
-  const uint32_t u = __float_as_uint(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  const uint32_t odd = (u >> 16) & 1u;
-  return static_cast<uint16_t>((u + 0x7FFFu + odd) >> 16);
-}
-
-__device__ __forceinline__ float bf16_to_float(uint16_t bits) {
-  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
-}
-
 __global__ void round_to_bf16_values_kernel(const float* x /* (n) */, float* y /* (n) */,
                                             int64_t n) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) y[i] = bf16_to_float(bf16_bits(x[i]));
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) y[i] = bf16_value(x[i]);
 }
 
 __global__ void narrow_to_bf16_kernel(const float* x /* (n) */, cpu::bf16* y /* (n) */,

@@ -57,6 +57,7 @@
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/window_sizes.cuh"
@@ -83,7 +84,8 @@ __global__ void im2col_kernel(const T* x /* (N, C, H, W) */, T* col /* (N, C·R�
 
 template <class Index>
 __global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
-                              float* dx /* (N, C, H, W) */, Conv2dShape shape) {
+                              float* dx /* (N, C, H, W) */, Conv2dShape shape,
+                              bool round_bf16) {
   const WindowSizes<Index> s(shape);
   const Index total = s.N * s.C * s.H * s.W, PQ = s.P * s.Q;
   for (Index i = grid_first<Index>(); i < total; i += grid_stride<Index>()) {
@@ -100,7 +102,7 @@ __global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
         acc += col_nc[(r * s.S + t) * PQ + (ph / s.stride) * s.Q + qw / s.stride];
       }
     }
-    dx[i] = acc;
+    dx[i] = bf16_value_if(round_bf16, acc);
   }
 }
 
@@ -199,13 +201,14 @@ void im2col(const cpu::bf16* x, cpu::bf16* col, const Conv2dShape& s, const Stre
   launch_im2col(x, col, s, stream);
 }
 
-void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream) {
+void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream,
+            bool round_bf16) {
   check_conv("col2im", s);
   const int64_t columns = s.N * sample_columns(s);
   with_index_type(std::max(columns, s.x_size()), [&](auto index) {
     BRIGADE_LAUNCH(col2im_kernel<decltype(index)>, elementwise_blocks(s.x_size()),
                    kElementwiseBlock, 0, stream, BRIGADE_EXTENT(col, columns),
-                   BRIGADE_EXTENT(dx, s.x_size()), s);
+                   BRIGADE_EXTENT(dx, s.x_size()), s, round_bf16);
   });
 }
 
@@ -227,7 +230,8 @@ void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const cpu::bf1
 
 template <class T>
 void forward_passes(const T* x, const T* w, const float* b, float* y, const Conv2dShape& s,
-                    float* workspace, int64_t workspace_floats, const Stream& stream, bool relu) {
+                    float* workspace, int64_t workspace_floats, const Stream& stream, bool relu,
+                    bool round_bf16) {
   const int64_t pass = samples_per_pass("conv2d_forward", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   T* col = reinterpret_cast<T*>(workspace);  // (pass, C·R·S, P·Q)
@@ -237,13 +241,14 @@ void forward_passes(const T* x, const T* w, const float* b, float* y, const Conv
     // y_n (K, P·Q) = W · col_n for each sample of the pass; W shared (stride 0).
     conv_gemm(false, false, s.K, PQ, CRS, w, CRS, col, PQ, y + n0 * s.K * PQ, PQ,
               GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
-              GemmEpilogue{b, /*bias_per_row=*/true, relu}, stream);
+              GemmEpilogue{b, /*bias_per_row=*/true, relu, round_bf16}, stream);
   }
 }
 
 template <class T>
 void backward_data_passes(const T* dy, const T* w, float* dx, const Conv2dShape& s,
-                          float* workspace, int64_t workspace_floats, const Stream& stream) {
+                          float* workspace, int64_t workspace_floats, const Stream& stream,
+                          bool round_bf16) {
   const int64_t pass = samples_per_pass("conv2d_backward_data", s, workspace, workspace_floats);
   const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
@@ -252,7 +257,7 @@ void backward_data_passes(const T* dy, const T* w, float* dx, const Conv2dShape&
     // The columns are the GEMM's float output in either precision.
     conv_gemm(true, false, CRS, PQ, s.K, w, CRS, dy + n0 * s.K * PQ, PQ, workspace, PQ,
               GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false}, GemmEpilogue{}, stream);
-    col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream);
+    col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream, round_bf16);
   }
 }
 
@@ -284,12 +289,12 @@ void backward_filter_passes(const T* x, const T* dy, float* dw, const Conv2dShap
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, float* workspace, int64_t workspace_floats,
                     const Stream& stream, bool relu) {
-  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu);
+  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu, /*round_bf16=*/false);
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           float* workspace, int64_t workspace_floats, const Stream& stream) {
-  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream);
+  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream, /*round_bf16=*/false);
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
@@ -299,14 +304,14 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
 
 void conv2d_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
                          const Conv2dShape& s, float* workspace, int64_t workspace_floats,
-                         const Stream& stream, bool relu) {
-  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu);
+                         const Stream& stream, bool relu, bool round_bf16) {
+  forward_passes(x, w, b, y, s, workspace, workspace_floats, stream, relu, round_bf16);
 }
 
 void conv2d_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx,
                                const Conv2dShape& s, float* workspace, int64_t workspace_floats,
-                               const Stream& stream) {
-  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream);
+                               const Stream& stream, bool round_bf16) {
+  backward_data_passes(dy, w, dx, s, workspace, workspace_floats, stream, round_bf16);
 }
 
 void conv2d_backward_filter_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw,

@@ -30,13 +30,14 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw,
                             const Stream& stream);
 // Precision bf16 (kernels/precision.h): the same passes with x, w and dy in bfloat16 storage
 // (ops::narrow_to_bf16), the columns of x lowered in bf16 and the products on tensor cores
-// (gemm_mma_bf16); outputs float, the same workspace.
+// (gemm_mma_bf16); outputs float, the same workspace. `round_bf16`: y or dx rounded to bf16
+// values by the kernel that writes it (the GEMM's epilogue; col2im).
 void conv2d_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
                          const Conv2dShape& s, float* workspace, int64_t workspace_floats,
-                         const Stream& stream, bool relu = false);
+                         const Stream& stream, bool relu = false, bool round_bf16 = false);
 void conv2d_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx,
                                const Conv2dShape& s, float* workspace, int64_t workspace_floats,
-                               const Stream& stream);
+                               const Stream& stream, bool round_bf16 = false);
 void conv2d_backward_filter_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw,
                                  const Conv2dShape& s, float* workspace,
                                  int64_t workspace_floats, const Stream& stream);
@@ -47,4 +48,6 @@ void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s,
 // x: (N, C, H, W) -> col: (N, C·R·S, P·Q); col: (N, C·R·S, P·Q) -> dx: (N, C, H, W), overwritten.
 void im2col(const float* x, float* col, const Conv2dShape& s, const Stream& stream);
 void im2col(const cpu::bf16* x, cpu::bf16* col, const Conv2dShape& s, const Stream& stream);
-void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream);
+// `round_bf16`: each dx rounded to bf16 values as it is written.
+void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& stream,
+            bool round_bf16 = false);

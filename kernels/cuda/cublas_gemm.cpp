@@ -90,10 +90,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // The same three products as dense.cu, through cuBLAS, on operands of type T.
 template <class T>
 void forward(const T* x, const T* w, const float* b, float* y, int64_t N, int64_t in,
-             int64_t out, const Stream& stream, bool relu) {
+             int64_t out, const Stream& stream, bool relu, bool round_bf16) {
   check_dense("dense_forward", N, in, out);
   gemm(false, true, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out, stream);  // y = x · Wᵀ
-  brigade::cuda::add_bias_rows(y, b, N, out, relu, stream);
+  brigade::cuda::add_bias_rows(y, b, N, out, relu, stream, round_bf16);
 }
 
 template <class T>
@@ -113,11 +113,11 @@ void backward_weight(const T* x, const T* dy, float* dw, int64_t N, int64_t in, 
 
 void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
                    int64_t in, int64_t out, const Stream& stream, bool relu) {
-  forward(x, w, b, y, N, in, out, stream, relu);
+  forward(x, w, b, y, N, in, out, stream, relu, /*round_bf16=*/false);
 }
 void dense_forward(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y, int64_t N,
-                   int64_t in, int64_t out, const Stream& stream, bool relu) {
-  forward(x, w, b, y, N, in, out, stream, relu);
+                   int64_t in, int64_t out, const Stream& stream, bool relu, bool round_bf16) {
+  forward(x, w, b, y, N, in, out, stream, relu, round_bf16);
 }
 
 void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, int64_t in,

@@ -17,15 +17,16 @@
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
 __global__ void add_bias_rows_kernel(float* y /* (rows, cols) */, const float* b /* (cols) */,
-                                     int64_t rows, int64_t cols, bool relu) {
+                                     int64_t rows, int64_t cols, bool relu, bool round_bf16) {
   for (int64_t i = grid_first(); i < rows * cols; i += grid_stride()) {
     float v = y[i] + (b ? b[i % cols] : 0.0f);
-    y[i] = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
+    y[i] = bf16_value_if(round_bf16, relu && v <= 0.0f ? 0.0f : v);  // NaN stays NaN
   }
 }
 
@@ -47,11 +48,12 @@ void check_dense(const char* op, int64_t N, int64_t in, int64_t out) {
 }  // namespace
 
 void add_bias_rows(float* y, const float* b, int64_t rows, int64_t cols, bool relu,
-                   const Stream& stream) {
+                   const Stream& stream, bool round_bf16) {
   BRIGADE_CHECK(rows >= 0 && cols >= 1, "add_bias_rows: invalid shape (" << rows << ", " << cols << ")");
-  if (rows == 0 || (b == nullptr && !relu)) return;  // nothing to do
+  if (rows == 0 || (b == nullptr && !relu && !round_bf16)) return;  // nothing to do
   BRIGADE_LAUNCH(add_bias_rows_kernel, elementwise_blocks(rows * cols), kElementwiseBlock, 0,
-                 stream, BRIGADE_EXTENT(y, rows * cols), BRIGADE_EXTENT(b, cols), rows, cols, relu);
+                 stream, BRIGADE_EXTENT(y, rows * cols), BRIGADE_EXTENT(b, cols), rows, cols, relu,
+                 round_bf16);
 }
 
 void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t N,
@@ -75,17 +77,18 @@ void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N
 }
 
 void dense_forward_bf16(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y,
-                        int64_t N, int64_t in, int64_t out, const Stream& stream, bool relu) {
+                        int64_t N, int64_t in, int64_t out, const Stream& stream, bool relu,
+                        bool round_bf16) {
   check_dense("dense_forward_bf16", N, in, out);
   gemm_mma_bf16(false, true, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out, GemmBatch{},
-                GemmEpilogue{b, /*bias_per_row=*/false, relu}, stream);
+                GemmEpilogue{b, /*bias_per_row=*/false, relu, round_bf16}, stream);
 }
 
 void dense_backward_data_bf16(const cpu::bf16* dy, const cpu::bf16* w, float* dx, int64_t N,
-                              int64_t in, int64_t out, const Stream& stream) {
+                              int64_t in, int64_t out, const Stream& stream, bool round_bf16) {
   check_dense("dense_backward_data_bf16", N, in, out);
   gemm_mma_bf16(false, false, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, GemmBatch{},
-                GemmEpilogue{}, stream);
+                GemmEpilogue{nullptr, false, false, round_bf16}, stream);
 }
 
 void dense_backward_weight_bf16(const cpu::bf16* x, const cpu::bf16* dy, float* dw, int64_t N,

@@ -15,6 +15,7 @@
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
@@ -23,19 +24,20 @@ __global__ void dropout_kernel(const float* x /* (batch, per_sample) */,
                                float* y /* (batch, per_sample) */, int64_t total,
                                int64_t per_sample, int64_t sample_offset, float rate,
                                float scale, DropoutKey key,
-                               const uint32_t* step_on_device /* (1) or null */) {
+                               const uint32_t* step_on_device /* (1) or null */,
+                               bool round_bf16) {
   if (step_on_device != nullptr) key.step = *step_on_device;
   for (int64_t i = grid_first(); i < total; i += grid_stride()) {
     const int64_t b = i / per_sample, e = i % per_sample;
     const bool keep = dropout_keep(key, static_cast<uint32_t>(sample_offset + b),
                                    static_cast<uint32_t>(e), rate);
-    y[i] = keep ? x[i] * scale : 0.0f;
+    y[i] = keep ? bf16_value_if(round_bf16, x[i] * scale) : 0.0f;
   }
 }
 
 void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample,
                      int64_t sample_offset, float rate, const DropoutKey& key,
-                     const uint32_t* step_on_device, const Stream& stream) {
+                     const uint32_t* step_on_device, const Stream& stream, bool round_bf16) {
   BRIGADE_CHECK(batch >= 0 && per_sample >= 0 && sample_offset >= 0,
                 "dropout: invalid sizes batch " << batch << ", per_sample " << per_sample
                                                 << ", sample_offset " << sample_offset);
@@ -47,14 +49,14 @@ void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample
   BRIGADE_LAUNCH(dropout_kernel, elementwise_blocks(total), kElementwiseBlock, 0, stream,
                  BRIGADE_EXTENT(x, total), BRIGADE_EXTENT(y, total), total, per_sample,
                  sample_offset, rate, scale, key,
-                 BRIGADE_EXTENT(step_on_device, step_on_device != nullptr ? 1 : 0));
+                 BRIGADE_EXTENT(step_on_device, step_on_device != nullptr ? 1 : 0), round_bf16);
 }
 
 void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,
                       int64_t sample_offset, float rate, const DropoutKey& key,
-                      const uint32_t* step_on_device, const Stream& stream) {
-  dropout_forward(dy, dx, batch, per_sample, sample_offset, rate, key, step_on_device,
-                  stream);  // the same mask
+                      const uint32_t* step_on_device, const Stream& stream, bool round_bf16) {
+  dropout_forward(dy, dx, batch, per_sample, sample_offset, rate, key, step_on_device, stream,
+                  round_bf16);  // the same mask
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -10,10 +10,13 @@
 // x. Throws unless 0 <= rate < 1. `step_on_device`: null, or one word in device memory that
 // the kernel reads key.step from instead (a CUDA graph replayed at every step reads the
 // step's number there, written before the launch: pipeline/runtime/device_graphs.h).
+// `round_bf16`: each y rounded to bf16 values as it is written (bf16_bits.cuh).
 void dropout_forward(const float* x, float* y, int64_t batch, int64_t per_sample,
                      int64_t sample_offset, float rate, const DropoutKey& key,
-                     const uint32_t* step_on_device, const Stream& stream);
+                     const uint32_t* step_on_device, const Stream& stream,
+                     bool round_bf16 = false);
 // dy, dx: (batch, per_sample); the forward's mask, recomputed.
 void dropout_backward(const float* dy, float* dx, int64_t batch, int64_t per_sample,
                       int64_t sample_offset, float rate, const DropoutKey& key,
-                      const uint32_t* step_on_device, const Stream& stream);
+                      const uint32_t* step_on_device, const Stream& stream,
+                      bool round_bf16 = false);

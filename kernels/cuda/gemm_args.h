@@ -20,12 +20,14 @@ struct GemmBatch {
 
 // Applied to v = alpha · (sum) + beta · C before it is stored: + bias[i] (bias_per_row) or
 // + bias[j] for element (i, j) of C when bias is not null, then max(v, 0) when relu (a NaN
-// stays NaN). The bias and the activation of a layer, fused into its GEMM: no second pass
-// over the output.
+// stays NaN), then v rounded to bf16 values when round_bf16 (bf16_bits.cuh: precision bf16's
+// layer boundary, kernels/ops.h's Bf16Rounding). The bias, the activation and the boundary of
+// a layer, fused into its GEMM: no second pass over the output.
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool bias_per_row = false;
   bool relu = false;
+  bool round_bf16 = false;
 };
 
 }  // namespace brigade

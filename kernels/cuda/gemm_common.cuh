@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/gemm_args.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
@@ -71,15 +72,16 @@ inline bool gemm_fits_int32(const GemmExtents& e, int64_t scratch, int64_t M, in
 }
 
 // Element (r, c) of C stored: v = alpha · sum + beta · C (C not read when beta is 0), plus
-// bias[r] or bias[c], then ReLU (a NaN stays NaN). gemm_args.h's epilogue.
+// bias[r] or bias[c], then ReLU (a NaN stays NaN), then the rounding to bf16 values.
+// gemm_args.h's epilogue.
 template <class Index>
 __device__ __forceinline__ void gemm_store(float* out, float sum, float alpha, float beta,
                                            const float* bias, bool bias_per_row, bool relu,
-                                           Index r, Index c) {
+                                           bool round_bf16, Index r, Index c) {
   float v = alpha * sum;
   if (beta != 0.0f) v += beta * *out;  // beta 0: C is not read
   if (bias != nullptr) v += bias[bias_per_row ? r : c];
-  *out = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN
+  *out = bf16_value_if(round_bf16, relu && v <= 0.0f ? 0.0f : v);  // NaN stays NaN
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

@@ -94,7 +94,7 @@ struct MmaLaunch {
   Index stride_a, stride_b, stride_c, batches;
   float alpha, beta;
   bool trans_a, trans_b, summed;
-  bool bias_per_row, relu;
+  bool bias_per_row, relu, round_bf16;
 };
 
 // The bits of element (r, c) of a stored row-major (rows, cols) bf16 matrix m; 0 outside.
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(128)
         const Index c = col0 + warp_col + ni * kMmaN + 2 * quad + i % 2;
         if (r < g.M && c < g.N)
           gemm_store(c_product + r * g.ldc + c, acc[mi][ni][i], g.alpha, g.beta, bias,
-                     g.bias_per_row, g.relu, r, c);
+                     g.bias_per_row, g.relu, g.round_bf16, r, c);
       }
 }
 
@@ -233,7 +233,7 @@ void launch_gemm_mma(const MmaLaunch<int64_t>& w, dim3 grid, const cpu::bf16* A,
   const MmaLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                            n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                            w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
-                           w.bias_per_row, w.relu};
+                           w.bias_per_row, w.relu, w.round_bf16};
   BRIGADE_LAUNCH(gemm_mma_kernel<Index>, grid, kMmaThreads, 0, stream, g,
                  BRIGADE_EXTENT(A, e.a), BRIGADE_EXTENT(B, e.b), BRIGADE_EXTENT(C, e.c),
                  BRIGADE_EXTENT(bias, e.bias));
@@ -251,7 +251,8 @@ void gemm_mma_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
   const MmaLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
                                 batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
-                                batch.summed, epilogue.bias_per_row, epilogue.relu};
+                                batch.summed, epilogue.bias_per_row, epilogue.relu,
+                                epilogue.round_bf16};
   const dim3 grid(static_cast<unsigned>((N + kMmaBlockN - 1) / kMmaBlockN),
                   static_cast<unsigned>((M + kMmaBlockM - 1) / kMmaBlockM),
                   static_cast<unsigned>(grid_z));

@@ -124,7 +124,7 @@ struct GemmLaunch {
   float alpha, beta;
   bool trans_a, trans_b, summed;
   bool vector_a, vector_b;  // float4 loads allowed for A, B (see vector_loads_allowed)
-  bool bias_per_row, relu;
+  bool bias_per_row, relu, round_bf16;
   // Split-K (gemm_split_k): `splits` blocks per tile of C, blockIdx.z = product · splits +
   // split. With splits > 1, `partials` holds (splits, grid products, M, N) raw sums and
   // `tickets` one counter per tile (zero between launches); both unused otherwise.
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(256)
   float* c_product = C + product * g.stride_c;
   for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
     gemm_store(c_product + r * g.ldc + c, acc[i][j], g.alpha, g.beta, bias, g.bias_per_row,
-               g.relu, r, c);
+               g.relu, g.round_bf16, r, c);
   });
 }
 
@@ -383,7 +383,8 @@ void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A,
   const GemmLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                             n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                             w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
-                            w.vector_a, w.vector_b, w.bias_per_row, w.relu, n(w.splits)};
+                            w.vector_a, w.vector_b, w.bias_per_row, w.relu, w.round_bf16,
+                            n(w.splits)};
   [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   BRIGADE_LAUNCH(gemm_tiled_kernel<Index>, grid, kThreads, 0, stream, g,
                  BRIGADE_EXTENT(A, a_extent), BRIGADE_EXTENT(B, b_extent),
@@ -409,7 +410,8 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
                                  batch.summed,
                                  vector_loads_allowed(A, lda, batch.stride_a, batch.count),
                                  vector_loads_allowed(B, ldb, batch.stride_b, batch.count),
-                                 epilogue.bias_per_row, epilogue.relu, splits};
+                                 epilogue.bias_per_row, epilogue.relu, epilogue.round_bf16,
+                                 splits};
   const dim3 grid(static_cast<unsigned>((N + kBlockN - 1) / kBlockN),
                   static_cast<unsigned>((M + kBlockM - 1) / kBlockM),
                   static_cast<unsigned>(grid_z * splits));

@@ -22,6 +22,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/window_sizes.cuh"
@@ -69,7 +70,8 @@ __device__ __forceinline__ Index first_window(Index h, Index pad, Index window, 
 template <class Index>
 __global__ void maxpool2d_backward_kernel(const float* dy /* (N, C, P, Q) */,
                                           const int32_t* argmax /* (N, C, P, Q) */,
-                                          float* dx /* (N, C, H, W) */, Pool2dShape shape) {
+                                          float* dx /* (N, C, H, W) */, Pool2dShape shape,
+                                          bool round_bf16) {
   const WindowSizes<Index> s(shape);
   const Index inputs = s.N * s.C * s.H * s.W;
   for (Index i = grid_first<Index>(); i < inputs; i += grid_stride<Index>()) {
@@ -85,7 +87,7 @@ __global__ void maxpool2d_backward_kernel(const float* dy /* (N, C, P, Q) */,
         const Index o = (plane * s.P + p) * s.Q + q;
         if (argmax[o] == me) acc += dy[o];
       }
-    dx[i] = acc;
+    dx[i] = bf16_value_if(round_bf16, acc);
   }
 }
 
@@ -117,12 +119,13 @@ void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dSh
 }
 
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx, const Pool2dShape& s,
-                        const Stream& stream) {
+                        const Stream& stream, bool round_bf16) {
   check_pool("maxpool2d_backward", s);
   with_index_type(std::max(s.x_size(), s.y_size()), [&](auto index) {
     BRIGADE_LAUNCH(maxpool2d_backward_kernel<decltype(index)>, elementwise_blocks(s.x_size()),
                    kElementwiseBlock, 0, stream, BRIGADE_EXTENT(dy, s.y_size()),
-                   BRIGADE_EXTENT(argmax, s.y_size()), BRIGADE_EXTENT(dx, s.x_size()), s);
+                   BRIGADE_EXTENT(argmax, s.y_size()), BRIGADE_EXTENT(dx, s.x_size()), s,
+                   round_bf16);
   });
 }
 

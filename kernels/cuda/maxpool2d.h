@@ -9,6 +9,7 @@
 // x: (N, C, H, W)  y, argmax: (N, C, P, Q)
 void maxpool2d_forward(const float* x, float* y, int32_t* argmax, const Pool2dShape& s,
                        const Stream& stream);
-// dy, argmax: (N, C, P, Q)  dx: (N, C, H, W), overwritten
+// dy, argmax: (N, C, P, Q)  dx: (N, C, H, W), overwritten; with `round_bf16`, each dx (a sum of
+// the dy its windows chose) rounded to bf16 values as it is written (bf16_bits.cuh).
 void maxpool2d_backward(const float* dy, const int32_t* argmax, float* dx,
-                        const Pool2dShape& s, const Stream& stream);
+                        const Pool2dShape& s, const Stream& stream, bool round_bf16 = false);

@@ -5,6 +5,7 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launchers.h"
 
@@ -16,8 +17,9 @@ __global__ void relu_forward_kernel(const float* x /* (n) */, float* y /* (n) */
 }
 
 __global__ void relu_backward_kernel(const float* y /* (n) */, const float* dy /* (n) */,
-                                     float* dx /* (n) */, int64_t n) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+                                     float* dx /* (n) */, int64_t n, bool round_bf16) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride())
+    dx[i] = y[i] > 0.0f ? bf16_value_if(round_bf16, dy[i]) : 0.0f;
 }
 
 void relu_forward(const float* x, float* y, int64_t n, const Stream& stream) {
@@ -27,11 +29,13 @@ void relu_forward(const float* x, float* y, int64_t n, const Stream& stream) {
                  BRIGADE_EXTENT(x, n), BRIGADE_EXTENT(y, n), n);
 }
 
-void relu_backward(const float* y, const float* dy, float* dx, int64_t n, const Stream& stream) {
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, const Stream& stream,
+                   bool round_bf16) {
   BRIGADE_CHECK(n >= 0, "relu_backward: n = " << n << " is negative");
   if (n == 0) return;
   BRIGADE_LAUNCH(relu_backward_kernel, elementwise_blocks(n), kElementwiseBlock, 0, stream,
-                 BRIGADE_EXTENT(y, n), BRIGADE_EXTENT(dy, n), BRIGADE_EXTENT(dx, n), n);
+                 BRIGADE_EXTENT(y, n), BRIGADE_EXTENT(dy, n), BRIGADE_EXTENT(dx, n), n,
+                 round_bf16);
 }
 
 }  // namespace brigade::BRIGADE_KERNEL_NAMESPACE

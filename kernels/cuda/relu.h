@@ -6,5 +6,7 @@
 
 // x, y: (n); y may alias x. y = max(x, 0).
 void relu_forward(const float* x, float* y, int64_t n, const Stream& stream);
-// y, dy, dx: (n); dx may alias dy. dx = y > 0 ? dy : 0.
-void relu_backward(const float* y, const float* dy, float* dx, int64_t n, const Stream& stream);
+// y, dy, dx: (n); dx may alias dy. dx = y > 0 ? dy : 0; with `round_bf16`, dy rounded to bf16
+// values as it is written (bf16_bits.cuh).
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, const Stream& stream,
+                   bool round_bf16 = false);

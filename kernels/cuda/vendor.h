@@ -63,8 +63,10 @@ void dense_backward_data(const float* dy, const float* w, float* dx, int64_t N, 
 void dense_backward_weight(const float* x, const float* dy, float* dw, int64_t N, int64_t in,
                            int64_t out, const Stream& stream);
 // The same three in precision bf16: x, w and dy in bfloat16 storage; b, y, dx and dw float.
+// `round_bf16`: y rounded to bf16 values by add_bias_rows, which writes it after the GEMM.
 void dense_forward(const cpu::bf16* x, const cpu::bf16* w, const float* b, float* y, int64_t N,
-                   int64_t in, int64_t out, const Stream& stream, bool relu = false);
+                   int64_t in, int64_t out, const Stream& stream, bool relu = false,
+                   bool round_bf16 = false);
 void dense_backward_data(const cpu::bf16* dy, const cpu::bf16* w, float* dx, int64_t N,
                          int64_t in, int64_t out, const Stream& stream);
 void dense_backward_weight(const cpu::bf16* x, const cpu::bf16* dy, float* dw, int64_t N,

@@ -23,18 +23,27 @@ Tensor detail::bf16_storage(const Tensor& t, const Stream& stream) {
   return t.dtype() == DType::bfloat16 ? t : narrow_to_bf16(t, stream);
 }
 
-void detail::check_weights(const char* op, const Tensor& w, const Stream& stream) {
-  if (w.defined() && w.dtype() == DType::bfloat16) {
+void detail::check_gemm_operand(const char* op, const char* name, const Tensor& t,
+                                const Stream& stream) {
+  if (t.defined() && t.dtype() == DType::bfloat16) {
     BRIGADE_CHECK(precision() == Precision::bf16 && stream.device().is_cuda(),
-                  op << ": w " << w.str() << " in bfloat16 storage is for precision bf16 on a "
-                     << "GPU; here the precision is " << precision_name(precision())
-                     << " on " << stream.device());
-    BRIGADE_CHECK(w.device() == stream.device(), op << ": w " << w.str()
+                  op << ": " << name << " " << t.str() << " in bfloat16 storage is for "
+                     << "precision bf16 on a GPU; here the precision is "
+                     << precision_name(precision()) << " on " << stream.device());
+    BRIGADE_CHECK(t.device() == stream.device(), op << ": " << name << " " << t.str()
                                                     << " is not on the stream's device "
                                                     << stream.str());
     return;
   }
-  check_operands(op, stream, {{"w", &w}});
+  check_operands(op, stream, {{name, &t}});
+}
+
+void detail::check_dy_gemm(const char* op, const Tensor& dy_gemm, const Tensor& dy,
+                           const Stream& stream) {
+  if (!dy_gemm.defined()) return;
+  check_gemm_operand(op, "dy_gemm", dy_gemm, stream);
+  BRIGADE_CHECK(dy_gemm.shape() == dy.shape(), op << ": dy_gemm " << dy_gemm.shape()
+                                                  << " is not dy's shape " << dy.shape());
 }
 
 Tensor round_to_bf16(const Tensor& x, const Tensor& out, const Stream& stream) {

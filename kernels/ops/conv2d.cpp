@@ -4,9 +4,10 @@
 // as kernels/cuda/path.h's setting says at each call). In precision bf16 the hand-written path
 // narrows x, w and dy to bfloat16 storage (narrow_to_bf16) for its bf16 passes (im2col in bf16,
 // gemm_mma_bf16 on tensor cores); cuDNN runs in fp32 on operands rounded to bf16 values on the
-// device (detail::bf16_operand), for the reason below. The weights may come in either form
-// already (conv2d_weights: a layer makes them once for a micro-batch's forward and
-// backward-data); each path takes the other's too.
+// device (detail::bf16_operand), for the reason below. Each operand may come in either form
+// already (conv2d_weights, conv2d_operand: a layer makes its weights, its input and its output
+// gradient once for the two passes of a micro-batch that read each); each path takes the
+// other's too.
 //
 // Why cuDNN gets bf16 values in float rather than bfloat16 tensors: its legacy convolution API
 // takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
@@ -67,11 +68,12 @@ int64_t hand_written_floats(size_t bytes) { return static_cast<int64_t>(bytes / 
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& a,
-                      bool relu, const Stream& stream) {
+                      bool relu, const Stream& stream, Bf16Rounding round) {
   detail::check_math_mode("conv2d_forward", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_forward", stream, {{"x", &x}, {"b", &b}});
-  detail::check_weights("conv2d_forward", w, stream);
+  detail::check_operands("conv2d_forward", stream, {{"b", &b}});
+  detail::check_gemm_operand("conv2d_forward", "x", x, stream);
+  detail::check_gemm_operand("conv2d_forward", "w", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_forward", x.shape(), w.shape(), a);
   detail::check_bias("conv2d_forward", b, s.K);
   Tensor y = Tensor::empty(Shape({s.N, s.K, s.P, s.Q}), stream);  // (N, K, P, Q)
@@ -86,14 +88,15 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &w, &b, &y});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);        // (N, C, H, W) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);  // (N, C, H, W) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const bool rounds = round == Bf16Rounding::fused;
       cuda::conv2d_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
                                 y.data<float>(), s, ws.data<float>(), hand_written_floats(bytes),
-                                stream, relu);
-      return y;
+                                stream, relu, rounds);
+      return detail::rounded_if(rounds, y);
     }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
@@ -113,11 +116,12 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
 }
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
-                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x) {
+                            const Conv2dArgs& a, const Stream& stream, const Tensor& relu_x,
+                            Bf16Rounding round) {
   detail::check_math_mode("conv2d_backward_data", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_backward_data", stream, {{"dy", &dy}});
-  detail::check_weights("conv2d_backward_data", w, stream);
+  detail::check_gemm_operand("conv2d_backward_data", "dy", dy, stream);
+  detail::check_gemm_operand("conv2d_backward_data", "w", w, stream);
   const Conv2dShape s = conv2d_shape("conv2d_backward_data", x_shape, w.shape(), a);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
                 "conv2d_backward_data: dy " << dy.shape() << " is not the output shape "
@@ -142,15 +146,17 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&dy, &w, &dx});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor dyh = narrow_to_bf16(dy, stream);      // (N, K, P, Q) bfloat16
-      const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
+      const Tensor dyh = detail::bf16_storage(dy, stream);  // (N, K, P, Q) bfloat16
+      const Tensor wh = detail::bf16_storage(w, stream);    // (K, C, R, S) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const bool rounds = round == Bf16Rounding::fused;  // in col2im
       cuda::conv2d_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
                                       dx.data<float>(), s, ws.data<float>(),
-                                      hand_written_floats(bytes), stream);
-      if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
-      return dx;
+                                      hand_written_floats(bytes), stream, rounds);
+      // A mask of bf16 values: bf16 values, and the mask's result says so.
+      const Tensor d = detail::rounded_if(rounds, dx);
+      return relu_x.defined() ? relu_backward(relu_x, d, stream) : d;  // a second kernel
     }
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
@@ -162,7 +168,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     else
       cuda::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
                                  ws.data<float>(), hand_written_floats(bytes), stream);
-    if (relu_x.defined()) return relu_backward(relu_x, dx, stream);  // a second kernel
+    // A second kernel, hand-written: it rounds as it masks when asked.
+    if (relu_x.defined()) return relu_backward(relu_x, dx, stream, round);
 #else
     detail::no_kernel("conv2d_backward_data", stream.device());
 #endif
@@ -170,21 +177,37 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   return dx;
 }
 
-Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
-  detail::check_operands("conv2d_weights", stream, {{"w", &w}});
-  if (precision() == Precision::fp32 || stream.device().is_cpu()) return w;
+namespace {
+// conv2d_weights and conv2d_operand: t as the passes read it on the stream's device and path.
+Tensor conv2d_gemm_form(const char* op, const char* name, const Tensor& t,
+                        const Stream& stream) {
+  detail::check_operands(op, stream, {{name, &t}});
+  if (precision() == Precision::fp32 || stream.device().is_cpu()) return t;
 #if defined(BRIGADE_HAVE_CUDA)
-  if (vendor()) return detail::bf16_operand(w, true, stream);  // float32 bf16 values for cuDNN
+  if (vendor()) return detail::bf16_operand(t, true, stream);  // float32 bf16 values for cuDNN
 #endif
-  return narrow_to_bf16(w, stream);  // bfloat16 for the tensor cores
+  return narrow_to_bf16(t, stream);  // bfloat16 for the tensor cores
+}
+}  // namespace
+
+Tensor conv2d_weights(const Tensor& w, const Stream& stream) {
+  return conv2d_gemm_form("conv2d_weights", "w", w, stream);
+}
+
+Tensor conv2d_operand(const Tensor& t, const Stream& stream) {
+  return conv2d_gemm_form("conv2d_operand", "t", t, stream);
 }
 
 void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                            const Tensor& db, const Conv2dArgs& a, const Stream& stream) {
+                            const Tensor& db, const Conv2dArgs& a, const Stream& stream,
+                            const Tensor& dy_gemm) {
   detail::check_math_mode("conv2d_backward_params", stream);
   const bool bf16 = precision() == Precision::bf16;
-  detail::check_operands("conv2d_backward_params", stream, {{"x", &x}, {"dy", &dy}, {"dw", &dw},
+  detail::check_operands("conv2d_backward_params", stream, {{"dy", &dy}, {"dw", &dw},
                                                     {"db", &db}});
+  detail::check_gemm_operand("conv2d_backward_params", "x", x, stream);
+  detail::check_dy_gemm("conv2d_backward_params", dy_gemm, dy, stream);
+  const Tensor& dg = dy_gemm.defined() ? dy_gemm : dy;  // what the filter gradient reads
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
   detail::check_bias("conv2d_backward_params", db, s.K);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -202,10 +225,10 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
     });
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
-    detail::on_cuda(stream, {&x, &dy, &dw, &db});
+    detail::on_cuda(stream, {&x, &dy, &dw, &db, &dy_gemm});
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
-      const Tensor xh = narrow_to_bf16(x, stream);    // (N, C, H, W) bfloat16
-      const Tensor dyh = narrow_to_bf16(dy, stream);  // (N, K, P, Q) bfloat16
+      const Tensor xh = detail::bf16_storage(x, stream);   // (N, C, H, W) bfloat16
+      const Tensor dyh = detail::bf16_storage(dg, stream);  // (N, K, P, Q) bfloat16
       size_t bytes = 0;
       const Tensor ws = cuda_workspace(s, stream, &bytes);
       cuda::conv2d_backward_filter_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),
@@ -216,7 +239,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
       return;
     }
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
-    const Tensor dyo = detail::bf16_operand(dy, bf16, stream);
+    const Tensor dyo = detail::bf16_operand(dg, bf16, stream);
     size_t bytes = 0;
     const Tensor ws = cuda_workspace(s, stream, &bytes);
     if (vendor()) {

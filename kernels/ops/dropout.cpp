@@ -17,7 +17,8 @@ namespace brigade::ops {
 namespace {
 // Forward and backward apply the same mask and scale: one function serves both.
 Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutKey& key,
-                     int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
+                     int64_t sample_offset, const Stream& stream, const Tensor& step_word,
+                     Bf16Rounding round) {
   detail::check_operands(op, stream, {{"x", &x}});
   BRIGADE_CHECK(!step_word.defined() ||
                     (stream.device().is_cuda() && step_word.device() == stream.device() &&
@@ -49,7 +50,8 @@ Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutK
                           rate, key,
                           step_word.defined() ? static_cast<const uint32_t*>(step_word.storage()->data())
                                               : nullptr,
-                          stream);
+                          stream, round == Bf16Rounding::fused);
+    return detail::rounded_if(round == Bf16Rounding::fused, y);
 #else
     detail::no_kernel(op, stream.device());
 #endif
@@ -59,13 +61,16 @@ Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutK
 }  // namespace
 
 Tensor dropout_forward(const Tensor& x, float rate, const DropoutKey& key,
-                       int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
-  return dropout_apply("dropout_forward", x, rate, key, sample_offset, stream, step_word);
+                       int64_t sample_offset, const Stream& stream, const Tensor& step_word,
+                       Bf16Rounding round) {
+  return dropout_apply("dropout_forward", x, rate, key, sample_offset, stream, step_word, round);
 }
 
 Tensor dropout_backward(const Tensor& dy, float rate, const DropoutKey& key,
-                        int64_t sample_offset, const Stream& stream, const Tensor& step_word) {
-  return dropout_apply("dropout_backward", dy, rate, key, sample_offset, stream, step_word);
+                        int64_t sample_offset, const Stream& stream, const Tensor& step_word,
+                        Bf16Rounding round) {
+  return dropout_apply("dropout_backward", dy, rate, key, sample_offset, stream, step_word,
+                       round);
 }
 
 }  // namespace brigade::ops

@@ -64,7 +64,7 @@ PoolResult maxpool2d_forward(const Tensor& x, const Pool2dArgs& a, const Stream&
 }
 
 Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dArgs& a,
-                          const Stream& stream, const Tensor& relu_y) {
+                          const Stream& stream, const Tensor& relu_y, Bf16Rounding round) {
   detail::check_operands("maxpool2d_backward", stream, {{"dy", &dy}});
   const Pool2dShape s = pool_shape("maxpool2d_backward", fwd.x_shape, a);
   const Shape out({s.N, s.C, s.P, s.Q});
@@ -92,8 +92,10 @@ Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dA
     const Tensor g = relu_y.defined() ? relu_backward(relu_y, dy, stream) : dy;
     detail::on_cuda(stream, {&g, &fwd.x, &fwd.y, &fwd.argmax, &dx});
     if (fwd.argmax.defined()) {  // the forward ran the hand-written kernel
+      const bool rounds = round == Bf16Rounding::fused;
       cuda::maxpool2d_backward(g.data<float>(), detail::int32_data(fwd.argmax), dx.data<float>(), s,
-                               stream);
+                               stream, rounds);
+      return detail::rounded_if(rounds, dx);
     } else {
       BRIGADE_CHECK(fwd.x.defined() && fwd.y.defined(),
                     "maxpool2d_backward: the forward kept neither an argmax nor x and y");

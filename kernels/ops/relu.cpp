@@ -32,7 +32,8 @@ Tensor relu_forward(const Tensor& x, const Stream& stream) {
   return x.holds_bf16_values() ? y.marked_bf16_values() : y;
 }
 
-Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream) {
+Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream,
+                     Bf16Rounding round) {
   detail::check_operands("relu_backward", stream, {{"y", &y}, {"dy", &dy}});
   detail::check_same_shape("relu_backward", "y", y, "dy", dy);
   Tensor dx = Tensor::empty(y.shape(), stream);
@@ -43,7 +44,10 @@ Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream) {
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&y, &dy, &dx});
-    cuda::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel(), stream);
+    const bool rounds = round == Bf16Rounding::fused;
+    cuda::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel(), stream,
+                        rounds);
+    if (rounds) return dx.marked_bf16_values();
 #else
     detail::no_kernel("relu_backward", stream.device());
 #endif

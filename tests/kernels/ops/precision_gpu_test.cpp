@@ -4,7 +4,9 @@
 // float-sum tolerance of tests/kernels/cpu/check.h, which fp32 operands miss by orders of
 // magnitude); on emulated GPUs, that the vendor path's Dense runs cuBLAS's bf16 GEMM
 // (cublasGemmEx) and not SGEMM, and that its Conv2D gives the same bits in math mode tf32 (a
-// bf16 value is exact in TF32); and the bf16 value ops bit for bit with the CPU's.
+// bf16 value is exact in TF32); that the weights and the inputs a layer makes once for two
+// passes (ops::dense_weights, dense_operand, conv2d_weights, conv2d_operand) give those passes the
+// bits of the plain tensors; and the bf16 value ops bit for bit with the CPU's.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -21,6 +23,7 @@
 #include "tests/kernels/cpu/check.h"
 #include "tests/kernels/ops/wave.h"
 #include "tests/support/error_text.h"
+#include "tests/support/precision_for.h"
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include "kernels/emu/cudart/include/cuda_emulation.h"
@@ -28,19 +31,6 @@
 
 namespace brigade::ops {
 namespace {
-
-// The process's precision and CUDA path for one test, as they were after it.
-struct Bf16On {
-  CudaPath before = cuda_path();
-  explicit Bf16On(CudaPath p) {
-    set_cuda_path(p);
-    set_precision(Precision::bf16);
-  }
-  ~Bf16On() {
-    set_precision(Precision::fp32);
-    set_cuda_path(before);
-  }
-};
 
 using brigade::testing::wave;
 using test::abs_of;
@@ -91,7 +81,7 @@ void precision_gpu_dense(CudaPath path) {
   const Tensor b = Tensor::zeros(Shape({out}), g);
   const Tensor dy = Tensor::from_vector(dyv, Shape({N, out}), g);
   const Tensor dw = Tensor::zeros(Shape({out, in}), g), db = Tensor::zeros(Shape({out}), g);
-  Bf16On bf16(path);
+  const testing::Bf16OnPath bf16(path);
 #if defined(BRIGADE_CUDA_EMULATED)
   const emu::gpu::CallCounts before = emu::gpu::call_counts();
 #endif
@@ -145,7 +135,7 @@ void precision_gpu_conv(CudaPath path) {
   const Tensor b = Tensor::zeros(Shape({s.K}), g);
   const Tensor dy = Tensor::from_vector(dyv, Shape({s.N, s.K, s.P, s.Q}), g);
   const Tensor dw = Tensor::zeros(w_shape, g), db = Tensor::zeros(Shape({s.K}), g);
-  Bf16On bf16(path);
+  const testing::Bf16OnPath bf16(path);
   const std::vector<float> y = conv2d_forward(x, w, b, {1, Padding::same}, false, g).to_vector();
   const std::vector<float> dx =
       conv2d_backward_data(dy, w, x_shape, {1, Padding::same}, g).to_vector();
@@ -194,6 +184,29 @@ TEST_CASE("precision bf16 on a GPU: Conv2D's three products on bf16 operands, fl
 
 namespace {
 
+// The operands of precision_gpu_weights and precision_gpu_inputs on `g`: Dense's (N, in) ->
+// (N, out) and a valid 3x3 Conv2D's, wave()s.
+struct PrecisionGpuOperands {
+  explicit PrecisionGpuOperands(const Stream& g) {
+    const auto make = [&](const Shape& shape, float f) {
+      return Tensor::from_vector(wave(shape.numel(), f), shape, g);
+    };
+    x = make(Shape({N, in}), 0.29f);
+    w = make(Shape({out, in}), 0.13f);
+    b = make(Shape({out}), 0.5f);
+    dy = make(Shape({N, out}), 0.61f);
+    cx = make(cx_shape, 0.31f);
+    cw = make(Shape({s.K, s.C, s.R, s.S}), 0.17f);
+    cb = make(Shape({s.K}), 0.43f);
+    cdy = make(Shape({s.N, s.K, s.P, s.Q}), 0.37f);
+  }
+  static constexpr int64_t N = 3, in = 19, out = 7;
+  const Conv2dShape s = make_conv2d_shape(2, 3, 5, 5, 4, 3, 3, 1, Padding::valid);
+  const Shape cx_shape = Shape({s.N, s.C, s.H, s.W});
+  Tensor x, w, b, dy;      // Dense: (N, in), (out, in), (out), (N, out)
+  Tensor cx, cw, cb, cdy;  // Conv2D: (N, C, H, W), (K, C, R, S), (K), (N, K, P, Q)
+};
+
 // The weights a layer makes once for a micro-batch's forward and backward-data
 // (ops::dense_weights, conv2d_weights) give both passes the bits of the weights themselves, on
 // `path`; and the other path's form too. Emulated GPUs: one launch fewer for the pair.
@@ -202,20 +215,12 @@ void precision_gpu_weights(CudaPath path) {
   CAPTURE(path_name);
   const CudaPath other = path == CudaPath::vendor ? CudaPath::handwritten : CudaPath::vendor;
   const Stream g = Stream::default_for(Device::cuda(0));
-  const int64_t N = 3, in = 19, out = 7;
-  const Tensor x = Tensor::from_vector(wave(N * in, 0.29f), Shape({N, in}), g);
-  const Tensor w = Tensor::from_vector(wave(out * in, 0.13f), Shape({out, in}), g);
-  const Tensor b = Tensor::from_vector(wave(out, 0.5f), Shape({out}), g);
-  const Tensor dy = Tensor::from_vector(wave(N * out, 0.61f), Shape({N, out}), g);
-  const Conv2dShape s = make_conv2d_shape(2, 3, 5, 5, 4, 3, 3, 1, Padding::valid);
-  const Shape cx_shape({s.N, s.C, s.H, s.W}), cw_shape({s.K, s.C, s.R, s.S});
-  const Tensor cx = Tensor::from_vector(wave(cx_shape.numel(), 0.31f), cx_shape, g);
-  const Tensor cw = Tensor::from_vector(wave(cw_shape.numel(), 0.17f), cw_shape, g);
-  const Tensor cb = Tensor::from_vector(wave(s.K, 0.43f), Shape({s.K}), g);
-  const Tensor cdy = Tensor::from_vector(wave(s.N * s.K * s.P * s.Q, 0.37f),
-                                         Shape({s.N, s.K, s.P, s.Q}), g);
+  const PrecisionGpuOperands o(g);
+  const Tensor &x = o.x, &w = o.w, &b = o.b, &dy = o.dy, &cx = o.cx, &cw = o.cw, &cb = o.cb,
+               &cdy = o.cdy;
+  const Shape& cx_shape = o.cx_shape;
   const Conv2dArgs a{};
-  Bf16On bf16(path);
+  const testing::Bf16OnPath bf16(path);
   // Dense's and Conv2D's forward and backward-data on the weights given.
   const auto passes = [&](const Tensor& dense_w, const Tensor& conv_w) {
     return std::vector<std::vector<float>>{
@@ -273,6 +278,81 @@ TEST_CASE("precision bf16 on a GPU: weights narrowed once for forward and backwa
   }
   for (const CudaPath path : {CudaPath::handwritten, CudaPath::vendor})
     precision_gpu_weights(path);
+}
+
+namespace {
+
+// The input and the output gradient a layer makes once for the two passes that read each
+// (ops::dense_operand, conv2d_operand: x for the forward and the weight gradient, dy for the
+// backward-data and the weight gradient) give those passes the bits of the plain tensors, on
+// `path`. Emulated GPUs: one launch fewer for each pair (x and dy are no bf16 values here, so
+// the vendor path's Conv2D rounds each once rather than twice).
+void precision_gpu_inputs(CudaPath path) {
+  const std::string path_name = cuda_path_name(path);
+  CAPTURE(path_name);
+  const Stream g = Stream::default_for(Device::cuda(0));
+  const PrecisionGpuOperands o(g);
+  const Tensor &x = o.x, &w = o.w, &b = o.b, &dy = o.dy, &cx = o.cx, &cw = o.cw, &cb = o.cb,
+               &cdy = o.cdy;
+  const Conv2dArgs a{};
+  const testing::Bf16OnPath bf16(path);
+  // Dense's and Conv2D's four passes on the inputs given, and (when defined) the output
+  // gradients' GEMM forms.
+  const auto passes = [&](const Tensor& dense_x, const Tensor& conv_x, const Tensor& dense_dy,
+                          const Tensor& conv_dy) {
+    const Tensor dw = Tensor::zeros(w.shape(), g), db = Tensor::zeros(b.shape(), g);
+    const Tensor cdw = Tensor::zeros(cw.shape(), g), cdb = Tensor::zeros(cb.shape(), g);
+    std::vector<std::vector<float>> r{
+        dense_forward(dense_x, w, b, true, g).to_vector(),
+        dense_backward_data(dense_dy.defined() ? dense_dy : dy, w, g).to_vector(),
+        conv2d_forward(conv_x, cw, cb, a, true, g).to_vector(),
+        conv2d_backward_data(conv_dy.defined() ? conv_dy : cdy, cw, o.cx_shape, a, g)
+            .to_vector()};
+    dense_backward_params(dense_x, dy, dw, db, g, dense_dy);
+    conv2d_backward_params(conv_x, cdy, cdw, cdb, a, g, conv_dy);
+    for (const Tensor& t : {dw, db, cdw, cdb}) r.push_back(t.to_vector());
+    return r;
+  };
+#if defined(BRIGADE_CUDA_EMULATED)
+  const emu::gpu::CallCounts before = emu::gpu::call_counts();
+#endif
+  const std::vector<std::vector<float>> want = passes(x, cx, Tensor(), Tensor());
+#if defined(BRIGADE_CUDA_EMULATED)
+  const uint64_t launches_each = precision_gpu_calls_since(before, "cudaLaunchKernel");
+  const emu::gpu::CallCounts between = emu::gpu::call_counts();
+#endif
+  const Tensor dense_x = dense_operand(x, g), conv_x = conv2d_operand(cx, g);
+  const std::vector<std::vector<float>> got =
+      passes(dense_x, conv_x, dense_operand(dy, g), conv2d_operand(cdy, g));
+#if defined(BRIGADE_CUDA_EMULATED)
+  CHECK(precision_gpu_calls_since(between, "cudaLaunchKernel") + 4 == launches_each);
+#endif
+  CHECK(dense_x.dtype() == DType::bfloat16);
+  CHECK(conv_x.dtype() == (path == CudaPath::vendor ? DType::float32 : DType::bfloat16));
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(test::same_bits(got[i], want[i]));
+  }
+  // x holding bf16 values already is the vendor path's Conv2D input as it is.
+  if (path == CudaPath::vendor) CHECK(conv2d_operand(conv_x, g).storage() == conv_x.storage());
+  // A bfloat16 x outside precision bf16 is refused, never read as floats.
+  set_precision(Precision::fp32);
+  CHECK(dense_operand(x, g).storage() == x.storage());
+  CHECK(testing::error_text<Error>([&] { dense_forward(dense_x, w, b, false, g); })
+            .find("dense_forward: x") != std::string::npos);
+  set_precision(Precision::bf16);
+}
+
+}  // namespace
+
+TEST_CASE("precision bf16 on a GPU: an input and an output gradient narrowed once for the two "
+          "passes that read each give the same bits") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("no CUDA device (real or emulated): nothing to run");
+    return;
+  }
+  for (const CudaPath path : {CudaPath::handwritten, CudaPath::vendor})
+    precision_gpu_inputs(path);
 }
 
 TEST_CASE("precision bf16 on a GPU: the value ops give the CPU's bits") {

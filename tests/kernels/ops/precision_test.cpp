@@ -82,8 +82,13 @@ TEST_CASE("a bfloat16 tensor: two bytes an element, refused by an op by name") {
   CHECK(h.nbytes() == 32);
   CHECK(h.str() == "bfloat16 (2, 8) on cpu:0");
   const Tensor w = Tensor::zeros(Shape({3, 8}), s), b = Tensor::zeros(Shape({3}), s);
+  // A GEMM operand (Dense's x or dy, as ops::dense_operand makes it) may be bfloat16 in
+  // precision bf16 on a GPU only; the bias never.
   CHECK(testing::error_text<Error>([&] { dense_forward(h, w, b, false, s); }) ==
-        "dense_forward: x bfloat16 (2, 8) on cpu:0 is not float32, the only element type its "
+        "dense_forward: x bfloat16 (2, 8) on cpu:0 in bfloat16 storage is for precision bf16 on "
+        "a GPU; here the precision is fp32 on cpu:0");
+  CHECK(testing::error_text<Error>([&] { dense_forward(w, w, h, false, s); }) ==
+        "dense_forward: b bfloat16 (2, 8) on cpu:0 is not float32, the only element type its "
         "kernels take");
   CHECK(testing::error_text<Error>([&] { relu_forward(h, s); }).find("not float32") !=
         std::string::npos);
