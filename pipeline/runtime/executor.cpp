@@ -429,38 +429,4 @@ Tensor Runtime::receive(int d, const Action& receiving, Link& link, Step& step) 
   return here;
 }
 
-// Records the step's first failure and closes every link, so blocked receivers wake.
-//
-// A failed check is named where it failed, whichever device's thread met it: on CPU devices a
-// check fails in a task of its device's stream, the failure travels along the event waits,
-// and a device downstream can meet it on its host thread (as the cause of its own stream's
-// error) before anything reports it from the device that checked. Of two failed checks, the
-// earlier stage's is the step's failure, as on the GPUs' verdict (check_verdict): a
-// non-finite value spreads only downstream.
-void Runtime::fail(Step& step, int d, const std::optional<Instruction>& where,
-                   std::exception_ptr e) {
-  const std::optional<Action> checked = failed_check_action(e);
-  const int device = checked ? schedule_.device_of(checked->stage) : d;
-  const std::optional<Instruction> at = checked ? instruction(*checked) : where;
-  {
-    std::lock_guard<std::mutex> lock(step.failure.mutex);
-    if (step.failure.failed) {
-      const std::optional<Action> recorded = failed_check_action(step.failure.error);
-      if (checked && recorded && checked->stage < recorded->stage)
-        step.failure.device = device, step.failure.where = at, step.failure.error = e;
-      return;
-    }
-    step.failure.failed = true;
-    step.failure.device = device;
-    step.failure.where = at;
-    step.failure.error = e;
-  }
-  const std::string why =
-      "device " + std::to_string(d) + " failed" + (where ? " at " + to_string(*where) : "");
-  for (auto& link : activations_)
-    if (link) link->close(why);
-  for (auto& link : gradients_)
-    if (link) link->close(why);
-}
-
 }  // namespace brigade::pipeline

@@ -1,5 +1,6 @@
 // How a step ends (Runtime, runtime.h): the host's wait for its work, then its verdict and its
-// tally read — its StepResult — or its failure thrown as a PipelineError. run_step
+// tally read — its StepResult — or its failure, recorded by the device thread that met it
+// (fail) or found by the wait, thrown as a PipelineError. run_step
 // (executor.cpp) calls finish() for the step it has just run (the host path) or, on the GPUs'
 // verdict, for the step before it, which stayed pending while this one was enqueued:
 //
@@ -12,6 +13,7 @@
 // thrown, naming k-1. A k that failed on a host thread (never enqueued whole) behind a k-1
 // that did not fail: k-1 is finished first, and its result is thrown with k's failure
 // (PipelineError::completed), since no call returns it otherwise.
+#include <mutex>
 #include <sstream>
 #include <utility>
 
@@ -144,6 +146,40 @@ void Runtime::undo_optimizer_steps(const Step& step, const std::vector<char>& de
   for (int d = 0; d < schedule_.devices; ++d)
     if (devices[static_cast<size_t>(d)] && runs(d))
       for (int s : schedule_.stages_on(d)) stages_[static_cast<size_t>(s)]->optimizer().undo_step();
+}
+
+// Records the step's first failure and closes every link, so blocked receivers wake.
+//
+// A failed check is named where it failed, whichever device's thread met it: on CPU devices a
+// check fails in a task of its device's stream, the failure travels along the event waits,
+// and a device downstream can meet it on its host thread (as the cause of its own stream's
+// error) before anything reports it from the device that checked. Of two failed checks, the
+// earlier stage's is the step's failure, as on the GPUs' verdict (check_verdict): a
+// non-finite value spreads only downstream.
+void Runtime::fail(Step& step, int d, const std::optional<Instruction>& where,
+                   std::exception_ptr e) {
+  const std::optional<Action> checked = failed_check_action(e);
+  const int device = checked ? schedule_.device_of(checked->stage) : d;
+  const std::optional<Instruction> at = checked ? instruction(*checked) : where;
+  {
+    std::lock_guard<std::mutex> lock(step.failure.mutex);
+    if (step.failure.failed) {
+      const std::optional<Action> recorded = failed_check_action(step.failure.error);
+      if (checked && recorded && checked->stage < recorded->stage)
+        step.failure.device = device, step.failure.where = at, step.failure.error = e;
+      return;
+    }
+    step.failure.failed = true;
+    step.failure.device = device;
+    step.failure.where = at;
+    step.failure.error = e;
+  }
+  const std::string why =
+      "device " + std::to_string(d) + " failed" + (where ? " at " + to_string(*where) : "");
+  for (auto& link : activations_)
+    if (link) link->close(why);
+  for (auto& link : gradients_)
+    if (link) link->close(why);
 }
 
 // "pipeline step 3 (schedule 1f1b) failed on cpu:1 (device 1), stage 1, action 1F0

@@ -16,7 +16,8 @@
 // per implementation), model_bench.h (samples/s of a training step), one_stage_run.h and
 // runtime_bench.h (the same through the pipeline runtime, as brigade-train steps it),
 // gemm_bf16_bench.h (the bf16 GEMM against SGEMM), call_count_bench.h (the calls a GPU step
-// makes, on emulated GPUs), then this file.
+// makes, on emulated GPUs), passes.h (a level's rows per precision and per part), then this
+// file.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -38,6 +39,7 @@
 #include "tools/bench/gemm_bf16_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/op_bench.h"
+#include "tools/bench/passes.h"
 #include "tools/bench/peak.h"
 #include "tools/bench/runtime_bench.h"
 #include "tools/command_line.h"
@@ -75,50 +77,6 @@ void write_json_if_asked(const nlohmann::json& out, const std::string& json_path
   if (json_path.empty()) return;
   write_whole_file(json_path, out.dump(2) + "\n");
   std::printf("\nwrote %s\n", json_path.c_str());
-}
-
-// bench(p) once per precision named, in order (the process's setting made p for it, fp32
-// again after), its rows tagged with the precision's name.
-template <class Bench>
-auto in_each_precision(const std::vector<std::string>& names, Bench bench) {
-  decltype(bench(Precision::fp32)) rows;
-  for (const std::string& name : names) {
-    const Precision p = parse_precision(name);
-    set_precision(p);
-    for (auto& r : bench(p)) rows.push_back(std::move(r)), rows.back().precision = name;
-  }
-  set_precision(Precision::fp32);
-  return rows;
-}
-
-// A timed level's rows in parts — the CPU's, then each CUDA path's, each measured alone — so
-// that a part that fails (a kernel a GPU refuses) is said on stderr and kept in `failures`,
-// and the parts after it are still measured: a GPU run is too rare to lose every figure to
-// one path. For the model and runtime levels' options (cpu, cuda_impls).
-template <class Options, class Bench>
-auto in_parts(const Options& o, const char* level, std::vector<std::string>* failures,
-              Bench bench) {
-  decltype(bench(o)) rows;
-  std::vector<std::pair<std::string, Options>> parts;
-  if (o.cpu) {
-    Options cpu = o;
-    cpu.cuda_impls.clear();
-    parts.emplace_back("cpu", cpu);
-  }
-  for (const std::string& impl : o.cuda_impls) {
-    Options gpu = o;
-    gpu.cpu = false;
-    gpu.cuda_impls = {impl};
-    parts.emplace_back(impl, gpu);
-  }
-  for (const auto& [name, part] : parts) try {
-      for (auto& r : bench(part)) rows.push_back(std::move(r));
-    } catch (const std::exception& e) {
-      failures->push_back(std::string(level) + " level, " + name + ", " +
-                          precision_name(precision()) + ": " + e.what());
-      std::fprintf(stderr, "brigade-bench: %s\n", failures->back().c_str());
-    }
-  return rows;
 }
 
 // The calls of a GPU training step, one row per (device, path, batch, precision), and its top
@@ -220,14 +178,6 @@ std::string math_refusal(const std::string& math, bool count_calls, bool run_ops
   if (run_ops && impls_given && std::find(impls.begin(), impls.end(), "vendor") == impls.end())
     return "tf32 is the vendor rows' (cuBLAS, cuDNN), and --impls measures none: add vendor";
   return "";
-}
-
-// The options of one precision's pass: bf16's pass measures every row asked for but the
-// reference's, which are the same in any precision (kernels/precision.h: the CPU's bf16 GEMM,
-// the hand-written path's tensor-core GEMM, cuBLAS's bf16 GEMM on the vendor path).
-OpBenchOptions for_precision(OpBenchOptions o, Precision p) {
-  if (p == Precision::bf16) std::erase(o.impls, "reference");
-  return o;
 }
 
 double peak_of(const std::map<int, Peak>& peaks, double gpu_peak, const std::string& device,
