@@ -109,6 +109,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
       cuda::conv2d_forward(xo.data<float>(), wo.data<float>(), b.data<float>(), y.data<float>(),
                            s, ws.data<float>(), hand_written_floats(bytes), stream, relu);
 #else
+    (void)round;
     detail::no_kernel("conv2d_forward", stream.device());
 #endif
   }
@@ -171,6 +172,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     // A second kernel, hand-written: it rounds as it masks when asked.
     if (relu_x.defined()) return relu_backward(relu_x, dx, stream, round);
 #else
+    (void)round;
     detail::no_kernel("conv2d_backward_data", stream.device());
 #endif
   }
@@ -207,7 +209,6 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
                                                     {"db", &db}});
   detail::check_gemm_operand("conv2d_backward_params", "x", x, stream);
   detail::check_dy_gemm("conv2d_backward_params", dy_gemm, dy, stream);
-  const Tensor& dg = dy_gemm.defined() ? dy_gemm : dy;  // what the filter gradient reads
   const Conv2dShape s = conv2d_shape("conv2d_backward_params", x.shape(), dw.shape(), a);
   detail::check_bias("conv2d_backward_params", db, s.K);
   BRIGADE_CHECK(dy.shape() == Shape({s.N, s.K, s.P, s.Q}),
@@ -226,6 +227,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
     detail::on_cuda(stream, {&x, &dy, &dw, &db, &dy_gemm});
+    const Tensor& dg = dy_gemm.defined() ? dy_gemm : dy;  // what the filter gradient reads
     if (bf16 && !vendor()) {  // tensor cores on the hand-written path
       const Tensor xh = detail::bf16_storage(x, stream);   // (N, C, H, W) bfloat16
       const Tensor dyh = detail::bf16_storage(dg, stream);  // (N, K, P, Q) bfloat16

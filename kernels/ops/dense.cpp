@@ -73,6 +73,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool rel
       cuda::dense_forward(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), N,
                           in, out, stream, relu);
 #else
+    (void)round;
     detail::no_kernel("dense_forward", stream.device());
 #endif
   }
@@ -122,6 +123,7 @@ Tensor dense_backward_data(const Tensor& dy, const Tensor& w, const Stream& stre
       cuda::dense_backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), N, in, out,
                                 stream);
 #else
+    (void)round;
     detail::no_kernel("dense_backward_data", stream.device());
 #endif
   }

@@ -53,6 +53,7 @@ Tensor dropout_apply(const char* op, const Tensor& x, float rate, const DropoutK
                           stream, round == Bf16Rounding::fused);
     return detail::rounded_if(round == Bf16Rounding::fused, y);
 #else
+    (void)round;
     detail::no_kernel(op, stream.device());
 #endif
   }

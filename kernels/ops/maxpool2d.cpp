@@ -103,6 +103,7 @@ Tensor maxpool2d_backward(const Tensor& dy, const PoolResult& fwd, const Pool2dA
                                        dx.data<float>(), s, stream);
     }
 #else
+    (void)round;
     detail::no_kernel("maxpool2d_backward", stream.device());
 #endif
   }

@@ -49,6 +49,7 @@ Tensor relu_backward(const Tensor& y, const Tensor& dy, const Stream& stream,
                         rounds);
     if (rounds) return dx.marked_bf16_values();
 #else
+    (void)round;
     detail::no_kernel("relu_backward", stream.device());
 #endif
   }
