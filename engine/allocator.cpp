@@ -13,6 +13,7 @@
 
 #include "engine/capture_scopes.h"
 #include "engine/error.h"
+#include "engine/graph_memory.h"
 #include "engine/stream_impl.h"
 
 namespace brigade {
@@ -142,8 +143,8 @@ Allocator::Allocator(Device device, bool pinned) : device_(device), pinned_(pinn
 std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream) {
   BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
                                                     << ", a stream of another device");
-  CaptureReserve* const reserve = detail::capture_reserve_of_this_thread();
-  if (reserve && reserve->pool_.stream() == stream) return reserve->serve(bytes);
+  PoolScope* const scope = detail::pool_scope_of_this_thread();
+  if (scope && scope->pool_.stream() == stream) return scope->serve(bytes);
   const uint64_t size = block_size(bytes);
   Event owner_before;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -181,8 +182,11 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
 #endif
   std::shared_ptr<Block> block(new Block(data, size, stream, std::move(owner_before)),
                                [this](Block* b) { release(b); });
-  AllocationLog* const log = detail::allocation_log_of_this_thread();
-  if (log && log->stream_id_ == stream.id()) log->allocated(block.get(), bytes);
+  AllocationTrace* const trace = detail::recorded_trace_of_this_thread();
+  if (trace && trace->stream_id_ == stream.id()) {
+    block->traced_request_ = trace->allocated(bytes);
+    block->trace_ = trace->shared_from_this();
+  }
   return block;
 }
 
@@ -278,11 +282,11 @@ void* Allocator::take_from_cache_locked(uint64_t size, const Stream& stream, Eve
 // looks right.
 void Allocator::release(Block* block) {
   // A capture in progress on this thread: its events would be captured.
-  if (CaptureReserve* const reserve = detail::capture_reserve_of_this_thread()) {
-    reserve->held_back_.push_back({this, block});
+  if (PoolScope* const scope = detail::pool_scope_of_this_thread()) {
+    scope->held_back_.push_back({this, block});
     return;
   }
-  if (AllocationLog* const log = detail::allocation_log_of_this_thread()) log->freed(block);
+  if (block->trace_) block->trace_->freed(block->traced_request_, block->used_elsewhere());
   const uint64_t size = block->size_;
   Cached cached;
   cached.data = block->data_;

@@ -72,8 +72,8 @@ struct MemoryStats {
   uint64_t waits_for_pending = 0;
 };
 
+class AllocationTrace;
 class Allocator;
-class CaptureReserve;
 
 // A block of device memory. Alive while a shared_ptr owns it; then back to its allocator.
 class Block {
@@ -92,6 +92,7 @@ class Block {
 
  private:
   friend class Allocator;
+  friend class AllocationTrace;
   Block(void* data, uint64_t size, Stream stream, Event owner_before)
       : data_(data), size_(size), stream_(std::move(stream)),
         owner_before_(std::move(owner_before)) {}
@@ -102,6 +103,9 @@ class Block {
   Event owner_before_;  // the owner's work of the previous life, when handed out before it ran
   std::mutex users_mutex_;
   std::vector<Stream::Weak> users_;  // other streams declared by record_stream
+  // Where a graph's memory is planned (graph_memory.h): the trace of its request, and which.
+  std::shared_ptr<AllocationTrace> trace_;
+  uint64_t traced_request_ = 0;
 };
 
 class Allocator {
@@ -144,7 +148,7 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
 
  private:
-  friend class CaptureReserve;  // releases the frees it held back
+  friend class PoolScope;  // releases the frees it held back (graph_memory.h)
   // A freed block waiting in the cache, with the events that say when it is safe.
   struct Cached {
     void* data = nullptr;
@@ -180,98 +184,6 @@ class Allocator {
   uint64_t peak_in_use_ = 0;
   uint64_t waits_for_pending_ = 0;
   uint64_t cuda_capacity_ = 0;  // a CUDA device's memory (its capacity)
-};
-
-
-// Memory for CUDA graphs (pipeline/runtime/device_graphs.h). The work a capture records
-// allocates its tensors as it always does, but a capture may not obtain memory: cudaMalloc is
-// refused while a stream of this thread captures, and a cached block's events would be
-// recorded into the graph. So an eager run of the same work first notes what it asked for
-// (AllocationLog), and the capture is served from blocks taken before it began
-// (CaptureReserve). A replay writes the addresses its capture was given, so those blocks must
-// not go back to the cache while the graph lives: a GraphPool keeps them.
-//
-// A pool serves the captures of one stream, made in the order their graphs will be launched
-// on it, step after step. A block the host frees during that sequence of captures (a tape's
-// activations, after the backward that read them) is then free from that point of the
-// sequence on, in every replay of it too: the pool hands it to a later request of the
-// sequence, as the cache would have — the graphs then share memory as the eager steps did.
-// Not a block another stream used (a copy sent from it): its reuse would need that stream's
-// event, which a graph cannot wait for; it stays its graph's alone. Once the sequence is
-// captured (close()), nothing freed is handed out again.
-//
-// AllocationLog and CaptureReserve are scopes of the calling thread, for one stream: requests
-// on other streams, and on other threads, are served as always. One at a time per thread.
-
-// While alive: this thread's requests on `stream`, and the frees of the blocks they got.
-class AllocationLog {
- public:
-  explicit AllocationLog(const Stream& stream);
-  ~AllocationLog();
-  AllocationLog(const AllocationLog&) = delete;
-  AllocationLog& operator=(const AllocationLog&) = delete;
-  // The blocks the same work needs at once: for each number of bytes asked, as many as were
-  // live together at most (a block freed inside the work serves a later request of its size).
-  std::vector<uint64_t> requests() const;
-
- private:
-  friend class Allocator;
-  void allocated(const Block* block, uint64_t bytes);
-  void freed(const Block* block);
-
-  uint64_t stream_id_;
-  std::map<const Block*, uint64_t> live_;  // the logged blocks not freed yet: their bytes
-  std::map<uint64_t, std::pair<int, int>> counts_;  // bytes -> (live now, most live at once)
-};
-
-// The blocks of the graphs captured on one stream (see above). Destroyed with them: its
-// blocks go back to the allocator once no tensor holds them either.
-class GraphPool {
- public:
-  explicit GraphPool(Stream stream);
-  const Stream& stream() const { return stream_; }
-  // The sequence is captured: freed blocks are no longer handed out.
-  void close();
-  uint64_t bytes() const;  // the pool's memory
-
- private:
-  friend class CaptureReserve;
-  struct State;
-  // Hands out `block` (taken for a capture) as the pool's: held by it, handed back to it.
-  std::shared_ptr<Block> adopt(std::shared_ptr<Block> block, uint64_t bytes);
-  // A block of the pool freed earlier in the sequence and asked for with `bytes`, or null.
-  std::shared_ptr<Block> take(uint64_t bytes);
-  int free_blocks(uint64_t bytes) const;  // how many take(bytes) would find now
-  // The handle a request is given to `owned`, asked for with `bytes`.
-  std::shared_ptr<Block> hand_out(const std::shared_ptr<Block>& owned, uint64_t bytes);
-  Stream stream_;
-  std::shared_ptr<State> state_;
-};
-
-// Takes a block of `requests[i]` bytes on the pool's stream for each i (outside the
-// capture), less those the pool's freed blocks already hold; while alive, this thread's requests on that stream are served from the pool's
-// freed blocks first, else from those — a request that neither has a block of its size for
-// throws, naming the stream and the size (the capture then ends, dropped) — and this thread's
-// frees of ordinary blocks are held back until it is destroyed (after the capture). Blocks
-// taken and not served go back to the allocator then.
-class CaptureReserve {
- public:
-  CaptureReserve(const std::vector<uint64_t>& requests, GraphPool& pool);
-  ~CaptureReserve();
-  CaptureReserve(const CaptureReserve&) = delete;
-  CaptureReserve& operator=(const CaptureReserve&) = delete;
-
- private:
-  friend class Allocator;
-  struct Reserved {
-    uint64_t bytes;
-    std::shared_ptr<Block> block;  // null once served
-  };
-  std::shared_ptr<Block> serve(uint64_t bytes);
-
-  GraphPool& pool_;
-  std::vector<Reserved> reserved_;
-  std::vector<std::pair<Allocator*, Block*>> held_back_;  // frees, until the destructor
 };
 
 }  // namespace brigade

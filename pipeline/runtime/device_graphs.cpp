@@ -37,10 +37,10 @@ GraphPhase DeviceGraphs::begin(const Key& key, const Stream& compute) {
     graphs_.clear();  // the graphs of another Key, and then their memory, go first
     captured_key_.reset();
     pool_.reset();
-    pool_.emplace(compute);
+    pool_.emplace(compute, plan_);  // every slot of the plan, taken before the first capture
   } else {
     phase_ = GraphPhase::size;
-    sizing_.clear();
+    trace_ = AllocationTrace::create(compute);
   }
   return phase_;
 }
@@ -52,9 +52,12 @@ std::vector<Tensor> DeviceGraphs::run(
   const ActionKey key = key_of(action);
   switch (phase_) {
     case GraphPhase::size: {
-      AllocationLog log(compute);
-      std::vector<Tensor> outputs = enqueue(moving);
-      sizing_[key] = log.requests();
+      std::vector<Tensor> outputs;
+      {
+        AllocationTrace::Recording recording(*trace_);
+        outputs = enqueue(moving);
+      }
+      for (const Tensor& out : outputs) trace_->keep(out.storage().get());  // its graph's, later
       return outputs;
     }
     case GraphPhase::capture: {
@@ -70,7 +73,7 @@ std::vector<Tensor> DeviceGraphs::run(
       }
       const size_t notes_before = verdict.notes(d);
       {
-        CaptureReserve reserve(sized_[key], *pool_);
+        PoolScope scope(*pool_);
         a.graph = capture_on(compute, [&] { a.outputs = enqueue(a.inputs); });
       }  // the frees the capture held back are made here, outside it
       a.notes = verdict.notes_since(d, notes_before);
@@ -103,7 +106,9 @@ std::vector<Tensor> DeviceGraphs::run(
 
 void DeviceGraphs::end() {
   if (phase_ == GraphPhase::size) {
-    sized_ = std::exchange(sizing_, {});
+    trace_->close();
+    plan_ = plan_graph_memory(trace_->requests());
+    trace_.reset();
     sized_key_ = key_;
   } else if (phase_ == GraphPhase::capture) {
     captured_key_ = key_;

@@ -8,11 +8,12 @@
 //     gradient): copied first into the graph's own tensors (`moving` below), one copy each,
 //     known to hold bf16 values when what it copies is (engine/tensor.h);
 //   - what the action allocates (activations, the tape, its outputs): the capture is served
-//     from memory set aside for it (engine/allocator.h: CaptureReserve, in the sizes an eager
-//     run of the same action asked for), which stays the graphs': one GraphPool per device,
-//     in which a block the host freed earlier in the step (a tape after its backward) serves
-//     a later action, as the allocator's cache did in the eager step. A replayed action's
-//     outputs are the tensors its capture returned, handed out again;
+//     from slots set aside before the step's first capture (engine/graph_memory.h), planned
+//     from what the eager step before asked for and when it freed it: one GraphPool per
+//     device, in which a slot whose tensor was freed earlier in the step (a tape after its
+//     backward) serves a later request, so the graphs hold about what the eager step had
+//     live at its peak. A replayed action's outputs are the tensors its capture returned,
+//     handed out again;
 //   - the parameters and their gradients, the device's verdict word (step_verdict.h), and the
 //     word the dropout kernels read the step's number from (layers/tape.h): tensors that live
 //     across steps, written in place. Their addresses are part of the Key, with everything
@@ -24,7 +25,7 @@
 // own, copied into the step's by the executor.
 //
 // The phases of a device, decided at its step's start for all of its actions (begin):
-//   size      a Key not seen before: the actions run eagerly, each noting what it allocates;
+//   size      a Key not seen before: the actions run eagerly, their requests traced;
 //   capture   the Key sized at the step before: each action is captured in list order, then
 //             launched (a fresh pool: the graphs of another Key go);
 //   replay    the Key captured: each action's graph is launched.
@@ -43,7 +44,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "engine/graph_memory.h"
 #include "engine/cuda_graph.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
@@ -92,7 +93,8 @@ class DeviceGraphs {
   GraphPhase phase_ = GraphPhase::size;
   Key key_;  // this step's
   std::optional<Key> sized_key_, captured_key_;
-  std::map<ActionKey, std::vector<uint64_t>> sized_, sizing_;  // the bytes of each request
+  std::shared_ptr<AllocationTrace> trace_;  // the size phase's requests, while it runs
+  GraphMemoryPlan plan_;                    // the graphs' memory, from the last size phase
   std::map<ActionKey, ActionGraph> graphs_;
   std::optional<GraphPool> pool_;  // the captured graphs' memory
 };

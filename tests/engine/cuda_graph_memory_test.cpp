@@ -1,25 +1,27 @@
-// The allocator's side of CUDA graphs (engine/allocator.h): AllocationLog, CaptureReserve,
-// GraphPool, and the frees deferred while a stream captures. CUDA builds; each case is
-// skipped without a GPU (an emulated one in CI).
+// The memory of CUDA graphs with captures (engine/graph_memory.h; without them:
+// graph_memory_test.cpp), and the allocator's frees deferred while a stream captures. CUDA
+// builds; each case is skipped without a GPU (an emulated one in CI).
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "engine/allocator.h"
 #include "engine/cuda_graph.h"
 #include "engine/event.h"
+#include "engine/graph_memory.h"
 #include "engine/tensor.h"
 #include "tests/support/deadline.h"
 
 namespace {
 using brigade::Allocator;
-using brigade::AllocationLog;
-using brigade::CaptureReserve;
+using brigade::AllocationTrace;
 using brigade::CudaGraph;
 using brigade::Device;
 using brigade::GraphPool;
+using brigade::PoolScope;
 using brigade::Shape;
 using brigade::Stream;
 using brigade::Tensor;
@@ -28,83 +30,70 @@ const bool graph_memory_no_gpu = brigade::cuda_device_count() == 0;
 
 void* address_of(const Tensor& t) { return t.storage()->data(); }
 
-TEST_CASE("an allocation log gives the blocks its stream's work needs at once, no other's" *
-          doctest::skip(graph_memory_no_gpu)) {
-  brigade::testing::Deadline deadline("allocation log");
-  const Stream s = Stream::create(Device::cuda(0)), other = Stream::create(Device::cuda(0));
-  const Tensor before = Tensor::empty(Shape({10}), s);  // not the log's
-  AllocationLog log(s);
-  Tensor a = Tensor::empty(Shape({10}), s);
-  const Tensor b = Tensor::empty(Shape({10}), other);  // another stream's
-  const Tensor c = Tensor::empty(Shape({3, 5}), s);
-  a = Tensor();                                   // freed: serves the next request of 40 bytes
-  const Tensor d = Tensor::empty(Shape({10}), s);
-  const Tensor e = Tensor::empty(Shape({10}), s);  // two of 40 bytes live at once
-  CHECK(log.requests() == std::vector<uint64_t>{40, 40, 60});
-}
+// The runtime's use (pipeline/runtime/device_graphs.cpp): an eager run of two actions traced,
+// then each captured in order from a pool planned by the trace. A temporary of the first
+// capture serves the second's request, as it did in the eager run; the first's output, which
+// its graph keeps, serves nothing else; the replays compute what the eager run did.
+TEST_CASE("captures served from a pool planned by an eager run's trace share its memory as "
+          "the eager run did" * doctest::skip(graph_memory_no_gpu)) {
+  brigade::testing::Deadline deadline("captures from a planned pool");
+  const Stream s = Stream::create(Device::cuda(0));
+  const Tensor source = Tensor::from_vector(std::vector<float>(256, 2.0f), Shape({256}), s);
+  // Action 1: an output (1024 B) and a temporary (1024 B); action 2: a second output in the
+  // temporary's place.
+  void* temporary_at = nullptr;
+  auto first = [&] {
+    Tensor temporary = Tensor::empty(Shape({256}), s);
+    temporary_at = address_of(temporary);
+    copy_async(temporary, source, s);
+    Tensor out = Tensor::empty(Shape({256}), s);
+    copy_async(out, temporary, s);
+    return out;
+  };
+  auto second = [&](const Tensor& in) {
+    Tensor out = Tensor::empty(Shape({256}), s);
+    copy_async(out, in, s);
+    return out;
+  };
+  const std::shared_ptr<AllocationTrace> trace = AllocationTrace::create(s);
+  {
+    Tensor out1, out2;
+    {
+      AllocationTrace::Recording recording(*trace);
+      out1 = first();
+    }
+    trace->keep(out1.storage().get());
+    {
+      AllocationTrace::Recording recording(*trace);
+      out2 = second(out1);
+    }
+    trace->keep(out2.storage().get());
+  }
+  trace->close();
+  const brigade::GraphMemoryPlan plan = brigade::plan_graph_memory(trace->requests());
+  CHECK(plan.slot_bytes.size() == 2);  // out1, and the temporary then out2
 
-TEST_CASE("a capture is served the blocks reserved for it; a pool hands a block freed earlier in "
-          "the sequence to a later request of its size, not one another stream used, and none "
-          "once closed" * doctest::skip(graph_memory_no_gpu)) {
-  brigade::testing::Deadline deadline("capture reserve and graph pool");
-  const Stream s = Stream::create(Device::cuda(0)), other = Stream::create(Device::cuda(0));
-  const Tensor source = Tensor::zeros(Shape({256}), s);
-  GraphPool pool(s);
-  Tensor kept;               // a capture's output: stays its graph's
-  void* freed = nullptr;     // a capture's temporary, freed in the capture
-  void* sent = nullptr;      // one another stream copied from
-  Tensor sent_tensor;
+  GraphPool pool(s, plan);
+  Tensor out1, out2;
+  std::optional<CudaGraph> graph1, graph2;
   {
-    CaptureReserve reserve({1024, 1024, 512}, pool);
-    CudaGraph::capture(s, [&] {
-      kept = Tensor::empty(Shape({256}), s);  // 1024 bytes
-      copy_async(kept, source, s);
-      Tensor temporary = Tensor::empty(Shape({256}), s);
-      copy_async(temporary, source, s);
-      freed = address_of(temporary);
-      sent_tensor = Tensor::empty(Shape({128}), s);  // 512 bytes
-      copy_async(sent_tensor, 0, source, 0, 128, s);
-      sent = address_of(sent_tensor);
-    });
+    PoolScope scope(pool);
+    graph1 = CudaGraph::capture(s, [&] { out1 = first(); });
   }
-  // The freed temporary serves the next capture's request of its size, in place of a new
-  // block; an output still held does not.
   {
-    CaptureReserve reserve({1024, 512}, pool);
-    CudaGraph::capture(s, [&] {
-      const Tensor again = Tensor::empty(Shape({256}), s);
-      CHECK(address_of(again) == freed);
-      CHECK(address_of(again) != address_of(kept));
-      copy_async(again, source, s);
-      // A request the sizing run did not make is refused, naming the stream and the size.
-      CHECK_THROWS_WITH_AS(Tensor::empty(Shape({1000}), s),
-                           doctest::Contains("asked for 3.9 KiB that the eager run"),
-                           brigade::Error);
-    });
+    PoolScope scope(pool);
+    graph2 = CudaGraph::capture(s, [&] { out2 = second(out1); });
   }
-  // A block another stream copied from is not handed out again: the reuse would need that
-  // stream's event, which a graph cannot wait for.
-  const Tensor host_copy = Tensor::empty(Shape({128}), other);
-  copy_async(host_copy, sent_tensor, other);
-  sent_tensor = Tensor();
-  {
-    CaptureReserve reserve({512}, pool);
-    CudaGraph::capture(s, [&] {
-      const Tensor next = Tensor::empty(Shape({128}), s);
-      CHECK(address_of(next) != sent);
-    });
-  }
-  // Closed: what is freed now is never handed out again.
-  kept = Tensor();
   pool.close();
-  {
-    CaptureReserve reserve({1024}, pool);
-    void* served = nullptr;
-    CudaGraph::capture(s, [&] { served = address_of(Tensor::empty(Shape({256}), s)); });
-    CHECK(served != freed);
+  CHECK(address_of(out2) == temporary_at);
+  CHECK(address_of(out1) != address_of(out2));
+  CHECK(pool.bytes() == 2 * Allocator::block_size(1024));
+  // Replayed in order, twice: out2 holds source's values.
+  for (int replay = 0; replay < 2; ++replay) {
+    graph1->launch(s);
+    graph2->launch(s);
   }
-  s.synchronize();
-  other.synchronize();
+  CHECK(out2.to_vector() == std::vector<float>(256, 2.0f));
 }
 
 // Another thread frees a block the capturing stream used: its events must not be recorded into

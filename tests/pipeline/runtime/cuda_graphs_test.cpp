@@ -6,9 +6,10 @@
 // through device memory only; a step of another shape between replays, a checkpoint loaded in
 // place and parameters given new storage must be neither replayed wrongly nor lost. A failed
 // step under graphs changes nothing and names its place; the steps after it are those of a
-// run that never had it. Replays keep the memory they were captured with, no more. Run on the
-// devices of BRIGADE_TEST_DEVICES (CI: 1, 2 and 4 emulated GPUs, every stage on one, both CUDA
-// paths); on CPU devices graphs are ignored and the same checks hold.
+// run that never had it. Replays keep the memory they were captured with, no more, and about
+// what the step has in use run eagerly. Run on the devices of BRIGADE_TEST_DEVICES (CI: 1, 2
+// and 4 emulated GPUs, every stage on one, both CUDA paths); on CPU devices graphs are ignored
+// and the same checks hold.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -117,6 +118,32 @@ TEST_CASE("CUDA graphs: replayed steps keep the memory in use of the first repla
     if (k == 2) after_first_replay = in_use();
   }
   CHECK(in_use() == after_first_replay);
+}
+
+// The graphs' memory is planned from the eager step before (engine/graph_memory.h), tensors
+// whose lives do not overlap sharing a slot: a replayed step has about what the same step has
+// in use at its peak run eagerly, where a block of its own for each size the step asks for
+// (the pool before the plan) held up to twice it. One stage on one device, one micro-batch of
+// 256 samples, so that what graphs hold besides (their copies of the moving inputs, and the
+// outputs each keeps) is small beside the step's tensors; the device's peak over a fourth step,
+// the first run eagerly, the second replayed: within a quarter.
+TEST_CASE("CUDA graphs: a replayed step has about the eager step's peak memory in use") {
+  testing::Deadline deadline("CUDA graphs' peak memory");
+  const auto peak_in_fourth_step = [](int first, bool graphs) {
+    const Partition partition = at_cuts(8, {});
+    const std::unique_ptr<layers::Sequential> model = test::placed_model(partition, 1, first);
+    const Device device = test::test_devices(1, first)[0];
+    Runtime runtime(*model, {device}, partition, make_schedule("gpipe", 1, 1), test::sgd,
+                    RuntimeOptions{.seed = test::kDropoutSeed, .cuda_graphs = graphs});
+    for (uint32_t k = 0; k < 3; ++k) runtime.step(test::random_batch(256, 80 + k), k);
+    Allocator::of(device).reset_peak();
+    runtime.step(test::random_batch(256, 83), 3);
+    return Allocator::of(device).stats().peak_in_use;
+  };
+  const uint64_t eager = peak_in_fourth_step(196, false);
+  const uint64_t replayed = peak_in_fourth_step(199, true);
+  CAPTURE(eager);
+  CHECK(replayed <= eager + eager / 4);
 }
 
 // Every tensor a checkpoint holds (tools/train/checkpoint.cpp): the parameters, then each

@@ -1,0 +1,143 @@
+// The memory of CUDA graphs (engine/graph_memory.h): the plan, the trace it is made from, and
+// the pool that serves it. None of them needs a GPU to run (a capture does:
+// cuda_graph_memory_test.cpp), so they are tested on CPU devices, in every build.
+#include <doctest/doctest.h>
+
+#include <thread>
+#include <vector>
+
+#include "engine/graph_memory.h"
+#include "engine/tensor.h"
+#include "tests/support/deadline.h"
+
+namespace {
+using brigade::AllocationTrace;
+using brigade::Device;
+using brigade::GraphMemoryPlan;
+using brigade::GraphPool;
+using brigade::PoolScope;
+using brigade::Shape;
+using brigade::Stream;
+using brigade::Tensor;
+using brigade::TracedRequest;
+
+constexpr uint64_t kNever = TracedRequest::kNever;
+
+void* address_of(const Tensor& t) { return t.storage()->data(); }
+Tensor floats(int64_t n, const Stream& s) { return Tensor::empty(Shape({n}), s); }
+
+// A sequence worked by hand (positions count requests and frees together):
+//   r0 1024 B, asked 0, freed 3      r1  512 B, asked 1, freed 2
+//   r2 2048 B, asked 4, freed 6      r3 1024 B, asked 5, never freed
+//   r4  256 B, asked 7, freed 8
+// Largest first: r2 opens slot 0; r0 fits beside it in time (freed at 3, r2 asked at 4);
+// r3 overlaps r2, so opens slot 1; r1 fits both slots and takes the smaller, 1; r4 fits only
+// slot 0 (r3 is never freed). 3 KiB, what r2 and r3 hold at once; one block per distinct size
+// would hold 3.75 KiB, and one per request 4.75.
+const std::vector<TracedRequest> kSequence{
+    {1024, 0, 3}, {512, 1, 2}, {2048, 4, 6}, {1024, 5, kNever}, {256, 7, 8}};
+
+TEST_CASE("a graph's memory plan packs requests whose lives do not overlap into one slot") {
+  const GraphMemoryPlan plan = brigade::plan_graph_memory(kSequence);
+  CHECK(plan.slot_bytes == std::vector<uint64_t>{2048, 1024});
+  CHECK(plan.request_slot == std::vector<uint32_t>{0, 1, 0, 1, 0});
+  CHECK(plan.request_bytes == std::vector<uint64_t>{1024, 512, 2048, 1024, 256});
+  CHECK(plan.bytes() == 3072);
+  // Lives that touch (one freed where the next is asked) share; none of an empty sequence.
+  CHECK(brigade::plan_graph_memory({{64, 0, 1}, {64, 1, 2}}).slot_bytes ==
+        std::vector<uint64_t>{64});
+  CHECK(brigade::plan_graph_memory({}).bytes() == 0);
+}
+
+TEST_CASE("an allocation trace records its stream's requests while recording, and their frees "
+          "on its thread until closed, not a kept block's, nor one another stream used") {
+  brigade::testing::Deadline deadline("allocation trace");
+  const Stream s = Stream::create(Device::cpu(40)), other = Stream::create(Device::cpu(40));
+  const std::shared_ptr<AllocationTrace> trace = AllocationTrace::create(s);
+  Tensor before = floats(10, s);  // not recorded
+  Tensor a, c, d, kept, sent;
+  {
+    AllocationTrace::Recording recording(*trace);
+    a = floats(10, s);                      // r0: 40 B, asked at 0
+    const Tensor elsewhere = floats(10, other);  // another stream's: not recorded
+    c = floats(15, s);                      // r1: 60 B, asked at 1
+    a = Tensor();                           // r0 freed at 2
+    d = floats(10, s);                      // r2: 40 B, asked at 3
+    kept = floats(4, s);                    // r3: 16 B, asked at 4
+    sent = floats(8, s);                    // r4: 32 B, asked at 5
+  }
+  before = Tensor();  // not one of its requests
+  trace->keep(kept.storage().get());
+  kept = Tensor();                             // kept: its free is not the sequence's
+  sent.storage()->record_stream(other);
+  sent = Tensor();                             // another stream used it: never reused
+  std::thread([&] { c = Tensor(); }).join();   // another thread's free: no point of the sequence
+  d = Tensor();                                // freed between recordings: r2 freed at 6
+  const Tensor after = floats(10, s);          // not recording: not a request
+  trace->close();
+  CHECK(trace->requests() == std::vector<TracedRequest>{
+                                 {40, 0, 2}, {60, 1, kNever}, {40, 3, 6}, {16, 4, kNever},
+                                 {32, 5, kNever}});
+  // A recording is one thread's, one at a time.
+  AllocationTrace::Recording recording(*trace);
+  CHECK_THROWS_WITH_AS(AllocationTrace::Recording{*trace},
+                       doctest::Contains("inside another recording"), brigade::Error);
+}
+
+TEST_CASE("a graph pool serves each request the slot its plan gave it, a slot once its tensor "
+          "is freed, any free slot large enough when the sequence strays, and else refuses") {
+  brigade::testing::Deadline deadline("graph pool");
+  const Stream s = Stream::create(Device::cpu(41)), other = Stream::create(Device::cpu(41));
+  GraphPool pool(s, brigade::plan_graph_memory(kSequence));
+  CHECK(pool.bytes() == 3072);
+  void* slot0 = nullptr;
+  void* slot1 = nullptr;
+  Tensor r3;
+  {
+    PoolScope scope(pool);
+    Tensor r0 = floats(256, s);  // 1024 B
+    Tensor r1 = floats(128, s);  // 512 B
+    slot0 = address_of(r0);
+    slot1 = address_of(r1);
+    CHECK(slot0 != slot1);
+    const Tensor ordinary = floats(256, other);  // another stream's: from the allocator
+    CHECK(address_of(ordinary) != slot0);
+    r1 = Tensor();
+    r0 = Tensor();
+    Tensor r2 = floats(512, s);  // 2048 B, in r0's slot
+    CHECK(address_of(r2) == slot0);
+    r3 = floats(256, s);  // in r1's slot, never freed
+    CHECK(address_of(r3) == slot1);
+    r2 = Tensor();
+    const Tensor r4 = floats(64, s);  // 256 B, in slot 0 again
+    CHECK(address_of(r4) == slot0);
+    // Past the plan (or not as it planned): the smallest free slot that holds it...
+    r3 = Tensor();
+    const Tensor stray = floats(200, s);
+    CHECK(address_of(stray) == slot1);
+    // ...and none: refused, naming the stream and the size.
+    CHECK_THROWS_WITH_AS(floats(10, s), doctest::Contains("asked for 40 B more than the eager"),
+                         brigade::Error);
+  }
+  // A slot another stream used is not taken back; once closed, none is.
+  {
+    GraphPool second(s, brigade::plan_graph_memory({{64, 0, 1}, {64, 2, 3}, {64, 4, 5}}));
+    PoolScope scope(second);
+    Tensor first = floats(16, s);
+    first.storage()->record_stream(other);
+    first = Tensor();
+    CHECK_THROWS_AS(floats(16, s), brigade::Error);  // its one slot is still the copy's
+  }
+  {
+    GraphPool third(s, brigade::plan_graph_memory({{64, 0, 1}, {64, 2, 3}}));
+    PoolScope scope(third);
+    Tensor first = floats(16, s);
+    third.close();
+    first = Tensor();
+    CHECK_THROWS_AS(floats(16, s), brigade::Error);
+  }
+  s.synchronize();
+  other.synchronize();
+}
+
+}  // namespace
