@@ -37,8 +37,8 @@
 // naming the stream and the size: the capture ends, dropped, and the step fails.
 //
 // On emulated GPUs a slot is lent (allocator.h) for its own size, the largest request it
-// serves: a replay's kernels read tensors that earlier requests of the slot were given, so
-// the emulator's bounds checks stop at the slot's end, not at each tensor's.
+// serves, once: every replay runs the kernels of all of the slot's tensors, each of its own
+// size, so the emulator's bounds checks stop at the slot's end, not at each tensor's.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +51,6 @@
 #include "engine/stream.h"
 
 namespace brigade {
-
-class Block;
 
 // One request of a traced sequence: the bytes asked, and the position of its free among the
 // sequence's events (requests and frees counted together); kNever if it was not freed.
