@@ -40,7 +40,7 @@ GraphMemoryPlan plan_graph_memory(const std::vector<TracedRequest>& requests) {
     return requests[a].bytes > requests[b].bytes;
   });
   GraphMemoryPlan plan;
-  plan.request_bytes.resize(requests.size());
+  for (const TracedRequest& r : requests) plan.request_bytes.push_back(r.bytes);
   plan.request_slot.resize(requests.size());
   std::vector<std::vector<Life>> lives;  // [slot] the lives it serves
   for (const uint32_t r : by_size) {
@@ -61,7 +61,6 @@ GraphMemoryPlan plan_graph_memory(const std::vector<TracedRequest>& requests) {
       plan.slot_bytes.push_back(requests[r].bytes);
     }
     lives[chosen].push_back(life);
-    plan.request_bytes[r] = requests[r].bytes;
     plan.request_slot[r] = chosen;
   }
   return plan;

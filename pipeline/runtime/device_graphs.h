@@ -74,9 +74,6 @@ class DeviceGraphs {
   // After the device's whole list: the phase's work is complete.
   void end();
 
-  GraphPhase phase() const { return phase_; }
-  // The memory the captured graphs keep (what their captures were served).
-  uint64_t bytes() const { return pool_ ? pool_->bytes() : 0; }
 
  private:
   using ActionKey = std::tuple<int, int, int>;  // (stage, op, micro-batch)
