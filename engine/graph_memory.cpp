@@ -89,7 +89,6 @@ AllocationTrace::Recording::~Recording() { detail::recorded_trace_of_this_thread
 uint64_t AllocationTrace::allocated(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   requests_.push_back({bytes, events_++, TracedRequest::kNever});
-  kept_.push_back(false);
   return requests_.size() - 1;
 }
 
@@ -99,14 +98,7 @@ void AllocationTrace::freed(uint64_t request, bool used_elsewhere) {
   if (used_elsewhere || std::this_thread::get_id() != thread_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   TracedRequest& r = requests_[request];
-  if (open_ && !kept_[request] && r.freed_at == TracedRequest::kNever) r.freed_at = events_++;
-}
-
-void AllocationTrace::keep(const Block* block) {
-  if (block == nullptr || block->trace_.get() != this) return;  // not one of its requests
-  std::lock_guard<std::mutex> lock(mutex_);
-  kept_[block->traced_request_] = true;
-  requests_[block->traced_request_].freed_at = TracedRequest::kNever;
+  if (open_ && r.freed_at == TracedRequest::kNever) r.freed_at = events_++;
 }
 
 void AllocationTrace::close() {
@@ -151,6 +143,21 @@ uint64_t GraphPool::bytes() const {
   uint64_t total = 0;
   for (const std::shared_ptr<Block>& slot : state_->slots) total += slot->size();
   return total;
+}
+
+bool GraphPool::holds(const Tensor& t) const {
+  if (!t.defined()) return false;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return std::any_of(state_->slots.begin(), state_->slots.end(),
+                     [&](const std::shared_ptr<Block>& slot) { return slot == t.storage(); });
+}
+
+Tensor GraphPool::unleased(const Tensor& t) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const std::shared_ptr<Block>& slot : state_->slots)
+    if (t.defined() && slot == t.storage()) return t.through(slot);
+  throw Error(stream_.str() + ": " + (t.defined() ? t.str() : "an undefined tensor") +
+              " is not in one of its graph pool's slots");
 }
 
 std::shared_ptr<Block> GraphPool::serve(uint64_t bytes) {

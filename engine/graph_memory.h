@@ -21,15 +21,22 @@
 //      that matched sizes) holds what the cache held.
 //   3. GraphPool: the slots, taken from the allocator before the first capture; while a
 //      PoolScope is alive on the capturing thread, its requests on the stream are served from
-//      them, request i by the slot the plan gave it. A slot comes back to the pool when the
-//      tensor it was given to is freed, and serves the next request planned for it.
+//      them, request i by the slot the plan gave it. The tensor served holds its slot (a
+//      lease): freed, it gives the slot back to the pool, which serves the next request
+//      planned for it.
 //
 // Same stream, same order: a slot serves a request only once the work of its previous tensor
 // is enqueued before it on the same stream, in the capture and in every replay (the graphs are
 // launched in capture order), so no event is needed. Not a block another stream used (a copy
 // sent from it): its reuse would need that stream's event, which a graph cannot wait for; the
-// trace counts such a block as never freed, and the pool never takes it back. An action's
-// outputs are held by its graph (keep()): never freed either.
+// trace counts such a block as never freed, and the pool never takes it back.
+//
+// What a graph hands out again at each replay (its outputs), and what it reads in place (the
+// output of a graph before it on the stream), it holds through the pool's own handle of the
+// slot (unleased()), not the lease: the slot serves later requests once the sequence frees the
+// tensor, as the eager run freed it. A replay writes the tensor's values where its capture
+// did, and the replays after it in the sequence read them there before the slot's next tensor
+// is written: the capture's leases ordered them so.
 //
 // The plan is exact when the capture frees what the eager run freed, where it freed it: the
 // same code, the same order. Should a capture ever ask for more than planned, or find its
@@ -49,6 +56,7 @@
 
 #include "engine/allocator.h"
 #include "engine/stream.h"
+#include "engine/tensor.h"
 
 namespace brigade {
 
@@ -89,9 +97,6 @@ class AllocationTrace : public std::enable_shared_from_this<AllocationTrace> {
     Recording& operator=(const Recording&) = delete;
   };
 
-  // The block is held for the rest of the sequence (an action's output, which its graph
-  // keeps): its free is not the sequence's.
-  void keep(const Block* block);
   // The sequence is over: later frees are not part of it.
   void close();
   std::vector<TracedRequest> requests() const;
@@ -108,7 +113,6 @@ class AllocationTrace : public std::enable_shared_from_this<AllocationTrace> {
   bool open_ = true;
   uint64_t events_ = 0;  // requests and frees so far
   std::vector<TracedRequest> requests_;
-  std::vector<bool> kept_;  // [request] held by a graph
 };
 
 // Step 3 above. Destroyed with the graphs: its slots go back to the allocator once no tensor
@@ -121,6 +125,11 @@ class GraphPool {
   // The sequence is captured: a slot freed now serves nothing more.
   void close();
   uint64_t bytes() const;  // the slots' memory
+  // Whether `t` lies in one of the slots (a tensor a capture was served).
+  bool holds(const Tensor& t) const;
+  // `t`, one of the slots' tensors, through the pool's own handle of its slot: held so, it
+  // keeps the memory but gives nothing back when dropped (the top of this file says why).
+  Tensor unleased(const Tensor& t) const;
 
  private:
   friend class PoolScope;

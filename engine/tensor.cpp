@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <utility>
 
 #include "engine/event.h"
 
@@ -177,6 +178,15 @@ Tensor Tensor::reshape(const Shape& shape) const {
   Tensor view = *this;
   view.shape_ = shape;
   return view;
+}
+
+Tensor Tensor::through(std::shared_ptr<Block> handle) const {
+  BRIGADE_CHECK(defined() && handle.get() == storage_.get(),
+                "Tensor::through: a handle of another block than "
+                    << (defined() ? str() : "an undefined tensor") << "'s");
+  Tensor held = *this;
+  held.storage_ = std::move(handle);
+  return held;
 }
 
 Tensor Tensor::marked_bf16_values() const {

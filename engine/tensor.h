@@ -132,6 +132,11 @@ class Tensor {
   // This tensor (the same storage), marked as holding bf16 values: for the op that wrote them.
   Tensor marked_bf16_values() const;
 
+  // This tensor through `handle`, another owner of its own block (checked): only what keeps
+  // the memory alive changes. A CUDA graph keeps the tensors it hands out again this way,
+  // without holding their slots (engine/graph_memory.h).
+  Tensor through(std::shared_ptr<Block> handle) const;
+
   // Declares that work on `user` reads or writes this tensor (see Block::record_stream).
   void record_stream(const Stream& user) const;
   const std::shared_ptr<Block>& storage() const { return storage_; }

@@ -52,33 +52,40 @@ std::vector<Tensor> DeviceGraphs::run(
   const ActionKey key = key_of(action);
   switch (phase_) {
     case GraphPhase::size: {
-      std::vector<Tensor> outputs;
-      {
-        AllocationTrace::Recording recording(*trace_);
-        outputs = enqueue(moving);
-      }
-      for (const Tensor& out : outputs) trace_->keep(out.storage().get());  // its graph's, later
-      return outputs;
+      AllocationTrace::Recording recording(*trace_);
+      return enqueue(moving);
     }
     case GraphPhase::capture: {
       ActionGraph& a = graphs_[key];
       a = ActionGraph{};
+      std::vector<Tensor> inputs;  // what the capture reads: leased, as the eager step's were
       for (const Tensor& m : moving) {
+        if (pool_->holds(m)) {  // the output of an action captured before it: read in place
+          inputs.push_back(m);
+          a.inputs.push_back(pool_->unleased(m));
+          a.read_in_place.push_back(true);
+          continue;
+        }
         // The copy holds m's values, and is said to as m is (engine/tensor.h): the captured
         // work then skips the roundings the eager work skipped, and allocates as it did.
         Tensor input = Tensor::empty(m.shape(), compute, m.dtype());
         if (m.holds_bf16_values()) input = input.marked_bf16_values();
-        a.inputs.push_back(input);
         copy_async(input, m, compute);
+        inputs.push_back(input);
+        a.inputs.push_back(input);
+        a.read_in_place.push_back(false);
       }
       const size_t notes_before = verdict.notes(d);
+      std::vector<Tensor> outputs;
       {
         PoolScope scope(*pool_);
-        a.graph = capture_on(compute, [&] { a.outputs = enqueue(a.inputs); });
+        a.graph = capture_on(compute, [&] { outputs = enqueue(inputs); });
       }  // the frees the capture held back are made here, outside it
+      for (const Tensor& out : outputs)
+        a.outputs.push_back(pool_->holds(out) ? pool_->unleased(out) : out);
       a.notes = verdict.notes_since(d, notes_before);
       launch_on(*a.graph, compute);
-      return a.outputs;
+      return outputs;  // leased: freed where the eager step freed them, and serving later ones
     }
     case GraphPhase::replay: {
       const auto found = graphs_.find(key);
@@ -94,6 +101,13 @@ std::vector<Tensor> DeviceGraphs::run(
         BRIGADE_CHECK(moving[i].holds_bf16_values() || !a.inputs[i].holds_bf16_values(),
                       to_string(action) << ": its graph was captured for bf16 values, given an "
                                            "input not known to hold them");
+        if (a.read_in_place[i]) {  // where the replay of its producer, before it, wrote it
+          BRIGADE_CHECK(moving[i].storage() == a.inputs[i].storage(),
+                        to_string(action) << ": its graph reads its input " << i
+                                          << " where its capture found it, and was given "
+                                          << moving[i].str() << " elsewhere");
+          continue;
+        }
         copy_async(a.inputs[i], moving[i], compute);
       }
       launch_on(*a.graph, compute);

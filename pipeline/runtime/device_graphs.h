@@ -4,16 +4,20 @@
 //
 // A replay repeats the captured work exactly, addresses included, so everything an action
 // reads or writes must lie where it lay at the capture. Why each thing does:
-//   - what arrives at another address each step (the stage's input, the labels, the output
-//     gradient): copied first into the graph's own tensors (`moving` below), one copy each,
-//     known to hold bf16 values when what it copies is (engine/tensor.h);
 //   - what the action allocates (activations, the tape, its outputs): the capture is served
 //     from slots set aside before the step's first capture (engine/graph_memory.h), planned
 //     from what the eager step before asked for and when it freed it: one GraphPool per
 //     device, in which a slot whose tensor was freed earlier in the step (a tape after its
-//     backward) serves a later request, so the graphs hold about what the eager step had
-//     live at its peak. A replayed action's outputs are the tensors its capture returned,
-//     handed out again;
+//     backward, an output its consumer is done with) serves a later request, so the graphs
+//     hold about what the eager step had live at its peak. A replayed action's outputs are
+//     the tensors its capture returned, handed out again: their values are valid until the
+//     step frees them, as in the eager step;
+//   - what the action reads that another action wrote (`moving` below: the stage's input,
+//     the labels, the output gradient): where that is the output of an action before it on
+//     this device (the stage before, or the loss, on the same GPU), read in place, in the slot
+//     whose values the replay of that action writes; what arrives from elsewhere (another
+//     device, the batch) is copied first into the graph's own tensor, one copy each, known to
+//     hold bf16 values when what it copies is (engine/tensor.h);
 //   - the parameters and their gradients, the device's verdict word (step_verdict.h), and the
 //     word the dropout kernels read the step's number from (layers/tape.h): tensors that live
 //     across steps, written in place. Their addresses are part of the Key, with everything
@@ -79,8 +83,11 @@ class DeviceGraphs {
   using ActionKey = std::tuple<int, int, int>;  // (stage, op, micro-batch)
   struct ActionGraph {
     std::optional<CudaGraph> graph;
-    std::vector<Tensor> inputs;             // the graph's copies of the moving tensors
-    std::vector<Tensor> outputs;            // what the capture's enqueue returned
+    // What the graph reads of the moving tensors: its copy, or (read_in_place) the slot
+    // another graph's replay writes them to, unleased (engine/graph_memory.h).
+    std::vector<Tensor> inputs;
+    std::vector<bool> read_in_place;
+    std::vector<Tensor> outputs;            // what the capture's enqueue returned, unleased
     std::vector<StepVerdict::Check> notes;  // the verdict's notes of its checks
   };
   static ActionKey key_of(const Action& a) {

@@ -30,22 +30,24 @@ const bool graph_memory_no_gpu = brigade::cuda_device_count() == 0;
 
 void* address_of(const Tensor& t) { return t.storage()->data(); }
 
-// The runtime's use (pipeline/runtime/device_graphs.cpp): an eager run of two actions traced,
-// then each captured in order from a pool planned by the trace. A temporary of the first
-// capture serves the second's request, as it did in the eager run; the first's output, which
-// its graph keeps, serves nothing else; the replays compute what the eager run did.
+// The runtime's use (pipeline/runtime/device_graphs.cpp): an eager run of three actions traced,
+// then each captured in order from a pool planned by the trace, the outputs held unleased as
+// the graphs hold them. A temporary of the first action serves the second's output; the first's
+// output, read in place by the second and then freed, serves the third's. Replayed in order,
+// each graph finds what the one before it wrote, before anything overwrites it.
 TEST_CASE("captures served from a pool planned by an eager run's trace share its memory as "
           "the eager run did" * doctest::skip(graph_memory_no_gpu)) {
   brigade::testing::Deadline deadline("captures from a planned pool");
   const Stream s = Stream::create(Device::cuda(0));
-  const Tensor source = Tensor::from_vector(std::vector<float>(256, 2.0f), Shape({256}), s);
-  // Action 1: an output (1024 B) and a temporary (1024 B); action 2: a second output in the
-  // temporary's place.
+  const Tensor twos = Tensor::from_vector(std::vector<float>(256, 2.0f), Shape({256}), s);
+  const Tensor threes = Tensor::from_vector(std::vector<float>(256, 3.0f), Shape({256}), s);
+  // Each 1024 B. first: a temporary, then its output; second: a copy of its input; third: the
+  // threes.
   void* temporary_at = nullptr;
   auto first = [&] {
     Tensor temporary = Tensor::empty(Shape({256}), s);
     temporary_at = address_of(temporary);
-    copy_async(temporary, source, s);
+    copy_async(temporary, twos, s);
     Tensor out = Tensor::empty(Shape({256}), s);
     copy_async(out, temporary, s);
     return out;
@@ -55,45 +57,67 @@ TEST_CASE("captures served from a pool planned by an eager run's trace share its
     copy_async(out, in, s);
     return out;
   };
+  auto third = [&] {
+    Tensor out = Tensor::empty(Shape({256}), s);
+    copy_async(out, threes, s);
+    return out;
+  };
+  // Requests: temporary [0, 2), out1 [1, 4), out2 [3, never), out3 [5, never).
   const std::shared_ptr<AllocationTrace> trace = AllocationTrace::create(s);
   {
-    Tensor out1, out2;
+    Tensor out1, out2, out3;
     {
       AllocationTrace::Recording recording(*trace);
       out1 = first();
     }
-    trace->keep(out1.storage().get());
     {
       AllocationTrace::Recording recording(*trace);
       out2 = second(out1);
     }
-    trace->keep(out2.storage().get());
+    out1 = Tensor();  // its reader is done
+    AllocationTrace::Recording recording(*trace);
+    out3 = third();
   }
   trace->close();
   const brigade::GraphMemoryPlan plan = brigade::plan_graph_memory(trace->requests());
-  CHECK(plan.slot_bytes.size() == 2);  // out1, and the temporary then out2
+  CHECK(plan.request_slot == std::vector<uint32_t>{0, 1, 0, 1});
 
   GraphPool pool(s, plan);
-  Tensor out1, out2;
-  std::optional<CudaGraph> graph1, graph2;
+  Tensor out1, out2, out3;  // unleased, as the graphs hold them
+  Tensor leased1, leased2, leased3;  // as the capture returned them
+  std::optional<CudaGraph> graph1, graph2, graph3;
   {
     PoolScope scope(pool);
-    graph1 = CudaGraph::capture(s, [&] { out1 = first(); });
+    graph1 = CudaGraph::capture(s, [&] { leased1 = first(); });
   }
+  CHECK(pool.holds(leased1));
+  out1 = pool.unleased(leased1);
   {
     PoolScope scope(pool);
-    graph2 = CudaGraph::capture(s, [&] { out2 = second(out1); });
+    graph2 = CudaGraph::capture(s, [&] { leased2 = second(leased1); });
   }
+  out2 = pool.unleased(leased2);
+  leased1 = Tensor();  // its reader is done: out1 does not hold the slot
+  {
+    PoolScope scope(pool);
+    graph3 = CudaGraph::capture(s, [&] { leased3 = third(); });
+  }
+  out3 = pool.unleased(leased3);
   pool.close();
   CHECK(address_of(out2) == temporary_at);
-  CHECK(address_of(out1) != address_of(out2));
+  CHECK(address_of(out3) == address_of(out1));
   CHECK(pool.bytes() == 2 * Allocator::block_size(1024));
-  // Replayed in order, twice: out2 holds source's values.
+  CHECK_FALSE(pool.holds(twos));
+  CHECK_THROWS_WITH_AS(pool.unleased(twos), doctest::Contains("not in one of its graph pool"),
+                       brigade::Error);
+  // Replayed in order, twice: the second read the twos before the third wrote over them.
   for (int replay = 0; replay < 2; ++replay) {
     graph1->launch(s);
     graph2->launch(s);
+    graph3->launch(s);
   }
   CHECK(out2.to_vector() == std::vector<float>(256, 2.0f));
+  CHECK(out3.to_vector() == std::vector<float>(256, 3.0f));
 }
 
 // Another thread frees a block the capturing stream used: its events must not be recorded into

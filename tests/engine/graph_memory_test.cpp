@@ -50,12 +50,12 @@ TEST_CASE("a graph's memory plan packs requests whose lives do not overlap into 
 }
 
 TEST_CASE("an allocation trace records its stream's requests while recording, and their frees "
-          "on its thread until closed, not a kept block's, nor one another stream used") {
+          "on its thread until closed, not one another stream used") {
   brigade::testing::Deadline deadline("allocation trace");
   const Stream s = Stream::create(Device::cpu(40)), other = Stream::create(Device::cpu(40));
   const std::shared_ptr<AllocationTrace> trace = AllocationTrace::create(s);
   Tensor before = floats(10, s);  // not recorded
-  Tensor a, c, d, kept, sent;
+  Tensor a, c, d, held, sent;
   {
     AllocationTrace::Recording recording(*trace);
     a = floats(10, s);                      // r0: 40 B, asked at 0
@@ -63,18 +63,17 @@ TEST_CASE("an allocation trace records its stream's requests while recording, an
     c = floats(15, s);                      // r1: 60 B, asked at 1
     a = Tensor();                           // r0 freed at 2
     d = floats(10, s);                      // r2: 40 B, asked at 3
-    kept = floats(4, s);                    // r3: 16 B, asked at 4
+    held = floats(4, s);                    // r3: 16 B, asked at 4
     sent = floats(8, s);                    // r4: 32 B, asked at 5
   }
   before = Tensor();  // not one of its requests
-  trace->keep(kept.storage().get());
-  kept = Tensor();                             // kept: its free is not the sequence's
   sent.storage()->record_stream(other);
   sent = Tensor();                             // another stream used it: never reused
   std::thread([&] { c = Tensor(); }).join();   // another thread's free: no point of the sequence
   d = Tensor();                                // freed between recordings: r2 freed at 6
   const Tensor after = floats(10, s);          // not recording: not a request
   trace->close();
+  held = Tensor();                             // after the close: not the sequence's
   CHECK(trace->requests() == std::vector<TracedRequest>{
                                  {40, 0, 2}, {60, 1, kNever}, {40, 3, 6}, {16, 4, kNever},
                                  {32, 5, kNever}});
@@ -85,7 +84,8 @@ TEST_CASE("an allocation trace records its stream's requests while recording, an
 }
 
 TEST_CASE("a graph pool serves each request the slot its plan gave it, a slot once its tensor "
-          "is freed, any free slot large enough when the sequence strays, and else refuses") {
+          "is freed (not one held unleased), any free slot large enough when the sequence "
+          "strays, and else refuses") {
   brigade::testing::Deadline deadline("graph pool");
   const Stream s = Stream::create(Device::cpu(41)), other = Stream::create(Device::cpu(41));
   GraphPool pool(s, brigade::plan_graph_memory(kSequence));
@@ -118,6 +118,25 @@ TEST_CASE("a graph pool serves each request the slot its plan gave it, a slot on
     // ...and none: refused, naming the stream and the size.
     CHECK_THROWS_WITH_AS(floats(10, s), doctest::Contains("asked for 40 B more than the eager"),
                          brigade::Error);
+  }
+  // A tensor held unleased (as a graph holds what it hands out again) keeps the memory, not
+  // the slot: once the tensor it was served as is freed, the slot serves the next request.
+  {
+    GraphPool fourth(s, brigade::plan_graph_memory({{64, 0, 1}, {64, 2, 3}}));
+    PoolScope scope(fourth);
+    Tensor served = floats(16, s);
+    CHECK(fourth.holds(served));
+    const Tensor unleased = fourth.unleased(served);
+    CHECK(address_of(unleased) == address_of(served));
+    CHECK(unleased.storage() == served.storage());  // the same block, another owner
+    served = Tensor();
+    const Tensor next = floats(16, s);
+    CHECK(address_of(next) == address_of(unleased));
+    const Tensor ordinary = floats(16, other);
+    CHECK_FALSE(fourth.holds(ordinary));
+    CHECK_FALSE(fourth.holds(Tensor()));
+    CHECK_THROWS_WITH_AS(fourth.unleased(ordinary),
+                         doctest::Contains("not in one of its graph pool's slots"), brigade::Error);
   }
   // A slot another stream used is not taken back; once closed, none is.
   {

@@ -7,9 +7,9 @@
 // place and parameters given new storage must be neither replayed wrongly nor lost. A failed
 // step under graphs changes nothing and names its place; the steps after it are those of a
 // run that never had it. Replays keep the memory they were captured with, no more, and about
-// what the step has in use run eagerly. Run on the devices of BRIGADE_TEST_DEVICES (CI: 1, 2
-// and 4 emulated GPUs, every stage on one, both CUDA paths); on CPU devices graphs are ignored
-// and the same checks hold.
+// what the step has in use run eagerly, several stages on one device too. Run on the devices
+// of BRIGADE_TEST_DEVICES (CI: 1, 2 and 4 emulated GPUs, every stage on one, both CUDA paths);
+// on CPU devices graphs are ignored and the same checks hold.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -124,9 +124,9 @@ TEST_CASE("CUDA graphs: replayed steps keep the memory in use of the first repla
 // whose lives do not overlap sharing a slot: a replayed step has about what the same step has
 // in use at its peak run eagerly, where a block of its own for each size the step asks for
 // (the pool before the plan) held up to twice it. One stage on one device, one micro-batch of
-// 256 samples, so that what graphs hold besides (their copies of the moving inputs, and the
-// outputs each keeps) is small beside the step's tensors; the device's peak over a fourth step,
-// the first run eagerly, the second replayed: within a quarter.
+// 256 samples, so that what graphs hold besides (their copies of the batch) is small beside
+// the step's tensors; the device's peak over a fourth step, the first run eagerly, the second
+// replayed: within a quarter.
 TEST_CASE("CUDA graphs: a replayed step has about the eager step's peak memory in use") {
   testing::Deadline deadline("CUDA graphs' peak memory");
   const auto peak_in_fourth_step = [](int first, bool graphs) {
@@ -144,6 +144,39 @@ TEST_CASE("CUDA graphs: a replayed step has about the eager step's peak memory i
   const uint64_t replayed = peak_in_fourth_step(199, true);
   CAPTURE(eager);
   CHECK(replayed <= eager + eager / 4);
+}
+
+// Several stages on one device, as --chunks places them on a machine with one GPU: what an
+// action hands to the next stage there (and the loss to its backward) is read by that stage's
+// graph in place, not copied, and its slot serves later requests once read, as the eager step
+// frees it (device_graphs.h). Beyond the eager step's peak the graphs then hold only their
+// copies of what comes from elsewhere: each micro-batch's samples and labels. 3 stages on one
+// device (interleaved-1f1b, 3 chunks), 4 micro-batches of 1024 samples; the device's peak over a
+// fourth step, eager against replayed: at most those copies and a quarter more (a block is up to
+// a quarter larger than asked, allocator.h), where copying every input and keeping every output
+// held 5x them.
+TEST_CASE("CUDA graphs: several stages on one device hold beyond the eager step's peak only "
+          "their copies of the batch") {
+  testing::Deadline deadline("CUDA graphs' peak memory, several stages on one device");
+  const HostBatch warmup = test::random_batch(4096, 90), measured = test::random_batch(4096, 93);
+  const auto peak_in_fourth_step = [&](int first, bool graphs) {
+    const Partition partition = at_cuts(8, {2, 6});
+    const std::unique_ptr<layers::Sequential> model = test::placed_model(partition, 1, first);
+    const Device device = test::test_devices(1, first)[0];
+    Runtime runtime(*model, {device}, partition, make_schedule("interleaved-1f1b", 1, 4, 3),
+                    test::sgd, RuntimeOptions{.seed = test::kDropoutSeed, .cuda_graphs = graphs});
+    for (uint32_t k = 0; k < 3; ++k) runtime.step(warmup, k);
+    Allocator::of(device).reset_peak();
+    runtime.step(measured, 3);
+    return Allocator::of(device).stats().peak_in_use;
+  };
+  const uint64_t eager = peak_in_fourth_step(202, false);
+  const uint64_t replayed = peak_in_fourth_step(205, true);
+  const uint64_t batch_copies =
+      measured.x.size() * sizeof(float) + measured.labels.size() * sizeof(int32_t);
+  CAPTURE(eager);
+  CAPTURE(batch_copies);
+  CHECK(replayed <= eager + batch_copies + batch_copies / 4);
 }
 
 // Every tensor a checkpoint holds (tools/train/checkpoint.cpp): the parameters, then each
