@@ -19,6 +19,13 @@
 //      Inference with Mobile GPUs", 2019). The slots then hold about what the eager run had
 //      live at its peak, where one block per distinct size (as the allocator's cache, or a pool
 //      that matched sizes) holds what the cache held.
+//      Why slots, each a block of its own, and not offsets in one arena (that paper's other
+//      planner): offsets come nearer the peak (the question's network on one stage, batch 128:
+//      67.7 MiB in one arena, the eager peak exactly, against 78.6 MiB of slots), but the
+//      emulated GPUs check happens-before per allocation (kernels/emu/cudart/hb.h): the
+//      tensors of one arena would all seem one, their every pair on two streams a race, and a
+//      real race between two lives of the same bytes would hide among them. A slot's tensors
+//      follow one another on one stream, which that check sees.
 //   3. GraphPool: the slots, taken from the allocator before the first capture; while a
 //      PoolScope is alive on the capturing thread, its requests on the stream are served from
 //      them, request i by the slot the plan gave it. The tensor served holds its slot (a
