@@ -14,9 +14,12 @@ distance to the nearer PyTorch run is within the worst per-step spread. A third 
 to bf16, forward and both backward passes, with fp32 sums; every layer's output and every
 layer's input gradient rounded to bf16; the loss and its gradient in fp32), says what
 separates the two programs when Brigade is outside: autocast also adds the bias in bf16 and
-rounds the weight gradients to bf16 before they reach the fp32 masters. A last autocast run
-with oneDNN off (torch.backends.mkldnn.flags(enabled=False)) is printed for scale only: it runs
-other kernels, not the same ones in another order.
+rounds the weight gradients to bf16 before they reach the fp32 masters. Two more autocast runs
+are printed for scale, not the criterion: oneDNN held to AVX-512 without its bf16
+instructions (ONEDNN_MAX_CPU_ISA=AVX512_CORE, read once at start: a process of its own), as a
+processor without AVX-512 BF16 runs it, the same rule in another order again; and oneDNN off
+(torch.backends.mkldnn.flags(enabled=False)), other kernels, not the same ones in another
+order.
 
   /usr/bin/python3 tools/compare/pytorch_bf16_autocast.py
 
@@ -24,6 +27,7 @@ Exits 1 when Brigade is outside the spread. Needs Debian's python3-torch (1.13) 
 python3-numpy, as pytorch_seed_cnn.py, whose readers and network builder it uses.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -139,6 +143,12 @@ def torch_losses(a, initial, images, labels, threads, kind):
     return losses
 
 
+def pass_on(a):
+    """The options that decide a PyTorch run, for a run in another process."""
+    return ["--model", a.model, "--data-dir", a.data_dir, "--steps", str(a.steps), "--batch",
+            str(a.batch), "--lr", str(a.lr), "--momentum", str(a.momentum)]
+
+
 def compare(a):
     work = a.workdir or tempfile.mkdtemp(prefix="brigade-bf16-")
     os.makedirs(work, exist_ok=True)
@@ -163,6 +173,10 @@ def compare(a):
     t2 = torch_losses(a, initial, images, labels, 2, "autocast")
     t1_again = torch_losses(a, initial, images, labels, 1, "autocast")
     rule = torch_losses(a, initial, images, labels, 1, "brigade-rule")
+    no_bf16_isa = json.loads(subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--autocast-losses-from", init] + pass_on(a),
+        env=dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE"), check=True, capture_output=True,
+        text=True).stdout)
     with torch.backends.mkldnn.flags(enabled=False):  # PyTorch's own CPU kernels instead
         native = torch_losses(a, initial, images, labels, 1, "autocast")
 
@@ -183,6 +197,9 @@ def compare(a):
     print(f"Brigade to the nearer autocast run: worst {worst_dist:.2e}, mean {np.mean(dist):.2e}")
     print(f"Brigade to Brigade's rule in PyTorch: worst {worst_rule:.2e} (the same rule, other "
           "fp32 kernels: their orders differ, and bf16 rounding amplifies that)")
+    print(f"PyTorch autocast with oneDNN held to AVX512_CORE (no bf16 instructions) to its bf16 "
+          f"kernels, 1 thread (another order; for scale): worst "
+          f"{max(abs(p - q) for p, q in zip(t1, no_bf16_isa)):.2e}")
     worst_native = max(abs(p - q) for p, q in zip(t1, native))
     print(f"PyTorch autocast without oneDNN (its own kernels: another algorithm, not only another "
           f"order; for scale, not the criterion) to oneDNN on 1 thread: worst {worst_native:.2e}")
@@ -203,8 +220,16 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", help="keep the files here (default: a new temporary folder)")
+    p.add_argument("--autocast-losses-from", metavar="INITIAL",
+                   help="only print, as JSON, the 1-thread autocast losses from these parameters")
     a = p.parse_args()
     try:
+        if a.autocast_losses_from:
+            images = read_idx(os.path.join(a.data_dir, "train-images-idx3-ubyte.gz"))
+            labels = read_idx(os.path.join(a.data_dir, "train-labels-idx1-ubyte.gz"))
+            print(json.dumps(torch_losses(a, read_safetensors(a.autocast_losses_from), images,
+                                          labels, 1, "autocast")))
+            return 0
         return compare(a)
     except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:
         print(f"pytorch_bf16_autocast.py: {e}", file=sys.stderr)
