@@ -145,17 +145,18 @@ uint64_t GraphPool::bytes() const {
   return total;
 }
 
-bool GraphPool::holds(const Tensor& t) const {
-  if (!t.defined()) return false;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return std::any_of(state_->slots.begin(), state_->slots.end(),
-                     [&](const std::shared_ptr<Block>& slot) { return slot == t.storage(); });
-}
-
-Tensor GraphPool::unleased(const Tensor& t) const {
+std::shared_ptr<Block> GraphPool::slot_of(const Tensor& t) const {
+  if (!t.defined()) return nullptr;
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const std::shared_ptr<Block>& slot : state_->slots)
-    if (t.defined() && slot == t.storage()) return t.through(slot);
+    if (slot == t.storage()) return slot;  // the same block: a lease is a handle of it
+  return nullptr;
+}
+
+bool GraphPool::holds(const Tensor& t) const { return slot_of(t) != nullptr; }
+
+Tensor GraphPool::unleased(const Tensor& t) const {
+  if (std::shared_ptr<Block> slot = slot_of(t)) return t.through(std::move(slot));
   throw Error(stream_.str() + ": " + (t.defined() ? t.str() : "an undefined tensor") +
               " is not in one of its graph pool's slots");
 }

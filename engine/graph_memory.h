@@ -142,6 +142,7 @@ class GraphPool {
   friend class PoolScope;
   struct State;
   std::shared_ptr<Block> serve(uint64_t bytes);
+  std::shared_ptr<Block> slot_of(const Tensor& t) const;  // the pool's handle, or null
   Stream stream_;
   std::shared_ptr<State> state_;
 };

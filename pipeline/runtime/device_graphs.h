@@ -78,7 +78,6 @@ class DeviceGraphs {
   // After the device's whole list: the phase's work is complete.
   void end();
 
-
  private:
   using ActionKey = std::tuple<int, int, int>;  // (stage, op, micro-batch)
   struct ActionGraph {
