@@ -123,10 +123,11 @@ void capture_task(StreamState& stream, Task task) {
   capture.operations.push_back({std::move(task), {}, {}, branch.index, branch.clock});
 }
 
-void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what) {
+void capture_access(StreamState& stream, const void* pointer, uint64_t bytes, bool write,
+                    const std::string& what) {
   Capture& capture = *stream.capture;
   if (capture.operations.empty()) return;  // an access with no task: nothing to replay
-  capture.operations.back().accesses.push_back({pointer, write, what});
+  capture.operations.back().accesses.push_back({pointer, bytes, write, what});
 }
 
 void capture_recheck(StreamState& stream, std::function<std::string()> recheck) {

@@ -15,6 +15,7 @@ namespace brigade::emu::gpu {
 // each replay.
 struct CapturedAccess {
   const void* pointer;
+  uint64_t bytes;  // hb.h's record_access
   bool write;
   std::string what;
 };

@@ -106,10 +106,11 @@ Task copy_task(void* dst, const void* src, uint64_t bytes, bool stage_source) {
 }
 
 // A copy's two accesses for the happens-before check (hb.h), on the stream it was enqueued on.
-void record_copy(StreamState& stream, void* dst, const void* src, const char* call,
-                 uint64_t position = 0) {
-  record_access(stream, src, /*write=*/false, std::string(call) + " (its source)", position);
-  record_access(stream, dst, /*write=*/true, std::string(call) + " (its destination)", position);
+void record_copy(StreamState& stream, void* dst, const void* src, uint64_t bytes,
+                 const char* call, uint64_t position = 0) {
+  record_access(stream, src, bytes, /*write=*/false, std::string(call) + " (its source)", position);
+  record_access(stream, dst, bytes, /*write=*/true, std::string(call) + " (its destination)",
+                position);
 }
 
 }  // namespace
@@ -134,7 +135,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
   if (s->capture && (to.kind == Where::pageable || from.kind == Where::pageable))
     return capturing_stream_refused(*s, "cudaMemcpyAsync with pageable host memory at one end");
   const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
-  record_copy(*s, dst, src, "cudaMemcpyAsync");
+  record_copy(*s, dst, src, count, "cudaMemcpyAsync");
   // To pageable memory the call returns only when the copy is done.
   if (to.kind == Where::pageable) {
     const VectorClock done = s->clock;
@@ -169,7 +170,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     // stream's next task (land_unlanded runs before anything else is appended there), so it
     // is that position's write, and only what is ordered after it may read the destination.
     const VectorClock synced = legacy->clock;
-    record_copy(*legacy, dst, src, "cudaMemcpy", before + 1);
+    record_copy(*legacy, dst, src, count, "cudaMemcpy", before + 1);
     count_host_block();
     wait_for(lock, *legacy, before);
     host_observes(synced);
@@ -178,7 +179,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     return fault_of(*legacy->gpu);
   }
   const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
-  record_copy(*legacy, dst, src, "cudaMemcpy");
+  record_copy(*legacy, dst, src, count, "cudaMemcpy");
   // "For transfers from device to device, no host-side synchronization is performed."
   if (to.kind == Where::device && from.kind == Where::device) return ok();
   const VectorClock done = legacy->clock;
@@ -205,7 +206,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
                     name_of(*from.gpu) + ", not to the devices named");
   if (count > 0) {
     enqueue(*s, copy_task(dst, src, count, false));
-    record_copy(*s, dst, src, "cudaMemcpyPeerAsync");
+    record_copy(*s, dst, src, count, "cudaMemcpyPeerAsync");
   }
   return ok();
 }
@@ -244,7 +245,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
                               "cudaMemcpyPeer (serialised)"});
       }
   const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
-  record_copy(*legacy, dst, src, "cudaMemcpyPeer");
+  record_copy(*legacy, dst, src, count, "cudaMemcpyPeer");
   for (Gpu* g : {to.gpu, from.gpu, gpu}) {
     g->barrier_stream = legacy;
     g->barrier_position = position;
@@ -270,7 +271,7 @@ static cudaError_t memset_on(void* ptr, int value, size_t count, cudaStream_t st
                                                     : "not inside one device allocation"));
   if (count > 0) {
     enqueue(*s, Task{[ptr, value, count] { std::memset(ptr, value, count); }, "cudaMemsetAsync"});
-    record_access(*s, ptr, /*write=*/true, "cudaMemsetAsync");
+    record_access(*s, ptr, count, /*write=*/true, "cudaMemsetAsync");
   }
   return ok();
 }

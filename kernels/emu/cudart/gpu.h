@@ -227,7 +227,8 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
 // What a capturing stream is given goes into its capture, not its queue: enqueue hands the
 // task here (its position is 0: it has none), record_access the accesses that follow it.
 void capture_task(StreamState& stream, Task task);
-void capture_access(StreamState& stream, const void* pointer, bool write, const std::string& what);
+void capture_access(StreamState& stream, const void* pointer, uint64_t bytes, bool write,
+                    const std::string& what);
 // The check the last task given to `stream` makes at its launch, to make again at every replay
 // of the graph (CapturedOperation::recheck; a kernel's declared extents).
 void capture_recheck(StreamState& stream, std::function<std::string()> recheck);

@@ -154,7 +154,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     const uint64_t position = replayed[op.branch] + op.after.at(op.branch);
     for (const CapturedAccess& a : op.accesses)
       check_access(*s->gpu, now, Access{ids[op.branch], position, a.what, names[op.branch], launch},
-                   a.pointer, a.write);
+                   a.pointer, a.bytes, a.write);
   }
   // The launch is done when every branch is: later work on the stream is ordered after all.
   for (uint32_t b = 0; b < graph.branches; ++b) {

@@ -2,6 +2,7 @@
 #include "kernels/emu/cudart/hb.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "kernels/emu/cudart/gpu.h"
@@ -71,44 +72,115 @@ std::string race_text(const Access& earlier, bool earlier_wrote, const Access& n
 
 }  // namespace
 
-void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
-                   uint64_t position) {
+void record_access(StreamState& stream, const void* pointer, uint64_t bytes, bool write,
+                   const std::string& what, uint64_t position) {
   if (stream.capture) {  // checked at each replay instead (graphs.cpp; recorded by capture.cpp)
-    capture_access(stream, pointer, write, what);
+    capture_access(stream, pointer, bytes, write, what);
     return;
   }
   const uint64_t at = position != 0 ? position : stream.clock.at(stream.id);
-  check_access(*stream.gpu, stream.clock, Access{stream.id, at, what, stream.name}, pointer, write);
+  check_access(*stream.gpu, stream.clock, Access{stream.id, at, what, stream.name}, pointer, bytes,
+               write);
 }
 
+namespace {
+
+using Ranges = std::map<uint64_t, AccessHistory::Range>;
+
+// Makes `offset` the first byte of a range or of a gap (cuts the range across it in two).
+void split_at(Ranges& ranges, uint64_t offset) {
+  auto after = ranges.upper_bound(offset);
+  if (after == ranges.begin()) return;
+  auto holding = std::prev(after);
+  if (holding->first == offset || holding->second.end <= offset) return;
+  ranges.emplace_hint(after, offset, holding->second);  // the same history, from `offset`
+  holding->second.end = offset;
+}
+
+// Whether `before` is ordered before the point `now` stands for.
+bool ordered_before(const Access& before, const VectorClock& now) {
+  return now.at(before.stream) >= before.position;
+}
+
+// The earlier access of `h` that `now` is not ordered after and that conflicts with a read
+// (write = false) or a write, or null.
+const Access* unordered(const RangeHistory& h, const VectorClock& now, bool write,
+                        bool* earlier_wrote) {
+  auto ordered = [&](const Access& before) { return ordered_before(before, now); };
+  *earlier_wrote = true;
+  if (h.last_write.position != 0 && !ordered(h.last_write)) return &h.last_write;
+  *earlier_wrote = false;
+  if (write)
+    for (const Access& read : h.reads)
+      if (!ordered(read)) return &read;
+  return nullptr;
+}
+
+}  // namespace
+
 void check_access(Gpu& gpu, const VectorClock& now, Access access, const void* pointer,
-                  bool write) {
-  if (pointer == nullptr) return;
+                  uint64_t bytes, bool write) {
+  if (pointer == nullptr || bytes == 0) return;
   Emulation& e = Emulation::get();
   uintptr_t start = 0;
   Allocation* a = e.find(pointer, 0, &start);
   if (a == nullptr) return;
-  auto ordered = [&](const Access& before) { return now.at(before.stream) >= before.position; };
-  AccessHistory& h = a->history;
-  std::string race;
-  if (h.last_write.position != 0 && !ordered(h.last_write))
-    race = race_text(h.last_write, true, access, write, memory_name(*a, start));
-  if (write && race.empty())
-    for (const Access& read : h.reads)
-      if (!ordered(read)) {
-        race = race_text(read, false, access, true, memory_name(*a, start));
-        break;
-      }
-  if (!race.empty()) set_fault(gpu, cudaErrorLaunchFailure, race);
-  if (write) {
-    h.last_write = std::move(access);
-    h.reads.clear();
+  // [begin, end): the bytes touched, from the allocation's start, within it.
+  const uint64_t offset = reinterpret_cast<uintptr_t>(pointer) - start;
+  const uint64_t begin = bytes == kWholeAllocation ? 0 : offset;
+  const uint64_t end = bytes == kWholeAllocation ? a->bytes : std::min(a->bytes, offset + bytes);
+  if (begin >= end) return;
+  Ranges& ranges = a->history.ranges;
+  split_at(ranges, begin);
+  split_at(ranges, end);
+  const auto first = ranges.lower_bound(begin);
+  const auto last = ranges.lower_bound(end);
+
+  // The first race, over the consecutive ranges that race with the same earlier access.
+  const Access* earlier = nullptr;
+  bool earlier_wrote = false;
+  uint64_t race_begin = 0, race_end = 0;
+  for (auto r = first; r != last; ++r) {
+    bool wrote = false;
+    const Access* other = unordered(r->second.history, now, write, &wrote);
+    if (earlier == nullptr && other != nullptr) {
+      earlier = other;
+      earlier_wrote = wrote;
+      race_begin = r->first;
+      race_end = r->second.end;
+    } else if (earlier != nullptr) {
+      const bool same = other != nullptr && other->stream == earlier->stream &&
+                        other->position == earlier->position && r->first == race_end;
+      if (!same) break;
+      race_end = r->second.end;
+    }
+  }
+  if (earlier != nullptr) {
+    const std::string memory = memory_name(*a, start) + ", its bytes " +
+                               std::to_string(race_begin) + " to " + std::to_string(race_end - 1);
+    set_fault(gpu, cudaErrorLaunchFailure,
+              race_text(*earlier, earlier_wrote, access, write, memory));
+  }
+
+  if (write) {  // the range's earlier accesses are ordered before this one, or reported
+    ranges.erase(first, last);
+    ranges.emplace(begin, AccessHistory::Range{end, RangeHistory{std::move(access), {}}});
     return;
   }
   // A read ordered before this one adds nothing: a later write unordered with it is unordered
-  // with this one too. What stays is a set of mutually unordered reads.
-  std::erase_if(h.reads, ordered);
-  h.reads.push_back(std::move(access));
+  // with this one too. What stays in each range is a set of mutually unordered reads. The
+  // gaps between the ranges become ranges holding this read alone.
+  auto ordered = [&](const Access& before) { return ordered_before(before, now); };
+  uint64_t covered = begin;  // bytes before it are in a range already
+  for (auto r = first; r != last; ++r) {
+    if (r->first > covered)
+      ranges.emplace_hint(r, covered, AccessHistory::Range{r->first, RangeHistory{{}, {access}}});
+    std::erase_if(r->second.history.reads, ordered);
+    r->second.history.reads.push_back(access);
+    covered = r->second.end;
+  }
+  if (covered < end)
+    ranges.emplace_hint(last, covered, AccessHistory::Range{end, RangeHistory{{}, {access}}});
 }
 
 }  // namespace brigade::emu::gpu

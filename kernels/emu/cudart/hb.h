@@ -8,14 +8,20 @@
 //
 // The bookkeeping is vector clocks (one per stream, one for the host), updated when work is
 // issued, not when it runs: the order CUDA promises is fixed by the calls, whatever the
-// timing. Each allocation keeps FastTrack's small history: its last write, and the reads
-// since, one per stream (a stream's later read is ordered after its earlier ones).
+// timing. Each range of an allocation's bytes keeps FastTrack's small history: its last write,
+// and the reads since, one per stream (a stream's later read is ordered after its earlier
+// ones). By range, not by allocation: two operations that touch different bytes of one
+// allocation need no order, as on a GPU (the tensors of one memory pool, two halves of one
+// buffer). An access knows its bytes: a copy's and a memset's count, a library call's operand,
+// a kernel argument's declared extent (BRIGADE_EXTENT); a kernel argument without one may
+// touch any byte of its allocation, and is taken to touch them all.
 //
 // All of it is internal to kernels/emu/cudart/ and kernels/emu/vendor/, and every function
 // here runs with Emulation::mutex held.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,10 +58,24 @@ struct Access {
   uint64_t graph_launch = 0;
 };
 
-struct AccessHistory {
+// The accesses of one range of bytes.
+struct RangeHistory {
   Access last_write;
   std::vector<Access> reads;  // since last_write, at most one per stream
 };
+
+// An allocation's history: the ranges of its bytes that were accessed, each with the accesses
+// all its bytes share. A write makes its range one; reads only split.
+struct AccessHistory {
+  struct Range {
+    uint64_t end = 0;  // one past its last byte, from the allocation's start
+    RangeHistory history;
+  };
+  std::map<uint64_t, Range> ranges;  // by first byte; disjoint; bytes in none: never accessed
+};
+
+// An access's extent when it is not known: every byte of the allocation.
+inline constexpr uint64_t kWholeAllocation = ~uint64_t{0};
 
 // The host's clock: what every synchronising call has seen complete (cudaStreamSynchronize,
 // cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, cudaFree, a
@@ -69,15 +89,17 @@ void host_observes(const VectorClock& completed);
 void inherit_host(StreamState& stream);
 
 // Records that the operation `what`, enqueued on `stream` (its clock already advanced to it),
-// reads or writes the allocation holding `pointer`; pointers into no allocation (pageable host
-// memory, null) are not tracked. A race with an earlier unordered access faults the stream's
-// GPU (cudaErrorLaunchFailure, sticky): the operation and all later work on it do not run.
+// reads or writes `bytes` bytes from `pointer` (kWholeAllocation: any byte of its allocation;
+// 0: none); pointers into no allocation (pageable host memory, null) are not tracked, and
+// bytes past the allocation's end are the bounds checks' to report, not this one's. A race
+// with an earlier unordered access of any of the bytes faults the stream's GPU
+// (cudaErrorLaunchFailure, sticky): the operation and all later work on it do not run.
 // `position`: the stream's position the access is ordered as, when not its last one (0).
-void record_access(StreamState& stream, const void* pointer, bool write, const std::string& what,
-                   uint64_t position = 0);
+void record_access(StreamState& stream, const void* pointer, uint64_t bytes, bool write,
+                   const std::string& what, uint64_t position = 0);
 // The same check for an access whose order is not a stream's: `access` is ordered after what
 // `now` holds (a branch of a replayed graph: graphs.cpp); a race faults `gpu`.
 void check_access(Gpu& gpu, const VectorClock& now, Access access, const void* pointer,
-                  bool write);
+                  uint64_t bytes, bool write);
 
 }  // namespace brigade::emu::gpu

@@ -99,7 +99,12 @@ cudaError_t launch_on_gpu(cudaStream_t stream, LaunchConfig config, ThreadBody b
                              },
                              std::move(what)});
   if (recheck) gpu::capture_recheck(*s, std::move(recheck));
-  for (const PointerArgument& p : pointers) gpu::record_access(*s, p.pointer, p.written, access);
+  // An argument without a declared extent may touch any byte of its allocation.
+  for (const PointerArgument& p : pointers)
+    gpu::record_access(*s, p.pointer,
+                       p.elements >= 0 ? static_cast<uint64_t>(p.elements) * p.element_bytes
+                                       : gpu::kWholeAllocation,
+                       p.written, access);
   return cudaSuccess;
 }
 

@@ -108,7 +108,8 @@ void enqueue_call(gpu::StreamState& s, const std::string& call,
                              },
                              call});
   for (const Operand& o : operands)
-    if (o.bytes > 0) gpu::record_access(s, o.pointer, o.written, call + " (" + o.name + ")");
+    if (o.bytes > 0)
+      gpu::record_access(s, o.pointer, o.bytes, o.written, call + " (" + o.name + ")");
 }
 
 Refusal run_on_stream(const Handle* h, const std::string& call,

@@ -1,7 +1,8 @@
 // The happens-before check of the emulated CUDA runtime (kernels/emu/cudart/hb.h) through the
 // CUDA API: each way CUDA orders two operations on one allocation is shown to order them, and
 // each missing order is shown to stop the run with a text naming both operations, their
-// streams and the allocation. Emulated builds only, with 7 GPUs (tests/kernels/emu/meson.build):
+// streams and the allocation and its bytes. Emulated builds only, with 9 GPUs
+// (tests/kernels/emu/cudart/meson.build):
 // a race faults its GPU for the rest of the process (sticky, as every fault), so each case that
 // makes one has a GPU of its own; the cases that must pass share cuda:0.
 #include <doctest/doctest.h>
@@ -242,4 +243,61 @@ TEST_CASE("an event orders streams of two devices") {
   REQUIRE(cudaMemsetAsync(on0, 0, sizeof(float), s5) == cudaSuccess);
   CHECK(cudaStreamSynchronize(s5) == cudaSuccess);  // and with s0 since: still ordered
   CHECK(cudaEventDestroy(stored) == cudaSuccess);
+}
+
+// ---- by bytes: one allocation, several ranges --------------------------------------------
+
+TEST_CASE("operations on different bytes of one allocation need no order between them") {
+  Deadline deadline("disjoint ranges");
+  float* value = device_floats(0, 4);  // [0, 1] written by one stream, [2, 3] by the other
+  float* copy = device_floats(0, 2);
+  cudaStream_t first = stream_on(0), second = stream_on(0);
+  REQUIRE(cudaMemsetAsync(value, 0, 2 * sizeof(float), first) == cudaSuccess);
+  REQUIRE(launch(second, "store_seven", store_seven, BRIGADE_EXTENT(value + 2, 1)) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(value + 3, 0, sizeof(float), second) == cudaSuccess);
+  // A read of the first half on the second stream, while the first stream writes it again:
+  // ordered by an event, so no race; the second half stays the second stream's.
+  cudaEvent_t zeroed = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&zeroed, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventRecord(zeroed, first) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(second, zeroed, 0) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(copy, value, 2 * sizeof(float), cudaMemcpyDeviceToDevice, second) ==
+          cudaSuccess);
+  CHECK(cudaStreamSynchronize(first) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(second) == cudaSuccess);
+  std::vector<float> host(4, -1.0f);
+  REQUIRE(cudaMemcpy(host.data(), value, 4 * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(host == std::vector<float>{0.0f, 0.0f, 7.0f, 0.0f});
+  CHECK(value_at(copy) == 0.0f);
+  CHECK(cudaEventDestroy(zeroed) == cudaSuccess);
+  for (cudaStream_t s : {first, second}) CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  for (float* p : {value, copy}) CHECK(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("writes of overlapping bytes on two streams stop the run, naming the bytes they share") {
+  Deadline deadline("overlapping ranges");
+  float* value = device_floats(7, 4);
+  cudaStream_t first = stream_on(7), second = stream_on(7);
+  REQUIRE(cudaMemsetAsync(value, 0, 2 * sizeof(float), first) == cudaSuccess);      // bytes 0-7
+  CHECK(cudaMemsetAsync(value + 1, 0, 2 * sizeof(float), second) == cudaSuccess);  // bytes 4-11
+  CHECK(cudaStreamSynchronize(second) == cudaErrorLaunchFailure);
+  const std::string text = last_error_text();
+  CHECK(contains(text, "a data race on " + allocation_name(7, value, 4 * sizeof(float)) +
+                           ", its bytes 4 to 7: cudaMemsetAsync on emulated cuda:7 non-blocking "
+                           "stream #"));
+  CHECK(contains(text, "writes it while cudaMemsetAsync on emulated cuda:7 non-blocking stream #"));
+}
+
+TEST_CASE("a kernel argument without a declared extent is taken to touch its whole allocation") {
+  Deadline deadline("undeclared extent");
+  float* value = device_floats(8, 4);
+  cudaStream_t first = stream_on(8), second = stream_on(8);
+  // The kernel writes value[0] only, but nothing tells the check so: the memset of the last
+  // two floats on another stream races with it, as it would with a kernel that wrote them.
+  REQUIRE(cudaMemsetAsync(value + 2, 0, 2 * sizeof(float), first) == cudaSuccess);
+  CHECK(launch(second, "store_seven", store_seven, value) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(second) == cudaErrorLaunchFailure);
+  const std::string text = last_error_text();
+  CHECK(contains(text, "a data race on " + allocation_name(8, value, 4 * sizeof(float)) +
+                           ", its bytes 8 to 15: kernel store_seven on emulated cuda:8"));
 }
