@@ -145,7 +145,19 @@ std::shared_ptr<Block> Allocator::allocate(uint64_t bytes, const Stream& stream)
                                                     << ", a stream of another device");
   PoolScope* const scope = detail::pool_scope_of_this_thread();
   if (scope && scope->pool_.stream() == stream) return scope->serve(bytes);
-  const uint64_t size = block_size(bytes);
+  return obtain(bytes, block_size(bytes), stream);
+}
+
+std::shared_ptr<Block> Allocator::allocate_exact(uint64_t bytes, const Stream& stream) {
+  BRIGADE_CHECK(stream.device() == device_, device_ << ": allocation for " << stream.str()
+                                                    << ", a stream of another device");
+  return obtain(bytes, caching() ? (std::max<uint64_t>(bytes, 1) + 511) / 512 * 512
+                                 : std::max<uint64_t>(bytes, 1),
+                stream);
+}
+
+// A block of `size` bytes for a request of `bytes`: the cache's, or new memory.
+std::shared_ptr<Block> Allocator::obtain(uint64_t bytes, uint64_t size, const Stream& stream) {
   Event owner_before;
   std::unique_lock<std::mutex> lock(mutex_);
   void* data = take_or_obtain_locked(size, stream, &owner_before);

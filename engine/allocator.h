@@ -93,6 +93,7 @@ class Block {
  private:
   friend class Allocator;
   friend class AllocationTrace;
+  friend class GraphPool;  // serves ranges of its arena as blocks of their own (graph_memory.h)
   Block(void* data, uint64_t size, Stream stream, Event owner_before)
       : data_(data), size_(size), stream_(std::move(stream)),
         owner_before_(std::move(owner_before)) {}
@@ -121,6 +122,11 @@ class Allocator {
   // At least `bytes` bytes (64-byte aligned on CPU) for use on `stream`, which must be a
   // stream of this allocator's device. 0 bytes gives the smallest bin.
   std::shared_ptr<Block> allocate(uint64_t bytes, const Stream& stream);
+  // The same, of `bytes` rounded up to 512 only, not to its bin: for memory held whole and long
+  // (a graph pool's arena, graph_memory.h), where a bin's slack (up to 25%) would be held for
+  // nothing. Freed, it is cached under that size, and serves requests of it alone. Never from
+  // a graph pool.
+  std::shared_ptr<Block> allocate_exact(uint64_t bytes, const Stream& stream);
 
   MemoryStats stats() const;
   void reset_peak();
@@ -157,6 +163,7 @@ class Allocator {
     std::vector<Event> users_done;  // recorded on each record_stream user at free time
   };
 
+  std::shared_ptr<Block> obtain(uint64_t bytes, uint64_t size, const Stream& stream);
   void release(Block* block);  // the shared_ptr deleter
   // A cached block for `stream` (null if none): its memory, and the owner's event it skipped.
   void* take_from_cache_locked(uint64_t size, const Stream& stream, Event* owner_before);

@@ -4,7 +4,10 @@
 #include "engine/graph_memory.h"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "engine/capture_scopes.h"
@@ -25,14 +28,15 @@ PoolScope*& pool_scope_of_this_thread() {
 
 // ---- The plan -------------------------------------------------------------------------------
 
-uint64_t GraphMemoryPlan::bytes() const {
-  return std::accumulate(slot_bytes.begin(), slot_bytes.end(), uint64_t{0});
+uint64_t GraphMemoryPlan::range_bytes(uint64_t request_bytes) {
+  return std::max<uint64_t>(1, (request_bytes + kAlignment - 1) / kAlignment) * kAlignment;
 }
 
 GraphMemoryPlan plan_graph_memory(const std::vector<TracedRequest>& requests) {
-  // A request lives over [asked_at, freed_at): two share a slot when those do not overlap.
-  struct Life {
-    uint64_t from, to;
+  // A request lives over [asked_at, freed_at): two may share bytes when those do not overlap.
+  auto overlap = [&](uint32_t a, uint32_t b) {
+    return requests[a].asked_at < requests[b].freed_at &&
+           requests[b].asked_at < requests[a].freed_at;
   };
   std::vector<uint32_t> by_size(requests.size());  // requests, the largest first
   std::iota(by_size.begin(), by_size.end(), 0u);
@@ -41,27 +45,32 @@ GraphMemoryPlan plan_graph_memory(const std::vector<TracedRequest>& requests) {
   });
   GraphMemoryPlan plan;
   for (const TracedRequest& r : requests) plan.request_bytes.push_back(r.bytes);
-  plan.request_slot.resize(requests.size());
-  std::vector<std::vector<Life>> lives;  // [slot] the lives it serves
+  plan.request_offset.resize(requests.size());
+  std::vector<uint32_t> placed;  // so far, by offset
   for (const uint32_t r : by_size) {
-    const Life life{requests[r].asked_at, requests[r].freed_at};
-    auto free_over = [&](const std::vector<Life>& taken) {
-      return std::none_of(taken.begin(), taken.end(), [&](const Life& t) {
-        return t.from < life.to && life.from < t.to;
-      });
-    };
-    // Every slot so far is at least as large (largest first): the smallest that is free.
-    uint32_t chosen = static_cast<uint32_t>(lives.size());
-    for (uint32_t s = 0; s < lives.size(); ++s)
-      if ((chosen == lives.size() || plan.slot_bytes[s] < plan.slot_bytes[chosen]) &&
-          free_over(lives[s]))
-        chosen = s;
-    if (chosen == lives.size()) {
-      lives.emplace_back();
-      plan.slot_bytes.push_back(requests[r].bytes);
+    const uint64_t size = GraphMemoryPlan::range_bytes(requests[r].bytes);
+    // The gaps between the ranges placed whose lives overlap r's, in the order of their offsets:
+    // the smallest that holds r, else the end of the last.
+    uint64_t end = 0;  // of the ranges so far that overlap r in time
+    uint64_t best = 0, best_gap = ~uint64_t{0};
+    bool found = false;
+    for (const uint32_t p : placed) {
+      if (!overlap(p, r)) continue;
+      const uint64_t at = plan.request_offset[p];
+      if (at >= end && at - end >= size && at - end < best_gap) {
+        best = end;
+        best_gap = at - end;
+        found = true;
+      }
+      end = std::max(end, at + GraphMemoryPlan::range_bytes(requests[p].bytes));
     }
-    lives[chosen].push_back(life);
-    plan.request_slot[r] = chosen;
+    plan.request_offset[r] = found ? best : end;
+    plan.arena_bytes = std::max(plan.arena_bytes, plan.request_offset[r] + size);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), plan.request_offset[r],
+                                   [&](uint64_t offset, uint32_t p) {
+                                     return offset < plan.request_offset[p];
+                                   }),
+                  r);
   }
   return plan;
 }
@@ -113,24 +122,45 @@ std::vector<TracedRequest> AllocationTrace::requests() const {
 
 // ---- The pool -------------------------------------------------------------------------------
 
-// The slots, and which are free. Shared with the deleters of the handles it gives out, which
-// may run after the pool is gone (a tensor that outlives its graph).
+// The arena, and which of its bytes are held. Shared with the deleters of the handles it gives
+// out, which may run after the pool is gone (a tensor that outlives its graph).
 struct GraphPool::State {
   std::mutex mutex;
   bool open = true;
   GraphMemoryPlan plan;
-  std::vector<std::shared_ptr<Block>> slots;  // [slot]
-  std::vector<bool> free;                     // [slot] not held by a tensor
-  uint64_t next_request = 0;                  // the plan's request the next serve() is
+  std::shared_ptr<Block> arena;
+  std::vector<std::shared_ptr<Block>> ranges;  // the pool's handle of each range it served
+  std::map<uint64_t, uint64_t> held;           // offset -> end, of the ranges a tensor holds
+  uint64_t next_request = 0;                   // the plan's request the next serve() is
+
+  bool free_over(uint64_t offset, uint64_t end) const {
+    auto after = held.lower_bound(end);  // the first range that starts at or after `end`
+    return after == held.begin() || std::prev(after)->second <= offset;
+  }
+  // The smallest gap of the arena that holds `size` bytes (its offset), or none.
+  std::optional<uint64_t> smallest_gap(uint64_t size) const {
+    std::optional<uint64_t> best;
+    uint64_t best_gap = 0, end = 0;
+    auto consider = [&](uint64_t next) {
+      if (next - end >= size && (!best || next - end < best_gap)) {
+        best = end;
+        best_gap = next - end;
+      }
+    };
+    for (const auto& [at, to] : held) {
+      consider(at);
+      end = to;
+    }
+    if (plan.arena_bytes >= end) consider(plan.arena_bytes);
+    return best;
+  }
 };
 
 GraphPool::GraphPool(Stream stream, const GraphMemoryPlan& plan)
     : stream_(std::move(stream)), state_(std::make_shared<State>()) {
-  Allocator& allocator = Allocator::of(stream_.device());
   state_->plan = plan;
-  for (const uint64_t bytes : plan.slot_bytes)
-    state_->slots.push_back(allocator.allocate(bytes, stream_));
-  state_->free.assign(plan.slot_bytes.size(), true);
+  if (plan.arena_bytes > 0)
+    state_->arena = Allocator::of(stream_.device()).allocate_exact(plan.arena_bytes, stream_);
 }
 
 void GraphPool::close() {
@@ -138,27 +168,22 @@ void GraphPool::close() {
   state_->open = false;
 }
 
-uint64_t GraphPool::bytes() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  uint64_t total = 0;
-  for (const std::shared_ptr<Block>& slot : state_->slots) total += slot->size();
-  return total;
-}
+uint64_t GraphPool::bytes() const { return state_->arena ? state_->arena->size() : 0; }
 
-std::shared_ptr<Block> GraphPool::slot_of(const Tensor& t) const {
+std::shared_ptr<Block> GraphPool::range_of(const Tensor& t) const {
   if (!t.defined()) return nullptr;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  for (const std::shared_ptr<Block>& slot : state_->slots)
-    if (slot == t.storage()) return slot;  // the same block: a lease is a handle of it
+  for (const std::shared_ptr<Block>& range : state_->ranges)
+    if (range == t.storage()) return range;  // the same block: a lease is a handle of it
   return nullptr;
 }
 
-bool GraphPool::holds(const Tensor& t) const { return slot_of(t) != nullptr; }
+bool GraphPool::holds(const Tensor& t) const { return range_of(t) != nullptr; }
 
 Tensor GraphPool::unleased(const Tensor& t) const {
-  if (std::shared_ptr<Block> slot = slot_of(t)) return t.through(std::move(slot));
+  if (std::shared_ptr<Block> range = range_of(t)) return t.through(std::move(range));
   throw Error(stream_.str() + ": " + (t.defined() ? t.str() : "an undefined tensor") +
-              " is not in one of its graph pool's slots");
+              " is not one of its graph pool's tensors");
 }
 
 std::shared_ptr<Block> GraphPool::serve(uint64_t bytes) {
@@ -166,32 +191,36 @@ std::shared_ptr<Block> GraphPool::serve(uint64_t bytes) {
   std::unique_lock<std::mutex> lock(state.mutex);
   const GraphMemoryPlan& plan = state.plan;
   const uint64_t request = state.next_request++;
-  size_t slot = plan.slot_bytes.size();
-  if (request < plan.request_slot.size() && plan.request_bytes[request] == bytes &&
-      state.free[plan.request_slot[request]])
-    slot = plan.request_slot[request];  // as planned
-  else  // not as the eager run went: the smallest free slot that holds it, if any
-    for (size_t s = 0; s < plan.slot_bytes.size(); ++s)
-      if (state.free[s] && plan.slot_bytes[s] >= bytes &&
-          (slot == plan.slot_bytes.size() || plan.slot_bytes[s] < plan.slot_bytes[slot]))
-        slot = s;
-  if (slot == plan.slot_bytes.size()) {
+  const uint64_t size = GraphMemoryPlan::range_bytes(bytes);
+  std::optional<uint64_t> offset;
+  if (request < plan.request_offset.size() && plan.request_bytes[request] == bytes &&
+      state.free_over(plan.request_offset[request], plan.request_offset[request] + size))
+    offset = plan.request_offset[request];  // as planned
+  else  // not as the eager run went: the smallest gap that holds it, if any
+    offset = state.smallest_gap(size);
+  if (!offset) {
     lock.unlock();
     throw Error(stream_.str() + ": a captured CUDA graph asked for " + format_bytes(bytes) +
                 " more than the eager run it was planned by held at once (request " +
-                std::to_string(request) + " of " + std::to_string(plan.request_slot.size()) +
+                std::to_string(request) + " of " + std::to_string(plan.request_offset.size()) +
                 ")");
   }
-  state.free[slot] = false;
-  // The handle a tensor holds: its deleter gives the slot back to the pool (free for the rest
-  // of the sequence while the pool is open), never to the allocator; the pool keeps the memory.
+  state.held.emplace(*offset, *offset + size);
+  // The pool's handle of the range, which keeps the arena alive: a tensor may outlive the pool.
+  auto* const data = static_cast<unsigned char*>(state.arena->data()) + *offset;
+  // A user on another stream waits, as for any block, for the arena's previous life's work.
+  std::shared_ptr<Block> range(new Block(data, size, stream_, state.arena->owner_before_),
+                               [arena = state.arena](Block* b) { delete b; });
+  state.ranges.push_back(range);
+  // The handle a tensor holds: its deleter gives the bytes back to the pool (free for the rest
+  // of the sequence while the pool is open), never to the allocator.
   const std::weak_ptr<State> weak = state_;
-  Block* const block = state.slots[slot].get();
-  return std::shared_ptr<Block>(block, [weak, slot](Block* b) {
+  Block* const block = range.get();
+  return std::shared_ptr<Block>(block, [weak, range, at = *offset](Block* b) {
     const std::shared_ptr<State> owner = weak.lock();
     if (!owner || b->used_elsewhere()) return;  // another stream's use: its graph's alone
     std::lock_guard<std::mutex> guard(owner->mutex);
-    if (owner->open) owner->free[slot] = true;
+    if (owner->open) owner->held.erase(at);
   });
 }
 

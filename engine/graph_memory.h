@@ -11,48 +11,48 @@
 //   1. AllocationTrace: while the eager run's work is enqueued (one Recording per action), each
 //      request it makes on the stream, in order, and when the host frees each of those blocks
 //      (on the recording thread, anywhere in the sequence: a tape is freed between actions).
-//   2. GraphMemoryPlan (plan_graph_memory): the requests packed into slots, blocks that serve
-//      several requests whose lives do not overlap. A slot is as large as the largest request
-//      it serves; the packing is greedy by size (the largest request first, into the smallest
-//      slot whose requests are all dead or not yet born while it lives, else a new slot), the
-//      "shared objects" planner of TFLite's GPU delegate (Lee et al., "On-Device Neural Net
-//      Inference with Mobile GPUs", 2019). The slots then hold about what the eager run had
-//      live at its peak, where one block per distinct size (as the allocator's cache, or a pool
-//      that matched sizes) holds what the cache held.
-//      Why slots, each a block of its own, and not offsets in one arena (that paper's other
-//      planner): offsets come nearer the peak (the question's network on one stage, batch 128:
-//      67.7 MiB in one arena, the eager peak exactly, against 78.6 MiB of slots), but the
-//      emulated GPUs check happens-before per allocation (kernels/emu/cudart/hb.h): the
-//      tensors of one arena would all seem one, their every pair on two streams a race, and a
-//      real race between two lives of the same bytes would hide among them. A slot's tensors
-//      follow one another on one stream, which that check sees.
-//   3. GraphPool: the slots, taken from the allocator before the first capture; while a
-//      PoolScope is alive on the capturing thread, its requests on the stream are served from
-//      them, request i by the slot the plan gave it. The tensor served holds its slot (a
-//      lease): freed, it gives the slot back to the pool, which serves the next request
-//      planned for it.
+//   2. GraphMemoryPlan (plan_graph_memory): an offset for each request in one arena, so that
+//      two requests whose lives overlap never share a byte. Greedy by size: the largest request
+//      first, into the smallest gap left between the requests already placed whose lives
+//      overlap its own, else after the last of them. This is the "greedy by size" offset
+//      planner of TFLite's GPU delegate (Pisarchyk and Lee, "Efficient Memory Management for
+//      Deep Neural Net Inference", 2020); on the question's network (one stage, batch 128) it
+//      plans 67.7 MiB, the eager run's peak, where the same paper's "shared objects" (blocks
+//      each as large as the largest request it serves, shared by requests whose lives do not
+//      overlap) hold 78.6 MiB, and one block per distinct size (the allocator's cache, or a
+//      pool matching sizes) more still.
+//   3. GraphPool: the arena, one block taken from the allocator before the first capture;
+//      while a PoolScope is alive on the capturing thread, its requests on the stream are
+//      served from it, request i at the offset the plan gave it, as a block of its own (a
+//      range) whose bytes the tensor alone uses while it lives. The tensor served holds its
+//      range (a lease): freed, it gives the range back, and the bytes serve the next requests
+//      planned over them.
 //
-// Same stream, same order: a slot serves a request only once the work of its previous tensor
-// is enqueued before it on the same stream, in the capture and in every replay (the graphs are
-// launched in capture order), so no event is needed. Not a block another stream used (a copy
-// sent from it): its reuse would need that stream's event, which a graph cannot wait for; the
-// trace counts such a block as never freed, and the pool never takes it back.
+// Same stream, same order: a range's bytes serve another request only once the work of their
+// previous tensor is enqueued before it on the same stream, in the capture and in every replay
+// (the graphs are launched in capture order), so no event is needed. Not bytes another stream
+// used (a copy sent from them): their reuse would need that stream's event, which a graph
+// cannot wait for; the trace counts such a block as never freed, and the pool never takes its
+// range back.
 //
 // What a graph hands out again at each replay (its outputs), and what it reads in place (the
 // output of a graph before it on the stream), it holds through the pool's own handle of the
-// slot (unleased()), not the lease: the slot serves later requests once the sequence frees the
-// tensor, as the eager run freed it. A replay writes the tensor's values where its capture
-// did, and the replays after it in the sequence read them there before the slot's next tensor
+// range (unleased()), not the lease: the bytes serve later requests once the sequence frees
+// the tensor, as the eager run freed it. A replay writes the tensor's values where its capture
+// did, and the replays after it in the sequence read them there before the bytes' next tensor
 // is written: the capture's leases ordered them so.
 //
 // The plan is exact when the capture frees what the eager run freed, where it freed it: the
 // same code, the same order. Should a capture ever ask for more than planned, or find its
-// slot still held, it is served the smallest free slot large enough, and with none, it throws,
-// naming the stream and the size: the capture ends, dropped, and the step fails.
+// planned bytes still held, it is served the smallest gap of the arena that holds it, and
+// with none, it throws, naming the stream and the size: the capture ends, dropped, and the
+// step fails.
 //
-// On emulated GPUs a slot is lent (allocator.h) for its own size, the largest request it
-// serves, once: every replay runs the kernels of all of the slot's tensors, each of its own
-// size, so the emulator's bounds checks stop at the slot's end, not at each tensor's.
+// On emulated GPUs the arena is lent (allocator.h) whole, once: the bounds checks of a replay
+// stop at the arena's end, not at each tensor's (the eager run, the same kernels on the same
+// sizes, is checked tensor by tensor). The happens-before check follows each range's bytes on
+// their own (kernels/emu/cudart/hb.h): two tensors of the arena are two memories to it, and
+// two lives of the same bytes that nothing orders are a race it reports.
 #pragma once
 
 #include <cstdint>
@@ -78,14 +78,19 @@ struct TracedRequest {
 };
 
 struct GraphMemoryPlan {
-  std::vector<uint64_t> slot_bytes;     // [slot] the largest request it serves
-  std::vector<uint64_t> request_bytes;  // [request] as traced
-  std::vector<uint32_t> request_slot;   // [request] the slot that serves it
-  uint64_t bytes() const;               // the slots' bytes together
+  // Where a range starts: every offset is a multiple of it (the alignment cudaMalloc gives,
+  // which vendor libraries and vectorised loads rely on), every range a whole number of it.
+  static constexpr uint64_t kAlignment = 256;
+  static uint64_t range_bytes(uint64_t request_bytes);  // rounded up to kAlignment, at least one
+
+  uint64_t arena_bytes = 0;              // the end of the last range
+  std::vector<uint64_t> request_bytes;   // [request] as traced
+  std::vector<uint64_t> request_offset;  // [request] where in the arena its range starts
+  uint64_t bytes() const { return arena_bytes; }
 };
 
-// The slots for `requests` (step 2 above): two requests share a slot only if one is freed at or
-// before the other is asked for. Deterministic: ties go to the earlier request.
+// The offsets for `requests` (step 2 above): two requests overlap in the arena only if one is
+// freed at or before the other is asked for. Deterministic: ties go to the earlier request.
 GraphMemoryPlan plan_graph_memory(const std::vector<TracedRequest>& requests);
 
 // Step 1 above. Shared with the blocks it traces, whose frees may come after it is closed.
@@ -122,19 +127,19 @@ class AllocationTrace : public std::enable_shared_from_this<AllocationTrace> {
   std::vector<TracedRequest> requests_;
 };
 
-// Step 3 above. Destroyed with the graphs: its slots go back to the allocator once no tensor
-// holds them either.
+// Step 3 above. Destroyed with the graphs: its arena goes back to the allocator once no tensor
+// holds a range of it either.
 class GraphPool {
  public:
-  // Takes the plan's slots on `stream` now (outside any capture).
+  // Takes the plan's arena on `stream` now (outside any capture).
   GraphPool(Stream stream, const GraphMemoryPlan& plan);
   const Stream& stream() const { return stream_; }
-  // The sequence is captured: a slot freed now serves nothing more.
+  // The sequence is captured: a range freed now serves nothing more.
   void close();
-  uint64_t bytes() const;  // the slots' memory
-  // Whether `t` lies in one of the slots (a tensor a capture was served).
+  uint64_t bytes() const;  // the arena's memory
+  // Whether `t` is one of the pool's ranges (a tensor a capture was served).
   bool holds(const Tensor& t) const;
-  // `t`, one of the slots' tensors, through the pool's own handle of its slot: held so, it
+  // `t`, one of the pool's tensors, through the pool's own handle of its range: held so, it
   // keeps the memory but gives nothing back when dropped (the top of this file says why).
   Tensor unleased(const Tensor& t) const;
 
@@ -142,7 +147,7 @@ class GraphPool {
   friend class PoolScope;
   struct State;
   std::shared_ptr<Block> serve(uint64_t bytes);
-  std::shared_ptr<Block> slot_of(const Tensor& t) const;  // the pool's handle, or null
+  std::shared_ptr<Block> range_of(const Tensor& t) const;  // the pool's handle, or null
   Stream stream_;
   std::shared_ptr<State> state_;
 };

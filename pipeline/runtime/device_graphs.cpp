@@ -37,7 +37,7 @@ GraphPhase DeviceGraphs::begin(const Key& key, const Stream& compute) {
     graphs_.clear();  // the graphs of another Key, and then their memory, go first
     captured_key_.reset();
     pool_.reset();
-    pool_.emplace(compute, plan_);  // every slot of the plan, taken before the first capture
+    pool_.emplace(compute, plan_);  // the plan's arena, taken before the first capture
   } else {
     phase_ = GraphPhase::size;
     trace_ = AllocationTrace::create(compute);

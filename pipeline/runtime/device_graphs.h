@@ -5,17 +5,17 @@
 // A replay repeats the captured work exactly, addresses included, so everything an action
 // reads or writes must lie where it lay at the capture. Why each thing does:
 //   - what the action allocates (activations, the tape, its outputs): the capture is served
-//     from slots set aside before the step's first capture (engine/graph_memory.h), planned
-//     from what the eager step before asked for and when it freed it: one GraphPool per
-//     device, in which a slot whose tensor was freed earlier in the step (a tape after its
-//     backward, an output its consumer is done with) serves a later request, so the graphs
-//     hold about what the eager step had live at its peak. A replayed action's outputs are
+//     from one arena set aside before the step's first capture (engine/graph_memory.h), at
+//     offsets planned from what the eager step before asked for and when it freed it: one
+//     GraphPool per device, in which the bytes of a tensor freed earlier in the step (a tape
+//     after its backward, an output its consumer is done with) serve later requests, so the
+//     graphs hold what the eager step had live at its peak. A replayed action's outputs are
 //     the tensors its capture returned, handed out again: their values are valid until the
 //     step frees them, as in the eager step;
 //   - what the action reads that another action wrote (`moving` below: the stage's input,
 //     the labels, the output gradient): where that is the output of an action before it on
-//     this device (the stage before, or the loss, on the same GPU), read in place, in the slot
-//     whose values the replay of that action writes; what arrives from elsewhere (another
+//     this device (the stage before, or the loss, on the same GPU), read in place, where the
+//     replay of that action writes it; what arrives from elsewhere (another
 //     device, the batch) is copied first into the graph's own tensor, one copy each, known to
 //     hold bf16 values when what it copies is (engine/tensor.h);
 //   - the parameters and their gradients, the device's verdict word (step_verdict.h), and the
@@ -82,7 +82,7 @@ class DeviceGraphs {
   using ActionKey = std::tuple<int, int, int>;  // (stage, op, micro-batch)
   struct ActionGraph {
     std::optional<CudaGraph> graph;
-    // What the graph reads of the moving tensors: its copy, or (read_in_place) the slot
+    // What the graph reads of the moving tensors: its copy, or (read_in_place) the range
     // another graph's replay writes them to, unleased (engine/graph_memory.h).
     std::vector<Tensor> inputs;
     std::vector<bool> read_in_place;

@@ -44,6 +44,24 @@ TEST_CASE("sizes round up into bins: 512 B steps to 2 KiB, then four bins per po
   }
 }
 
+TEST_CASE("an exact allocation rounds to 512 B, not to its bin, and is cached under that size" *
+          doctest::skip(!caching)) {
+  Deadline deadline("exact allocation");
+  const Device dev = Device::cpu(27);
+  Allocator& alloc = Allocator::of(dev);
+  Stream s = Stream::create(dev);
+  auto exact = alloc.allocate_exact(4500, s);
+  CHECK(exact->size() == 4608);                       // 9 x 512
+  CHECK(Allocator::block_size(4500) == 5120);         // its bin: 4 KiB + 1 KiB
+  CHECK(alloc.stats().in_use == 4608);
+  void* memory = exact->data();
+  exact.reset();
+  auto binned = alloc.allocate(4500, s);              // the bin's size: not the cached block
+  CHECK(binned->data() != memory);
+  auto again = alloc.allocate_exact(4200, s);         // 4608 again: the cached block
+  CHECK(again->data() == memory);
+}
+
 TEST_CASE("a freed block is reused by its own stream, and counters follow" * doctest::skip(!caching)) {
   Deadline deadline("own-stream reuse");
   const Device dev = Device::cpu(20);

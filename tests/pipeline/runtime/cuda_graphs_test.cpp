@@ -120,14 +120,23 @@ TEST_CASE("CUDA graphs: replayed steps keep the memory in use of the first repla
   CHECK(in_use() == after_first_replay);
 }
 
-// The graphs' memory is planned from the eager step before (engine/graph_memory.h), tensors
-// whose lives do not overlap sharing a slot: a replayed step has about what the same step has
-// in use at its peak run eagerly, where a block of its own for each size the step asks for
-// (the pool before the plan) held up to twice it. One stage on one device, one micro-batch of
-// 256 samples, so that what graphs hold besides (their copies of the batch) is small beside
-// the step's tensors; the device's peak over a fourth step, the first run eagerly, the second
-// replayed: within a quarter.
-TEST_CASE("CUDA graphs: a replayed step has about the eager step's peak memory in use") {
+// What the graphs' arena may hold above an eager peak of `eager` bytes for its rounding of each
+// tensor to 256 bytes: nothing where the eager step's blocks are rounded to their bins.
+uint64_t unrounded_slack(uint64_t eager) { return Allocator::caching() ? 0 : eager / 100; }
+
+// The graphs' memory is planned from the eager step before (engine/graph_memory.h): one arena,
+// in which only tensors whose lives overlap need bytes of their own. A replayed step then has
+// in use what the same step has at its peak run eagerly, and the graphs' copies of the batch:
+// the arena rounds each tensor up to 256 bytes, where the eager step's blocks are rounded up
+// to their bins (up to a quarter), which covers what the greedy packing leaves above the exact
+// peak. (Without the cache, BRIGADE_NO_MEMORY_CACHING=1, the eager step's blocks are exactly
+// as asked, and the arena's rounding is above them: `unrounded_slack`, a percent.) Blocks
+// shared whole (each as large as its largest tensor) held 9 % more than the eager peak on the
+// question's network, and a block of its own for each size the step asks for up to twice it.
+// One stage on one device, one micro-batch of 256 samples; the device's peak over a fourth
+// step, the first run eagerly, the second replayed.
+TEST_CASE("CUDA graphs: a replayed step has no more than the eager step's peak memory in use, "
+          "and the graphs' copies of the batch") {
   testing::Deadline deadline("CUDA graphs' peak memory");
   const auto peak_in_fourth_step = [](int first, bool graphs) {
     const Partition partition = at_cuts(8, {});
@@ -142,19 +151,23 @@ TEST_CASE("CUDA graphs: a replayed step has about the eager step's peak memory i
   };
   const uint64_t eager = peak_in_fourth_step(196, false);
   const uint64_t replayed = peak_in_fourth_step(199, true);
+  const HostBatch batch = test::random_batch(256, 83);
+  const uint64_t batch_copies =
+      batch.x.size() * sizeof(float) + batch.labels.size() * sizeof(int32_t);
   CAPTURE(eager);
-  CHECK(replayed <= eager + eager / 4);
+  CAPTURE(batch_copies);
+  CHECK(replayed <= eager + batch_copies + unrounded_slack(eager));
 }
 
 // Several stages on one device, as --chunks places them on a machine with one GPU: what an
 // action hands to the next stage there (and the loss to its backward) is read by that stage's
-// graph in place, not copied, and its slot serves later requests once read, as the eager step
+// graph in place, not copied, and its bytes serve later requests once read, as the eager step
 // frees it (device_graphs.h). Beyond the eager step's peak the graphs then hold only their
 // copies of what comes from elsewhere: each micro-batch's samples and labels. 3 stages on one
 // device (interleaved-1f1b, 3 chunks), 4 micro-batches of 1024 samples; the device's peak over a
-// fourth step, eager against replayed: at most those copies and a quarter more (a block is up to
-// a quarter larger than asked, allocator.h), where copying every input and keeping every output
-// held 5x them.
+// fourth step, eager against replayed: at most those copies more (the test above says why),
+// where blocks shared whole held a quarter more besides, and copying every input and keeping
+// every output 5x them.
 TEST_CASE("CUDA graphs: several stages on one device hold beyond the eager step's peak only "
           "their copies of the batch") {
   testing::Deadline deadline("CUDA graphs' peak memory, several stages on one device");
@@ -176,7 +189,7 @@ TEST_CASE("CUDA graphs: several stages on one device hold beyond the eager step'
       measured.x.size() * sizeof(float) + measured.labels.size() * sizeof(int32_t);
   CAPTURE(eager);
   CAPTURE(batch_copies);
-  CHECK(replayed <= eager + batch_copies + batch_copies / 4);
+  CHECK(replayed <= eager + batch_copies + unrounded_slack(eager));
 }
 
 // Every tensor a checkpoint holds (tools/train/checkpoint.cpp): the parameters, then each
