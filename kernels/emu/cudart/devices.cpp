@@ -80,7 +80,10 @@ const Allocation* Emulation::find(const void* p, uint64_t bytes, uintptr_t* star
   auto it = allocations.upper_bound(address);
   if (it == allocations.begin()) return nullptr;
   --it;
-  if (address - it->first + bytes > it->second.bytes) return nullptr;
+  // Inside: the first byte, and the last when there are any. Not the address one past the end,
+  // where other memory may begin (a host buffer right after an emulated GPU's allocation).
+  const uint64_t offset = address - it->first;
+  if (offset >= it->second.bytes || bytes > it->second.bytes - offset) return nullptr;
   if (start != nullptr) *start = it->first;
   return &it->second;
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "engine/error.h"
 #include "engine/stream.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/emu/cudart/gpu.h"
 #include "kernels/emu/cudart/launch.h"
 #include "tests/kernels/emu/cudart/cudart_support.h"
 #include "tests/support/deadline.h"
@@ -157,6 +159,32 @@ TEST_CASE("a copy must stay inside its allocation and match its direction") {
   CHECK(cudaMemcpy(host, p, 4 * sizeof(float), cudaMemcpyHostToDevice) ==
         cudaErrorInvalidMemcpyDirection);
   (void)cudaGetLastError();
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
+// Every check above starts from the emulator's lookup of a pointer (Emulation::find). The
+// address one past an allocation's end is not in it: other memory may begin there. A heap
+// that keeps no header between its blocks (ThreadSanitizer's) put a host buffer right after
+// an emulated GPU's allocation, and a copy from that buffer was refused as running past the
+// allocation's end.
+TEST_CASE("a pointer one past an allocation's end is not in that allocation") {
+  float* p = device_floats(0, 4);  // 16 bytes
+  const char* bytes = reinterpret_cast<const char*>(p);
+  brigade::emu::gpu::Emulation& e = brigade::emu::gpu::Emulation::get();
+  {
+    std::lock_guard lock(e.mutex);
+    const auto start_of = [&](const char* q, uint64_t n) {
+      uintptr_t start = 0;
+      return e.find(q, n, &start) == nullptr ? uintptr_t{0} : start;
+    };
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    CHECK(start_of(bytes, 16) == at);
+    CHECK(start_of(bytes + 15, 0) == at);
+    CHECK(start_of(bytes + 15, 1) == at);
+    CHECK(start_of(bytes + 15, 2) == 0);
+    CHECK(start_of(bytes + 1, 16) == 0);
+    CHECK(start_of(bytes + 16, 0) != at);  // nothing there, or another allocation's start
+  }
   CHECK(cudaFree(p) == cudaSuccess);
 }
 
