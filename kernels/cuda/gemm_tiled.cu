@@ -66,10 +66,12 @@
 // and the last block's sum costs S - 1 reads and adds per element. For both shapes above,
 // T = 1 and L = 188: S = min(128, 23) = 23 blocks, four of 9 slices and nineteen of 8, on 23
 // SMs. The design predicts a critical path of 9 slices and the sum of 22 partials
-// (dense_1: 22 · 128 · 64 floats, 720 KB, from L2) instead of 188 slices; tools/gpu-check.sh's
-// per-op step measures it on a GPU. The dense layers' weight gradients at batch 128 (K = 128:
-// L = 16, T = 12) split in two. A shape of many tiles (every convolution of the network at
-// batch 128, a product per sample) or a shallow K (T > 64, or L < 16) runs unsplit, S = 1.
+// (dense_1: 22 · 128 · 64 floats, 720 KB, from L2) instead of 188 slices. Measured on an H100
+// (tools/gpu-check.sh's per-op step) while the last block read the partials through volatile:
+// 0.156 ms, 14× cuBLAS, each of the sum's loads one round trip to L2 (see the sum below). The
+// dense layers' weight gradients at batch 128 (K = 128: L = 16, T = 12) split in two. A shape
+// of many tiles (every convolution of the network at batch 128, a product per sample) or a
+// shallow K (T > 64, or L < 16) runs unsplit, S = 1.
 //
 // Determinism: each C element is a sum in one fixed order, whatever the grid and whichever
 // block finishes last: unsplit, slice by slice (k ascending, products in batch order); split,
@@ -291,15 +293,23 @@ __global__ void __launch_bounds__(256)
     }
     __syncthreads();
     if (!last_split) return;  // the whole block returns: last_split is shared
-    // Split 0 first, then 1, 2, ...: the fixed order whichever block is last. Through
-    // volatile: written by other blocks during this launch, so read from the device's memory,
-    // never from a cached copy (L1 is not coherent). Each thread sums the elements it stored,
-    // so its own split's are its own writes.
+    // Split 0 first, then 1, 2, ...: the fixed order whichever block is last. Each thread
+    // sums the elements it stored, so its own split's are its own writes. The others were
+    // written by other blocks during this launch: read with __ldcg (ld.global.cg), from L2,
+    // where the device's memory is coherent, never from L1, which is not. Not through
+    // volatile, as the programming guide's last-block example reads: the compiler keeps
+    // volatile loads in program order, each waiting out L2's latency before the next, and a
+    // thread of dense_1's backward-data (23 partials of its 32 elements of C) then made 736
+    // such round trips: 0.156 ms on an H100, 14x cuBLAS. A partial's loads here are issued
+    // together, then added: 23 round trips.
     for (Index s = 0; s < g.splits; ++s) {
-      const volatile float* part = partials + (s * grid_products + grid_product) * part_size;
+      const float* part = partials + (s * grid_products + grid_product) * part_size;
+      float v[kThreadTile][kThreadTile] = {};
       for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
-        const float v = part[r * g.N + c];
-        acc[i][j] = s == 0 ? v : acc[i][j] + v;
+        v[i][j] = __ldcg(part + r * g.N + c);
+      });
+      for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index, Index) {
+        acc[i][j] = s == 0 ? v[i][j] : acc[i][j] + v[i][j];
       });
     }
   }

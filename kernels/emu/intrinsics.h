@@ -124,6 +124,12 @@ template <class T>
 T __ldg(const T* p) {
   return *p;  // the read-only cache is a performance hint
 }
+// A load that bypasses L1 (ld.global.cg), for memory other blocks wrote during the launch: an
+// emulated GPU has no L1 to bypass.
+template <class T>
+T __ldcg(const T* p) {
+  return *p;
+}
 
 // CUDA's device code has min/max overloads for every pair of arithmetic types, with the
 // usual arithmetic conversions (min(int, unsigned) is unsigned).
