@@ -51,6 +51,9 @@
 #               NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written against
 #               cuDNN/cuBLAS, fp32 and bf16 (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
+#   <step>-rest after a test program of a step crashed (killed by a signal): the crashed case
+#               (doctest's "TEST CASE:") alone under cuda-gdb or gdb, the crashing thread's
+#               backtrace into the summary; then the program without that case, as <step>-rest
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
 # --emulated: a rehearsal of the whole run without a GPU, every step in the same order under the
@@ -173,8 +176,51 @@ step() {
     { grep -m 6 -E 'FAILED:|error:|undefined reference|ERROR' "$LOGS/$name.log" | sed 's/^/    first: /'
       tail -n 20 "$LOGS/$name.log" | sed 's/^/    | /'; } | cut -c1-300 | tee -a "$SUMMARY"
     result "$name" FAIL "exit $rc, whole log $LOGS/$name.log"
+    # Killed by a signal (128 + N; not timeout's SIGKILL, 137): a test program's crash.
+    if [ $rc -gt 128 ] && [ $rc -ne 137 ] && [[ $1 == "$BUILD"/tests/* ]] && [[ $name != *-rest ]]; then
+      after_crash "$name" "$@"
+    fi
   fi
   return $rc
+}
+# A test program that crashed took its other cases with it, and its log says little of where.
+# The case doctest names above "test case CRASHED" runs again alone under a debugger (cuda-gdb,
+# else gdb), whose backtrace of the crashing thread goes into the summary (every thread's in
+# $LOGS/NAME-backtrace.log); then the program runs once more without that case, as step
+# NAME-rest, so that its other cases are still judged. The crashed step stays FAIL.
+after_crash() {  # NAME CMD...
+  local name=$1 crashed filter debugger limit a excluded=0 rest=()
+  shift
+  crashed=$(grep -B4 'test case CRASHED' "$LOGS/$name.log" | sed -n 's/^TEST CASE: *//p' | head -1)
+  [ -n "$crashed" ] || return 0
+  filter=${crashed//,/?}  # doctest's filters: a comma separates two; '?' matches any character
+  for a in "$@"; do  # the command's own exclusions, if any, and this case
+    case $a in --test-case-exclude=*) rest+=("$a,$filter"); excluded=1 ;; *) rest+=("$a") ;; esac
+  done
+  [ $excluded -eq 1 ] || rest+=("--test-case-exclude=$filter")
+  say "    crashed: \"$crashed\""
+  debugger=$(command -v cuda-gdb || command -v gdb)
+  limit=$(left)
+  [ "$limit" -gt 60 ] && limit=60
+  if [ -z "$debugger" ]; then
+    say "    backtrace: no cuda-gdb or gdb here"
+  elif [ "$limit" -lt 5 ]; then
+    say "    backtrace: not taken, the ${BUDGET_S}s budget is spent"
+  else
+    timeout --kill-after=5 "$limit" "$debugger" -q -batch -ex 'set pagination off' -ex run \
+      -ex 'bt 30' -ex 'thread apply all bt 20' --args "$@" "--test-case=$filter" \
+      >"$LOGS/$name-backtrace.log" 2>&1
+    { echo "===== $name-backtrace: $debugger, the crashed case alone"; tail -n 300 "$LOGS/$name-backtrace.log"; } >>"$RESULTS/logs.txt"
+    # The stop at the signal, then the crashing thread's frames (bt 30), up to the first blank.
+    if grep -q 'received signal' "$LOGS/$name-backtrace.log"; then
+      say "    backtrace ($(basename "$debugger"), the crashing thread; every thread's: $LOGS/$name-backtrace.log):"
+      sed -n '/received signal/,/^$/p' "$LOGS/$name-backtrace.log" | grep -E '^(#|Thread|Program|.*received signal)' |
+        head -n 32 | cut -c1-240 | sed 's/^/      /' | tee -a "$SUMMARY"
+    else
+      say "    backtrace: the case did not crash again alone under $(basename "$debugger") ($LOGS/$name-backtrace.log)"
+    fi
+  fi
+  step "$name-rest" 60 "${rest[@]}"
 }
 # The steps a run reports, each in exactly one RESULT line; a run that ends without failing
 # but misses one (a script error that skipped it) does not pass.
