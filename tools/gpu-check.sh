@@ -51,9 +51,11 @@
 #               NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written against
 #               cuDNN/cuBLAS, fp32 and bf16 (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
-#   <step>-rest after a test program of a step crashed (killed by a signal): the crashed case
-#               (doctest's "TEST CASE:") alone under cuda-gdb or gdb, the crashing thread's
-#               backtrace into the summary; then the program without that case, as <step>-rest
+#   <step>-rest, <step>-asan-build, <step>-asan   after a test program of a step crashed (killed
+#               by a signal): the crashed case (doctest's "TEST CASE:") alone under cuda-gdb or
+#               gdb, the crashing thread's backtrace into the summary; the program without that
+#               case (-rest); the program built again with AddressSanitizer in $BUILD-asan, and
+#               the case alone under it, its report into the summary (-asan-build, -asan)
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
 # --emulated: a rehearsal of the whole run without a GPU, every step in the same order under the
@@ -221,6 +223,27 @@ after_crash() {  # NAME CMD...
     fi
   fi
   step "$name-rest" 60 "${rest[@]}"
+  # The crashed case once more, its host code built with AddressSanitizer (nvcc's device code as
+  # it is), which names a bad access where it happens: glibc's heap checks stop the program
+  # later, in whatever allocates next. In $BUILD-asan, made once; the CUDA driver maps memory
+  # where ASan keeps its shadow gap, hence protect_shadow_gap=0.
+  local asan=$BUILD-asan program=${1#"$BUILD"/}
+  if [ ! -f "$asan/build.ninja" ]; then
+    local flags=(-Dbuildtype=debugoptimized -Dmpi=disabled)
+    if [ $emulated -eq 1 ]; then flags+=(-Dcuda=emulated -Db_sanitize=address -Db_lundef=false)
+    else flags+=(-Dcuda=enabled "-Dgpu_arch=$arch" "-Dcpp_args=-fsanitize=address -fno-omit-frame-pointer"
+                 -Dcuda_args=-Xcompiler=-fsanitize=address -Dcuda_link_args=-Xcompiler=-fsanitize=address); fi
+    # shellcheck disable=SC2016  # expanded by the child bash: Meson's setup, then the program
+    step "$name-asan-build" 150 bash -c 'dir=$0 jobs=$1 target=$2; shift 2; "$@" && ninja -C "$dir" -j "$jobs" "$target"' \
+      "$asan" "$JOBS" "$program" "${MESON_CMD[@]}" setup "$asan" "${flags[@]}" || return 0
+  else
+    step "$name-asan-build" 150 ninja -C "$asan" -j "$JOBS" "$program" || return 0
+  fi
+  ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:halt_on_error=1:print_legend=0 \
+    step "$name-asan" 60 "$asan/$program" "${@:2}" "--test-case=$filter"
+  # AddressSanitizer's report: what was touched, where, and where that memory was freed.
+  grep -A 40 -m 1 'ERROR: AddressSanitizer' "$LOGS/$name-asan.log" | grep -E '^(==|    #|[A-Za-z])' |
+    head -n 40 | cut -c1-240 | sed 's/^/      /' | tee -a "$SUMMARY"
 }
 # The steps a run reports, each in exactly one RESULT line; a run that ends without failing
 # but misses one (a script error that skipped it) does not pass.
