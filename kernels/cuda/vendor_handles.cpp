@@ -52,6 +52,26 @@ cudnnHandle_t create_handle(cudnnHandle_t, MathMode) {
   return h;
 }
 
+// cublasCreate and cudnnCreate "allocate hardware resources on the host and device": a call
+// CUDA refuses to a thread whose stream is capturing a graph (CudaGraph::capture begins in
+// cudaStreamCaptureModeThreadLocal), and a lease inside a capture makes one when no handle is
+// idle (stages sharing a GPU whose captures lease at once, more of them than ever did before).
+// So a handle is made with the thread's capture interaction mode relaxed, as PyTorch and NCCL
+// make their allocations during a capture: the allocation takes no part in the graph.
+template <class Handle>
+Handle create_relaxed(MathMode mode) {
+  cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeRelaxed;
+  BRIGADE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&thread_mode));
+  try {
+    const Handle h = create_handle(Handle{}, mode);
+    BRIGADE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&thread_mode));  // the thread's again
+    return h;
+  } catch (...) {
+    (void)cudaThreadExchangeStreamCaptureMode(&thread_mode);
+    throw;
+  }
+}
+
 // An idle handle of `device` (the current device) in `mode`, or a new one made on it.
 template <class Handle>
 Handle take(int device, MathMode mode) {
@@ -64,7 +84,7 @@ Handle take(int device, MathMode mode) {
       return h;
     }
   }
-  return create_handle(Handle{}, mode);  // outside the lock: creating a handle is slow
+  return create_relaxed<Handle>(mode);  // outside the lock: creating a handle is slow
 }
 
 template <class Handle>

@@ -9,8 +9,11 @@
 // each have their own host thread, and each lease holds its own handle, so their library
 // calls run side by side instead of waiting for one lock; a device ends up with as many
 // handles as calls it has had at once (one per stage thread on it), made once and reused by
-// every later step. (The stream's device stays the calling thread's current device
-// afterwards, as after any engine call on a CUDA device.)
+// every later step. A lease inside a CUDA graph capture may be the first to need one more
+// handle; making it allocates device memory, which CUDA refuses to a capturing thread, so a
+// handle is made with the thread's capture interaction mode relaxed (vendor_handles.cpp).
+// (The stream's device stays the calling thread's current device afterwards, as after any
+// engine call on a CUDA device.)
 //
 //   CublasLease blas(stream);
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));

@@ -18,8 +18,12 @@
 //     invalidated (cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated and no
 //     graph; every other use of its streams returns cudaErrorStreamCaptureInvalidated);
 //   - potentially unsafe calls (cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost,
-//     cudaDeviceSynchronize, synchronous cudaMemcpy) are refused while a capture is in
-//     progress in cudaStreamCaptureModeGlobal (from any thread) or ThreadLocal (its thread);
+//     cudaDeviceSynchronize, synchronous cudaMemcpy; the vendor libraries' cublasCreate and
+//     cudnnCreate, which allocate device resources) are refused while a capture is in
+//     progress in cudaStreamCaptureModeGlobal (from any thread) or ThreadLocal (its thread),
+//     as the calling thread's interaction mode says (cudaThreadExchangeStreamCaptureMode:
+//     Global by default, which is that; ThreadLocal heeds only the thread's own captures;
+//     Relaxed none);
 //   - the legacy stream may not be used while a blocking stream of its device captures
 //     (cudaErrorStreamCaptureImplicit);
 //   - "It is invalid to wait on a non-captured event from a stream which is being captured"
@@ -149,12 +153,24 @@ cudaError_t capturing_stream_refused(StreamState& stream, const char* call) {
           "queried)");
 }
 
+namespace {
+// The calling thread's stream capture interaction mode (cudaThreadExchangeStreamCaptureMode).
+thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
+}  // namespace
+
 cudaError_t unsafe_call_refused(const char* call) {
   cudaError_t result = cudaSuccess;
+  if (thread_capture_mode == cudaStreamCaptureModeRelaxed) return result;
   for (const auto& capture : Emulation::get().captures) {  // each one it applies to
-    const bool applies = capture->mode == cudaStreamCaptureModeGlobal ||
-                         (capture->mode == cudaStreamCaptureModeThreadLocal &&
-                          capture->thread == std::this_thread::get_id());
+    // "If the local thread has an ongoing capture sequence that was not initiated with
+    // cudaStreamCaptureModeRelaxed ... or if any other thread has a concurrent capture
+    // sequence initiated with cudaStreamCaptureModeGlobal, this thread is prohibited from
+    // potentially unsafe API calls" (Global; ThreadLocal: the local thread's captures only).
+    const bool own = capture->thread == std::this_thread::get_id();
+    const bool applies =
+        (own && capture->mode != cudaStreamCaptureModeRelaxed) ||
+        (!own && capture->mode == cudaStreamCaptureModeGlobal &&
+         thread_capture_mode == cudaStreamCaptureModeGlobal);
     if (applies)
       result = invalidate_capture(
           *capture, cudaErrorStreamCaptureUnsupported,
@@ -245,6 +261,18 @@ cudaError_t capture_wait(StreamState& waiter, const Record& record, bool* handle
 using namespace brigade::emu::gpu;
 
 extern "C" {
+
+// "Swaps the stream capture interaction mode for a thread": *mode in, the old one out.
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  count_call("cudaThreadExchangeStreamCaptureMode");
+  if (mode == nullptr ||
+      (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+       *mode != cudaStreamCaptureModeRelaxed))
+    return fail(cudaErrorInvalidValue,
+                "cudaThreadExchangeStreamCaptureMode: no mode, or an unknown one");
+  std::swap(*mode, thread_capture_mode);
+  return ok();
+}
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   count_call("cudaStreamBeginCapture");

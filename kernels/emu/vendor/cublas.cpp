@@ -225,6 +225,11 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   if (gpu::current_gpu("cublasCreate") == nullptr)
     return fail(CUBLAS_STATUS_NOT_INITIALIZED,
                 std::string("cublasCreate: ") + cudaGetErrorString(cudaGetLastError()));
+  // "It allocates hardware resources on the host and device": a potentially unsafe call
+  // while the thread's stream captures a graph (capture.cpp), refused as cudaMalloc is.
+  if (gpu::unsafe_call_refused("cublasCreate") != cudaSuccess)
+    return fail(CUBLAS_STATUS_ALLOC_FAILED,
+                std::string("cublasCreate: ") + cudaGetErrorString(cudaGetLastError()));
   auto* h = new cublasContext();
   h->device = device;
   vendor::register_handle(h);

@@ -26,6 +26,8 @@ const char* nvidia_text(cudnnStatus_t s) {
     case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH: return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
     case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
     case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED:
+      return "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED";
     case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
   }
   return "CUDNN_STATUS_UNKNOWN";
@@ -124,6 +126,11 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   std::lock_guard lock(e.mutex);
   if (gpu::current_gpu("cudnnCreate") == nullptr)
     return cudnn_fail(CUDNN_STATUS_NOT_INITIALIZED,
+                      std::string("cudnnCreate: ") + cudaGetErrorString(cudaGetLastError()));
+  // "This function ... allocates hardware resources on the host and device": a potentially
+  // unsafe call while the thread's stream captures a graph (capture.cpp), as cudaMalloc is.
+  if (gpu::unsafe_call_refused("cudnnCreate") != cudaSuccess)
+    return cudnn_fail(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
                       std::string("cudnnCreate: ") + cudaGetErrorString(cudaGetLastError()));
   auto* h = new cudnnContext();
   h->device = gpu::current_device();

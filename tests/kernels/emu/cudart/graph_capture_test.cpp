@@ -181,6 +181,48 @@ TEST_CASE("a call that synchronises or queries during a global capture fails and
   REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
 }
 
+// The calling thread's own interaction mode (cudaThreadExchangeStreamCaptureMode) decides too:
+// Relaxed may make unsafe calls during its own thread-local capture (what a library handle's
+// making needs inside a capture, kernels/cuda/vendor_handles.cpp); ThreadLocal heeds its own
+// captures only, not another thread's global one; the old mode comes back out.
+TEST_CASE("a thread's capture interaction mode: relaxed may allocate in its capture") {
+  cudaStream_t s = stream_on(0);
+  void* fresh = nullptr;
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+  CHECK(mode == cudaStreamCaptureModeGlobal);  // every thread's to begin with
+  CHECK(cudaMalloc(&fresh, 16) == cudaSuccess);
+  REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+  CHECK(mode == cudaStreamCaptureModeRelaxed);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);  // the capture held
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE(cudaFree(fresh) == cudaSuccess);
+  // Back in Global mode, the same call in the same capture is refused.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaMalloc(&fresh, 16) == cudaErrorStreamCaptureUnsupported);
+  expect_invalidated_end(s);
+  // Another thread's global capture: a ThreadLocal thread may allocate, a Global one may not.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaError_t exchanged = cudaErrorInvalidValue, thread_local_mode = cudaErrorInvalidValue;
+  std::thread([&] {  // no doctest assertion off the main thread: results come back
+    cudaStreamCaptureMode own = cudaStreamCaptureModeThreadLocal;
+    exchanged = cudaThreadExchangeStreamCaptureMode(&own);
+    void* p = nullptr;
+    thread_local_mode = cudaMalloc(&p, 16);
+    if (p != nullptr) (void)cudaFree(p);
+  }).join();
+  CHECK(exchanged == cudaSuccess);
+  CHECK(thread_local_mode == cudaSuccess);
+  cudaGraph_t global = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &global) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(global) == cudaSuccess);
+  CHECK(cudaThreadExchangeStreamCaptureMode(nullptr) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
 TEST_CASE("capture begins off the legacy stream and ends on the stream and thread that began it") {
   CHECK(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal) ==
         cudaErrorStreamCaptureUnsupported);

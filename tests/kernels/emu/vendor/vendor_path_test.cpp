@@ -14,11 +14,13 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/cuda_graph.h"
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
@@ -115,6 +117,62 @@ TEST_CASE("two host threads are inside cuBLAS calls on one device at once") {
   second.join();
   emu::vendor::set_library_call_hook({});
   CHECK(most == 2);
+}
+
+// How many handles the process has made with `create` ("cublasCreate_v2", "cudnnCreate").
+uint64_t made(const char* create) {
+  const emu::gpu::CallCounts counts = emu::gpu::call_counts();
+  const auto it = counts.by_entry_point.find(create);
+  return it == counts.by_entry_point.end() ? 0 : it->second;
+}
+
+// Leases held by this thread until every idle handle of the stream's device is taken: the
+// last one had to make a new handle.
+template <class Lease>
+std::vector<std::unique_ptr<Lease>> hold_every_handle(const Stream& stream, const char* create) {
+  std::vector<std::unique_ptr<Lease>> held;
+  const uint64_t before = made(create);
+  while (made(create) == before) {
+    REQUIRE(held.size() < 256);
+    held.push_back(std::make_unique<Lease>(stream));
+  }
+  return held;
+}
+
+// Making a library handle allocates device memory, which CUDA refuses to a thread whose stream
+// captures a graph (the emulated cuBLAS and cuDNN refuse it likewise). Stages sharing a GPU
+// capture at once, and a lease inside a capture that finds no idle handle makes one: with the
+// thread's capture mode relaxed (vendor_handles.cpp), the capture goes on. Before, cublasCreate
+// failed inside the capture and the step with it.
+TEST_CASE("a lease inside a graph capture that finds no idle handle makes one; the capture holds") {
+  testing::Deadline deadline("a handle made inside a capture");
+  const Device gpu = Device::cuda(0);
+  const Stream capturing = Stream::create(gpu), other = Stream::create(gpu);
+  const int64_t n = 8;
+  const std::vector<float> a = test::to_float(test::random_vector(n * n, 41));
+  Buffer da(a, capturing), eager(std::vector<float>(n * n, NAN), capturing),
+      replayed(std::vector<float>(n * n, NAN), capturing);
+  // Eagerly first, as a step before its capture: the stream's cuBLAS workspace exists.
+  cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f, eager.get(), n,
+                      capturing);
+  {
+    const auto held = hold_every_handle<cuda::vendor::CublasLease>(other, "cublasCreate_v2");
+    const uint64_t before = made("cublasCreate_v2");
+    const CudaGraph graph = CudaGraph::capture(capturing, [&] {
+      cuda::vendor::sgemm(false, false, n, n, n, 1.0f, da.get(), n, da.get(), n, 0.0f,
+                          replayed.get(), n, capturing);
+    });
+    CHECK(made("cublasCreate_v2") == before + 1);  // made inside the capture
+    graph.launch(capturing);
+  }
+  CHECK(replayed.to_host() == eager.to_host());
+  {
+    const auto held = hold_every_handle<cuda::vendor::CudnnLease>(other, "cudnnCreate");
+    const uint64_t before = made("cudnnCreate");
+    CHECK_NOTHROW(
+        CudaGraph::capture(capturing, [&] { const cuda::vendor::CudnnLease lease(capturing); }));
+    CHECK(made("cudnnCreate") == before + 1);
+  }
 }
 
 // cuBLAS's workspace is the stream's (vendor_handles.h). (On cuda:1: the last case of
