@@ -189,7 +189,8 @@ step() {
 # The case doctest names above "test case CRASHED" runs again alone under a debugger (cuda-gdb,
 # else gdb), whose backtrace of the crashing thread goes into the summary (every thread's in
 # $LOGS/NAME-backtrace.log); then the program runs once more without that case, as step
-# NAME-rest, so that its other cases are still judged. The crashed step stays FAIL.
+# NAME-rest, so that its other cases are still judged; last, the case runs alone under
+# AddressSanitizer (NAME-asan-build, NAME-asan). The crashed step stays FAIL.
 after_crash() {  # NAME CMD...
   local name=$1 crashed filter debugger limit a excluded=0 rest=()
   shift
@@ -227,18 +228,16 @@ after_crash() {  # NAME CMD...
   # it is), which names a bad access where it happens: glibc's heap checks stop the program
   # later, in whatever allocates next. In $BUILD-asan, made once; the CUDA driver maps memory
   # where ASan keeps its shadow gap, hence protect_shadow_gap=0.
-  local asan=$BUILD-asan program=${1#"$BUILD"/}
+  local asan=$BUILD-asan program=${1#"$BUILD"/} setup=(true)  # (true: already set up)
   if [ ! -f "$asan/build.ninja" ]; then
-    local flags=(-Dbuildtype=debugoptimized -Dmpi=disabled)
-    if [ $emulated -eq 1 ]; then flags+=(-Dcuda=emulated -Db_sanitize=address -Db_lundef=false)
-    else flags+=(-Dcuda=enabled "-Dgpu_arch=$arch" "-Dcpp_args=-fsanitize=address -fno-omit-frame-pointer"
+    setup=("${MESON_CMD[@]}" setup "$asan" -Dbuildtype=debugoptimized -Dmpi=disabled)
+    if [ $emulated -eq 1 ]; then setup+=(-Dcuda=emulated -Db_sanitize=address -Db_lundef=false)
+    else setup+=(-Dcuda=enabled "-Dgpu_arch=$arch" "-Dcpp_args=-fsanitize=address -fno-omit-frame-pointer"
                  -Dcuda_args=-Xcompiler=-fsanitize=address -Dcuda_link_args=-Xcompiler=-fsanitize=address); fi
-    # shellcheck disable=SC2016  # expanded by the child bash: Meson's setup, then the program
-    step "$name-asan-build" 150 bash -c 'dir=$0 jobs=$1 target=$2; shift 2; "$@" && ninja -C "$dir" -j "$jobs" "$target"' \
-      "$asan" "$JOBS" "$program" "${MESON_CMD[@]}" setup "$asan" "${flags[@]}" || return 0
-  else
-    step "$name-asan-build" 150 ninja -C "$asan" -j "$JOBS" "$program" || return 0
   fi
+  # shellcheck disable=SC2016  # expanded by the child bash: the setup, then the program's build
+  step "$name-asan-build" 150 bash -c 'dir=$0 jobs=$1 target=$2; shift 2; "$@" && ninja -C "$dir" -j "$jobs" "$target"' \
+    "$asan" "$JOBS" "$program" "${setup[@]}" || return 0
   ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:halt_on_error=1:print_legend=0 \
     step "$name-asan" 60 "$asan/$program" "${@:2}" "--test-case=$filter"
   # AddressSanitizer's report: what was touched, where, and where that memory was freed.

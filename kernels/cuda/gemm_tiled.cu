@@ -298,10 +298,10 @@ __global__ void __launch_bounds__(256)
     // written by other blocks during this launch: read with __ldcg (ld.global.cg), from L2,
     // where the device's memory is coherent, never from L1, which is not. Not through
     // volatile, as the programming guide's last-block example reads: the compiler keeps
-    // volatile loads in program order, each waiting out L2's latency before the next, and a
-    // thread of dense_1's backward-data (23 partials of its 32 elements of C) then made 736
-    // such round trips: 0.156 ms on an H100, 14x cuBLAS. A partial's loads here are issued
-    // together, then added: 23 round trips.
+    // volatile loads in program order, each waiting out L2's latency before the next: a
+    // thread of dense_1's backward-data (23 partials of its 32 elements of C) made 736 such
+    // round trips (the header's 0.156 ms). A partial's loads here are issued together, then
+    // added: 23 round trips.
     for (Index s = 0; s < g.splits; ++s) {
       const float* part = partials + (s * grid_products + grid_product) * part_size;
       float v[kThreadTile][kThreadTile] = {};
