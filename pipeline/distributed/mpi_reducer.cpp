@@ -3,40 +3,40 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 
 namespace brigade::distributed {
 
 namespace {
 
-void all_reduce_sum(FaultLine& faults, MPI_Comm comm, void* data, size_t count, MPI_Datatype type,
-                    size_t element_bytes, std::chrono::milliseconds timeout,
-                    const std::string& what) {
+template <typename T>
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm, const std::shared_ptr<std::vector<T>>& values,
+                    MPI_Datatype type, std::chrono::milliseconds timeout, const std::string& what) {
+  const size_t count = values->size();
   for (size_t start = 0; start < count;) {
     const int slice = static_cast<int>(std::min<size_t>(count - start, INT_MAX));
     MPI_Request request = MPI_REQUEST_NULL;
-    BRIGADE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + start * element_bytes,
-                                     slice, type, MPI_SUM, comm, &request));
-    auto done = [&] {
-      int here = 0;
-      BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
-      return here != 0;
-    };
-    // A collective cannot be cancelled: a RankFailed or a timeout here ends the job anyway.
-    poll_until(faults, done, [] { return false; }, timeout, [&] { return what; });
+    BRIGADE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values->data() + start, slice, type, MPI_SUM,
+                                     comm, &request));
+    // A collective cannot be cancelled: after a RankFailed or a timeout, which end the job,
+    // the values stay MPI's (poll.h).
+    wait_for_request(faults, request, values, timeout, [&] { return what; });
     start += static_cast<size_t>(slice);
   }
 }
 
 }  // namespace
 
-void all_reduce_sum(FaultLine& faults, MPI_Comm comm, float* data, size_t count,
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm,
+                    const std::shared_ptr<std::vector<float>>& values,
                     std::chrono::milliseconds timeout, const std::string& what) {
-  all_reduce_sum(faults, comm, data, count, MPI_FLOAT, sizeof(float), timeout, what);
+  all_reduce_sum(faults, comm, values, MPI_FLOAT, timeout, what);
 }
 
-void all_reduce_sum(FaultLine& faults, MPI_Comm comm, double* data, size_t count,
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm,
+                    const std::shared_ptr<std::vector<double>>& values,
                     std::chrono::milliseconds timeout, const std::string& what) {
-  all_reduce_sum(faults, comm, data, count, MPI_DOUBLE, sizeof(double), timeout, what);
+  all_reduce_sum(faults, comm, values, MPI_DOUBLE, timeout, what);
 }
 
 MpiReducer::MpiReducer(const MpiSession& session, MPI_Comm replicas,
@@ -54,10 +54,11 @@ void MpiReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
     total += static_cast<size_t>(t.numel());
   }
   stream.synchronize();  // the gradients are written (and the stream's failure, if any, thrown)
-  buffer_.resize(total);
+  // A fresh buffer each round: an abandoned round's stays MPI's (poll.h).
+  buffer_ = std::make_shared<std::vector<float>>(total);
   size_t at = 0;
   for (const Tensor& t : tensors) {
-    std::memcpy(buffer_.data() + at, t.data<float>(), t.nbytes());
+    std::memcpy(buffer_->data() + at, t.data<float>(), t.nbytes());
     at += static_cast<size_t>(t.numel());
   }
   // Same bits on every replica. MPI_SUM over float is commutative but not associative, so
@@ -68,12 +69,12 @@ void MpiReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
   // are equal bit for bit (IEEE addition is commutative), level by level; the choice of
   // algorithm depends only on the message size and the communicator's size, which every
   // replica shares. tests/pipeline/distributed/reducer_test.cpp checks the bits on 2, 3 and 4 ranks.
-  all_reduce_sum(faults_, comm_, buffer_.data(), total, timeout_,
+  all_reduce_sum(faults_, comm_, buffer_, timeout_,
                  "MpiReducer: the all-reduce of " + std::to_string(total) +
                      " gradient values across the stage's replicas");
   at = 0;
   for (const Tensor& t : tensors) {
-    std::memcpy(t.data<float>(), buffer_.data() + at, t.nbytes());
+    std::memcpy(t.data<float>(), buffer_->data() + at, t.nbytes());
     at += static_cast<size_t>(t.numel());
   }
 }

@@ -10,6 +10,7 @@
 // Why every replica gets the same bits: see mpi_reducer.cpp.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,12 @@ namespace brigade::distributed {
 // Element-wise sums, in place, over every rank of `comm` (every one of them calls alike):
 // MPI_Iallreduce with MPI_SUM, polled, so that a rank that failed ends the wait with
 // RankFailed; counts above INT_MAX go in slices, the same slices everywhere. `what` names the
-// values in a timeout's message.
-void all_reduce_sum(FaultLine& faults, MPI_Comm comm, float* data, size_t count,
+// values in a timeout's message. Shared: a wait that throws leaves them to MPI (poll.h).
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm,
+                    const std::shared_ptr<std::vector<float>>& values,
                     std::chrono::milliseconds timeout, const std::string& what);
-void all_reduce_sum(FaultLine& faults, MPI_Comm comm, double* data, size_t count,
+void all_reduce_sum(FaultLine& faults, MPI_Comm comm,
+                    const std::shared_ptr<std::vector<double>>& values,
                     std::chrono::milliseconds timeout, const std::string& what);
 
 class MpiReducer final : public pipeline::GradientReducer {
@@ -39,7 +42,7 @@ class MpiReducer final : public pipeline::GradientReducer {
   FaultLine& faults_;
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
-  std::vector<float> buffer_;  // (sum of numel): every tensor, back to back
+  std::shared_ptr<std::vector<float>> buffer_;  // (sum of numel): every tensor, back to back
 };
 
 }  // namespace brigade::distributed

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <optional>
 
 namespace brigade::distributed {
@@ -20,25 +21,22 @@ NcclLink::NcclLink(std::string name, const MpiSession& session, MPI_Comm comm, i
   BRIGADE_MPI_CHECK(MPI_Comm_rank(comm, &me));
   BRIGADE_CHECK(peer != me, name_ << ": peer rank " << peer << " is this rank; an NcclLink joins two");
 
-  // The two ends' communicator: the lower rank makes the id and sends it.
-  ncclUniqueId id{};
+  // The two ends' communicator: the lower rank makes the id and sends it. On the heap: a
+  // receive given up on may still land there (poll.h, wait_for_request).
+  const auto id = std::make_shared<ncclUniqueId>();
   const int id_tag = tags_.control(1);
   if (me < peer) {
-    BRIGADE_NCCL_RANK_CHECK(ncclGetUniqueId(&id));
-    BRIGADE_MPI_CHECK(MPI_Send(&id, static_cast<int>(sizeof id), MPI_BYTE, peer, id_tag, comm));
+    BRIGADE_NCCL_RANK_CHECK(ncclGetUniqueId(id.get()));
+    BRIGADE_MPI_CHECK(
+        MPI_Send(id.get(), static_cast<int>(sizeof *id), MPI_BYTE, peer, id_tag, comm));
   } else {
     MPI_Request request = MPI_REQUEST_NULL;
     BRIGADE_MPI_CHECK(
-        MPI_Irecv(&id, static_cast<int>(sizeof id), MPI_BYTE, peer, id_tag, comm, &request));
-    auto here = [&] {
-      int done = 0;
-      BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-      return done != 0;
-    };
-    poll_until(faults_, here, [] { return false; }, options_.timeout,
-               [&] { return name_ + ": the NCCL id from rank " + std::to_string(peer_); });
+        MPI_Irecv(id.get(), static_cast<int>(sizeof *id), MPI_BYTE, peer, id_tag, comm, &request));
+    wait_for_request(faults_, request, id, options_.timeout,
+                     [&] { return name_ + ": the NCCL id from rank " + std::to_string(peer_); });
   }
-  nccl_ = std::make_unique<NcclCommunicator>(id, 2, me < peer ? 0 : 1, gpu);
+  nccl_ = std::make_unique<NcclCommunicator>(*id, 2, me < peer ? 0 : 1, gpu);
   nccl_peer_ = me < peer ? 1 : 0;
 
   // Open the connection now, while both ends are here anyway: NCCL connects peers on first

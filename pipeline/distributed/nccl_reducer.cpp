@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <memory>
+
 namespace brigade::distributed {
 
 namespace {
@@ -23,17 +26,16 @@ NcclReducer::NcclReducer(FaultLine& faults, MPI_Comm replicas, Device gpu,
 }
 
 int NcclReducer::agree(bool abandoning) {
-  int word = abandoning ? replica_ : replicas_, first = replicas_;
+  // {this replica's word, the least word}: on the heap, kept if the wait throws (poll.h).
+  const auto words = std::make_shared<std::array<int, 2>>();
+  (*words)[0] = abandoning ? replica_ : replicas_;
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(
-      MPI_Iallreduce(&word, &first, 1, MPI_INT, MPI_MIN, agreement_.get(), &request));
-  auto done = [&] {
-    int here = 0;
-    BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
-    return here != 0;
-  };
-  poll_until(faults_, done, [] { return false; }, timeout_,
-             [] { return std::string("NcclReducer: the replicas' word on their gradients' sum"); });
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_MIN,
+                                   agreement_.get(), &request));
+  wait_for_request(faults_, request, words, timeout_, [] {
+    return std::string("NcclReducer: the replicas' word on their gradients' sum");
+  });
+  const int first = (*words)[1];
   return first < replicas_ ? first : -1;
 }
 

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace brigade::distributed {
 
@@ -44,6 +47,39 @@ bool poll_until(FaultLine& faults, const std::function<bool()>& test,
       std::this_thread::sleep_for(pause);
     }
   }
+}
+
+namespace {
+// The buffers of calls whose waits threw: MPI may still write into them. Never freed, even in
+// static destruction (a stream's worker may still be in an MPI call then).
+std::mutex kept_mutex;
+std::vector<std::shared_ptr<void>>& kept() {
+  static auto* buffers = new std::vector<std::shared_ptr<void>>;
+  return *buffers;
+}
+}  // namespace
+
+void wait_for_request(FaultLine& faults, MPI_Request& request, std::shared_ptr<void> buffers,
+                      std::chrono::milliseconds timeout, const std::function<std::string()>& what) {
+  auto done = [&] {
+    int here = 0;
+    BRIGADE_MPI_CHECK(MPI_Test(&request, &here, MPI_STATUS_IGNORE));
+    return here != 0;
+  };
+  try {
+    poll_until(faults, done, [] { return false; }, timeout, what);
+  } catch (...) {
+    if (request != MPI_REQUEST_NULL) {  // still running: its memory is MPI's from now on
+      std::lock_guard<std::mutex> lock(kept_mutex);
+      kept().push_back(std::move(buffers));
+    }
+    throw;
+  }
+}
+
+size_t kept_request_buffers() {
+  std::lock_guard<std::mutex> lock(kept_mutex);
+  return kept().size();
 }
 
 }  // namespace brigade::distributed

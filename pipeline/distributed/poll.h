@@ -9,10 +9,15 @@
 //   - asks stop() (a link closed): -> returns false;
 //   - checks the deadline, the last resort against a peer that vanished without a word:
 //     -> MpiError "<what>: still waiting after 600 s; has rank r died?".
+//
+// A wait for a nonblocking call (MPI_Isend, MPI_Irecv, MPI_Iallreduce, MPI_Ibcast) is
+// wait_for_request, which owns the call's buffers: a wait that throws leaves the call
+// running, and MPI writes into its buffers whenever the call completes (see below).
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "pipeline/distributed/faults.h"
@@ -28,5 +33,22 @@ std::chrono::milliseconds default_timeout();
 bool poll_until(FaultLine& faults, const std::function<bool()>& test,
                 const std::function<bool()>& stop, std::chrono::milliseconds timeout,
                 const std::function<std::string()>& what);
+
+// Waits (poll_until, never stopped) for `request`, a nonblocking call on memory inside
+// `buffers`. Until the request completes MPI may read and write that memory, within any MPI
+// call of any thread of this rank; a collective cannot be cancelled, and its peers may join it
+// long after this rank gave up. So when the wait throws (a rank's failure heard, the
+// deadline), `buffers` are kept for the rest of the process, never freed nor reused. Every
+// buffer of the call must be inside them: one on the caller's stack would be written after
+// its frame is gone (a replica's one int, written into whatever that stack holds by then).
+//
+//   auto words = std::make_shared<std::array<int, 2>>();
+//   MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_MIN, comm, &request);
+//   wait_for_request(faults, request, words, timeout, what);
+void wait_for_request(FaultLine& faults, MPI_Request& request, std::shared_ptr<void> buffers,
+                      std::chrono::milliseconds timeout, const std::function<std::string()>& what);
+
+// How many calls' buffers wait_for_request has kept so far in this process (tests).
+size_t kept_request_buffers();
 
 }  // namespace brigade::distributed

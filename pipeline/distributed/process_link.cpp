@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/stream.h"
@@ -175,25 +177,15 @@ RankFailed ProcessLink::receive_failure(int64_t failed_rank, int64_t bytes, int 
   BRIGADE_CHECK(failed_rank >= 0 && bytes >= 0 && bytes <= static_cast<int64_t>(failure_max_bytes),
                 what() << ": a failure header with rank " << failed_rank << " and " << bytes
                        << " bytes; is rank " << peer_ << " running the same program?");
-  std::string text(static_cast<size_t>(bytes), '\0');
+  // On the heap, kept if the wait throws: the text may still land (poll.h, wait_for_request).
+  const auto text = std::make_shared<std::string>(static_cast<size_t>(bytes), '\0');
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Irecv(text.data(), static_cast<int>(text.size()), MPI_CHAR, peer_,
+  BRIGADE_MPI_CHECK(MPI_Irecv(text->data(), static_cast<int>(text->size()), MPI_CHAR, peer_,
                               tags_.message(microbatch, 1), comm_, &request));
-  auto here = [&] {
-    int done = 0;
-    BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    return done != 0;
-  };
   // Not ended by close(): the failure is the news, whatever else this rank is doing. (The
   // text follows its header at once; only another rank's notice or the deadline comes first.)
-  try {
-    poll_until(faults_, here, [] { return false; }, options_.timeout, what);
-  } catch (...) {
-    MPI_Cancel(&request);
-    MPI_Request_free(&request);
-    throw;
-  }
-  return faults_.hear(static_cast<int>(failed_rank), printable(text, failure_max_bytes));
+  wait_for_request(faults_, request, text, options_.timeout, what);
+  return faults_.hear(static_cast<int>(failed_rank), printable(*text, failure_max_bytes));
 }
 
 void ProcessLink::write_shape(const Shape& shape, int64_t* words) {

@@ -1,12 +1,15 @@
 #include "tools/train/distributed.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/local_gpu.h"
@@ -32,16 +35,11 @@ struct MpiRanks::State {
   dist::Communicator control;  // this file's own: agreement, gather, broadcast
   std::chrono::milliseconds timeout = dist::default_timeout();
 
-  // Waits for `request` without spinning a core and without hanging (poll.h).
-  void wait(MPI_Request& request, const std::string& what) {
-    dist::poll_until(
-        session->faults(),
-        [&] {
-          int done = 0;
-          BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-          return done != 0;
-        },
-        [] { return false; }, timeout, [&] { return what; });
+  // Waits for `request`, a call on memory inside `buffers`, without spinning a core and
+  // without hanging; a wait that throws leaves `buffers` to MPI (poll.h, wait_for_request).
+  void wait(MPI_Request& request, std::shared_ptr<void> buffers, const std::string& what) {
+    dist::wait_for_request(session->faults(), request, std::move(buffers), timeout,
+                           [&] { return what; });
   }
 
   // The refusal of the lowest rank that has one ("" if none), on every rank: for a check
@@ -50,19 +48,23 @@ struct MpiRanks::State {
   std::string first_refusal(const std::string& mine) {
     const MPI_Comm comm = control.get();
     const int size = session->size();
-    int in = mine.empty() ? size : session->rank(), first = size;
+    // {this rank's word, the least word, the refusal's length}
+    const auto words = std::make_shared<std::array<int, 3>>();
+    (*words)[0] = mine.empty() ? size : session->rank();
     MPI_Request request = MPI_REQUEST_NULL;
-    BRIGADE_MPI_CHECK(MPI_Iallreduce(&in, &first, 1, MPI_INT, MPI_MIN, comm, &request));
-    wait(request, "agreeing on the devices");
+    BRIGADE_MPI_CHECK(
+        MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_MIN, comm, &request));
+    wait(request, words, "agreeing on the devices");
+    const int first = (*words)[1];
     if (first == size) return "";
-    std::string text = mine;
-    int length = static_cast<int>(text.size());
-    BRIGADE_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT, first, comm, &request));
-    wait(request, "rank " + std::to_string(first) + "'s refusal");
-    text.resize(static_cast<size_t>(length));
-    BRIGADE_MPI_CHECK(MPI_Ibcast(text.data(), length, MPI_CHAR, first, comm, &request));
-    wait(request, "rank " + std::to_string(first) + "'s refusal");
-    return "rank " + std::to_string(first) + ": " + text;
+    const auto text = std::make_shared<std::string>(mine);
+    (*words)[2] = static_cast<int>(text->size());
+    BRIGADE_MPI_CHECK(MPI_Ibcast(&(*words)[2], 1, MPI_INT, first, comm, &request));
+    wait(request, words, "rank " + std::to_string(first) + "'s refusal");
+    text->resize(static_cast<size_t>((*words)[2]));
+    BRIGADE_MPI_CHECK(MPI_Ibcast(text->data(), (*words)[2], MPI_CHAR, first, comm, &request));
+    wait(request, text, "rank " + std::to_string(first) + "'s refusal");
+    return "rank " + std::to_string(first) + ": " + *text;
   }
 };
 
@@ -201,19 +203,19 @@ void MpiRanks::gather_model(layers::Sequential& /*model*/, const StepRunner& ste
     if (rank() != 0 && rank() != owner) continue;
     int i = 0;
     for (const Tensor& t : stage_tensors(runner, s)) {
-      std::vector<float> values = rank() == owner ? host_values(t)
-                                                  : std::vector<float>(static_cast<size_t>(t.numel()));
+      const auto values = std::make_shared<std::vector<float>>(
+          rank() == owner ? host_values(t) : std::vector<float>(static_cast<size_t>(t.numel())));
       const int tag = i++;
       MPI_Request request = MPI_REQUEST_NULL;
       if (rank() == owner)
-        BRIGADE_MPI_CHECK(MPI_Isend(values.data(), static_cast<int>(values.size()), MPI_FLOAT, 0,
-                                    tag, comm, &request));
+        BRIGADE_MPI_CHECK(MPI_Isend(values->data(), static_cast<int>(values->size()), MPI_FLOAT,
+                                    0, tag, comm, &request));
       else
-        BRIGADE_MPI_CHECK(MPI_Irecv(values.data(), static_cast<int>(values.size()), MPI_FLOAT,
+        BRIGADE_MPI_CHECK(MPI_Irecv(values->data(), static_cast<int>(values->size()), MPI_FLOAT,
                                     owner, tag, comm, &request));
-      state_->wait(request, "gathering stage " + std::to_string(s) + " (rank " +
-                                std::to_string(owner) + " -> rank 0)");
-      if (rank() == 0) write_values(t, values);
+      state_->wait(request, values, "gathering stage " + std::to_string(s) + " (rank " +
+                                        std::to_string(owner) + " -> rank 0)");
+      if (rank() == 0) write_values(t, *values);
     }
   }
 }
@@ -222,23 +224,25 @@ void MpiRanks::broadcast_model(layers::Sequential& /*model*/, const StepRunner& 
                                ResumePoint& resume_point) {
   const DistributedRunner& runner = distributed_runner(step_runner);
   const MPI_Comm comm = state_->control.get();
-  const auto bcast = [&](void* data, int count, MPI_Datatype type, const std::string& what) {
+  // `data`: memory inside `buffers` (poll.h, wait_for_request).
+  const auto bcast = [&](void* data, int count, MPI_Datatype type, std::shared_ptr<void> buffers,
+                         const std::string& what) {
     MPI_Request request = MPI_REQUEST_NULL;
     BRIGADE_MPI_CHECK(MPI_Ibcast(data, count, type, 0, comm, &request));
-    state_->wait(request, "broadcasting " + what + " from rank 0");
+    state_->wait(request, std::move(buffers), "broadcasting " + what + " from rank 0");
   };
-  int64_t where[4] = {resume_point.step, resume_point.epoch, resume_point.batch,
-                      runner.optimizer(0).steps()};
-  bcast(where, 4, MPI_INT64_T, "the resume point");
-  resume_point = {where[0], where[1], where[2]};
+  const auto where = std::make_shared<std::array<int64_t, 4>>(std::array<int64_t, 4>{
+      resume_point.step, resume_point.epoch, resume_point.batch, runner.optimizer(0).steps()});
+  bcast(where->data(), 4, MPI_INT64_T, where, "the resume point");
+  resume_point = {(*where)[0], (*where)[1], (*where)[2]};
   for (int s = 0; s < runner.partition().count(); ++s) {
-    runner.optimizer(s).set_steps(where[3]);
+    runner.optimizer(s).set_steps((*where)[3]);
     for (const Tensor& t : stage_tensors(runner, s)) {
-      std::vector<float> values =
-          rank() == 0 ? host_values(t) : std::vector<float>(static_cast<size_t>(t.numel()));
-      bcast(values.data(), static_cast<int>(values.size()), MPI_FLOAT,
+      const auto values = std::make_shared<std::vector<float>>(
+          rank() == 0 ? host_values(t) : std::vector<float>(static_cast<size_t>(t.numel())));
+      bcast(values->data(), static_cast<int>(values->size()), MPI_FLOAT, values,
             "stage " + std::to_string(s));
-      if (rank() != 0) write_values(t, values);
+      if (rank() != 0) write_values(t, *values);
     }
   }
 }
@@ -251,46 +255,53 @@ void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& w
       error = e.what();
       if (error.empty()) error = what + " failed";
     }
-  int length = static_cast<int>(error.size());
+  const auto length = std::make_shared<int>(static_cast<int>(error.size()));
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT, 0, state_->control.get(), &request));
-  state_->wait(request, what + ": rank 0's outcome");
-  if (length == 0) return;
-  error.resize(static_cast<size_t>(length));
-  BRIGADE_MPI_CHECK(MPI_Ibcast(error.data(), length, MPI_CHAR, 0, state_->control.get(), &request));
-  state_->wait(request, what + ": rank 0's message");
-  throw AllRanksError(error, 1);
+  BRIGADE_MPI_CHECK(MPI_Ibcast(length.get(), 1, MPI_INT, 0, state_->control.get(), &request));
+  state_->wait(request, length, what + ": rank 0's outcome");
+  if (*length == 0) return;
+  const auto text = std::make_shared<std::string>(std::move(error));
+  text->resize(static_cast<size_t>(*length));
+  BRIGADE_MPI_CHECK(
+      MPI_Ibcast(text->data(), *length, MPI_CHAR, 0, state_->control.get(), &request));
+  state_->wait(request, text, what + ": rank 0's message");
+  throw AllRanksError(*text, 1);
 }
 
 void MpiRanks::agree_on_step(pipeline::StepResult& result) {
-  double in[3] = {result.loss, static_cast<double>(result.correct),
-                  static_cast<double>(stop_signal())};
-  double out[3] = {0, 0, 0};
+  // {loss, correct, stop signal} in, their sums (and the greatest signal) out.
+  const auto v = std::make_shared<std::array<double, 6>>(std::array<double, 6>{
+      result.loss, static_cast<double>(result.correct), static_cast<double>(stop_signal()), 0,
+      0, 0});
+  double* in = v->data();
+  double* out = v->data() + 3;
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Iallreduce(in, out, 2, MPI_DOUBLE, MPI_SUM, state_->control.get(), &request));
-  state_->wait(request, "adding up the step's loss");
-  double stop[1] = {0};
+  state_->wait(request, v, "adding up the step's loss");
   BRIGADE_MPI_CHECK(
-      MPI_Iallreduce(in + 2, stop, 1, MPI_DOUBLE, MPI_MAX, state_->control.get(), &request));
-  state_->wait(request, "agreeing on a stop signal");
+      MPI_Iallreduce(in + 2, out + 2, 1, MPI_DOUBLE, MPI_MAX, state_->control.get(), &request));
+  state_->wait(request, v, "agreeing on a stop signal");
   result.loss = out[0];
   result.correct = static_cast<int64_t>(out[1]);
-  agreed_stop_ = static_cast<int>(stop[0]);
+  agreed_stop_ = static_cast<int>(out[2]);
 }
 
 void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) {
-  std::vector<double> busy(busy_ms.size(), 0.0);
-  double makespan = 0;
+  // [0, n): this rank's busy times; [n, 2n): their sums; then this rank's makespan, the longest.
+  const size_t n = busy_ms.size();
+  const auto v = std::make_shared<std::vector<double>>(2 * n + 2, 0.0);
+  std::copy(busy_ms.begin(), busy_ms.end(), v->begin());
+  (*v)[2 * n] = makespan_ms;
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(busy_ms.data(), busy.data(), static_cast<int>(busy.size()),
-                                   MPI_DOUBLE, MPI_SUM, state_->control.get(), &request));
-  state_->wait(request, "adding up the devices' busy times");
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(v->data(), v->data() + n, static_cast<int>(n), MPI_DOUBLE,
+                                   MPI_SUM, state_->control.get(), &request));
+  state_->wait(request, v, "adding up the devices' busy times");
   // The steps' time: the longest of the ranks' (each sees its own device's span of a step).
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(&makespan_ms, &makespan, 1, MPI_DOUBLE, MPI_MAX,
-                                   state_->control.get(), &request));
-  state_->wait(request, "agreeing on the steps' time");
-  for (size_t i = 0; i < busy_ms.size(); ++i) busy_ms[i] = busy[i] / replicas();
-  makespan_ms = makespan;
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(v->data() + 2 * n, v->data() + 2 * n + 1, 1, MPI_DOUBLE,
+                                   MPI_MAX, state_->control.get(), &request));
+  state_->wait(request, v, "agreeing on the steps' time");
+  for (size_t i = 0; i < n; ++i) busy_ms[i] = (*v)[n + i] / replicas();
+  makespan_ms = (*v)[2 * n + 1];
 }
 
 std::string MpiRanks::device_label(size_t d, const Device& /*placed*/) const {

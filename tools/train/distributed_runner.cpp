@@ -1,6 +1,7 @@
 // See distributed_runner.h.
 #include "tools/train/distributed_runner.h"
 
+#include <memory>
 #include <sstream>
 
 #include "pipeline/distributed/mpi_reducer.h"  // all_reduce_sum
@@ -70,10 +71,10 @@ DistributedRunner::DistributedRunner(dist::MpiSession& session, dist::Topology& 
   // --clip-grad-norm: the norm's parts from every rank of this pipeline. Each parameter has
   // one owner and the others add 0, so the sums are exact: every rank clips as one process.
   role.sum_over_pipeline = [&session, &topology](std::vector<double> values) {
-    dist::all_reduce_sum(session.faults(), topology.pipeline.get(), values.data(), values.size(),
-                         dist::default_timeout(),
+    const auto sums = std::make_shared<std::vector<double>>(std::move(values));
+    dist::all_reduce_sum(session.faults(), topology.pipeline.get(), sums, dist::default_timeout(),
                          "clipping: the squared gradient norms of the pipeline's stages");
-    return values;
+    return *sums;
   };
   const pipeline::OptimizerFactory factory =
       [this, &options](std::vector<layers::Parameter*> p) -> std::unique_ptr<layers::Optimizer> {

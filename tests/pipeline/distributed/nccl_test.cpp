@@ -4,6 +4,7 @@
 // BRIGADE_MPI_TEST_NEEDS_A_GPU_PER_RANK for this test).
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <vector>
 
 #include "pipeline/distributed/nccl_link.h"
@@ -22,6 +23,18 @@ std::vector<float> values_of(int from, int mb, const Shape& shape) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(from * 100 + mb) + static_cast<float>(i) / 8;
   return v;
+}
+
+// Fills a stretch of this thread's stack with a pattern, runs `meanwhile` (MPI calls, which
+// progress any call still running), and returns how many bytes of the stretch changed: the
+// frames of functions that returned just before lie inside it, and nothing may write there.
+[[gnu::noinline]] int stack_bytes_written_during(const std::function<void()>& meanwhile) {
+  volatile unsigned char stretch[64 * 1024];
+  for (auto& b : stretch) b = 0xA5;
+  meanwhile();
+  int changed = 0;
+  for (const auto& b : stretch) changed += b != 0xA5;
+  return changed;
 }
 
 }  // namespace
@@ -108,6 +121,43 @@ TEST_CASE("NcclReducer: a replica that abandons the round stops every sum, with 
                          RankFailed);
     stream.synchronize();
     CHECK(grads[0].to_vector() == mine);  // nothing was summed
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The replica that failed has usually heard its own failure already (its link reported it,
+// faults.h) when it abandons the round: its wait for the replicas' word throws at once, while
+// the word's MPI_Iallreduce runs on, to complete when the other replica joins. MPI then writes
+// the word into memory of the abandoning rank — once its stack, so the int landed in whatever
+// frame lay there by then (a saved register of a failing rank's unwinding: a crash instead of
+// the job's message). It must land in memory kept for it (poll.h, wait_for_request).
+TEST_CASE("NcclReducer: a replica that abandons after hearing its own failure leaves its stack alone") {
+  testing::Deadline deadline("NcclReducer's abandoned round", std::chrono::seconds(120));
+  MpiSession& session = testing::mpi_session();
+  const int r = session.rank();
+  const Device gpu = Device::cuda(r);
+  Stream stream = Stream::create(gpu);
+  FaultLine line(r, session.size());
+  const std::vector<Tensor> grads = {Tensor::from_vector(std::vector<float>(64, 1.0f), Shape{64},
+                                                         stream)};
+  NcclReducer reducer(line, MPI_COMM_WORLD, gpu);
+  if (r == 1) {
+    line.hear(1, "non-finite value in stage 0 (a test's failure)");  // as its link does
+    const size_t kept_before = kept_request_buffers();
+    reducer.abandon("its NaN check failed");
+    CHECK(kept_request_buffers() == kept_before + 1);  // the word's call still runs
+    const int written = stack_bytes_written_during([&] {
+      const int go = 1;  // only now may replica 0 join the word's call
+      MPI_Send(&go, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+      line.notify("non-finite value in stage 0 (a test's failure)");
+      MPI_Barrier(MPI_COMM_WORLD);  // MPI completes the word's call here, or before
+    });
+    CHECK(written == 0);
+  } else {
+    int go = 0;
+    MPI_Recv(&go, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK_THROWS_AS(reducer.sum(grads, stream), RankFailed);
+    MPI_Barrier(MPI_COMM_WORLD);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -1,10 +1,11 @@
 // MpiReducer across every rank of the job (2, 3 and 4 ranks): the sums against sums computed
 // here from every rank's known inputs, and the same bits on every rank. Also the layout of
-// make_topology.
+// make_topology, and wait_for_request's buffers after a wait that throws (poll.h).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "pipeline/distributed/mpi_reducer.h"
@@ -124,6 +125,45 @@ TEST_CASE("MpiReducer: a GPU or undefined tensor is refused, naming it") {
                       Stream::default_for(Device::cpu(0)));
         }) == "MpiReducer: tensor 1 (undefined) is not a float32 CPU tensor; GPU gradients go "
               "through an NcclReducer");
+}
+
+// Rank 1 has heard a failure, so its wait for an all-reduce throws before the others join;
+// they join later, and MPI completes rank 1's part of the call during its later MPI calls,
+// writing the sum into rank 1's buffers: kept for MPI, not freed with the wait's caller.
+TEST_CASE("wait_for_request: a wait that throws leaves the call's buffers to MPI, which fills them") {
+  testing::Deadline deadline("wait_for_request", std::chrono::seconds(60));
+  MpiSession& session = testing::mpi_session();
+  const int n = session.size(), r = session.rank();
+  FaultLine line(r, n);
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  const Communicator comm(dup);
+  auto words = std::make_shared<std::vector<int>>(std::vector<int>{r + 1, 0});  // {mine, sum}
+  const std::shared_ptr<std::vector<int>> watched = words;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const auto what = [] { return std::string("a test's all-reduce"); };
+  if (r == 1) {
+    line.hear(1, "a test's failure");
+    MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_SUM, comm.get(), &request);
+    const size_t kept_before = kept_request_buffers();
+    CHECK_THROWS_AS(
+        wait_for_request(line, request, std::move(words), std::chrono::seconds(30), what),
+        RankFailed);
+    CHECK(kept_request_buffers() == kept_before + 1);
+    CHECK(watched.use_count() == 2);  // here and among the kept
+    MPI_Barrier(MPI_COMM_WORLD);  // the others join now
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((*watched)[1] == 0 && std::chrono::steady_clock::now() < until) {
+      int flag = 0;  // any MPI call progresses the call left running
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm.get(), &flag, MPI_STATUS_IGNORE);
+    }
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);  // after rank 1 gave up
+    MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_SUM, comm.get(), &request);
+    wait_for_request(line, request, words, std::chrono::seconds(30), what);
+  }
+  CHECK((*watched)[1] == n * (n + 1) / 2);
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("make_topology: replicas of a pipeline of consecutive ranks") {
