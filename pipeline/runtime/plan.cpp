@@ -171,7 +171,7 @@ Plan make_plan(const model::ModelSpec& spec, const PlanRequest& r) {
   plan.placement = r.lowered ? r.lowered->placement : placement_of(r.schedule);
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const std::vector<double> flops = layer_costs(shapes, CostKind::flops);
-  weigh_work(plan, spec, r, run_alike(r.devices, r.threads), flops);
+  weigh_work(plan, spec, r, r.alike || run_alike(r.devices, r.threads), flops);
 
   // The cut: the (merged) device blocks, or the exact balance of what the criterion weighs,
   // each stage on its own device. Parameters and activation bytes are what they are on any
@@ -251,14 +251,16 @@ std::string format_cost(Balance balance, double cost) {
   return fixed(cost / 1e6, 1) + " MFLOP/sample forward";
 }
 
-std::string describe_stages(const Plan& plan, const model::ModelSpec& spec) {
+std::string describe_stages(const Plan& plan, const model::ModelSpec& spec,
+                            const std::vector<std::string>& names) {
   double total = 0;  // each stage weighed on its own device
   for (int s = 0; s < plan.stages(); ++s) total += stage_cost(plan, plan.costs, s);
   std::ostringstream os;
   for (int s = 0; s < plan.stages(); ++s) {
     const StageRange& r = plan.cut.stages[static_cast<size_t>(s)];
     const double cost = stage_cost(plan, plan.costs, s);
-    os << "\n  stage " << s << " on " << plan.devices[static_cast<size_t>(plan.device_of(s))]
+    const auto d = static_cast<size_t>(plan.device_of(s));
+    os << "\n  stage " << s << " on " << (d < names.size() ? names[d] : plan.devices[d].str())
        << ": " << spec.layers[r.begin].name;
     if (r.size() > 1) os << " .. " << spec.layers[r.end - 1].name;
     os << " (" << r.size() << (r.size() == 1 ? " layer), " : " layers), ")

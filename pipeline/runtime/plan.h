@@ -60,6 +60,11 @@ struct PlanRequest {
   // zb-auto) is planned with, when measured; else each stage's forward work, each half of the
   // backward costing about a forward.
   std::optional<CostModel> stage_costs = {};
+  // The devices are alike whatever `devices` says: in a distributed job each rank runs one
+  // device of the job's one kind, and CPU devices stand in for the other ranks' (so that their
+  // stages' blocks stay in host memory, never used). Weighed as alike, every rank cuts the
+  // model the same way, and none times a stand-in.
+  bool alike = false;
 };
 
 // A request the plan cannot serve (a bound a schedule exceeds, more stages than layers), in
@@ -114,7 +119,9 @@ std::string format_cost(Balance balance, double cost);
 std::string format_percent(double part, double total);  // "41.7 %"; "0.0 %" of nothing
 // One line per stage, each weighed on its device in the criterion of the cut:
 //   "\n  stage 1 on cpu:1: maxpool2d_3 .. dense_2 (6 layers), 222,010 parameters (79.6 %)"
-std::string describe_stages(const Plan& plan, const model::ModelSpec& spec);
+// `names`: what to call each device ("rank 1" in a distributed job); empty: its own name.
+std::string describe_stages(const Plan& plan, const model::ModelSpec& spec,
+                            const std::vector<std::string>& names = {});
 
 // A device with under `min_share` of the plan's work (Plan::work) idles, and a step takes as
 // long as the busiest device's share. What a better cut gives: over these devices, or over the

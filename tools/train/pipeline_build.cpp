@@ -44,7 +44,9 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
       .max_activations =
           per_device(o.max_activations, "--max-activations", o, devices.devices.size()),
       .profile_rows = o.batch / m,
-      .seed = o.seed};
+      .seed = o.seed,
+      .stage_costs = {},
+      .alike = processes.distributed()};
   // A schedule file's header says where it places the stages, and the cut follows it.
   if (!o.schedule_file.empty()) request.lowered = schedule_from_file(o.schedule_file);
   BuiltPipeline s;
@@ -69,8 +71,13 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
     s.memory = describe_loads(check_memory(o, spec, request, s.plan, batches));
   s.model = pipeline::build_model(spec, s.plan, o.seed);
   s.runner = processes.make_runner(*s.model, s.plan, o);
-  s.placement = pipeline::describe_stages(s.plan, spec);
-  s.warning = imbalance_warning(s.plan, spec, o, m);
+  // A rank knows only its own device: the placement names the ranks (as the busy lines do).
+  std::vector<std::string> names;
+  if (processes.distributed())
+    for (size_t d = 0; d < s.plan.devices.size(); ++d)
+      names.push_back(processes.device_label(d, s.plan.devices[d]));
+  s.placement = pipeline::describe_stages(s.plan, spec, names);
+  s.warning = imbalance_warning(s.plan, spec, o, m, names);
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.
   const std::string shared =
       processes.distributed() ? "" : shared_cores_warning(devices, hardware_threads());

@@ -161,17 +161,19 @@ std::string shares(const std::vector<double>& sums) {
 }  // namespace
 
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
-                              const Options& options, int microbatches) {
+                              const Options& options, int microbatches,
+                              const std::vector<std::string>& names) {
   const std::optional<pipeline::Imbalance> found =
       pipeline::find_imbalance(plan, model.layers.size(), kMinDeviceShare);
   if (!found) return "";
   const pipeline::Imbalance& i = *found;
   const std::vector<Device>& devices = plan.devices;
+  const auto name = [&](size_t d) { return d < names.size() ? names[d] : devices[d].str(); };
   const double total = std::accumulate(i.totals.begin(), i.totals.end(), 0.0);
-  std::string out = "warning: " + devices[i.lightest].str() + " has " +
+  std::string out = "warning: " + name(i.lightest) + " has " +
                     pipeline::format_percent(i.totals[i.lightest], total) + " of the work (" +
                     plan.work_name + "; per device " + shares(i.totals) +
-                    "): it idles, and a step takes as long as " + devices[i.heaviest].str() +
+                    "): it idles, and a step takes as long as " + name(i.heaviest) +
                     "'s share.";
   if (i.devices == 0) return out;  // no cut at all: more stages than layers on every count
   Suggestion fix;

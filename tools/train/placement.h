@@ -61,9 +61,11 @@ inline constexpr double kMinDeviceShare = 0.05;
 // (pipeline::find_imbalance), with the command that balances it: this run's command
 // (suggested_command.h, which keeps mpirun and a resumed run's micro-batch count) with
 // --balance flops (or time), whose shares it states, or with fewer devices when no cut over
-// these gives every device its share. Empty when the cut is balanced enough.
+// these gives every device its share. Empty when the cut is balanced enough. `names`: what to
+// call each device (describe_stages).
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
-                              const Options& options, int microbatches);
+                              const Options& options, int microbatches,
+                              const std::vector<std::string>& names = {});
 
 // For CPU devices of different speeds, the warning when their compute threads together are
 // more than the machine's `hardware_threads`: they then take turns on the same cores, each

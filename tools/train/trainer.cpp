@@ -102,7 +102,13 @@ void Training::announce() {
                   " samples), batch " + std::to_string(o_.batch) + ", " + o_.optimizer + " lr " +
                   format_number(o_.lr));
   for (const std::string& note : o_.notes) progress_->line(note);
-  progress_->line("placement (" + devices_.describe_threads() +
+  // A GPU rank's list holds its GPU and CPU devices standing in for the other ranks' GPUs
+  // (distributed.cpp): their threads are nobody's.
+  const std::vector<Device>& listed = devices_.devices;
+  const bool gpu_ranks = processes_.distributed() &&
+                         std::any_of(listed.begin(), listed.end(),
+                                     [](const Device& d) { return d.is_cuda(); });
+  progress_->line("placement (" + (gpu_ranks ? "GPUs only" : devices_.describe_threads()) +
                   (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
                   "): " + pipeline_.placement);
   if (!pipeline_.memory.empty()) progress_->line(pipeline_.memory);

@@ -191,6 +191,53 @@ TEST_CASE("emulated GPUs: 2 ranks and 2 x 2 replicas over NCCL train as CPU rank
   }
 }
 
+
+// "  stage 1 on X: maxpool2d_1 .. dense_2 (6 layers), ..." -> the lines without " on X".
+std::vector<std::string> stage_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  for (size_t at = output.find("\n  stage "); at != std::string::npos;
+       at = output.find("\n  stage ", at + 1)) {
+    const std::string line = output.substr(at + 1, output.find('\n', at + 1) - at - 1);
+    const size_t on = line.find(" on "), colon = line.find(": ");
+    lines.push_back(line.substr(0, on) + line.substr(colon));
+  }
+  return lines;
+}
+
+// --balance flops over GPU ranks: a rank's list holds its GPU and CPU devices standing in for
+// the other ranks' GPUs, weighed as GPUs alike (PlanRequest::alike, pipeline/runtime/plan.h),
+// so every rank cuts as one process on 2 GPUs does and trains alike; the placement names the
+// ranks. (Rank 0 once timed its stand-in as a CPU, rank 1 its own, and their stages did not fit.)
+TEST_CASE("emulated GPUs: --balance flops over 2 GPU ranks cuts as one process on 2 GPUs") {
+  const fs::path dir = temp_dir("emulated-flops");
+  const fs::path model = dir / "three.model";
+  std::ofstream(model) << kModel;
+  const std::vector<std::string> base = {"--model", model.string(), "--data", "synthetic",
+                                         "--synthetic-count", "320", "--batch", "32", "--steps",
+                                         "3", "--balance", "flops"};
+  const fs::path one = dir / "one.jsonl", ranks = dir / "ranks.jsonl";
+  const Run single = run_command(
+      std::string("BRIGADE_EMULATED_GPUS=2 timeout 300 ") + BRIGADE_TRAIN +
+      quoted(with(base, {"--devices", "cuda:0,cuda:1", "--metrics", one.string()})));
+  REQUIRE_MESSAGE(single.status == 0, single.output);
+  const Run run = run_command(
+      std::string("BRIGADE_EMULATED_GPUS=2 timeout 300 ") + BRIGADE_MPIRUN +
+      " --oversubscribe --allow-run-as-root -np 2 " + BRIGADE_TRAIN +
+      quoted(with(base, {"--distributed", "--devices", "cuda", "--metrics", ranks.string()})));
+  REQUIRE_MESSAGE(run.status == 0, run.output);
+  CAPTURE(run.output);
+  CHECK(stage_lines(run.output).size() == 2);
+  CHECK(stage_lines(run.output) == stage_lines(single.output));
+  CHECK(run.output.find("stage 1 on rank 1: ") != std::string::npos);
+  CHECK(run.output.find("placement (GPUs only, cut by --balance flops)") != std::string::npos);
+  CHECK(run.output.find(" on cpu:") == std::string::npos);
+  const std::vector<double> want = brigade::train::test::step_losses(one);
+  const std::vector<double> got = brigade::train::test::step_losses(ranks);
+  REQUIRE(want.size() == 3);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-6);
+}
+
 #endif
 
 }  // namespace

@@ -75,6 +75,26 @@ TEST_CASE("plan by cost: per stage for one chunk, per device for interleaved chu
   CHECK_THROWS_AS(make_plan(spec, r), PlanError);
 }
 
+// A distributed job's list holds a rank's own device and CPU devices standing in for the other
+// ranks' (PlanRequest::alike): weighed as alike, by FLOPs, whatever the stand-ins' speeds, so
+// that every rank cuts the same. Layers' FLOPs 64, 32, 32, 24: by FLOPs [64 | 88]; with the
+// second device ten times slower, [128 | 24].
+TEST_CASE("plan: devices weighed as alike are cut by FLOPs, whatever their measured speeds") {
+  const model::ModelSpec spec = three_blocks();
+  PlanRequest r{.devices = cpus(2), .threads = {4, 1}, .balance = Balance::flops,
+                .microbatches = 2, .layer_times = {{1, 1, 1, 1}, {10, 10, 10, 10}}};
+  const Plan by_speed = make_plan(spec, r);
+  CHECK(by_speed.work_name == "forward FLOPs at each device's speed");
+  CHECK(ranges(by_speed.cut) == "[0,3)[3,4)");
+  r.alike = true;
+  const Plan alike = make_plan(spec, r);
+  CHECK(alike.work_name == "forward FLOPs");
+  CHECK(ranges(alike.cut) == "[0,1)[1,4)");
+  r.alike = false;
+  r.threads = {1, 1};  // alike in fact
+  CHECK(ranges(make_plan(spec, r).cut) == ranges(alike.cut));
+}
+
 TEST_CASE("plan: a schedule holding more than a device's bound is refused; zb-auto plans within") {
   // 1F1B over two devices holds 2 micro-batches on device 0 (its warm-up).
   const model::ModelSpec spec = test::small_spec();
