@@ -9,7 +9,8 @@
 // run that never had it. Replays keep the memory they were captured with, no more, and about
 // what the step has in use run eagerly, several stages on one device too. Run on the devices
 // of BRIGADE_TEST_DEVICES (CI: 1, 2 and 4 emulated GPUs, every stage on one, both CUDA paths);
-// on CPU devices graphs are ignored and the same checks hold.
+// on CPU devices graphs are ignored and the same checks hold, but for the peak memory's
+// (on_cpu_the_peaks_are_two_eager_runs).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -124,6 +125,17 @@ TEST_CASE("CUDA graphs: replayed steps keep the memory in use of the first repla
 // tensor to 256 bytes: nothing where the eager step's blocks are rounded to their bins.
 uint64_t unrounded_slack(uint64_t eager) { return Allocator::caching() ? 0 : eager / 100; }
 
+// On a CPU device graphs are ignored, so a peak "replayed" is a second eager run's; and an
+// eager step's peak on a CPU device depends on how far its host thread ran ahead of the
+// device's stream (compute_lead.h) before the stream's tasks freed what they used: on a loaded
+// machine two runs of the same step differed by 250 KiB, above the first check's margin. The
+// checks compare the graphs' arena with the eager step, which only GPUs have.
+bool on_cpu_the_peaks_are_two_eager_runs() {
+  if (test::on_cuda()) return false;
+  MESSAGE("on CPU devices graphs are ignored: no arena to weigh against the eager step");
+  return true;
+}
+
 // The graphs' memory is planned from the eager step before (engine/graph_memory.h): one arena,
 // in which only tensors whose lives overlap need bytes of their own. A replayed step then has
 // in use what the same step has at its peak run eagerly, and the graphs' copies of the batch:
@@ -138,6 +150,7 @@ uint64_t unrounded_slack(uint64_t eager) { return Allocator::caching() ? 0 : eag
 TEST_CASE("CUDA graphs: a replayed step has no more than the eager step's peak memory in use, "
           "and the graphs' copies of the batch") {
   testing::Deadline deadline("CUDA graphs' peak memory");
+  if (on_cpu_the_peaks_are_two_eager_runs()) return;
   const auto peak_in_fourth_step = [](int first, bool graphs) {
     const Partition partition = at_cuts(8, {});
     const std::unique_ptr<layers::Sequential> model = test::placed_model(partition, 1, first);
@@ -171,6 +184,7 @@ TEST_CASE("CUDA graphs: a replayed step has no more than the eager step's peak m
 TEST_CASE("CUDA graphs: several stages on one device hold beyond the eager step's peak only "
           "their copies of the batch") {
   testing::Deadline deadline("CUDA graphs' peak memory, several stages on one device");
+  if (on_cpu_the_peaks_are_two_eager_runs()) return;
   const HostBatch warmup = test::random_batch(4096, 90), measured = test::random_batch(4096, 93);
   const auto peak_in_fourth_step = [&](int first, bool graphs) {
     const Partition partition = at_cuts(8, {2, 6});
