@@ -54,8 +54,9 @@ void MpiReducer::sum(const std::vector<Tensor>& tensors, const Stream& stream) {
     total += static_cast<size_t>(t.numel());
   }
   stream.synchronize();  // the gradients are written (and the stream's failure, if any, thrown)
-  // A fresh buffer each round: an abandoned round's stays MPI's (poll.h).
-  buffer_ = std::make_shared<std::vector<float>>(total);
+  // The same buffer each round, but after a round given up on: that one stays MPI's (poll.h).
+  if (!buffer_ || buffer_.use_count() > 1) buffer_ = std::make_shared<std::vector<float>>();
+  buffer_->resize(total);
   size_t at = 0;
   for (const Tensor& t : tensors) {
     std::memcpy(buffer_->data() + at, t.data<float>(), t.nbytes());
