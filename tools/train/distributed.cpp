@@ -269,39 +269,46 @@ void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& w
 }
 
 void MpiRanks::agree_on_step(pipeline::StepResult& result) {
-  // {loss, correct, stop signal} in, their sums (and the greatest signal) out.
-  const auto v = std::make_shared<std::array<double, 6>>(std::array<double, 6>{
-      result.loss, static_cast<double>(result.correct), static_cast<double>(stop_signal()), 0,
-      0, 0});
-  double* in = v->data();
-  double* out = v->data() + 3;
+  // On the heap: MPI's until the calls complete (poll.h, wait_for_request).
+  struct Words {
+    double mine[2], summed[2];  // {loss, correct}: this rank's, every rank's sum
+    double stop, any_stop;      // the signal this rank caught, the greatest caught
+  };
+  const auto w = std::make_shared<Words>(Words{{result.loss, static_cast<double>(result.correct)},
+                                               {0, 0},
+                                               static_cast<double>(stop_signal()),
+                                               0});
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(in, out, 2, MPI_DOUBLE, MPI_SUM, state_->control.get(), &request));
-  state_->wait(request, v, "adding up the step's loss");
-  BRIGADE_MPI_CHECK(
-      MPI_Iallreduce(in + 2, out + 2, 1, MPI_DOUBLE, MPI_MAX, state_->control.get(), &request));
-  state_->wait(request, v, "agreeing on a stop signal");
-  result.loss = out[0];
-  result.correct = static_cast<int64_t>(out[1]);
-  agreed_stop_ = static_cast<int>(out[2]);
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine, w->summed, 2, MPI_DOUBLE, MPI_SUM,
+                                   state_->control.get(), &request));
+  state_->wait(request, w, "adding up the step's loss");
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(&w->stop, &w->any_stop, 1, MPI_DOUBLE, MPI_MAX,
+                                   state_->control.get(), &request));
+  state_->wait(request, w, "agreeing on a stop signal");
+  result.loss = w->summed[0];
+  result.correct = static_cast<int64_t>(w->summed[1]);
+  agreed_stop_ = static_cast<int>(w->any_stop);
 }
 
 void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) {
-  // [0, n): this rank's busy times; [n, 2n): their sums; then this rank's makespan, the longest.
-  const size_t n = busy_ms.size();
-  const auto v = std::make_shared<std::vector<double>>(2 * n + 2, 0.0);
-  std::copy(busy_ms.begin(), busy_ms.end(), v->begin());
-  (*v)[2 * n] = makespan_ms;
+  // On the heap: MPI's until the calls complete (poll.h, wait_for_request).
+  struct Times {
+    std::vector<double> mine, summed;  // [pipeline device]: busy ms, this rank's and the sums
+    double makespan, longest;          // the steps' time: this rank's, the longest rank's
+  };
+  const auto t = std::make_shared<Times>(
+      Times{busy_ms, std::vector<double>(busy_ms.size(), 0.0), makespan_ms, 0});
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(v->data(), v->data() + n, static_cast<int>(n), MPI_DOUBLE,
-                                   MPI_SUM, state_->control.get(), &request));
-  state_->wait(request, v, "adding up the devices' busy times");
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(t->mine.data(), t->summed.data(),
+                                   static_cast<int>(t->mine.size()), MPI_DOUBLE, MPI_SUM,
+                                   state_->control.get(), &request));
+  state_->wait(request, t, "adding up the devices' busy times");
   // The steps' time: the longest of the ranks' (each sees its own device's span of a step).
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(v->data() + 2 * n, v->data() + 2 * n + 1, 1, MPI_DOUBLE,
-                                   MPI_MAX, state_->control.get(), &request));
-  state_->wait(request, v, "agreeing on the steps' time");
-  for (size_t i = 0; i < n; ++i) busy_ms[i] = (*v)[n + i] / replicas();
-  makespan_ms = (*v)[2 * n + 1];
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(&t->makespan, &t->longest, 1, MPI_DOUBLE, MPI_MAX,
+                                   state_->control.get(), &request));
+  state_->wait(request, t, "agreeing on the steps' time");
+  for (size_t i = 0; i < busy_ms.size(); ++i) busy_ms[i] = t->summed[i] / replicas();
+  makespan_ms = t->longest;
 }
 
 std::string MpiRanks::device_label(size_t d, const Device& /*placed*/) const {
