@@ -9,15 +9,17 @@
 //
 //   forward          y_n  (K, P·Q)      = W (K, C·R·S) · col_n (C·R·S, P·Q)  + bias, ReLU
 //   backward-data    col_n (C·R·S, P·Q) = Wᵀ (C·R·S, K) · dy_n (K, P·Q);  dx_n = col2im(col_n)
-//   backward-filter  dw_n (K, C·R·S)    = dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S);  dw += Σ_n dw_n
+//   backward-filter  dw (K, C·R·S)     += Σ_n dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S)
 //   backward-bias    db[k]             += sum over n, p, q of dy[n][k][p][q]
 //
 // each product ONE gemm_tiled_batched launch over the samples (W shared, stride 0, in
-// forward and backward-data). Backward-filter could sum its products inside the GEMM (a
-// summed batch), but dw is small — (K, C·R·S) is 1 to 5 tiles of 128×128 for the question's
-// network — so those few blocks would each walk all N·P·Q: a few SMs busy. Instead each
-// sample's product gets its own blocks, into the workspace, and sum_samples_kernel adds them
-// to dw in sample order (one more launch; the order, hence the bits, fixed).
+// forward and backward-data). Backward-filter sums its products inside the GEMM (a summed
+// batch, beta 1: added to dw as it is stored). dw is small — (K, C·R·S) is 1 to 9 tiles of
+// 128×128 for the question's network — over the deepest K of the network, N·P·Q, which is
+// what split-K is for (gemm_split_k.cuh): conv2d_2's at batch 128, 3 tiles over 9,216 slices,
+// runs as 42 blocks per tile. (Before split-K each sample's product had blocks of its own,
+// written to a workspace of N·K·C·R·S floats and summed by a kernel of its own: one more
+// launch, and for conv2d_4 37 MB written and read again for a 295 KB result.)
 // W is already (K, C·R·S) row-major: KCRS memory read as a matrix. The bias and ReLU are the
 // forward GEMM's epilogue (bias per row k of y_n), not a pass of their own.
 //
@@ -30,17 +32,18 @@
 // of columns, and K·C·R·S of backward-filter's per-sample product.
 //
 // Workspace and chunks. The launchers lower as many samples per pass as the caller's
-// workspace holds: conv2d_workspace_floats(s) asks for every sample's up to
-// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for forward
-// and backward-data, 3 for backward-filter, 1 for backward-bias) up to that budget — the
-// question's network at batch 128 needs at most 95 MB — and as many per pass beyond it.
+// workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to
+// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for each of
+// forward, backward-data and backward-filter, 1 for backward-bias) up to that budget — the
+// question's network at batch 128 needs at most 85 MB (conv2d_2's columns) — and as many per
+// pass beyond it.
 //
 // Precision bf16 (the *_bf16 launchers): x, w and dy arrive narrowed to bfloat16 storage, and
 // the same passes run with bf16 columns and gemm_mma_bf16 (tensor cores) for the products.
 // im2col copies, so lowering the narrowed x gives the narrowed columns bit for bit, at half the
 // bytes, and the N·C·H·W narrowing (by the caller) is R·S times less work than narrowing the
-// columns would be. Backward-data's columns and backward-filter's products are the GEMMs'
-// float outputs, as in fp32.
+// columns would be. Backward-data's columns and backward-filter's dw are the GEMMs' float
+// outputs, as in fp32.
 //
 // Kernels and who computes what:
 // im2col and col2im divide per element: 32-bit indices where the sizes allow (launch.cuh).
@@ -48,7 +51,6 @@
 //   col2im_kernel      thread per input pixel (n, c, h, w): GATHERS the col entries that read
 //                      it (every (r, s) whose (p, q) lands on it) — no atomics, and the sum's
 //                      order is fixed, so results are deterministic.
-//   sum_samples_kernel thread per dw element: adds the samples' products in sample order.
 //   bias_grad_kernel   block per output channel k: the block's threads sum dy[·][k][·][·]
 //                      with a strided loop, then block_sum (reduce.cuh) adds their sums.
 #include <algorithm>
@@ -106,15 +108,6 @@ __global__ void col2im_kernel(const float* col /* (N, C·R·S, P·Q) */,
   }
 }
 
-__global__ void sum_samples_kernel(const float* products /* (count, size) */,
-                                   float* dw /* (size) */, int64_t count, int64_t size) {
-  for (int64_t i = grid_first(); i < size; i += grid_stride()) {
-    float acc = 0.0f;
-    for (int64_t n = 0; n < count; ++n) acc += products[n * size + i];  // sample order
-    dw[i] += acc;
-  }
-}
-
 constexpr int kBiasBlock = 256;
 
 __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /* (K) */,
@@ -131,12 +124,8 @@ __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /
 namespace {
 constexpr int64_t kWorkspaceBudgetFloats = int64_t(1) << 26;  // 256 MiB
 
-// One sample's columns: (C·R·S, P·Q).
+// One sample's columns: (C·R·S, P·Q), its share of the workspace.
 int64_t sample_columns(const Conv2dShape& s) { return s.C * s.R * s.S * s.P * s.Q; }
-// One sample's workspace: its columns, then its filter-gradient product (K, C·R·S).
-int64_t sample_workspace(const Conv2dShape& s) {
-  return sample_columns(s) + s.K * s.C * s.R * s.S;
-}
 
 void check_conv(const char* op, const Conv2dShape& s) {
   // Every output window must start inside the (padded) input; the kernels bounds-check
@@ -159,11 +148,11 @@ int64_t samples_per_pass(const char* op, const Conv2dShape& s, const float* work
   BRIGADE_CHECK(workspace != nullptr, op << ": workspace is null; pass "
                                          << conv2d_workspace_floats(s)
                                          << " floats (conv2d_workspace_floats)");
-  BRIGADE_CHECK(workspace_floats >= sample_workspace(s),
+  BRIGADE_CHECK(workspace_floats >= sample_columns(s),
                 op << ": a workspace of " << workspace_floats
-                   << " floats is smaller than one sample's share, " << sample_workspace(s)
+                   << " floats is smaller than one sample's share, " << sample_columns(s)
                    << "; pass " << conv2d_workspace_floats(s) << " floats (conv2d_workspace_floats)");
-  return std::min(s.N, workspace_floats / sample_workspace(s));
+  return std::min(s.N, workspace_floats / sample_columns(s));
 }
 
 // The shape of samples [n0, n0 + count) of s.
@@ -175,7 +164,7 @@ Conv2dShape samples(const Conv2dShape& s, int64_t count) {
 }  // namespace
 
 int64_t conv2d_workspace_floats(const Conv2dShape& s) {
-  const int64_t per_sample = sample_workspace(s);
+  const int64_t per_sample = sample_columns(s);
   return std::clamp<int64_t>(kWorkspaceBudgetFloats / per_sample, 1, std::max<int64_t>(s.N, 1)) *
          per_sample;
 }
@@ -215,17 +204,17 @@ void col2im(const float* col, float* dx, const Conv2dShape& s, const Stream& str
 namespace {
 
 // The products of either precision, chosen by the operands' type: gemm_tiled on float, the
-// tensor cores' gemm_mma_bf16 on bfloat16. alpha 1, beta 0.
+// tensor cores' gemm_mma_bf16 on bfloat16. alpha 1; beta 0 (C overwritten) or 1 (added to).
 void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float* C, int64_t ldc, const GemmBatch& batch,
-               const GemmEpilogue& epilogue, const Stream& stream) {
-  gemm_tiled_batched(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, batch, epilogue,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const GemmBatch& batch, const GemmEpilogue& epilogue, const Stream& stream) {
+  gemm_tiled_batched(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, batch, epilogue,
                      stream);
 }
 void conv_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const cpu::bf16* A,
-               int64_t lda, const cpu::bf16* B, int64_t ldb, float* C, int64_t ldc,
+               int64_t lda, const cpu::bf16* B, int64_t ldb, float beta, float* C, int64_t ldc,
                const GemmBatch& batch, const GemmEpilogue& epilogue, const Stream& stream) {
-  gemm_mma_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, batch, epilogue, stream);
+  gemm_mma_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, batch, epilogue, stream);
 }
 
 template <class T>
@@ -239,7 +228,7 @@ void forward_passes(const T* x, const T* w, const float* b, float* y, const Conv
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
     im2col(x + n0 * s.C * s.H * s.W, col, part, stream);
     // y_n (K, P·Q) = W · col_n for each sample of the pass; W shared (stride 0).
-    conv_gemm(false, false, s.K, PQ, CRS, w, CRS, col, PQ, y + n0 * s.K * PQ, PQ,
+    conv_gemm(false, false, s.K, PQ, CRS, w, CRS, col, PQ, 0.0f, y + n0 * s.K * PQ, PQ,
               GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
               GemmEpilogue{b, /*bias_per_row=*/true, relu, round_bf16}, stream);
   }
@@ -255,7 +244,7 @@ void backward_data_passes(const T* dy, const T* w, float* dx, const Conv2dShape&
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
     // col_n (C·R·S, P·Q) = Wᵀ · dy_n: W is stored (K, C·R·S), hence trans_a with lda = C·R·S.
     // The columns are the GEMM's float output in either precision.
-    conv_gemm(true, false, CRS, PQ, s.K, w, CRS, dy + n0 * s.K * PQ, PQ, workspace, PQ,
+    conv_gemm(true, false, CRS, PQ, s.K, w, CRS, dy + n0 * s.K * PQ, PQ, 0.0f, workspace, PQ,
               GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false}, GemmEpilogue{}, stream);
     col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream, round_bf16);
   }
@@ -270,17 +259,10 @@ void backward_filter_passes(const T* x, const T* dy, float* dw, const Conv2dShap
   for (int64_t n0 = 0; n0 < s.N; n0 += pass) {
     const Conv2dShape part = samples(s, std::min(pass, s.N - n0));
     im2col(x + n0 * s.C * s.H * s.W, col, part, stream);
-    // dw_n (K, C·R·S) = dy_n (K, P·Q) · col_nᵀ: col_n is stored (C·R·S, P·Q), hence trans_b.
-    // The products (n, K, C·R·S) follow the columns, at the next whole float (bf16 columns
-    // take half a float's bytes each: the share's float count always holds them).
-    const int64_t column_bytes = part.N * CRS * PQ * static_cast<int64_t>(sizeof(T));
-    float* products = workspace + (column_bytes + 3) / 4;
-    conv_gemm(false, true, s.K, CRS, PQ, dy + n0 * s.K * PQ, PQ, col, PQ, products, CRS,
-              GemmBatch{part.N, s.K * PQ, CRS * PQ, s.K * CRS, false}, GemmEpilogue{}, stream);
-    const int64_t size = s.K * CRS;
-    BRIGADE_LAUNCH(sum_samples_kernel, elementwise_blocks(size), kElementwiseBlock, 0, stream,
-                   BRIGADE_EXTENT(products, part.N * size), BRIGADE_EXTENT(dw, size), part.N,
-                   size);
+    // dw (K, C·R·S) += Σ_n dy_n (K, P·Q) · col_nᵀ over the pass's samples, in sample order:
+    // col_n is stored (C·R·S, P·Q), hence trans_b; one summed GEMM, beta 1.
+    conv_gemm(false, true, s.K, CRS, PQ, dy + n0 * s.K * PQ, PQ, col, PQ, 1.0f, dw, CRS,
+              GemmBatch{part.N, s.K * PQ, CRS * PQ, 0, true}, GemmEpilogue{}, stream);
   }
 }
 

@@ -5,11 +5,10 @@
 // Workspace: every call but backward_bias takes `workspace`, device memory of
 // `workspace_floats` floats, owned by the caller so that a step allocates nothing. A call
 // lowers as many samples at once as it holds (at least one sample's share: its columns
-// (C·R·S, P·Q) and its filter-gradient product (K, C·R·S)); conv2d_workspace_floats(s) is
-// every sample's, up to a budget of 256 MiB, so the calls make the same launches for any
-// batch up to that budget. The calls use it in stream
-// order, so calls on ONE stream may share one workspace; calls on different streams need
-// their own.
+// (C·R·S, P·Q)); conv2d_workspace_floats(s) is every sample's, up to a budget of 256 MiB, so
+// the calls make the same launches for any batch up to that budget. The calls use it in
+// stream order, so calls on ONE stream may share one workspace; calls on different streams
+// need their own.
 // Two compilations: brigade::cuda (nvcc) and brigade::emu (the emulator).
 // Plain declarations: launchers.h includes this list into brigade::emu and brigade::cuda
 // (include that header, not this file).

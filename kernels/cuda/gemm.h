@@ -19,7 +19,7 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
                         float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                         float beta, float* C, int64_t ldc, const GemmBatch& batch,
                         const GemmEpilogue& epilogue, const Stream& stream);
-// Split-K's choice for a product of this shape (gemm_tiled.cu's header derives it): how many
+// Split-K's choice for a product of this shape (gemm_split_k.cuh derives it): how many
 // blocks share each 128×128 tile of C, each reducing a contiguous range of the K slices, the
 // partial sums then added in split order. 1: no split. From the shape alone, never the GPU, so
 // every device gives the same bits for the same shape.

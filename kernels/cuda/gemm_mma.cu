@@ -45,14 +45,16 @@
 // Edges: elements outside op(A) or op(B) are staged as 0 (adds nothing); lanes whose C
 // elements lie outside C store nothing. Any M, N, K >= 0.
 //
-// Split-K: not done, and it is missed. A C of few tiles over a deep K runs on few SMs: the
-// question's network at batch 128 has two such products in Dense (dense_1's backward-data,
-// C 128 × 64 over K = 1500, and dense_2's forward, C 128 × 10), 2 blocks of 47 slices each in
-// series, timed on an H100 at 0.196 and 0.171 ms, 10× and 8× cuBLAS's bf16 GEMM. Splitting K
-// as gemm_tiled.cu does (its header) is this kernel's next step.
+// Split-K (gemm_split_k.cuh, shared with gemm_tiled.cu): a C of few tiles over a deep K gets
+// S blocks per tile, S = gemm_mma_split_k(M, N, K, batch) = max(1, min(128 / tiles, slices /
+// 2)) (slices of 32, at least 64 of K per split). Without it the question's dense_1
+// backward-data (C 128 × 64 over K = 1500) and dense_2 forward (C 128 × 10) at batch 128 were
+// 2 blocks of 47 slices each in series, timed on an H100 at 0.196 and 0.171 ms, 10× and 8×
+// cuBLAS's bf16 GEMM; split, they are 2 tiles × 23 blocks of 2 or 3 slices each.
 //
 // Determinism: each C element is summed in one fixed order (slice by slice, k ascending within
-// the mma's own fixed order, products in batch order): the same bits on every launch. A GPU's
+// the mma's own fixed order, products in batch order; split, each partial so over its range,
+// then the partials in split order; S from the shape only): the same bits on every launch. A GPU's
 // tensor core and the emulator (mma_bf16.cuh) may group a 16-deep step's sum differently, so
 // the two agree within a float sum's tolerance, not bit for bit.
 //
@@ -62,6 +64,7 @@
 #include "kernels/emu/kernel.h"
 #include "engine/error.h"
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/gemm_split_k.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/mma_bf16.cuh"
 
@@ -97,6 +100,9 @@ struct MmaLaunch {
   float alpha, beta;
   bool trans_a, trans_b, summed;
   bool bias_per_row, relu, round_bf16;
+  // Split-K (gemm_split_k.cuh): `splits` blocks per tile of C, blockIdx.z = product · splits +
+  // split; `partials` and `tickets` used only when splits > 1.
+  Index splits;
 };
 
 // The bits of element (r, c) of a stored row-major (rows, cols) bf16 matrix m; 0 outside.
@@ -140,7 +146,7 @@ static_assert(kMmaThreads == 128, "the launch bounds below are the block size");
 template <class Index>
 __global__ void __launch_bounds__(128)
     gemm_mma_kernel(MmaLaunch<Index> g, const cpu::bf16* A, const cpu::bf16* B, float* C,
-                    const float* bias) {
+                    const float* bias, float* partials, unsigned* tickets) {
   __shared__ MmaTiles tiles;
   const int t = static_cast<int>(threadIdx.x);
   const int warp = t / 32, lane = t % 32;
@@ -148,15 +154,18 @@ __global__ void __launch_bounds__(128)
   const int warp_row = warp / 2 * kMmaWarpM, warp_col = warp % 2 * kMmaWarpN;
   const Index row0 = static_cast<Index>(blockIdx.y) * kMmaBlockM;
   const Index col0 = static_cast<Index>(blockIdx.x) * kMmaBlockN;
-  const Index product = g.summed ? 0 : static_cast<Index>(blockIdx.z);
+  const Index z = static_cast<Index>(blockIdx.z);
+  const Index product = g.summed ? 0 : z / g.splits;  // C's product (split-K: blocks share it)
   const Index k_slices = (g.K + kMmaSliceK - 1) / kMmaSliceK;
-  const Index slices = g.summed ? k_slices * g.batches : k_slices;
+  const Index all_slices = g.summed ? k_slices * g.batches : k_slices;
+  // This block's contiguous range of the slices: all of them unless K is split.
+  const SliceRange<Index> range = split_slices(all_slices, g.splits, z % g.splits);
   // Stored shapes: A is (M, K), or (K, M) when transposed; B is (K, N), or (N, K).
   const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
 
   float acc[2][4][4] = {};  // acc[mi][ni]: the C fragment of the warp's 16×8 piece (mi, ni)
-  for (Index it = 0; it < slices; ++it) {
+  for (Index it = range.first; it < range.first + range.count; ++it) {
     const Index b = g.summed ? it / k_slices : product, k0 = it % k_slices * kMmaSliceK;
     stage_bf16_slice(tiles.a, A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0, k0, t);
     stage_bf16_slice(tiles.b, B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0, t);
@@ -187,19 +196,29 @@ __global__ void __launch_bounds__(128)
     __syncthreads();  // every warp's reads before the next slice is staged over them
   }
 
-  float* c_product = C + product * g.stride_c;
-  BRIGADE_UNROLL
-  for (int mi = 0; mi < 2; ++mi)
+  // This lane's outputs inside C: c[i] of piece (mi, ni) is at row group + 8·(i / 2), column
+  // 2·quad + i % 2 of the piece.
+  const auto outputs = [&](auto&& f) {
     BRIGADE_UNROLL
-    for (int ni = 0; ni < 4; ++ni)
+    for (int mi = 0; mi < 2; ++mi)
       BRIGADE_UNROLL
-      for (int i = 0; i < 4; ++i) {  // c[i]: row group + 8·(i / 2), column 2·quad + i % 2
-        const Index r = row0 + warp_row + mi * kMmaM + group + 8 * (i / 2);
-        const Index c = col0 + warp_col + ni * kMmaN + 2 * quad + i % 2;
-        if (r < g.M && c < g.N)
-          gemm_store(c_product + r * g.ldc + c, acc[mi][ni][i], g.alpha, g.beta, bias,
-                     g.bias_per_row, g.relu, g.round_bf16, r, c);
-      }
+      for (int ni = 0; ni < 4; ++ni)
+        BRIGADE_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const Index r = row0 + warp_row + mi * kMmaM + group + 8 * (i / 2);
+          const Index c = col0 + warp_col + ni * kMmaN + 2 * quad + i % 2;
+          if (r < g.M && c < g.N) f((mi * 4 + ni) * 4 + i, acc[mi][ni][i], r, c);
+        }
+  };
+  // Split-K: publish this block's raw sums; the tile's last block goes on with their sum.
+  if (g.splits > 1 && !split_k_gather<2 * 4 * 4>(partials, tickets, g.splits, g.M, g.N, outputs))
+    return;
+
+  float* c_product = C + product * g.stride_c;
+  outputs([&](int, float& sum, Index r, Index c) {
+    gemm_store(c_product + r * g.ldc + c, sum, g.alpha, g.beta, bias, g.bias_per_row, g.relu,
+               g.round_bf16, r, c);
+  });
 }
 
 // One warp, one instruction: the fragments gathered from row-major a (16, 16), b (16, 8) and
@@ -230,15 +249,18 @@ namespace {
 template <class Index>
 void launch_gemm_mma(const MmaLaunch<int64_t>& w, dim3 grid, const cpu::bf16* A,
                      const cpu::bf16* B, float* C, const float* bias,
-                     [[maybe_unused]] const GemmExtents& e, const Stream& stream) {
+                     [[maybe_unused]] const GemmExtents& e, SplitBuffers split,
+                     [[maybe_unused]] int64_t partials_extent, const Stream& stream) {
   const auto n = [](int64_t v) { return static_cast<Index>(v); };
   const MmaLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                            n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                            w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
-                           w.bias_per_row, w.relu, w.round_bf16};
+                           w.bias_per_row, w.relu, w.round_bf16, n(w.splits)};
+  [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   BRIGADE_LAUNCH(gemm_mma_kernel<Index>, grid, kMmaThreads, 0, stream, g,
                  BRIGADE_EXTENT(A, e.a), BRIGADE_EXTENT(B, e.b), BRIGADE_EXTENT(C, e.c),
-                 BRIGADE_EXTENT(bias, e.bias));
+                 BRIGADE_EXTENT(bias, e.bias), BRIGADE_EXTENT(split.partials, partials_extent),
+                 BRIGADE_EXTENT(split.tickets, tickets_extent));
 }
 
 }  // namespace
@@ -251,17 +273,28 @@ void gemm_mma_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                                         ldc, batch, epilogue, kMmaBlockM, kMmaBlockN);
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
   const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
+  const int64_t splits = gemm_mma_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
   const MmaLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
                                 batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
                                 batch.summed, epilogue.bias_per_row, epilogue.relu,
-                                epilogue.round_bf16};
+                                epilogue.round_bf16, splits};
   const dim3 grid(static_cast<unsigned>((N + kMmaBlockN - 1) / kMmaBlockN),
                   static_cast<unsigned>((M + kMmaBlockM - 1) / kMmaBlockM),
-                  static_cast<unsigned>(grid_z));
-  if (gemm_fits_int32(e, 0, M, N, K, batch, lda, ldb, ldc, kMmaBlockM))
-    launch_gemm_mma<int32_t>(wide, grid, A, B, C, epilogue.bias, e, stream);
+                  static_cast<unsigned>(grid_z * splits));
+  // (splits, C's products, M, N) partial sums.
+  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
+  const SplitBuffers split =
+      splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
+  if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc, kMmaBlockM))
+    launch_gemm_mma<int32_t>(wide, grid, A, B, C, epilogue.bias, e, split, partials_extent,
+                             stream);
   else
-    launch_gemm_mma<int64_t>(wide, grid, A, B, C, epilogue.bias, e, stream);
+    launch_gemm_mma<int64_t>(wide, grid, A, B, C, epilogue.bias, e, split, partials_extent,
+                             stream);
+}
+
+int64_t gemm_mma_split_k(int64_t M, int64_t N, int64_t K, const GemmBatch& batch) {
+  return split_k_count(M, N, K, batch, kMmaBlockM, kMmaBlockN, kMmaSliceK);
 }
 
 void mma_bf16_one_warp(const cpu::bf16* a, const cpu::bf16* b, const float* c, float* lanes,

@@ -42,43 +42,25 @@
 // Edges: loads outside op(A) or op(B) put 0 in the tile (adds nothing); threads whose rows or
 // columns lie outside C take part in loads and barriers but store nothing. Any M, N, K >= 0.
 //
-// Split-K: when C has few tiles and K is deep. A tile's block walks its slices one after
-// another, so a C of one tile is one block on one SM, however large the GPU. The question's
-// network at batch 128 has two such products:
-//   - dense_1 backward-data, C (128 × 64) = dY (128 × 1500) · W (1500 × 64): 188 slices;
-//   - dense_2 forward, C (128 × 10) = X (128 × 1500) · Wᵀ: 188 slices;
-// each one block (1 SM busy of an H200's 132) doing 188 dependent slices. Split-K gives each
-// tile S blocks (blockIdx.z = product · S + split); split s reduces a contiguous range of the
-// slices (S ranges whose lengths differ by at most one, the longer ones first) into a raw
-// partial sum, which it writes to a scratch (S, C's products, M, N). Then it takes a ticket
-// (atomicAdd on a counter per tile, after a __threadfence that makes its partial visible); the
-// tile's last block to arrive (ticket S - 1) resets the counter to zero for the next launch,
-// adds the S partials in split order and applies alpha, beta, the bias and ReLU as above. One
-// launch per GEMM, whatever S (the launches of a training step do not grow with the batch).
-//
-// S = gemm_split_k(M, N, K, batch), from the shape alone (never the GPU, so every device gives
-// the same bits): with T tiles and L slices (every product's, when summed),
-//   S = max(1, min(128 / T, L / 8)):
-// at most 128 blocks in all (under the SM count of a large GPU; it also bounds the scratch:
-// 128 partial tiles of 128 × 128 floats, 8 MiB; and S >= 2 means T <= 64 tickets), and at
-// least 8 slices (64 of K) per split, so that a split's partial is small beside its work: a
-// split of 8 slices does 64 multiply-adds per element of its tile for the one float it writes,
-// and the last block's sum costs S - 1 reads and adds per element. For both shapes above,
-// T = 1 and L = 188: S = min(128, 23) = 23 blocks, four of 9 slices and nineteen of 8, on 23
-// SMs. The design predicts a critical path of 9 slices and the sum of 22 partials
-// (dense_1: 22 · 128 · 64 floats, 720 KB, from L2) instead of 188 slices. Measured on an H100
-// (tools/gpu-check.sh's per-op step) while the last block read the partials through volatile:
-// 0.156 ms, 14× cuBLAS, each of the sum's loads one round trip to L2 (see the sum below). The
-// dense layers' weight gradients at batch 128 (K = 128: L = 16, T = 12) split in two. A shape
-// of many tiles (every convolution of the network at batch 128, a product per sample) or a
-// shallow K (T > 64, or L < 16) runs unsplit, S = 1.
+// Split-K (gemm_split_k.cuh, shared with gemm_mma.cu): when C has few tiles and K is deep,
+// each tile gets S blocks, each reducing a contiguous range of the slices into a partial; the
+// tile's last block to finish adds the partials in split order and applies the epilogue. Here
+// S = gemm_split_k(M, N, K, batch) = max(1, min(128 / tiles, slices / 8)) (slices of 8, at
+// least 64 of K per split). The question's dense_1 backward-data and dense_2 forward at batch
+// 128 are each one tile over 188 slices: S = min(128, 23) = 23 blocks, four of 9 slices and
+// nineteen of 8, on 23 SMs; the design predicts a critical path of 9 slices and the sum of 22
+// partials (dense_1: 22 · 128 · 64 floats, 720 KB, from L2) instead of 188 slices. Measured
+// on an H100 (tools/gpu-check.sh's per-op step) while the last block read the partials
+// through volatile: 0.156 ms, 14× cuBLAS (the header of gemm_split_k.cuh says why; they are
+// now read with __ldcg). The dense layers' weight gradients at batch 128 (K = 128: L = 16,
+// T = 12) split in two; a conv's filter gradient summed over the batch (conv2d.cu) splits its
+// N·P·Q; a shape of many tiles (a conv's forward, a product per sample) or a shallow K runs
+// unsplit, S = 1.
 //
 // Determinism: each C element is a sum in one fixed order, whatever the grid and whichever
 // block finishes last: unsplit, slice by slice (k ascending, products in batch order); split,
-// each partial so over its range, then ((p_0 + p_1) + p_2) + ... + p_(S-1), read back from
-// the scratch by the last block. S depends on the shape only: the same bits on every launch
-// and every GPU. (Not the unsplit sum's bits: a different shape, such as another batch size
-// for the same layer, may split differently.)
+// each partial so over its range, then the partials in split order. S depends on the shape
+// only: the same bits on every launch and every GPU.
 //
 // Indices: 32-bit when every offset the kernel forms fits in int32 (the launcher checks: the
 // last element each operand spans, plus a tile's overhang), else a 64-bit instantiation. A
@@ -87,14 +69,11 @@
 // network.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
-#include <memory>
-#include <mutex>
 
 #include "kernels/emu/kernel.h"
-#include "engine/allocator.h"
 #include "engine/error.h"
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/gemm_split_k.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
@@ -105,9 +84,6 @@ constexpr int kThreadTile = 8;               // a thread's 8×8 outputs
 constexpr int kThreadsPerRow = kBlockN / kThreadTile;         // 16
 constexpr int kThreads = (kBlockM / kThreadTile) * kThreadsPerRow;  // 256
 constexpr int kTilePad = 4;  // floats after each tile row: no bank conflict on the transposed writes
-// Split-K (see the header): at most this many blocks in a split launch, each reducing at
-// least this many slices.
-constexpr int64_t kSplitBlocks = 128, kMinSplitSlices = 8;
 static_assert(kBlockM == kBlockN, "one tile loader serves A and B");
 static_assert(kBlockM * kSliceK == 4 * kThreads, "a slice of a tile is one float4 per thread");
 
@@ -127,7 +103,7 @@ struct GemmLaunch {
   bool trans_a, trans_b, summed;
   bool vector_a, vector_b;  // float4 loads allowed for A, B (see vector_loads_allowed)
   bool bias_per_row, relu, round_bf16;
-  // Split-K (gemm_split_k): `splits` blocks per tile of C, blockIdx.z = product · splits +
+  // Split-K (gemm_split_k.cuh): `splits` blocks per tile of C, blockIdx.z = product · splits +
   // split. With splits > 1, `partials` holds (splits, grid products, M, N) raw sums and
   // `tickets` one counter per tile (zero between launches); both unused otherwise.
   Index splits;
@@ -213,21 +189,17 @@ __global__ void __launch_bounds__(256)
     gemm_tiled_kernel(GemmLaunch<Index> g, const float* A, const float* B, float* C,
                       const float* bias, float* partials, unsigned* tickets) {
   __shared__ SharedTiles tiles;
-  __shared__ bool last_split;  // split-K: this block is its tile's last to finish
   const int t = static_cast<int>(threadIdx.x);
   const int tx = t % kThreadsPerRow, ty = t / kThreadsPerRow;
   const Index row0 = static_cast<Index>(blockIdx.y) * kBlockM;
   const Index col0 = static_cast<Index>(blockIdx.x) * kBlockN;
   const Index z = static_cast<Index>(blockIdx.z);
-  const Index grid_product = z / g.splits, split = z % g.splits;  // grid_product: C's index
-  const Index product = g.summed ? 0 : grid_product;
+  const Index product = g.summed ? 0 : z / g.splits;  // C's product (split-K: blocks share it)
   const Index k_slices = (g.K + kSliceK - 1) / kSliceK;
   const Index all_slices = g.summed ? k_slices * g.batches : k_slices;
-  // This block's contiguous range of the slices, [first, first + slices): `splits` ranges
-  // whose lengths differ by at most one (the first all_slices % splits get one more).
-  const Index per_split = all_slices / g.splits, extra = all_slices % g.splits;
-  const Index first = split * per_split + (split < extra ? split : extra);
-  const Index slices = per_split + (split < extra ? 1 : 0);
+  // This block's contiguous range of the slices: all of them unless K is split.
+  const SliceRange<Index> range = split_slices(all_slices, g.splits, z % g.splits);
+  const Index first = range.first, slices = range.count;
   // Stored shapes: A is (M, K), or (K, M) when transposed; B is (K, N), or (N, K).
   const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
@@ -268,62 +240,23 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
   }
 
-  if (g.splits > 1) {
-    // Split-K: publish this block's raw sums, take a ticket; the tile's last block adds the
-    // partials in split order and goes on to the epilogue, the others are done.
-    const Index grid_products = static_cast<Index>(gridDim.z) / g.splits;
-    const Index tile = (grid_product * static_cast<Index>(gridDim.y) + row0 / kBlockM) *
-                           static_cast<Index>(gridDim.x) + col0 / kBlockN;
-    const Index part_size = g.M * g.N;  // one split's partial of one product: (M, N), pitch N
-    float* mine = partials + (split * grid_products + grid_product) * part_size;
-    for_each_output(row0, col0, ty, tx, g.M, g.N,
-                    [&](int i, int j, Index r, Index c) { mine[r * g.N + c] = acc[i][j]; });
-    // Each thread's partial is visible device-wide before the block's ticket is taken, and
-    // the last block's reads below come after every other block's ticket (the CUDA
-    // programming guide's __threadfence example, "last block" reduction).
-    __threadfence();
-    __syncthreads();
-    if (t == 0) {
-      const unsigned ticket = atomicAdd(&tickets[tile], 1u);
-      last_split = ticket == static_cast<unsigned>(g.splits) - 1;
-      // Zero again for the stream's next split launch (atomic: the other blocks' tickets
-      // are atomics on it too).
-      if (last_split) atomicExch(&tickets[tile], 0u);
-      __threadfence();
-    }
-    __syncthreads();
-    if (!last_split) return;  // the whole block returns: last_split is shared
-    // Split 0 first, then 1, 2, ...: the fixed order whichever block is last. Each thread
-    // sums the elements it stored, so its own split's are its own writes. The others were
-    // written by other blocks during this launch: read with __ldcg (ld.global.cg), from L2,
-    // where the device's memory is coherent, never from L1, which is not. Not through
-    // volatile, as the programming guide's last-block example reads: the compiler keeps
-    // volatile loads in program order, each waiting out L2's latency before the next: a
-    // thread of dense_1's backward-data (23 partials of its 32 elements of C) made 736 such
-    // round trips (the header's 0.156 ms). A partial's loads here are issued together, then
-    // added: 23 round trips.
-    for (Index s = 0; s < g.splits; ++s) {
-      const float* part = partials + (s * grid_products + grid_product) * part_size;
-      float v[kThreadTile][kThreadTile] = {};
-      for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
-        v[i][j] = __ldcg(part + r * g.N + c);
-      });
-      for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index, Index) {
-        acc[i][j] = s == 0 ? v[i][j] : acc[i][j] + v[i][j];
-      });
-    }
-  }
+  // This thread's outputs inside C, as split_k_gather and the store below visit them.
+  const auto outputs = [&](auto&& f) {
+    for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
+      f(i * kThreadTile + j, acc[i][j], r, c);
+    });
+  };
+  // Split-K: publish this block's raw sums; the tile's last block goes on with their sum.
+  if (g.splits > 1 &&
+      !split_k_gather<kThreadTile * kThreadTile>(partials, tickets, g.splits, g.M, g.N, outputs))
+    return;
 
   float* c_product = C + product * g.stride_c;
-  for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
-    gemm_store(c_product + r * g.ldc + c, acc[i][j], g.alpha, g.beta, bias, g.bias_per_row,
-               g.relu, g.round_bf16, r, c);
+  outputs([&](int, float& sum, Index r, Index c) {
+    gemm_store(c_product + r * g.ldc + c, sum, g.alpha, g.beta, bias, g.bias_per_row, g.relu,
+               g.round_bf16, r, c);
   });
 }
-
-// Split-K's tickets start at zero: once, when a stream's scratch is made (each launch's last
-// blocks reset theirs).
-__global__ void gemm_clear_tickets_kernel(unsigned* tickets) { tickets[threadIdx.x] = 0; }
 
 namespace {
 
@@ -332,54 +265,6 @@ namespace {
 bool vector_loads_allowed(const float* m, int64_t ld, int64_t stride, int64_t count) {
   return reinterpret_cast<uintptr_t>(m) % 16 == 0 && ld % 4 == 0 &&
          (count == 1 || stride % 4 == 0);
-}
-
-// Split-K's scratch on one stream: the partials and a ticket per tile. Per stream, because
-// launches on one stream run one after another (a launch's tickets are back at zero, its
-// partials read, before the next starts), while two streams' launches may overlap and must not
-// share them. Kept by the stream (Stream::kept, as cuBLAS's workspace is) rather than taken
-// per call: the tickets must be zero at a launch's start, and a buffer that stays needs
-// clearing once, not a second launch per call. Taken from the device's allocator, so it is
-// device memory on a GPU and counted in its memory statistics.
-struct SplitScratch {
-  std::mutex mutex;                 // host threads sharing a stream
-  std::shared_ptr<Block> tickets;   // kSplitBlocks counters, zero between launches
-  std::shared_ptr<Block> partials;  // the largest call's partials yet
-  int64_t partial_floats = 0;       // what `partials` was asked for
-};
-
-struct SplitBuffers {
-  float* partials;
-  unsigned* tickets;
-};
-
-SplitBuffers split_scratch(const Stream& stream, int64_t partial_floats) {
-  static const char key = 0;  // its address names the scratch among what a stream keeps
-  const std::shared_ptr<SplitScratch> scratch = std::static_pointer_cast<SplitScratch>(
-      stream.kept(&key, [] { return std::make_shared<SplitScratch>(); }));
-  std::lock_guard<std::mutex> lock(scratch->mutex);
-  // A block holds its owner stream, and a stream keeping a block of its own would never be
-  // destroyed: the device's default stream owns them, `stream` is declared their user (its
-  // work waits for the memory's previous life, and the allocator for this stream's work).
-  const Stream owner = Stream::default_for(stream.device());
-  Allocator& allocator = Allocator::of(stream.device());
-  if (scratch->tickets == nullptr) {
-    scratch->tickets = allocator.allocate(kSplitBlocks * sizeof(unsigned), owner);
-    scratch->tickets->record_stream(stream);
-    BRIGADE_LAUNCH(gemm_clear_tickets_kernel, 1, static_cast<int>(kSplitBlocks), 0, stream,
-                   BRIGADE_EXTENT(static_cast<unsigned*>(scratch->tickets->data()),
-                                  kSplitBlocks));
-  }
-  if (scratch->partial_floats < partial_floats) {
-    // The smaller block goes back to the allocator, which reuses it only after this stream's
-    // work queued on it so far.
-    scratch->partials = allocator.allocate(static_cast<uint64_t>(partial_floats) * sizeof(float),
-                                           owner);
-    scratch->partials->record_stream(stream);
-    scratch->partial_floats = partial_floats;
-  }
-  return {static_cast<float*>(scratch->partials->data()),
-          static_cast<unsigned*>(scratch->tickets->data())};
 }
 
 // The extents are used only where BRIGADE_EXTENT checks them (emulated GPUs), not under nvcc.
@@ -428,7 +313,7 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   // (splits, C's products, M, N) partial sums.
   const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
   const SplitBuffers split =
-      splits > 1 ? split_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
+      splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
   if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc,
                       std::max(kBlockM, kBlockN)))
     launch_gemm<int32_t>(wide, grid, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
@@ -439,11 +324,7 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
 }
 
 int64_t gemm_split_k(int64_t M, int64_t N, int64_t K, const GemmBatch& batch) {
-  const int64_t tiles =
-      (M + kBlockM - 1) / kBlockM * ((N + kBlockN - 1) / kBlockN) * (batch.summed ? 1 : batch.count);
-  const int64_t slices = (K + kSliceK - 1) / kSliceK * (batch.summed ? batch.count : 1);
-  if (tiles == 0) return 1;  // an empty C: nothing is launched
-  return std::max<int64_t>(1, std::min(kSplitBlocks / tiles, slices / kMinSplitSlices));
+  return split_k_count(M, N, K, batch, kBlockM, kBlockN, kSliceK);
 }
 
 void gemm_tiled(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

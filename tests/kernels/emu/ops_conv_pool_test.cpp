@@ -37,6 +37,7 @@ const ConvCase kConvCases[] = {
     {3, 4, 9, 9, 7, 1, 1, 2, Padding::valid},   // 1×1 kernel, stride 2
     {1, 5, 10, 9, 33, 3, 3, 1, Padding::same},  // K = 33 > one GEMM tile
     {2, 2, 8, 5, 3, 5, 3, 1, Padding::same},    // 5×3 kernel: pad_h 2 != pad_w 1
+    {4, 3, 10, 10, 5, 3, 3, 1, Padding::valid},  // backward-filter's N·P·Q = 256: split-K
 };
 
 std::string describe(const Conv2dShape& s) {
@@ -62,11 +63,10 @@ TEST_CASE("conv2d forward, backward-data, -filter, -bias match the reference") {
                                 b = random_vector(s.K, 22), dy = random_vector(s.y_size(), 23);
       const std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b),
                                dyf = to_float(dy);
-      // One pass over every sample, or one pass per sample.
-      // A sample's share: its columns (C·R·S, P·Q) and its filter product (K, C·R·S).
-      const int64_t workspace_floats = one_sample_per_pass
-                                           ? s.C * s.R * s.S * (s.P * s.Q + s.K)
-                                           : emu::conv2d_workspace_floats(s);
+      // One pass over every sample, or one pass per sample (a sample's share: its columns
+      // (C·R·S, P·Q)).
+      const int64_t workspace_floats = one_sample_per_pass ? s.C * s.R * s.S * s.P * s.Q
+                                                           : emu::conv2d_workspace_floats(s);
       std::vector<float> workspace = nan_vector(workspace_floats);
       const int64_t CRS = s.C * s.R * s.S;
 
@@ -109,6 +109,17 @@ TEST_CASE("conv2d forward, backward-data, -filter, -bias match the reference") {
   }
 }
 
+TEST_CASE("conv2d backward-filter: one GEMM summed over the samples, split along N·P·Q") {
+  // The last case above, by hand: dw (5, 27) is one tile; its K, N·P·Q = 4 · 64, is 32 slices
+  // of 8 (64 of K each at least): min(128 / 1, 32 / 8) = 4 splits in one pass, none in a pass
+  // of one sample (8 slices).
+  const Conv2dShape s = make_conv2d_shape(4, 3, 10, 10, 5, 3, 3, 1, Padding::valid);
+  const int64_t CRS = s.C * s.R * s.S, PQ = s.P * s.Q;
+  CHECK(emu::gemm_split_k(s.K, CRS, PQ, GemmBatch{s.N, 0, 0, 0, true}) == 4);
+  CHECK(emu::gemm_split_k(s.K, CRS, PQ, GemmBatch{1, 0, 0, 0, true}) == 1);
+  CHECK(emu::gemm_mma_split_k(s.K, CRS, PQ, GemmBatch{s.N, 0, 0, 0, true}) == 4);
+}
+
 TEST_CASE("conv2d im2col and col2im are adjoint: <im2col(x), c> == <x, col2im(c)>") {
   // col2im gathers where a scatter would be natural; the adjoint identity checks the gather
   // visits exactly the taps im2col reads (with integer data the two dots are exact).
@@ -133,10 +144,10 @@ TEST_CASE("conv2d launchers reject a missing workspace and a malformed shape") {
   const Conv2dShape s = make_conv2d_shape(1, 1, 5, 5, 2, 3, 3, 1, Padding::valid);
   float v = 0.0f;
   CHECK_THROWS_WITH(emu::conv2d_forward(&v, &v, nullptr, &v, s, nullptr, 0, stream),
-                    doctest::Contains("conv2d_forward: workspace is null; pass 99 floats"));
-  CHECK_THROWS_WITH(emu::conv2d_backward_filter(&v, &v, &v, s, &v, 98, stream),
-                    doctest::Contains("conv2d_backward_filter: a workspace of 98 floats is "
-                                      "smaller than one sample's share, 99; pass 99 floats"));
+                    doctest::Contains("conv2d_forward: workspace is null; pass 81 floats"));
+  CHECK_THROWS_WITH(emu::conv2d_backward_filter(&v, &v, &v, s, &v, 80, stream),
+                    doctest::Contains("conv2d_backward_filter: a workspace of 80 floats is "
+                                      "smaller than one sample's share, 81; pass 81 floats"));
   Conv2dShape bad = s;
   bad.P = 7;  // the last window would start past the input
   CHECK_THROWS_WITH(emu::conv2d_backward_bias(&v, &v, bad, stream),

@@ -6,7 +6,8 @@
 // sum's tolerance of K + 1 terms (the products are exact; only the sums' grouping may differ,
 // a tensor core's included). Shapes off the 64×64 tile and the 32-deep slice (1, 15, 17, 33,
 // 130), every transpose, beta 0 and 1, padded pitches, batches one C each and summed, the
-// bias and ReLU epilogue, NaN and Inf, and the same bits on a second launch. Conv2D's bf16
+// bias and ReLU epilogue, NaN and Inf, and the same bits on a second launch; split-K
+// (gemm_split_k.cuh) on the question's skinny, deep products and odd shapes. Conv2D's bf16
 // passes (conv2d.cu), which lower bf16 columns for it, in one pass and in a pass per sample.
 #include <doctest/doctest.h>
 
@@ -210,6 +211,62 @@ TEST_CASE("gemm_mma_bf16: batches one C each and summed, the bias and ReLU, the 
     }
 }
 
+TEST_CASE("gemm_mma_bf16 split-K: the launcher's choice, worked by hand") {
+  const GemmBatch one{};
+  // The question's skinny, deep products at batch 128: 2 tiles of 64 × 64 over 47 slices of
+  // 32: min(128 / 2, 47 · 32 / 64) = 23 splits; at batch 32, 1 tile, the same 23.
+  CHECK(emu::gemm_mma_split_k(128, 64, 1500, one) == 23);  // dense_1 backward-data
+  CHECK(emu::gemm_mma_split_k(128, 10, 1500, one) == 23);  // dense_2 forward
+  CHECK(emu::gemm_mma_split_k(32, 64, 1500, one) == 23);
+  // The weight gradients, K = batch 128 (4 slices): 24 tiles, 2 splits; dense_2's 24 too.
+  CHECK(emu::gemm_mma_split_k(1500, 64, 128, one) == 2);
+  CHECK(emu::gemm_mma_split_k(10, 1500, 128, one) == 2);
+  // Depth: 96 of K (3 slices) cannot give two splits of 64; 128 can.
+  CHECK(emu::gemm_mma_split_k(64, 64, 96, one) == 1);
+  CHECK(emu::gemm_mma_split_k(64, 64, 128, one) == 2);
+  // conv2d_2's filter gradient at batch 128, summed over the samples: dw (64, 288) is 5 tiles,
+  // K = 576 is 18 slices a sample, 2,304 in all: min(128 / 5, 1,152) = 25.
+  CHECK(emu::gemm_mma_split_k(64, 288, 576, GemmBatch{128, 0, 0, 0, true}) == 25);
+  CHECK(emu::gemm_mma_split_k(64, 288, 576, GemmBatch{128, 0, 0, 0, false}) == 1);
+  CHECK(emu::gemm_mma_split_k(0, 10, 1500, one) == 1);  // an empty C launches nothing
+}
+
+TEST_CASE("gemm_mma_bf16 split-K: skinny, deep products and odd shapes, the same bits twice") {
+  testing::Deadline deadline("emulated gemm_mma_bf16 split-K");
+  const Stream stream = emu_stream();
+  // dense_1 backward-data (NN) and dense_2 forward (NT) at batch 128, beta 0 and 1; K off the
+  // slice and off a multiple of S (1 × 33 over 257: 9 slices, 4 splits), C across tile edges
+  // (130 × 70 over 300: 6 tiles, 10 slices, 5 splits), every transpose.
+  CHECK(emu::gemm_mma_split_k(1, 33, 257, GemmBatch{}) == 4);
+  CHECK(emu::gemm_mma_split_k(130, 70, 300, GemmBatch{}) == 5);
+  for (float beta : {0.0f, 1.0f}) {
+    mma_check_gemm(stream, false, false, GemmCase{128, 64, 1500}, beta);
+    mma_check_gemm(stream, false, true, GemmCase{128, 10, 1500}, beta);
+  }
+  for (GemmCase s : {GemmCase{1, 33, 257}, GemmCase{130, 70, 300}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        INFO("(M, N, K) = (" << s.M << ", " << s.N << ", " << s.K << "), trans_a " << ta
+                             << ", trans_b " << tb);
+        mma_check_gemm(stream, ta, tb, s, tb == 1 ? 1.0f : 0.0f);
+      }
+  // Two launches on one stream (the first's last blocks reset the tickets for the second), one
+  // on another stream (a scratch of its own): the same bits, whichever block adds the partials.
+  const GemmCase s{128, 64, 1500};
+  const std::vector<float> a = mma_rounded(to_float(random_vector(s.M * s.K, 51)));
+  const std::vector<float> b = mma_rounded(to_float(random_vector(s.K * s.N, 52)));
+  const std::vector<float> c0 = to_float(random_vector(s.M * s.N, 53));
+  const Stream other = emu_stream();
+  std::vector<std::vector<float>> runs(3, c0);
+  for (int r = 0; r < 3; ++r)
+    mma_gemm_on(r < 2 ? stream : other, false, false, s, 1.0f, a, s.K, b, s.N, 1.0f, runs[r],
+                s.N, GemmBatch{}, {});
+  for (int r = 1; r < 3; ++r) {
+    INFO("launch " << r << " against launch 0");
+    CHECK(all_equal("C", runs[r].data(), runs[0].data(), s.M * s.N));
+  }
+}
+
 TEST_CASE("gemm_mma_bf16: a NaN or an infinity in A reaches its row of C, and only it") {
   testing::Deadline deadline("emulated gemm_mma_bf16 NaN");
   const Stream stream = emu_stream();
@@ -250,40 +307,46 @@ TEST_CASE("native gemm_mma_bf16 and its instruction on a GPU: the tensor cores' 
 TEST_CASE("conv2d *_bf16 (bf16 columns, tensor cores): one pass and a pass per sample") {
   testing::Deadline deadline("emulated conv2d bf16");
   const Stream stream = emu_stream();
-  // A sample's columns (C·R·S, P·Q) = (9, 25): an odd count of bf16, so backward-filter's
-  // float products start half a float past the columns' end, rounded up.
-  const Conv2dShape s = make_conv2d_shape(3, 1, 5, 5, 4, 3, 3, 1, Padding::same);
-  const std::vector<float> x = to_float(random_vector(s.x_size(), 41));
-  const std::vector<float> w = to_float(random_vector(s.K * s.C * s.R * s.S, 42));
-  const std::vector<float> dy = to_float(random_vector(s.y_size(), 43));
-  const std::vector<float> bias = to_float(random_vector(s.K, 44));
-  const std::vector<cpu::bf16> xh = mma_narrowed(x), wh = mma_narrowed(w), dyh = mma_narrowed(dy);
-  const std::vector<double> xr = ref::bf16_operands(x), wr = ref::bf16_operands(w),
-                            dyr = ref::bf16_operands(dy), br(bias.begin(), bias.end());
-  const std::vector<double> xm = abs_of(xr), wm = abs_of(wr), dym = abs_of(dyr), bm = abs_of(br);
-  std::vector<double> y_want(s.y_size()), y_mag(s.y_size()), dx_want(s.x_size()),
-      dx_mag(s.x_size()), dw_want(w.size(), 0.0), dw_mag(w.size(), 0.0);
-  ref::conv2d_forward<double>(xr.data(), wr.data(), br.data(), y_want.data(), s);
-  ref::conv2d_forward<double>(xm.data(), wm.data(), bm.data(), y_mag.data(), s);
-  ref::conv2d_backward_data<double>(dyr.data(), wr.data(), dx_want.data(), s);
-  ref::conv2d_backward_data<double>(dym.data(), wm.data(), dx_mag.data(), s);
-  ref::conv2d_backward_filter<double>(xr.data(), dyr.data(), dw_want.data(), s);
-  ref::conv2d_backward_filter<double>(xm.data(), dym.data(), dw_mag.data(), s);
-  const int64_t share = s.C * s.R * s.S * s.P * s.Q + s.K * s.C * s.R * s.S;  // one sample's
-  for (int64_t floats : {emu::conv2d_workspace_floats(s), share}) {
-    INFO("workspace " << floats << " floats (" << floats / share << " samples a pass)");
-    std::vector<float> ws(static_cast<size_t>(floats), NAN);
-    std::vector<float> y = nan_vector(s.y_size()), dx = nan_vector(s.x_size());
-    std::vector<float> dw(w.size(), 0.0f);
-    emu::conv2d_forward_bf16(xh.data(), wh.data(), bias.data(), y.data(), s, ws.data(), floats,
-                             stream);
-    emu::conv2d_backward_data_bf16(dyh.data(), wh.data(), dx.data(), s, ws.data(), floats,
-                                   stream);
-    emu::conv2d_backward_filter_bf16(xh.data(), dyh.data(), dw.data(), s, ws.data(), floats,
+  // A sample's columns (C·R·S, P·Q) = (9, 25): an odd count of bf16 in the share's floats; and
+  // a shape whose filter gradient, summed over 4 samples of 64 pixels, splits K in 4.
+  for (const Conv2dShape& s : {make_conv2d_shape(3, 1, 5, 5, 4, 3, 3, 1, Padding::same),
+                               make_conv2d_shape(4, 3, 10, 10, 5, 3, 3, 1, Padding::valid)}) {
+    INFO("input (" << s.N << ", " << s.C << ", " << s.H << ", " << s.W << "), " << s.K
+                   << " filters");
+    const std::vector<float> x = to_float(random_vector(s.x_size(), 41));
+    const std::vector<float> w = to_float(random_vector(s.K * s.C * s.R * s.S, 42));
+    const std::vector<float> dy = to_float(random_vector(s.y_size(), 43));
+    const std::vector<float> bias = to_float(random_vector(s.K, 44));
+    const std::vector<cpu::bf16> xh = mma_narrowed(x), wh = mma_narrowed(w),
+                                 dyh = mma_narrowed(dy);
+    const std::vector<double> xr = ref::bf16_operands(x), wr = ref::bf16_operands(w),
+                              dyr = ref::bf16_operands(dy), br(bias.begin(), bias.end());
+    const std::vector<double> xm = abs_of(xr), wm = abs_of(wr), dym = abs_of(dyr),
+                              bm = abs_of(br);
+    std::vector<double> y_want(s.y_size()), y_mag(s.y_size()), dx_want(s.x_size()),
+        dx_mag(s.x_size()), dw_want(w.size(), 0.0), dw_mag(w.size(), 0.0);
+    ref::conv2d_forward<double>(xr.data(), wr.data(), br.data(), y_want.data(), s);
+    ref::conv2d_forward<double>(xm.data(), wm.data(), bm.data(), y_mag.data(), s);
+    ref::conv2d_backward_data<double>(dyr.data(), wr.data(), dx_want.data(), s);
+    ref::conv2d_backward_data<double>(dym.data(), wm.data(), dx_mag.data(), s);
+    ref::conv2d_backward_filter<double>(xr.data(), dyr.data(), dw_want.data(), s);
+    ref::conv2d_backward_filter<double>(xm.data(), dym.data(), dw_mag.data(), s);
+    const int64_t share = s.C * s.R * s.S * s.P * s.Q;  // one sample's: its columns
+    for (int64_t floats : {emu::conv2d_workspace_floats(s), share}) {
+      INFO("workspace " << floats << " floats (" << floats / share << " samples a pass)");
+      std::vector<float> ws(static_cast<size_t>(floats), NAN);
+      std::vector<float> y = nan_vector(s.y_size()), dx = nan_vector(s.x_size());
+      std::vector<float> dw(w.size(), 0.0f);
+      emu::conv2d_forward_bf16(xh.data(), wh.data(), bias.data(), y.data(), s, ws.data(),
+                               floats, stream);
+      emu::conv2d_backward_data_bf16(dyh.data(), wh.data(), dx.data(), s, ws.data(), floats,
                                      stream);
-    stream.synchronize();
-    CHECK(all_close("y", y.data(), y_want, sum_tolerance(y_mag, s.C * s.R * s.S + 1)));
-    CHECK(all_close("dx", dx.data(), dx_want, sum_tolerance(dx_mag, s.K * s.R * s.S)));
-    CHECK(all_close("dw", dw.data(), dw_want, sum_tolerance(dw_mag, s.N * s.P * s.Q)));
+      emu::conv2d_backward_filter_bf16(xh.data(), dyh.data(), dw.data(), s, ws.data(), floats,
+                                       stream);
+      stream.synchronize();
+      CHECK(all_close("y", y.data(), y_want, sum_tolerance(y_mag, s.C * s.R * s.S + 1)));
+      CHECK(all_close("dx", dx.data(), dx_want, sum_tolerance(dx_mag, s.K * s.R * s.S)));
+      CHECK(all_close("dw", dw.data(), dw_want, sum_tolerance(dw_mag, s.N * s.P * s.Q)));
+    }
   }
 }

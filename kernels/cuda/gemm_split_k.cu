@@ -1,0 +1,61 @@
+// Split-K's scratch (gemm_split_k.cuh): the partial sums and tickets a split launch of either
+// hand-written GEMM needs, kept by its stream. The design is the header's; this file is where
+// the memory comes from and how the tickets start at zero.
+#include <memory>
+#include <mutex>
+
+#include "kernels/emu/kernel.h"
+#include "engine/allocator.h"
+#include "kernels/cuda/gemm_split_k.cuh"
+#include "kernels/cuda/launchers.h"
+
+namespace brigade::BRIGADE_KERNEL_NAMESPACE {
+
+// The tickets start at zero: once, when a stream's scratch is made (each launch's last blocks
+// reset theirs).
+__global__ void split_k_clear_tickets_kernel(unsigned* tickets) { tickets[threadIdx.x] = 0; }
+
+namespace {
+
+// What a stream keeps: taken from the device's allocator, so it is device memory on a GPU and
+// counted in its memory statistics. One scratch serves both GEMMs: a stream runs one launch
+// at a time.
+struct SplitScratch {
+  std::mutex mutex;                 // host threads sharing a stream
+  std::shared_ptr<Block> tickets;   // kSplitBlocks counters, zero between launches
+  std::shared_ptr<Block> partials;  // the largest call's partials yet
+  int64_t partial_floats = 0;       // what `partials` was asked for
+};
+
+}  // namespace
+
+SplitBuffers split_k_scratch(const Stream& stream, int64_t partial_floats) {
+  static const char key = 0;  // its address names the scratch among what a stream keeps
+  const std::shared_ptr<SplitScratch> scratch = std::static_pointer_cast<SplitScratch>(
+      stream.kept(&key, [] { return std::make_shared<SplitScratch>(); }));
+  std::lock_guard<std::mutex> lock(scratch->mutex);
+  // A block holds its owner stream, and a stream keeping a block of its own would never be
+  // destroyed: the device's default stream owns them, `stream` is declared their user (its
+  // work waits for the memory's previous life, and the allocator for this stream's work).
+  const Stream owner = Stream::default_for(stream.device());
+  Allocator& allocator = Allocator::of(stream.device());
+  if (scratch->tickets == nullptr) {
+    scratch->tickets = allocator.allocate(kSplitBlocks * sizeof(unsigned), owner);
+    scratch->tickets->record_stream(stream);
+    BRIGADE_LAUNCH(split_k_clear_tickets_kernel, 1, static_cast<int>(kSplitBlocks), 0, stream,
+                   BRIGADE_EXTENT(static_cast<unsigned*>(scratch->tickets->data()),
+                                  kSplitBlocks));
+  }
+  if (scratch->partial_floats < partial_floats) {
+    // The smaller block goes back to the allocator, which reuses it only after this stream's
+    // work queued on it so far.
+    scratch->partials = allocator.allocate(static_cast<uint64_t>(partial_floats) * sizeof(float),
+                                           owner);
+    scratch->partials->record_stream(stream);
+    scratch->partial_floats = partial_floats;
+  }
+  return {static_cast<float*>(scratch->partials->data()),
+          static_cast<unsigned*>(scratch->tickets->data())};
+}
+
+}  // namespace brigade::BRIGADE_KERNEL_NAMESPACE
