@@ -42,6 +42,16 @@
 // Edges: loads outside op(A) or op(B) put 0 in the tile (adds nothing); threads whose rows or
 // columns lie outside C take part in loads and barriers but store nothing. Any M, N, K >= 0.
 //
+// Short C: 64-row tiles. A C of at most 64 rows — a layer of 64 output channels, whose
+// forward y_n = W·col_n and filter gradient dw = Σ dy_n·col_nᵀ have M = 64 — would leave
+// half of every 128-row tile's multiply-adds on rows that do not exist. For M <= 64 the
+// launcher runs the same kernel with a 64×128 tile (kBlockM = 64 instead of 128): 128
+// threads, an 8×16 grid with the same 8×8 outputs each (rows ty·4 + {0..3} and 32 + ty·4 +
+// {0..3}), a slice of op(A) 64×8 (one quad a thread) and of op(B) 8×128 (two quads a
+// thread: quad q = t + 128·u is loaded as thread q of the layout above). The grid has as
+// many tiles (one row of them), each element the same sum in the same order: the same bits
+// as the 128-row tile, for half the arithmetic.
+//
 // Split-K (gemm_split_k.cuh, shared with gemm_mma.cu): when C has few tiles and K is deep,
 // each tile gets S blocks, each reducing a contiguous range of the slices into a partial; the
 // tile's last block to finish adds the partials in split order and applies the epilogue. Here
@@ -78,20 +88,33 @@
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
-constexpr int kBlockM = 128, kBlockN = 128;  // the block's tile of C
+// The block's tile of C: kBlockN columns, and kBlockM rows, or kShortBlockM for a C of at
+// most that many rows (the header's "Short C"). BM below is the one a launch uses.
+constexpr int kBlockM = 128, kShortBlockM = 64, kBlockN = 128;
 constexpr int kSliceK = 8;                   // the reduction's step: one tile's depth
 constexpr int kThreadTile = 8;               // a thread's 8×8 outputs
-constexpr int kThreadsPerRow = kBlockN / kThreadTile;         // 16
-constexpr int kThreads = (kBlockM / kThreadTile) * kThreadsPerRow;  // 256
-constexpr int kTilePad = 4;  // floats after each tile row: no bank conflict on the transposed writes
-static_assert(kBlockM == kBlockN, "one tile loader serves A and B");
-static_assert(kBlockM * kSliceK == 4 * kThreads, "a slice of a tile is one float4 per thread");
+constexpr int kThreadsPerRow = kBlockN / kThreadTile;  // 16
+constexpr int kTilePad = 4;  // floats after a tile row: no bank conflict on the transposed writes
 
-using Tile = float[kSliceK][kBlockM + kTilePad];  // tile[k][i]; rows of 132 floats, 16-byte multiples
+// Threads of a block whose tile has BM rows: 256 for 128, 128 for 64.
+constexpr int threads_for(int BM) { return BM / kThreadTile * kThreadsPerRow; }
+// Quads a thread loads of one slice of a tile with `outer` rows (or columns): the slice is
+// outer × 8 floats, 2·outer quads, shared by the block's threads.
+constexpr int quads_per_thread(int outer, int threads) { return 2 * outer / threads; }
+static_assert(quads_per_thread(kBlockM, threads_for(kBlockM)) == 1 &&
+              quads_per_thread(kBlockN, threads_for(kBlockM)) == 1 &&
+              quads_per_thread(kShortBlockM, threads_for(kShortBlockM)) == 1 &&
+              quads_per_thread(kBlockN, threads_for(kShortBlockM)) == 2,
+              "the loads below: every quad of a slice, each thread the same number");
+
+// tile[k][i]: rows of outer + 4 floats (132 or 68), 16-byte multiples.
+template <int kOuter>
+using Tile = float[kSliceK][kOuter + kTilePad];
 // Both copies of both tiles, aligned for the 128-bit accesses.
+template <int BM>
 struct alignas(16) SharedTiles {
-  Tile a[2];  // a[.][k][i] = op(A)[row0 + i][k0 + k]
-  Tile b[2];  // b[.][k][j] = op(B)[k0 + k][col0 + j]
+  Tile<BM> a[2];       // a[.][k][i] = op(A)[row0 + i][k0 + k]
+  Tile<kBlockN> b[2];  // b[.][k][j] = op(B)[k0 + k][col0 + j]
 };
 
 // A launch's sizes, offsets of type Index (int32_t when they all fit, see the header).
@@ -145,53 +168,63 @@ __device__ __forceinline__ Quad load_quad(const float* m, Index ld, Index rows, 
   return q;
 }
 
-// Thread t's quad of the slice [k0, k0 + 8) of a tile whose other dimension starts at outer0,
-// from stored matrix m (rows, cols). k_along_rows: k is the stored column index (A, or Bᵀ).
-template <class Index>
+// Quad q of the slice [k0, k0 + 8) of a tile with kOuter rows (op(A)) or columns (op(B))
+// starting at outer0, from stored matrix m (rows, cols). k_along_rows: k is the stored column
+// index (A, or Bᵀ). A slice has 2·kOuter quads: 2 along k per row of the tile, or kOuter / 4
+// along a stored row of it per k.
+template <int kOuter, class Index>
 __device__ __forceinline__ Quad load_slice_quad(const float* m, Index ld, Index rows, Index cols,
                                                 bool k_along_rows, Index outer0, Index k0,
-                                                bool vector, int t) {
-  if (k_along_rows) return load_quad(m, ld, rows, cols, outer0 + t / 2, k0 + t % 2 * 4, vector);
-  return load_quad(m, ld, rows, cols, k0 + t / 32, outer0 + t % 32 * 4, vector);
+                                                bool vector, int q) {
+  if (k_along_rows) return load_quad(m, ld, rows, cols, outer0 + q / 2, k0 + q % 2 * 4, vector);
+  constexpr int kAcross = kOuter / 4;
+  return load_quad(m, ld, rows, cols, k0 + q / kAcross, outer0 + q % kAcross * 4, vector);
 }
 
-__device__ __forceinline__ void store_slice_quad(Tile& tile, const Quad& q, bool k_along_rows,
-                                                 int t) {
-  if (!k_along_rows) return write_aligned_quad(&tile[t / 32][t % 32 * 4], q);
-  for (int e = 0; e < 4; ++e) tile[t % 2 * 4 + e][t / 2] = q.v[e];
+template <int kOuter>
+__device__ __forceinline__ void store_slice_quad(Tile<kOuter>& tile, const Quad& q,
+                                                 bool k_along_rows, int index) {
+  constexpr int kAcross = kOuter / 4;
+  if (!k_along_rows) return write_aligned_quad(&tile[index / kAcross][index % kAcross * 4], q);
+  for (int e = 0; e < 4; ++e) tile[index % 2 * 4 + e][index / 2] = q.v[e];
 }
 
-// Row (or column) of the block's tile that a thread's i-th output lies in: two groups of 4,
-// 64 apart, at 4·(its index in the thread grid).
+// Row (or column) of a block's tile, kOuter rows (or columns), that a thread's i-th output lies
+// in: two groups of 4, kOuter / 2 apart, at 4·(its index in the thread grid).
+template <int kOuter>
 __device__ __forceinline__ int thread_offset(int i, int thread_index) {
-  return (i < 4 ? 0 : kBlockM / 2) + thread_index * 4 + i % 4;
+  return (i < 4 ? 0 : kOuter / 2) + thread_index * 4 + i % 4;
 }
 
 // f(i, j, r, c) for each of a thread's outputs acc[i][j] that lies inside C, at row r, column
 // c (the loops unroll: acc is indexed by constants and stays in registers).
-template <class Index, class F>
+template <int BM, class Index, class F>
 __device__ __forceinline__ void for_each_output(Index row0, Index col0, int ty, int tx, Index M,
                                                 Index N, F&& f) {
   for (int i = 0; i < kThreadTile; ++i) {
-    const Index r = row0 + thread_offset(i, ty);
+    const Index r = row0 + thread_offset<BM>(i, ty);
     if (r >= M) continue;
     for (int j = 0; j < kThreadTile; ++j) {
-      const Index c = col0 + thread_offset(j, tx);
+      const Index c = col0 + thread_offset<kBlockN>(j, tx);
       if (c < N) f(i, j, r, c);
     }
   }
 }
 
-// __launch_bounds__ spells out kThreads: tools/ptxas-check.py reads the number from the source.
-static_assert(kThreads == 256, "the launch bounds below are the block size");
-template <class Index>
+// __launch_bounds__ spells out the larger block, threads_for(kBlockM): tools/ptxas-check.py
+// reads the number from the source (the 64-row instantiation launches half as many).
+static_assert(threads_for(kBlockM) == 256, "the launch bounds below are the largest block");
+template <class Index, int BM>
 __global__ void __launch_bounds__(256)
     gemm_tiled_kernel(GemmLaunch<Index> g, const float* A, const float* B, float* C,
                       const float* bias, float* partials, unsigned* tickets) {
-  __shared__ SharedTiles tiles;
+  constexpr int kThreads = threads_for(BM);
+  constexpr int kQuadsA = quads_per_thread(BM, kThreads);
+  constexpr int kQuadsB = quads_per_thread(kBlockN, kThreads);
+  __shared__ SharedTiles<BM> tiles;
   const int t = static_cast<int>(threadIdx.x);
   const int tx = t % kThreadsPerRow, ty = t / kThreadsPerRow;
-  const Index row0 = static_cast<Index>(blockIdx.y) * kBlockM;
+  const Index row0 = static_cast<Index>(blockIdx.y) * BM;
   const Index col0 = static_cast<Index>(blockIdx.x) * kBlockN;
   const Index z = static_cast<Index>(blockIdx.z);
   const Index product = g.summed ? 0 : z / g.splits;  // C's product (split-K: blocks share it)
@@ -204,17 +237,23 @@ __global__ void __launch_bounds__(256)
   const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
 
-  Quad qa, qb;  // slice `it`'s quads, on their way from global memory to a tile
+  // Slice `it`'s quads, on their way from global memory to a tile: this thread's are quads
+  // t, t + kThreads, ... of each operand's slice.
+  Quad qa[kQuadsA], qb[kQuadsB];
   auto fetch = [&](Index it) {
     const Index b = g.summed ? it / k_slices : product, k0 = it % k_slices * kSliceK;
-    qa = load_slice_quad(A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0, k0,
-                         g.vector_a, t);
-    qb = load_slice_quad(B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0,
-                         g.vector_b, t);
+    for (int u = 0; u < kQuadsA; ++u)
+      qa[u] = load_slice_quad<BM>(A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0,
+                                  k0, g.vector_a, t + u * kThreads);
+    for (int u = 0; u < kQuadsB; ++u)
+      qb[u] = load_slice_quad<kBlockN>(B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b,
+                                       col0, k0, g.vector_b, t + u * kThreads);
   };
   auto stage = [&](int copy) {
-    store_slice_quad(tiles.a[copy], qa, !g.trans_a, t);
-    store_slice_quad(tiles.b[copy], qb, g.trans_b, t);
+    for (int u = 0; u < kQuadsA; ++u)
+      store_slice_quad<BM>(tiles.a[copy], qa[u], !g.trans_a, t + u * kThreads);
+    for (int u = 0; u < kQuadsB; ++u)
+      store_slice_quad<kBlockN>(tiles.b[copy], qb[u], g.trans_b, t + u * kThreads);
   };
 
   float acc[kThreadTile][kThreadTile] = {};
@@ -230,7 +269,7 @@ __global__ void __launch_bounds__(256)
     for (int k = 0; k < kSliceK; ++k) {
       // This thread's 8 values of op(A)'s column k and of op(B)'s row k: two quads each.
       const Quad a[2] = {read_aligned_quad(&tiles.a[copy][k][ty * 4]),
-                         read_aligned_quad(&tiles.a[copy][k][kBlockM / 2 + ty * 4])};
+                         read_aligned_quad(&tiles.a[copy][k][BM / 2 + ty * 4])};
       const Quad b[2] = {read_aligned_quad(&tiles.b[copy][k][tx * 4]),
                          read_aligned_quad(&tiles.b[copy][k][kBlockN / 2 + tx * 4])};
       for (int i = 0; i < kThreadTile; ++i)
@@ -242,7 +281,7 @@ __global__ void __launch_bounds__(256)
 
   // This thread's outputs inside C, as split_k_gather and the store below visit them.
   const auto outputs = [&](auto&& f) {
-    for_each_output(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
+    for_each_output<BM>(row0, col0, ty, tx, g.M, g.N, [&](int i, int j, Index r, Index c) {
       f(i * kThreadTile + j, acc[i][j], r, c);
     });
   };
@@ -268,8 +307,8 @@ bool vector_loads_allowed(const float* m, int64_t ld, int64_t stride, int64_t co
 }
 
 // The extents are used only where BRIGADE_EXTENT checks them (emulated GPUs), not under nvcc.
-template <class Index>
-void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A,
+template <class Index, int BM>
+void launch_gemm(const GemmLaunch<int64_t>& w, const float* A,
                  [[maybe_unused]] int64_t a_extent, const float* B,
                  [[maybe_unused]] int64_t b_extent, float* C, [[maybe_unused]] int64_t c_extent,
                  const float* bias, [[maybe_unused]] int64_t bias_extent, SplitBuffers split,
@@ -281,7 +320,10 @@ void launch_gemm(const GemmLaunch<int64_t>& w, dim3 grid, const float* A,
                             w.vector_a, w.vector_b, w.bias_per_row, w.relu, w.round_bf16,
                             n(w.splits)};
   [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
-  BRIGADE_LAUNCH(gemm_tiled_kernel<Index>, grid, kThreads, 0, stream, g,
+  const dim3 grid(static_cast<unsigned>((w.N + kBlockN - 1) / kBlockN),
+                  static_cast<unsigned>((w.M + BM - 1) / BM),
+                  static_cast<unsigned>((w.summed ? 1 : w.batches) * w.splits));
+  BRIGADE_LAUNCH((gemm_tiled_kernel<Index, BM>), grid, threads_for(BM), 0, stream, g,
                  BRIGADE_EXTENT(A, a_extent), BRIGADE_EXTENT(B, b_extent),
                  BRIGADE_EXTENT(C, c_extent), BRIGADE_EXTENT(bias, bias_extent),
                  BRIGADE_EXTENT(split.partials, partials_extent),
@@ -307,22 +349,28 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
                                  vector_loads_allowed(B, ldb, batch.stride_b, batch.count),
                                  epilogue.bias_per_row, epilogue.relu, epilogue.round_bf16,
                                  splits};
-  const dim3 grid(static_cast<unsigned>((N + kBlockN - 1) / kBlockN),
-                  static_cast<unsigned>((M + kBlockM - 1) / kBlockM),
-                  static_cast<unsigned>(grid_z * splits));
   // (splits, C's products, M, N) partial sums.
   const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
   const SplitBuffers split =
       splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
+  // The index type, then the tile's rows (the header's "Short C").
+  const auto launch = [&](auto index) {
+    using Index = decltype(index);
+    if (M <= kShortBlockM)
+      launch_gemm<Index, kShortBlockM>(wide, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias,
+                                       split, partials_extent, stream);
+    else
+      launch_gemm<Index, kBlockM>(wide, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
+                                  partials_extent, stream);
+  };
   if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc,
                       std::max(kBlockM, kBlockN)))
-    launch_gemm<int32_t>(wide, grid, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
-                         partials_extent, stream);
+    launch(int32_t{});
   else
-    launch_gemm<int64_t>(wide, grid, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
-                         partials_extent, stream);
+    launch(int64_t{});
 }
 
+// Tiles of kBlockM rows: for M <= 64 the launch's 64-row tiles are as many (one row of tiles).
 int64_t gemm_split_k(int64_t M, int64_t N, int64_t K, const GemmBatch& batch) {
   return split_k_count(M, N, K, batch, kBlockM, kBlockN, kSliceK);
 }

@@ -1,8 +1,9 @@
 // gemm_tiled and Dense (kernels/cuda/gemm_tiled.cu, dense.cu) through the emulator, against
 // plain double loops and brigade::ref. Shapes: 1, odd sizes, sizes across the 128×128 tile's
-// and the 8-deep slice's edges, the question's network's GEMMs, every transpose combination,
-// leading dimensions padded to break (+3) and keep (multiple of 4) the float4 loads'
-// alignment; batches of products, summed batches and the fused bias/ReLU epilogue.
+// (and the 64×128 tile's, for a C of at most 64 rows) and the 8-deep slice's edges, the
+// question's network's GEMMs, every transpose combination, leading dimensions padded to break
+// (+3) and keep (multiple of 4) the float4 loads' alignment; batches of products, summed
+// batches and the fused bias/ReLU epilogue.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -54,6 +55,54 @@ TEST_CASE("gemm_tiled: C = alpha op(A) op(B) + beta C for every transpose, odd s
             finish_reference(c, alpha, beta, c0.data(), got.data(), ldc, want, mag, got_packed);
             CHECK(all_close("C", got_packed.data(), want, sum_tolerance(mag, c.K + 1)));
           }
+  }
+}
+
+TEST_CASE("gemm_tiled: a C of at most 64 rows (64-row tiles) has the 128-row tile's bits") {
+  // gemm_tiled.cu's "Short C": M <= 64 runs on 64×128 tiles, M > 64 on 128×128 ones, each
+  // element the same sum in the same order. The same op(A) rows, as the first M of a taller
+  // product of 100 rows (one row of 128-row tiles, so the same split-K), give the same C rows.
+  testing::Deadline deadline("emulated gemm_tiled short C");
+  const Stream stream = emu_stream();
+  constexpr int64_t kTall = 100;
+  struct ShortCase {
+    GemmCase c;
+    bool ta, tb, aligned;
+  };
+  // conv2d_2's forward and filter gradient of one sample (M = 64 output channels), dense_2's
+  // forward at batch 64 (split in 23), odd shapes with every transpose and scalar loads.
+  std::vector<ShortCase> cases = {{{64, 576, 288}, false, false, true},
+                                  {{64, 288, 576}, false, true, true},
+                                  {{64, 10, 1500}, false, true, false}};
+  for (GemmCase c : {GemmCase{33, 130, 17}, GemmCase{1, 33, 257}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) cases.push_back({c, ta == 1, tb == 1, false});
+  for (const ShortCase& s : cases) {
+    const GemmCase c = s.c, tall{kTall, c.N, c.K};
+    INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), trans_a " << s.ta
+                         << ", trans_b " << s.tb << ", aligned " << s.aligned);
+    REQUIRE(emu::gemm_split_k(c.M, c.N, c.K, GemmBatch{}) ==
+            emu::gemm_split_k(kTall, c.N, c.K, GemmBatch{}));
+    const auto pitch = [&](int64_t cols) { return s.aligned ? aligned_pitch(cols) : cols + 3; };
+    // A stored for the tall product: (100, K), or (K, 100) when transposed; the short product
+    // reads its first M rows of op(A) from the same storage.
+    const int64_t a_rows = s.ta ? c.K : kTall, a_cols = s.ta ? kTall : c.K;
+    const int64_t b_rows = s.tb ? c.N : c.K, b_cols = s.tb ? c.K : c.N;
+    const int64_t lda = pitch(a_cols), ldb = pitch(b_cols), ldc = pitch(c.N);
+    const std::vector<float> a = to_float(random_vector(a_rows * lda, 61));
+    const std::vector<float> b = to_float(random_vector(b_rows * ldb, 62));
+    std::vector<float> short_c = nan_vector(c.M * ldc), tall_c = nan_vector(kTall * ldc);
+    emu::gemm_tiled(s.ta, s.tb, c.M, c.N, c.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                    short_c.data(), ldc, stream);
+    emu::gemm_tiled(s.ta, s.tb, tall.M, tall.N, tall.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                    tall_c.data(), ldc, stream);
+    stream.synchronize();
+    CHECK(all_equal("C", short_c.data(), tall_c.data(), (c.M - 1) * ldc + c.N));
+    std::vector<double> want, mag;
+    reference_product(s.ta, s.tb, c, a.data(), lda, b.data(), ldb, want, mag);
+    std::vector<float> packed;
+    finish_reference(c, 1.0f, 0.0f, nullptr, short_c.data(), ldc, want, mag, packed);
+    CHECK(all_close("C", packed.data(), want, sum_tolerance(mag, c.K + 1)));
   }
 }
 
