@@ -12,9 +12,12 @@
 //   backward-filter  dw (K, C·R·S)     += Σ_n dy_n (K, P·Q) · col_nᵀ (P·Q, C·R·S)
 //   backward-bias    db[k]             += sum over n, p, q of dy[n][k][p][q]
 //
-// each product ONE gemm_tiled_batched launch over the samples (W shared, stride 0, in
-// forward and backward-data). Backward-filter sums its products inside the GEMM (a summed
-// batch, beta 1: added to dw as it is stored). dw is small — (K, C·R·S) is 1 to 9 tiles of
+// each product ONE gemm_tiled_batched launch over the samples. Forward and backward-data
+// share W (stride 0) and lay the samples' products side by side along N (gemm_args.h): one C
+// of N·P·Q columns, tiled as one matrix, so that a small image's few columns a sample (9 for
+// conv2d_4's 3×3 output) fill whole tiles instead of 9 of each tile's 128 columns, while y_n
+// and dy_n stay in their NCHW places. Backward-filter sums its products inside the GEMM (a
+// summed batch, beta 1: added to dw as it is stored). dw is small — (K, C·R·S) is 1 to 9 tiles of
 // 128×128 for the question's network — over the deepest K of the network, N·P·Q, which is
 // what split-K is for (gemm_split_k.cuh): conv2d_2's at batch 128, 3 tiles over 9,216 slices,
 // runs as 42 blocks per tile. (Before split-K each sample's product had blocks of its own,
@@ -29,7 +32,7 @@
 // implicit GEMM that computes col's entries inside its tile loads: the GEMM stays one
 // readable kernel shared with Dense, and im2col and col2im stay kernels of their own with
 // their own tests (an adjoint pair). The cost is the workspace: C·R·S·P·Q floats a sample
-// of columns, and K·C·R·S of backward-filter's per-sample product.
+// of columns.
 //
 // Workspace and chunks. The launchers lower as many samples per pass as the caller's
 // workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to
@@ -229,7 +232,7 @@ void forward_passes(const T* x, const T* w, const float* b, float* y, const Conv
     im2col(x + n0 * s.C * s.H * s.W, col, part, stream);
     // y_n (K, P·Q) = W · col_n for each sample of the pass; W shared (stride 0).
     conv_gemm(false, false, s.K, PQ, CRS, w, CRS, col, PQ, 0.0f, y + n0 * s.K * PQ, PQ,
-              GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false},
+              GemmBatch{part.N, 0, CRS * PQ, s.K * PQ, false, /*side_by_side=*/true},
               GemmEpilogue{b, /*bias_per_row=*/true, relu, round_bf16}, stream);
   }
 }
@@ -245,7 +248,8 @@ void backward_data_passes(const T* dy, const T* w, float* dx, const Conv2dShape&
     // col_n (C·R·S, P·Q) = Wᵀ · dy_n: W is stored (K, C·R·S), hence trans_a with lda = C·R·S.
     // The columns are the GEMM's float output in either precision.
     conv_gemm(true, false, CRS, PQ, s.K, w, CRS, dy + n0 * s.K * PQ, PQ, 0.0f, workspace, PQ,
-              GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false}, GemmEpilogue{}, stream);
+              GemmBatch{part.N, 0, s.K * PQ, CRS * PQ, false, /*side_by_side=*/true},
+              GemmEpilogue{}, stream);
     col2im(workspace, dx + n0 * s.C * s.H * s.W, part, stream, round_bf16);
   }
 }

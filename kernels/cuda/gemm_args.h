@@ -7,15 +7,22 @@
 namespace brigade {
 
 // `count` products C_b = op(A_b) · op(B_b), X_b = X + b · stride_x (strides in elements; a
-// stride of 0 reuses one matrix for every b). With `summed`, the products are ADDED into one
-// C instead, b = 0, 1, ... in that order (stride_c unused): a reduction over the batch
-// inside the GEMM. Its blocks are C's tiles, each walking every product's K, so it suits a C
-// of many tiles; for a small C (a conv's filter gradient) conv2d.cu keeps the products apart,
-// each with its own blocks, and sums them afterwards.
+// stride of 0 reuses one matrix for every b). Each product's C has its own tiles of blocks.
+//
+// With `summed`, the products are ADDED into one C instead, b = 0, 1, ... in that order
+// (stride_c unused): a reduction over the batch inside the GEMM (a conv's filter gradient
+// over the samples; split-K spreads a small C's long reduction over many blocks).
+//
+// With `side_by_side`, the products share A (stride_a 0) and are laid side by side along N:
+// one product of count·N columns, column b·N + j of which is column j of C_b and of op(B_b),
+// tiled as one C. For many products of few columns each (a conv's y_n = W·col_n on a 3×3
+// image: 9 columns a sample), whose own tiles would be mostly empty. op(B) not transposed,
+// and a bias only per row (a per-column bias would be ambiguous).
 struct GemmBatch {
   int64_t count = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   bool summed = false;
+  bool side_by_side = false;
 };
 
 // Applied to v = alpha · (sum) + beta · C before it is stored: + bias[i] (bias_per_row) or

@@ -48,15 +48,23 @@ inline GemmExtents check_gemm_call(const char* op, bool trans_a, bool trans_b, i
                     batch.stride_c >= 0,
                 op << ": invalid batch: " << batch.count << " products, strides (A, B, C) = ("
                    << batch.stride_a << ", " << batch.stride_b << ", " << batch.stride_c << ")");
-  const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
-  BRIGADE_CHECK((N + block_n - 1) / block_n < (int64_t(1) << 31) &&
+  BRIGADE_CHECK(!batch.side_by_side ||
+                    (!batch.summed && !trans_b && (batch.stride_a == 0 || batch.count == 1) &&
+                     (epilogue.bias == nullptr || epilogue.bias_per_row)),
+                op << ": products side by side need one A (stride 0, not " << batch.stride_a
+                   << "), op(B) not transposed (trans_b " << trans_b << "), no summing (summed "
+                   << batch.summed << ") and a bias per row if any");
+  // C's products in the grid, and the columns of each.
+  const int64_t grid_z = batch.summed || batch.side_by_side ? 1 : batch.count;
+  const int64_t columns = batch.side_by_side ? batch.count * N : N;
+  BRIGADE_CHECK((columns + block_n - 1) / block_n < (int64_t(1) << 31) &&
                     (M + block_m - 1) / block_m < 65536 && grid_z < 65536,
-                op << ": (M, N) = (" << M << ", " << N << ") over " << grid_z
+                op << ": (M, N) = (" << M << ", " << columns << ") over " << grid_z
                    << " products exceeds the grid limits (65535 products, "
                    << 65535 * block_m << " rows)");
   return {batch_extent(batch.count, batch.stride_a, matrix_extent(trans_a ? K : M, a_cols, lda)),
           batch_extent(batch.count, batch.stride_b, matrix_extent(trans_b ? N : K, b_cols, ldb)),
-          batch_extent(grid_z, batch.stride_c, matrix_extent(M, N, ldc)),
+          batch_extent(batch.summed ? 1 : batch.count, batch.stride_c, matrix_extent(M, N, ldc)),
           epilogue.bias == nullptr ? 0 : epilogue.bias_per_row ? M : N};
 }
 
@@ -69,6 +77,14 @@ inline bool gemm_fits_int32(const GemmExtents& e, int64_t scratch, int64_t M, in
   const int64_t largest =
       std::max({e.a, e.b, e.c, scratch, M, N, K * batch.count, lda, ldb, ldc}) + overhang;
   return largest <= std::numeric_limits<int32_t>::max();
+}
+
+// Column j of a launch whose products lie side by side along N (gemm_args.h), `per` columns
+// each, `stride` elements apart: its offset from product 0's column 0. per == 0: products
+// not side by side, j itself.
+template <class Index>
+__device__ __forceinline__ Index side_by_side_column(Index j, Index per, Index stride) {
+  return per == 0 ? j : j / per * stride + j % per;
 }
 
 // Element (r, c) of C stored: v = alpha · sum + beta · C (C not read when beta is 0), plus

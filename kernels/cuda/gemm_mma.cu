@@ -45,6 +45,10 @@
 // Edges: elements outside op(A) or op(B) are staged as 0 (adds nothing); lanes whose C
 // elements lie outside C store nothing. Any M, N, K >= 0.
 //
+// Products side by side (gemm_args.h): one C of count·N columns, as in gemm_tiled.cu; a
+// thread stages the same column of B's tile in every slice (column t % 64), so its offset in
+// its product is found once, and each C element's as it is stored.
+//
 // Split-K (gemm_split_k.cuh, shared with gemm_tiled.cu): a C of few tiles over a deep K gets
 // S blocks per tile, S = gemm_mma_split_k(M, N, K, batch) = max(1, min(128 / tiles, slices /
 // 2)) (slices of 32, at least 64 of K per split). Without it the question's dense_1
@@ -103,6 +107,9 @@ struct MmaLaunch {
   // Split-K (gemm_split_k.cuh): `splits` blocks per tile of C, blockIdx.z = product · splits +
   // split; `partials` and `tickets` used only when splits > 1.
   Index splits;
+  // Products side by side (gemm_args.h, gemm_tiled.cu's header): N = count · side_n columns,
+  // mapped by side_by_side_column with stride_b, stride_c. 0: not.
+  Index side_n;
 };
 
 // The bits of element (r, c) of a stored row-major (rows, cols) bf16 matrix m; 0 outside.
@@ -127,6 +134,19 @@ __device__ __forceinline__ void stage_bf16_slice(MmaTile& tile, const cpu::bf16*
       const int k = e / kMmaBlockM, outer = e % kMmaBlockM;
       tile[outer][k] = load_bf16_bits(m, ld, rows, cols, k0 + k, outer0 + outer);
     }
+  }
+}
+
+// The slice [k0, k0 + 32) of op(B) = B (not transposed) into tile[j][k] when the products lie
+// side by side: thread t stages column t % 64 of the tile (stage_bf16_slice's layout, k
+// running down B's columns), at offset `column` of each row (-1: outside C), found once.
+template <class Index>
+__device__ __forceinline__ void stage_side_by_side_slice(MmaTile& tile, const cpu::bf16* b,
+                                                         Index ldb, Index rows, Index column,
+                                                         Index k0, int t) {
+  for (int e = t; e < kMmaBlockN * kMmaSliceK; e += kMmaThreads) {
+    const int k = e / kMmaBlockN, outer = e % kMmaBlockN;  // outer == t % 64
+    tile[outer][k] = column >= 0 && k0 + k < rows ? b[(k0 + k) * ldb + column].bits : uint16_t{0};
   }
 }
 
@@ -164,11 +184,20 @@ __global__ void __launch_bounds__(128)
   const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
 
+  static_assert(kMmaThreads % kMmaBlockN == 0, "a thread stages one column of B's tile");
+  const Index b_j = col0 + t % kMmaBlockN;  // side by side: the column of B it stages, mapped
+  const Index b_column = g.side_n == 0 || b_j >= g.N
+                             ? Index(-1)
+                             : side_by_side_column(b_j, g.side_n, g.stride_b);
   float acc[2][4][4] = {};  // acc[mi][ni]: the C fragment of the warp's 16×8 piece (mi, ni)
   for (Index it = range.first; it < range.first + range.count; ++it) {
     const Index b = g.summed ? it / k_slices : product, k0 = it % k_slices * kMmaSliceK;
     stage_bf16_slice(tiles.a, A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0, k0, t);
-    stage_bf16_slice(tiles.b, B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0, t);
+    if (g.side_n != 0)
+      stage_side_by_side_slice(tiles.b, B, g.ldb, g.K, b_column, k0, t);
+    else
+      stage_bf16_slice(tiles.b, B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b, col0, k0,
+                       t);
     __syncthreads();
     BRIGADE_UNROLL
     for (int ks = 0; ks < kMmaSliceK; ks += kMmaK) {
@@ -216,8 +245,8 @@ __global__ void __launch_bounds__(128)
 
   float* c_product = C + product * g.stride_c;
   outputs([&](int, float& sum, Index r, Index c) {
-    gemm_store(c_product + r * g.ldc + c, sum, g.alpha, g.beta, bias, g.bias_per_row, g.relu,
-               g.round_bf16, r, c);
+    gemm_store(c_product + r * g.ldc + side_by_side_column(c, g.side_n, g.stride_c), sum,
+               g.alpha, g.beta, bias, g.bias_per_row, g.relu, g.round_bf16, r, c);
   });
 }
 
@@ -255,7 +284,7 @@ void launch_gemm_mma(const MmaLaunch<int64_t>& w, dim3 grid, const cpu::bf16* A,
   const MmaLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                            n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                            w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
-                           w.bias_per_row, w.relu, w.round_bf16, n(w.splits)};
+                           w.bias_per_row, w.relu, w.round_bf16, n(w.splits), n(w.side_n)};
   [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   BRIGADE_LAUNCH(gemm_mma_kernel<Index>, grid, kMmaThreads, 0, stream, g,
                  BRIGADE_EXTENT(A, e.a), BRIGADE_EXTENT(B, e.b), BRIGADE_EXTENT(C, e.c),
@@ -272,20 +301,23 @@ void gemm_mma_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const GemmExtents e = check_gemm_call("gemm_mma_bf16", trans_a, trans_b, M, N, K, lda, ldb,
                                         ldc, batch, epilogue, kMmaBlockM, kMmaBlockN);
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
-  const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
+  // C's products in the grid and the columns of each: side by side, one of count · N.
+  const bool side = batch.side_by_side;
+  const int64_t grid_z = batch.summed || side ? 1 : batch.count;
+  const int64_t columns = side ? batch.count * N : N;
   const int64_t splits = gemm_mma_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
-  const MmaLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
-                                batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
-                                batch.summed, epilogue.bias_per_row, epilogue.relu,
-                                epilogue.round_bf16, splits};
-  const dim3 grid(static_cast<unsigned>((N + kMmaBlockN - 1) / kMmaBlockN),
+  const MmaLaunch<int64_t> wide{M, columns, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
+                                batch.stride_c, side ? 1 : batch.count, alpha, beta, trans_a,
+                                trans_b, batch.summed, epilogue.bias_per_row, epilogue.relu,
+                                epilogue.round_bf16, splits, side ? N : 0};
+  const dim3 grid(static_cast<unsigned>((columns + kMmaBlockN - 1) / kMmaBlockN),
                   static_cast<unsigned>((M + kMmaBlockM - 1) / kMmaBlockM),
                   static_cast<unsigned>(grid_z * splits));
-  // (splits, C's products, M, N) partial sums.
-  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
+  // (splits, C's products, M, columns) partial sums.
+  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * columns : 0;
   const SplitBuffers split =
       splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
-  if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc, kMmaBlockM))
+  if (gemm_fits_int32(e, partials_extent, M, columns, K, batch, lda, ldb, ldc, kMmaBlockM))
     launch_gemm_mma<int32_t>(wide, grid, A, B, C, epilogue.bias, e, split, partials_extent,
                              stream);
   else

@@ -54,8 +54,9 @@ constexpr int64_t kSplitBlocks = 128, kMinSplitDepth = 64;
 // 1: no split.
 inline int64_t split_k_count(int64_t M, int64_t N, int64_t K, const GemmBatch& batch,
                              int64_t block_m, int64_t block_n, int64_t slice_depth) {
-  const int64_t tiles = (M + block_m - 1) / block_m * ((N + block_n - 1) / block_n) *
-                        (batch.summed ? 1 : batch.count);
+  const int64_t columns = batch.side_by_side ? batch.count * N : N;  // gemm_args.h
+  const int64_t tiles = (M + block_m - 1) / block_m * ((columns + block_n - 1) / block_n) *
+                        (batch.summed || batch.side_by_side ? 1 : batch.count);
   const int64_t slices = (K + slice_depth - 1) / slice_depth * (batch.summed ? batch.count : 1);
   if (tiles == 0) return 1;  // an empty C: nothing is launched
   return std::max<int64_t>(1, std::min(kSplitBlocks / tiles,

@@ -42,6 +42,12 @@
 // Edges: loads outside op(A) or op(B) put 0 in the tile (adds nothing); threads whose rows or
 // columns lie outside C take part in loads and barriers but store nothing. Any M, N, K >= 0.
 //
+// Products side by side (gemm_args.h): count products that share A, each of N columns, are
+// one launch of count·N columns, tiled as one C; a thread's columns of op(B) and C are mapped
+// to (product, column) by side_by_side_column, B's once before the reduction (the columns a
+// thread loads are the same in every slice), C's as it stores. float4 loads of B where N is a
+// multiple of 4 (a quad then never straddles two products), scalar ones otherwise.
+//
 // Short C: 64-row tiles. A C of at most 64 rows — a layer of 64 output channels, whose
 // forward y_n = W·col_n and filter gradient dw = Σ dy_n·col_nᵀ have M = 64 — would leave
 // half of every 128-row tile's multiply-adds on rows that do not exist. For M <= 64 the
@@ -130,6 +136,9 @@ struct GemmLaunch {
   // split. With splits > 1, `partials` holds (splits, grid products, M, N) raw sums and
   // `tickets` one counter per tile (zero between launches); both unused otherwise.
   Index splits;
+  // Products side by side (gemm_args.h): N = count · side_n columns, one grid product, the
+  // columns of op(B) and C mapped by side_by_side_column with stride_b, stride_c. 0: not.
+  Index side_n;
 };
 
 struct Quad {
@@ -189,6 +198,22 @@ __device__ __forceinline__ void store_slice_quad(Tile<kOuter>& tile, const Quad&
   for (int e = 0; e < 4; ++e) tile[index % 2 * 4 + e][index / 2] = q.v[e];
 }
 
+// Elements (r, j + [0, 4)) of op(B) = B (not transposed) when the products lie side by side:
+// the four columns' offsets, precomputed (-1 outside C); `vector` when the four are one
+// aligned float4 of one product. 0 outside.
+template <class Index>
+__device__ __forceinline__ Quad load_side_by_side_quad(const float* b, Index ldb, Index rows,
+                                                       Index r, const Index (&columns)[4],
+                                                       bool vector) {
+  Quad q{{0.0f, 0.0f, 0.0f, 0.0f}};
+  if (r >= rows) return q;
+  const float* row = b + r * ldb;
+  if (vector && columns[3] >= 0) return read_aligned_quad(row + columns[0]);
+  for (int e = 0; e < 4; ++e)
+    if (columns[e] >= 0) q.v[e] = row[columns[e]];
+  return q;
+}
+
 // Row (or column) of a block's tile, kOuter rows (or columns), that a thread's i-th output lies
 // in: two groups of 4, kOuter / 2 apart, at 4·(its index in the thread grid).
 template <int kOuter>
@@ -237,6 +262,16 @@ __global__ void __launch_bounds__(256)
   const Index a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const Index b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
 
+  // Products side by side: the offsets of the columns of B this thread loads, the same in
+  // every slice (its quads along a row of B, load_slice_quad's layout), found once.
+  constexpr int kAcrossB = kBlockN / 4;  // quads along a slice's row of op(B)
+  Index b_columns[kQuadsB][4] = {};
+  if (g.side_n != 0)
+    for (int u = 0; u < kQuadsB; ++u)
+      for (int e = 0; e < 4; ++e) {
+        const Index j = col0 + (t + u * kThreads) % kAcrossB * 4 + e;
+        b_columns[u][e] = j < g.N ? side_by_side_column(j, g.side_n, g.stride_b) : Index(-1);
+      }
   // Slice `it`'s quads, on their way from global memory to a tile: this thread's are quads
   // t, t + kThreads, ... of each operand's slice.
   Quad qa[kQuadsA], qb[kQuadsB];
@@ -245,9 +280,14 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < kQuadsA; ++u)
       qa[u] = load_slice_quad<BM>(A + b * g.stride_a, g.lda, a_rows, a_cols, !g.trans_a, row0,
                                   k0, g.vector_a, t + u * kThreads);
-    for (int u = 0; u < kQuadsB; ++u)
-      qb[u] = load_slice_quad<kBlockN>(B + b * g.stride_b, g.ldb, b_rows, b_cols, g.trans_b,
-                                       col0, k0, g.vector_b, t + u * kThreads);
+    for (int u = 0; u < kQuadsB; ++u) {
+      const int q = t + u * kThreads;
+      qb[u] = g.side_n != 0
+                  ? load_side_by_side_quad(B, g.ldb, g.K, k0 + q / kAcrossB, b_columns[u],
+                                           g.vector_b && g.side_n % 4 == 0)
+                  : load_slice_quad<kBlockN>(B + b * g.stride_b, g.ldb, b_rows, b_cols,
+                                             g.trans_b, col0, k0, g.vector_b, q);
+    }
   };
   auto stage = [&](int copy) {
     for (int u = 0; u < kQuadsA; ++u)
@@ -292,8 +332,8 @@ __global__ void __launch_bounds__(256)
 
   float* c_product = C + product * g.stride_c;
   outputs([&](int, float& sum, Index r, Index c) {
-    gemm_store(c_product + r * g.ldc + c, sum, g.alpha, g.beta, bias, g.bias_per_row, g.relu,
-               g.round_bf16, r, c);
+    gemm_store(c_product + r * g.ldc + side_by_side_column(c, g.side_n, g.stride_c), sum,
+               g.alpha, g.beta, bias, g.bias_per_row, g.relu, g.round_bf16, r, c);
   });
 }
 
@@ -318,7 +358,7 @@ void launch_gemm(const GemmLaunch<int64_t>& w, const float* A,
                             n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                             w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
                             w.vector_a, w.vector_b, w.bias_per_row, w.relu, w.round_bf16,
-                            n(w.splits)};
+                            n(w.splits), n(w.side_n)};
   [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   const dim3 grid(static_cast<unsigned>((w.N + kBlockN - 1) / kBlockN),
                   static_cast<unsigned>((w.M + BM - 1) / BM),
@@ -338,19 +378,22 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
                         const GemmEpilogue& epilogue, const Stream& stream) {
   const GemmExtents e = check_gemm_call("gemm_tiled", trans_a, trans_b, M, N, K, lda, ldb, ldc,
                                         batch, epilogue, kBlockM, kBlockN);
-  const int64_t grid_z = batch.summed ? 1 : batch.count;  // C's products
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
+  // C's products in the grid and the columns of each: side by side, one of count · N.
+  const bool side = batch.side_by_side;
+  const int64_t grid_z = batch.summed || side ? 1 : batch.count;
+  const int64_t columns = side ? batch.count * N : N;
 
   const int64_t splits = gemm_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
-  const GemmLaunch<int64_t> wide{M, N, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
-                                 batch.stride_c, batch.count, alpha, beta, trans_a, trans_b,
-                                 batch.summed,
+  const GemmLaunch<int64_t> wide{M, columns, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
+                                 batch.stride_c, side ? 1 : batch.count, alpha, beta, trans_a,
+                                 trans_b, batch.summed,
                                  vector_loads_allowed(A, lda, batch.stride_a, batch.count),
                                  vector_loads_allowed(B, ldb, batch.stride_b, batch.count),
                                  epilogue.bias_per_row, epilogue.relu, epilogue.round_bf16,
-                                 splits};
-  // (splits, C's products, M, N) partial sums.
-  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * N : 0;
+                                 splits, side ? N : 0};
+  // (splits, C's products, M, columns) partial sums.
+  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * columns : 0;
   const SplitBuffers split =
       splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
   // The index type, then the tile's rows (the header's "Short C").
@@ -363,7 +406,7 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
       launch_gemm<Index, kBlockM>(wide, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
                                   partials_extent, stream);
   };
-  if (gemm_fits_int32(e, partials_extent, M, N, K, batch, lda, ldb, ldc,
+  if (gemm_fits_int32(e, partials_extent, M, columns, K, batch, lda, ldb, ldc,
                       std::max(kBlockM, kBlockN)))
     launch(int32_t{});
   else

@@ -106,6 +106,83 @@ TEST_CASE("gemm_tiled: a C of at most 64 rows (64-row tiles) has the 128-row til
   }
 }
 
+TEST_CASE("gemm_tiled_batched side by side: products of few columns as one C, the bits of each") {
+  // gemm_args.h's side_by_side: count products sharing A, tiled as one C of count·N columns.
+  // Each element is the sum it is in its product alone, in the same order (these shapes split
+  // K alike either way, or not at all): the same bits as a launch per product, and the gaps
+  // between the products' C (NaN) untouched. N = 9 and 130: float4 loads of B never fit (the
+  // quads straddle products); N = 8 and 12 with aligned pitches and strides: they do.
+  testing::Deadline deadline("emulated gemm_tiled side by side");
+  const Stream stream = emu_stream();
+  struct SideCase {
+    GemmCase c;
+    int64_t count;
+    bool ta, aligned;
+  };
+  for (const SideCase& s : {SideCase{{64, 9, 72}, 5, false, false},
+                            SideCase{{64, 8, 72}, 5, true, true},
+                            SideCase{{33, 130, 40}, 3, true, false},
+                            SideCase{{130, 12, 16}, 7, false, true},
+                            SideCase{{64, 9, 1152}, 4, false, false}}) {
+    const GemmCase c = s.c;
+    INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), " << s.count
+                         << " products, trans_a " << s.ta << ", aligned " << s.aligned);
+    const auto pitch = [&](int64_t cols) { return s.aligned ? aligned_pitch(cols) : cols + 3; };
+    const int64_t a_rows = s.ta ? c.K : c.M, a_cols = s.ta ? c.M : c.K;
+    const int64_t lda = pitch(a_cols), ldb = pitch(c.N), ldc = pitch(c.N);
+    const int64_t stride_b = c.K * ldb + 4, stride_c = c.M * ldc + 8;  // gaps between products
+    const GemmBatch side{s.count, 0, stride_b, stride_c, false, true};
+    CHECK(emu::gemm_split_k(c.M, c.N, c.K, side) == emu::gemm_split_k(c.M, c.N, c.K, GemmBatch{}));
+    const std::vector<float> a = to_float(random_vector(a_rows * lda, 71));
+    const std::vector<float> b = to_float(random_vector(s.count * stride_b, 72));
+    const std::vector<float> bias = to_float(random_vector(c.M, 73));
+    const std::vector<float> c0 = to_float(random_vector(s.count * stride_c, 74));
+    for (float beta : {0.0f, 1.0f}) {
+      INFO("beta " << beta);
+      const GemmEpilogue epilogue{bias.data(), /*bias_per_row=*/true, /*relu=*/beta == 0.0f};
+      std::vector<float> got = beta == 0.0f ? nan_vector(s.count * stride_c) : c0;
+      std::vector<float> alone = got;
+      emu::gemm_tiled_batched(s.ta, false, c.M, c.N, c.K, 0.75f, a.data(), lda, b.data(), ldb,
+                              beta, got.data(), ldc, side, epilogue, stream);
+      for (int64_t p = 0; p < s.count; ++p)
+        emu::gemm_tiled_batched(s.ta, false, c.M, c.N, c.K, 0.75f, a.data(), lda,
+                                b.data() + p * stride_b, ldb, beta, alone.data() + p * stride_c,
+                                ldc, GemmBatch{}, epilogue, stream);
+      stream.synchronize();
+      CHECK(all_equal("C", got.data(), alone.data(), s.count * stride_c));
+      for (int64_t p = 0; p < s.count; ++p) {  // and each product against the double loop
+        std::vector<double> want, mag;
+        reference_product(s.ta, false, c, a.data(), lda, b.data() + p * stride_b, ldb, want, mag);
+        std::vector<float> packed;
+        finish_reference(c, 0.75f, beta, c0.data() + p * stride_c, got.data() + p * stride_c, ldc,
+                         want, mag, packed);
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = 0; j < c.N; ++j) {
+            double& w = want[i * c.N + j];
+            w += bias[i];
+            mag[i * c.N + j] += std::fabs(bias[i]);
+            if (beta == 0.0f && w < 0.0) w = 0.0;  // ReLU
+          }
+        CHECK(all_close("C_p", packed.data(), want, sum_tolerance(mag, c.K + 2)));
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm_tiled_batched side by side: what it cannot do is refused, naming the call") {
+  const Stream stream = emu_stream();
+  float v = 0.0f;
+  const auto call = [&](bool tb, const GemmBatch& batch, bool bias_per_row) {
+    emu::gemm_tiled_batched(false, tb, 4, 4, 4, 1.0f, &v, 4, &v, 4, 0.0f, &v, 4, batch,
+                            GemmEpilogue{&v, bias_per_row}, stream);
+  };
+  const auto refused = doctest::Contains("gemm_tiled: products side by side need one A");
+  CHECK_THROWS_WITH(call(true, GemmBatch{2, 0, 16, 16, false, true}, true), refused);
+  CHECK_THROWS_WITH(call(false, GemmBatch{2, 16, 16, 16, false, true}, true), refused);
+  CHECK_THROWS_WITH(call(false, GemmBatch{2, 0, 16, 16, true, true}, true), refused);
+  CHECK_THROWS_WITH(call(false, GemmBatch{2, 0, 16, 16, false, true}, false), refused);
+}
+
 TEST_CASE("gemm_tiled_batched: each product of a batch is gemm_tiled's, bit for bit; a summed batch") {
   // The question's network's shapes, at a batch of 2 (what one conv layer's launch does per
   // sample): conv2 forward (64, 576, 288), conv3 backward-data (576, 100, 128), conv4

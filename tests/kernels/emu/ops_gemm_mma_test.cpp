@@ -267,6 +267,53 @@ TEST_CASE("gemm_mma_bf16 split-K: skinny, deep products and odd shapes, the same
   }
 }
 
+TEST_CASE("gemm_mma_bf16 side by side: products of few columns as one C, each product's bits") {
+  // gemm_args.h's side_by_side on the tensor-core GEMM: count products sharing A as one C of
+  // count·N columns; each element the sum it is in its product alone (these shapes split K
+  // alike either way, or not at all), and the gaps between the products' C untouched.
+  testing::Deadline deadline("emulated gemm_mma_bf16 side by side");
+  const Stream stream = emu_stream();
+  struct SideCase {
+    GemmCase c;
+    int64_t count;
+    bool ta;
+  };
+  for (const SideCase& s : {SideCase{{64, 9, 72}, 5, false}, SideCase{{33, 130, 40}, 3, true},
+                            SideCase{{70, 8, 640}, 4, false}}) {
+    const GemmCase c = s.c;
+    INFO("(M, N, K) = (" << c.M << ", " << c.N << ", " << c.K << "), " << s.count
+                         << " products, trans_a " << s.ta);
+    const int64_t a_rows = s.ta ? c.K : c.M, lda = (s.ta ? c.M : c.K) + 3, ldb = c.N + 1;
+    const int64_t ldc = c.N + 2, stride_b = c.K * ldb + 5, stride_c = c.M * ldc + 3;
+    const GemmBatch side{s.count, 0, stride_b, stride_c, false, true};
+    CHECK(emu::gemm_mma_split_k(c.M, c.N, c.K, side) ==
+          emu::gemm_mma_split_k(c.M, c.N, c.K, GemmBatch{}));
+    const std::vector<float> a = mma_rounded(to_float(random_vector(a_rows * lda, 81)));
+    const std::vector<float> b = mma_rounded(to_float(random_vector(s.count * stride_b, 82)));
+    const MmaEpilogue epi{to_float(random_vector(c.M, 83)), /*per_row=*/true, /*relu=*/false};
+    std::vector<float> got = nan_vector(s.count * stride_c);
+    mma_gemm_on(stream, s.ta, false, c, 1.0f, a, lda, b, ldb, 0.0f, got, ldc, side, epi);
+    for (int64_t p = 0; p < s.count; ++p) {
+      const std::vector<float> b_p(b.begin() + p * stride_b, b.begin() + (p + 1) * stride_b);
+      std::vector<float> alone = nan_vector(stride_c);
+      mma_gemm_on(stream, s.ta, false, c, 1.0f, a, lda, b_p, ldb, 0.0f, alone, ldc, GemmBatch{},
+                  epi);
+      CHECK(all_equal("C_p", got.data() + p * stride_c, alone.data(), stride_c));
+      std::vector<double> want, mag;
+      reference_product(s.ta, false, c, a.data(), lda, b_p.data(), ldb, want, mag);
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) {
+          want[i * c.N + j] += epi.bias[i];
+          mag[i * c.N + j] += std::fabs(epi.bias[i]);
+        }
+      std::vector<float> packed(want.size());
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) packed[i * c.N + j] = alone[i * ldc + j];
+      CHECK(all_close("C_p", packed.data(), want, sum_tolerance(mag, c.K + 1)));
+    }
+  }
+}
+
 TEST_CASE("gemm_mma_bf16: a NaN or an infinity in A reaches its row of C, and only it") {
   testing::Deadline deadline("emulated gemm_mma_bf16 NaN");
   const Stream stream = emu_stream();
