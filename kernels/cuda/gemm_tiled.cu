@@ -51,7 +51,7 @@
 // Short C: 64-row tiles. A C of at most 64 rows — a layer of 64 output channels, whose
 // forward y_n = W·col_n and filter gradient dw = Σ dy_n·col_nᵀ have M = 64 — would leave
 // half of every 128-row tile's multiply-adds on rows that do not exist. For M <= 64 the
-// launcher runs the same kernel with a 64×128 tile (kBlockM = 64 instead of 128): 128
+// launcher runs the same kernel with a 64×128 tile (kShortBlockM rows, not kBlockM): 128
 // threads, an 8×16 grid with the same 8×8 outputs each (rows ty·4 + {0..3} and 32 + ty·4 +
 // {0..3}), a slice of op(A) 64×8 (one quad a thread) and of op(B) 8×128 (two quads a
 // thread: quad q = t + 128·u is loaded as thread q of the layout above). The grid has as
@@ -70,8 +70,8 @@
 // through volatile: 0.156 ms, 14× cuBLAS (the header of gemm_split_k.cuh says why; they are
 // now read with __ldcg). The dense layers' weight gradients at batch 128 (K = 128: L = 16,
 // T = 12) split in two; a conv's filter gradient summed over the batch (conv2d.cu) splits its
-// N·P·Q; a shape of many tiles (a conv's forward, a product per sample) or a shallow K runs
-// unsplit, S = 1.
+// N·P·Q, and conv2d_4's forward (9 tiles: 1,152 columns side by side over K = 1,152) in 14;
+// a shape of many tiles (the larger convolutions' forward) or a shallow K runs unsplit.
 //
 // Determinism: each C element is a sum in one fixed order, whatever the grid and whichever
 // block finishes last: unsplit, slice by slice (k ascending, products in batch order); split,

@@ -106,9 +106,13 @@ TEST_CASE("gemm_split_k: the launcher's choice, worked by hand") {
   CHECK(emu::gemm_split_k(128, 10, 1500, GemmBatch{100, 0, 0, 0, false}) == 1);
   CHECK(emu::gemm_split_k(64, 64, 64, GemmBatch{4, 0, 0, 0, true}) == 4);
   CHECK(emu::gemm_split_k(64, 64, 64, GemmBatch{4, 0, 0, 0, false}) == 1);
-  // The network's convolutions at batch 128 have many tiles: conv2 forward over the batch
-  // (64 × 576 per sample, K 288, 128 products) runs unsplit.
+  // The network's convolutions at batch 128: conv2d_2's forward, its samples' 64 × 576
+  // products side by side (576 tiles, K 288), runs unsplit, as would a product per sample;
+  // conv2d_4's, 64 × 9 a sample, is 9 tiles over K = 1,152 (144 slices): min(128 / 9, 18).
+  CHECK(emu::gemm_split_k(64, 576, 288, GemmBatch{128, 0, 0, 0, false, true}) == 1);
   CHECK(emu::gemm_split_k(64, 576, 288, GemmBatch{128, 0, 0, 0, false}) == 1);
+  CHECK(emu::gemm_split_k(64, 9, 1152, GemmBatch{128, 0, 0, 0, false, true}) == 14);
+  CHECK(emu::gemm_split_k(64, 9, 1152, GemmBatch{128, 0, 0, 0, false}) == 1);
   // An empty C launches nothing.
   CHECK(emu::gemm_split_k(0, 10, 1500, one) == 1);
 }
