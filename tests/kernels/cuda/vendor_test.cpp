@@ -111,9 +111,12 @@ TEST_CASE("GEMM: cuBLAS and gemm_tiled (native) against a double loop, every tra
 
 TEST_CASE("Conv2D: cuDNN and im2col + gemm_tiled (native) against the reference") {
   const Stream stream = Stream::create(Device::cuda(0));
-  // The question's first two layers at batch 3, plus a stride-2 "same" case cuDNN can express.
+  // The question's first two layers at batch 3, its fourth at batch 8 (a 3×3 output: the
+  // hand-written forward's 9 columns a sample side by side, its K of 1,152 split), plus a
+  // stride-2 "same" case cuDNN can express.
   for (Conv2dShape s : {make_conv2d_shape(3, 1, 28, 28, 32, 3, 3, 1, Padding::valid),
                         make_conv2d_shape(3, 32, 26, 26, 64, 3, 3, 1, Padding::valid),
+                        make_conv2d_shape(8, 128, 5, 5, 64, 3, 3, 1, Padding::valid),
                         make_conv2d_shape(1, 3, 7, 7, 5, 3, 3, 2, Padding::same)}) {
     INFO("conv input (" << s.N << ", " << s.C << ", " << s.H << ", " << s.W << "), K " << s.K);
     const std::vector<double> x = random_vector(s.x_size(), 3), w = random_vector(s.w_size(), 4),
