@@ -1,7 +1,9 @@
 #include "pipeline/distributed/mpi_link.h"
 
 #include <climits>
-#include <mutex>
+#include <memory>
+
+#include "pipeline/distributed/poll.h"
 
 namespace brigade::distributed {
 
@@ -73,11 +75,12 @@ Message MpiLink::receive(int microbatch) {
     return here != 0;
   };
   auto give_up = [&] {
-    // MPI may still write into the tensor: cancel, and keep the tensor alive with the link.
+    // Cancel; a receive already matched completes anyway, and MPI may write into the tensor
+    // after this link is gone (a failed step's links are destroyed before MPI_Finalize): its
+    // memory is kept for the rest of the process.
     MPI_Cancel(&request);
     MPI_Request_free(&request);
-    std::lock_guard<std::mutex> lock(mutex_);
-    abandoned_.push_back(tensor);
+    keep_for_mpi(std::make_shared<Tensor>(tensor));
   };
   bool arrived = false;
   try {

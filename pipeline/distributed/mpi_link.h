@@ -27,6 +27,10 @@
 // receive(mb) blocks its caller until mb's header and payload are here (poll.h: it also
 // wakes for close(), for another rank's failure, and at the deadline), lands the payload in
 // a new tensor on `device` and returns it with an event recorded on the link's stream there.
+// A receive given up while its payload is on its way (closed, the deadline, another rank's
+// failure) cancels the payload's MPI_Irecv; one already matched completes anyway, whenever
+// its bytes come, so that tensor is kept for the rest of the process (poll.h, keep_for_mpi),
+// not freed with the link.
 //
 // close(why): receivers blocked now or later throw ChannelClosed; later sends are dropped
 // (sends already posted still complete). reset(): reopens this end. A distributed step that
@@ -35,7 +39,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "pipeline/distributed/process_link.h"
 
@@ -60,9 +63,6 @@ class MpiLink final : public ProcessLink {
   void post_payload(Outgoing& out) override;
   Header failure_header(int microbatch, int64_t bytes) const override;
   int header_tag(int microbatch) const override { return tags_.message(microbatch, 0); }
-
-  std::vector<Tensor> abandoned_;  // receives given up (closed, failed) that MPI may still fill
-                                   // (mutex_)
 };
 
 }  // namespace brigade::distributed

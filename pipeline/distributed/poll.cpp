@@ -69,12 +69,15 @@ void wait_for_request(FaultLine& faults, MPI_Request& request, std::shared_ptr<v
   try {
     poll_until(faults, done, [] { return false; }, timeout, what);
   } catch (...) {
-    if (request != MPI_REQUEST_NULL) {  // still running: its memory is MPI's from now on
-      std::lock_guard<std::mutex> lock(kept_mutex);
-      kept().push_back(std::move(buffers));
-    }
+    // Still running: its memory is MPI's from now on.
+    if (request != MPI_REQUEST_NULL) keep_for_mpi(std::move(buffers));
     throw;
   }
+}
+
+void keep_for_mpi(std::shared_ptr<void> buffers) {
+  std::lock_guard<std::mutex> lock(kept_mutex);
+  kept().push_back(std::move(buffers));
 }
 
 size_t kept_request_buffers() {

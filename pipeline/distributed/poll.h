@@ -48,7 +48,13 @@ bool poll_until(FaultLine& faults, const std::function<bool()>& test,
 void wait_for_request(FaultLine& faults, MPI_Request& request, std::shared_ptr<void> buffers,
                       std::chrono::milliseconds timeout, const std::function<std::string()>& what);
 
-// How many calls' buffers wait_for_request has kept so far in this process (tests).
+// Keeps `buffers` for the rest of the process: the memory of a nonblocking call given up on
+// that MPI may still write (wait_for_request's rule, for a caller that gives its request up
+// itself: MpiLink's receive, cancelled and freed when closed or past its deadline, completes
+// anyway if its message was already matched).
+void keep_for_mpi(std::shared_ptr<void> buffers);
+
+// How many calls' buffers have been kept so far in this process (tests).
 size_t kept_request_buffers();
 
 }  // namespace brigade::distributed

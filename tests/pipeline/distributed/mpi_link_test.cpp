@@ -4,6 +4,7 @@
 // sends whose event completes only after send() returned, close(), the deadline, errors.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -170,6 +171,38 @@ TEST_CASE("MpiLink: a receive from a rank that never sends ends at the deadline,
     const std::string error = testing::error_text<MpiError>([&] { link.receive(7); });
     CHECK(error == "gradients 0->1: micro-batch 7 from rank 0: still waiting after 0.2 s "
                    "(BRIGADE_MPI_TIMEOUT_S); has that rank died or hung?");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("MpiLink: a receive given up between header and payload leaves its tensor to MPI") {
+  // A header whose payload never comes (sent by hand: a link sends both): the receive posts
+  // the payload's MPI_Irecv and gives it up at the deadline. A matched receive completes
+  // whatever the cancel, so MPI may still fill that tensor: it is kept for the process
+  // (poll.h, keep_for_mpi), not with the link, which a failed step destroys before MPI ends.
+  testing::Deadline deadline("MpiLink payload given up", std::chrono::seconds(60));
+  MpiSession& session = testing::mpi_session();
+  constexpr int kLink = 1002, kMicrobatches = 4;
+  if (session.rank() == 0) {
+    const LinkTags tags("gradients 0->1", MPI_COMM_WORLD, 1, kLink, kMicrobatches);
+    // ProcessLink's header: shape rank, dims, dtype (a float32 vector of 3).
+    const std::array<int64_t, 6> header{1, 3, 0, 0, 0, static_cast<int64_t>(DType::float32)};
+    CHECK(MPI_Send(header.data(), 6, MPI_INT64_T, 1, tags.message(0, 0), MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the header is on its way
+  if (session.rank() == 1) {
+    MpiLinkOptions options;
+    options.timeout = std::chrono::milliseconds(200);
+    const size_t kept_before = kept_request_buffers();
+    {
+      MpiLink link("gradients 0->1", session, MPI_COMM_WORLD, 0, kLink, kMicrobatches,
+                   Device::cpu(0), options);
+      const std::string error = testing::error_text<MpiError>([&] { link.receive(0); });
+      CHECK(error == "gradients 0->1: micro-batch 0 from rank 0: still waiting after 0.2 s "
+                     "(BRIGADE_MPI_TIMEOUT_S); has that rank died or hung?");
+    }
+    CHECK(kept_request_buffers() == kept_before + 1);  // the payload's tensor outlives the link
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
