@@ -1,4 +1,4 @@
-// gemm_tiled's split-K (kernels/cuda/gemm_tiled.cu's header) through the emulator: the
+// gemm_tiled's split-K (kernels/cuda/gemm_split_k.cuh) through the emulator: the
 // launcher's choice (gemm_split_k) on hand-worked shapes, split products against double loops
 // (the question's two skinny, deep products, odd sizes, every transpose, beta, the bias and
 // ReLU epilogue, batches one C each and summed), and the same bits on repeated launches.
