@@ -25,6 +25,17 @@ struct GemmBatch {
   bool side_by_side = false;
 };
 
+// How a launch tiles C for a batch of (M, N) products: the products its grid holds apart
+// (blockIdx.z, before split-K) and the columns of each: one of count · N side by side, one
+// summed C, else `count` Cs of N.
+struct GemmLayout {
+  int64_t products, columns;
+};
+inline GemmLayout gemm_layout(int64_t N, const GemmBatch& batch) {
+  if (batch.side_by_side) return {1, batch.count * N};
+  return {batch.summed ? 1 : batch.count, N};
+}
+
 // Applied to v = alpha · (sum) + beta · C before it is stored: + bias[i] (bias_per_row) or
 // + bias[j] for element (i, j) of C when bias is not null, then max(v, 0) when relu (a NaN
 // stays NaN), then v rounded to bf16 values when round_bf16 (bf16_bits.cuh: precision bf16's

@@ -54,12 +54,10 @@ inline GemmExtents check_gemm_call(const char* op, bool trans_a, bool trans_b, i
                 op << ": products side by side need one A (stride 0, not " << batch.stride_a
                    << "), op(B) not transposed (trans_b " << trans_b << "), no summing (summed "
                    << batch.summed << ") and a bias per row if any");
-  // C's products in the grid, and the columns of each.
-  const int64_t grid_z = batch.summed || batch.side_by_side ? 1 : batch.count;
-  const int64_t columns = batch.side_by_side ? batch.count * N : N;
-  BRIGADE_CHECK((columns + block_n - 1) / block_n < (int64_t(1) << 31) &&
-                    (M + block_m - 1) / block_m < 65536 && grid_z < 65536,
-                op << ": (M, N) = (" << M << ", " << columns << ") over " << grid_z
+  const GemmLayout layout = gemm_layout(N, batch);
+  BRIGADE_CHECK((layout.columns + block_n - 1) / block_n < (int64_t(1) << 31) &&
+                    (M + block_m - 1) / block_m < 65536 && layout.products < 65536,
+                op << ": (M, N) = (" << M << ", " << layout.columns << ") over " << layout.products
                    << " products exceeds the grid limits (65535 products, "
                    << 65535 * block_m << " rows)");
   return {batch_extent(batch.count, batch.stride_a, matrix_extent(trans_a ? K : M, a_cols, lda)),

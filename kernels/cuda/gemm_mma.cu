@@ -278,18 +278,18 @@ namespace {
 template <class Index>
 void launch_gemm_mma(const MmaLaunch<int64_t>& w, dim3 grid, const cpu::bf16* A,
                      const cpu::bf16* B, float* C, const float* bias,
-                     [[maybe_unused]] const GemmExtents& e, SplitBuffers split,
-                     [[maybe_unused]] int64_t partials_extent, const Stream& stream) {
+                     [[maybe_unused]] const GemmExtents& e, const SplitLaunch& split,
+                     const Stream& stream) {
   const auto n = [](int64_t v) { return static_cast<Index>(v); };
   const MmaLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                            n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                            w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
                            w.bias_per_row, w.relu, w.round_bf16, n(w.splits), n(w.side_n)};
-  [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   BRIGADE_LAUNCH(gemm_mma_kernel<Index>, grid, kMmaThreads, 0, stream, g,
                  BRIGADE_EXTENT(A, e.a), BRIGADE_EXTENT(B, e.b), BRIGADE_EXTENT(C, e.c),
-                 BRIGADE_EXTENT(bias, e.bias), BRIGADE_EXTENT(split.partials, partials_extent),
-                 BRIGADE_EXTENT(split.tickets, tickets_extent));
+                 BRIGADE_EXTENT(bias, e.bias),
+                 BRIGADE_EXTENT(split.buffers.partials, split.partial_floats),
+                 BRIGADE_EXTENT(split.buffers.tickets, split.ticket_count()));
 }
 
 }  // namespace
@@ -301,28 +301,22 @@ void gemm_mma_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const GemmExtents e = check_gemm_call("gemm_mma_bf16", trans_a, trans_b, M, N, K, lda, ldb,
                                         ldc, batch, epilogue, kMmaBlockM, kMmaBlockN);
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
-  // C's products in the grid and the columns of each: side by side, one of count · N.
+  const GemmLayout layout = gemm_layout(N, batch);  // side by side: one C of count · N
   const bool side = batch.side_by_side;
-  const int64_t grid_z = batch.summed || side ? 1 : batch.count;
-  const int64_t columns = side ? batch.count * N : N;
-  const int64_t splits = gemm_mma_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
-  const MmaLaunch<int64_t> wide{M, columns, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
-                                batch.stride_c, side ? 1 : batch.count, alpha, beta, trans_a,
-                                trans_b, batch.summed, epilogue.bias_per_row, epilogue.relu,
-                                epilogue.round_bf16, splits, side ? N : 0};
-  const dim3 grid(static_cast<unsigned>((columns + kMmaBlockN - 1) / kMmaBlockN),
+  // layout.products · splits <= kSplitBlocks
+  const SplitLaunch split = split_k_launch(stream, gemm_mma_split_k(M, N, K, batch), layout, M);
+  const MmaLaunch<int64_t> wide{M, layout.columns, K, lda, ldb, ldc, batch.stride_a,
+                                batch.stride_b, batch.stride_c, side ? 1 : batch.count, alpha,
+                                beta, trans_a, trans_b, batch.summed, epilogue.bias_per_row,
+                                epilogue.relu, epilogue.round_bf16, split.splits, side ? N : 0};
+  const dim3 grid(static_cast<unsigned>((layout.columns + kMmaBlockN - 1) / kMmaBlockN),
                   static_cast<unsigned>((M + kMmaBlockM - 1) / kMmaBlockM),
-                  static_cast<unsigned>(grid_z * splits));
-  // (splits, C's products, M, columns) partial sums.
-  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * columns : 0;
-  const SplitBuffers split =
-      splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
-  if (gemm_fits_int32(e, partials_extent, M, columns, K, batch, lda, ldb, ldc, kMmaBlockM))
-    launch_gemm_mma<int32_t>(wide, grid, A, B, C, epilogue.bias, e, split, partials_extent,
-                             stream);
+                  static_cast<unsigned>(layout.products * split.splits));
+  if (gemm_fits_int32(e, split.partial_floats, M, layout.columns, K, batch, lda, ldb, ldc,
+                      kMmaBlockM))
+    launch_gemm_mma<int32_t>(wide, grid, A, B, C, epilogue.bias, e, split, stream);
   else
-    launch_gemm_mma<int64_t>(wide, grid, A, B, C, epilogue.bias, e, split, partials_extent,
-                             stream);
+    launch_gemm_mma<int64_t>(wide, grid, A, B, C, epilogue.bias, e, split, stream);
 }
 
 int64_t gemm_mma_split_k(int64_t M, int64_t N, int64_t K, const GemmBatch& batch) {

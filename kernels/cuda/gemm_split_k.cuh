@@ -54,9 +54,9 @@ constexpr int64_t kSplitBlocks = 128, kMinSplitDepth = 64;
 // 1: no split.
 inline int64_t split_k_count(int64_t M, int64_t N, int64_t K, const GemmBatch& batch,
                              int64_t block_m, int64_t block_n, int64_t slice_depth) {
-  const int64_t columns = batch.side_by_side ? batch.count * N : N;  // gemm_args.h
-  const int64_t tiles = (M + block_m - 1) / block_m * ((columns + block_n - 1) / block_n) *
-                        (batch.summed || batch.side_by_side ? 1 : batch.count);
+  const GemmLayout layout = gemm_layout(N, batch);
+  const int64_t tiles = (M + block_m - 1) / block_m *
+                        ((layout.columns + block_n - 1) / block_n) * layout.products;
   const int64_t slices = (K + slice_depth - 1) / slice_depth * (batch.summed ? batch.count : 1);
   if (tiles == 0) return 1;  // an empty C: nothing is launched
   return std::max<int64_t>(1, std::min(kSplitBlocks / tiles,
@@ -75,6 +75,20 @@ struct SplitBuffers {
   unsigned* tickets;
 };
 SplitBuffers split_k_scratch(const Stream& stream, int64_t partial_floats);
+
+// A launch's split-K: S blocks per tile, its partials' floats ((S, C's products, M, columns);
+// 0 unsplit) and the stream's scratch holding them (null pointers unsplit).
+struct SplitLaunch {
+  int64_t splits, partial_floats;
+  SplitBuffers buffers;
+  int64_t ticket_count() const { return buffers.tickets == nullptr ? 0 : kSplitBlocks; }
+};
+inline SplitLaunch split_k_launch(const Stream& stream, int64_t splits, const GemmLayout& layout,
+                                  int64_t M) {
+  if (splits <= 1) return {1, 0, {nullptr, nullptr}};
+  const int64_t floats = splits * layout.products * M * layout.columns;
+  return {splits, floats, split_k_scratch(stream, floats)};
+}
 
 // The contiguous range [first, first + count) of the `all` slices that split `split` of
 // `splits` reduces: lengths differ by at most one, the first all % splits get one more.

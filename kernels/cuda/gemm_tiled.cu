@@ -348,26 +348,23 @@ bool vector_loads_allowed(const float* m, int64_t ld, int64_t stride, int64_t co
 
 // The extents are used only where BRIGADE_EXTENT checks them (emulated GPUs), not under nvcc.
 template <class Index, int BM>
-void launch_gemm(const GemmLaunch<int64_t>& w, const float* A,
-                 [[maybe_unused]] int64_t a_extent, const float* B,
-                 [[maybe_unused]] int64_t b_extent, float* C, [[maybe_unused]] int64_t c_extent,
-                 const float* bias, [[maybe_unused]] int64_t bias_extent, SplitBuffers split,
-                 [[maybe_unused]] int64_t partials_extent, const Stream& stream) {
+void launch_gemm(const GemmLaunch<int64_t>& w, const float* A, const float* B, float* C,
+                 const float* bias, [[maybe_unused]] const GemmExtents& e,
+                 const SplitLaunch& split, const Stream& stream) {
   const auto n = [](int64_t v) { return static_cast<Index>(v); };
   const GemmLaunch<Index> g{n(w.M), n(w.N), n(w.K), n(w.lda), n(w.ldb), n(w.ldc),
                             n(w.stride_a), n(w.stride_b), n(w.stride_c), n(w.batches),
                             w.alpha, w.beta, w.trans_a, w.trans_b, w.summed,
                             w.vector_a, w.vector_b, w.bias_per_row, w.relu, w.round_bf16,
                             n(w.splits), n(w.side_n)};
-  [[maybe_unused]] const int64_t tickets_extent = split.tickets == nullptr ? 0 : kSplitBlocks;
   const dim3 grid(static_cast<unsigned>((w.N + kBlockN - 1) / kBlockN),
                   static_cast<unsigned>((w.M + BM - 1) / BM),
                   static_cast<unsigned>((w.summed ? 1 : w.batches) * w.splits));
   BRIGADE_LAUNCH((gemm_tiled_kernel<Index, BM>), grid, threads_for(BM), 0, stream, g,
-                 BRIGADE_EXTENT(A, a_extent), BRIGADE_EXTENT(B, b_extent),
-                 BRIGADE_EXTENT(C, c_extent), BRIGADE_EXTENT(bias, bias_extent),
-                 BRIGADE_EXTENT(split.partials, partials_extent),
-                 BRIGADE_EXTENT(split.tickets, tickets_extent));
+                 BRIGADE_EXTENT(A, e.a), BRIGADE_EXTENT(B, e.b), BRIGADE_EXTENT(C, e.c),
+                 BRIGADE_EXTENT(bias, e.bias),
+                 BRIGADE_EXTENT(split.buffers.partials, split.partial_floats),
+                 BRIGADE_EXTENT(split.buffers.tickets, split.ticket_count()));
 }
 
 }  // namespace
@@ -379,34 +376,26 @@ void gemm_tiled_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   const GemmExtents e = check_gemm_call("gemm_tiled", trans_a, trans_b, M, N, K, lda, ldb, ldc,
                                         batch, epilogue, kBlockM, kBlockN);
   if (M == 0 || N == 0) return;  // C is empty: a grid of zero blocks is an invalid launch
-  // C's products in the grid and the columns of each: side by side, one of count · N.
+  const GemmLayout layout = gemm_layout(N, batch);  // side by side: one C of count · N
   const bool side = batch.side_by_side;
-  const int64_t grid_z = batch.summed || side ? 1 : batch.count;
-  const int64_t columns = side ? batch.count * N : N;
-
-  const int64_t splits = gemm_split_k(M, N, K, batch);  // grid_z · splits <= kSplitBlocks
-  const GemmLaunch<int64_t> wide{M, columns, K, lda, ldb, ldc, batch.stride_a, batch.stride_b,
-                                 batch.stride_c, side ? 1 : batch.count, alpha, beta, trans_a,
-                                 trans_b, batch.summed,
+  // layout.products · splits <= kSplitBlocks
+  const SplitLaunch split = split_k_launch(stream, gemm_split_k(M, N, K, batch), layout, M);
+  const GemmLaunch<int64_t> wide{M, layout.columns, K, lda, ldb, ldc, batch.stride_a,
+                                 batch.stride_b, batch.stride_c, side ? 1 : batch.count, alpha,
+                                 beta, trans_a, trans_b, batch.summed,
                                  vector_loads_allowed(A, lda, batch.stride_a, batch.count),
                                  vector_loads_allowed(B, ldb, batch.stride_b, batch.count),
                                  epilogue.bias_per_row, epilogue.relu, epilogue.round_bf16,
-                                 splits, side ? N : 0};
-  // (splits, C's products, M, columns) partial sums.
-  const int64_t partials_extent = splits > 1 ? splits * grid_z * M * columns : 0;
-  const SplitBuffers split =
-      splits > 1 ? split_k_scratch(stream, partials_extent) : SplitBuffers{nullptr, nullptr};
+                                 split.splits, side ? N : 0};
   // The index type, then the tile's rows (the header's "Short C").
   const auto launch = [&](auto index) {
     using Index = decltype(index);
     if (M <= kShortBlockM)
-      launch_gemm<Index, kShortBlockM>(wide, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias,
-                                       split, partials_extent, stream);
+      launch_gemm<Index, kShortBlockM>(wide, A, B, C, epilogue.bias, e, split, stream);
     else
-      launch_gemm<Index, kBlockM>(wide, A, e.a, B, e.b, C, e.c, epilogue.bias, e.bias, split,
-                                  partials_extent, stream);
+      launch_gemm<Index, kBlockM>(wide, A, B, C, epilogue.bias, e, split, stream);
   };
-  if (gemm_fits_int32(e, partials_extent, M, columns, K, batch, lda, ldb, ldc,
+  if (gemm_fits_int32(e, split.partial_floats, M, layout.columns, K, batch, lda, ldb, ldc,
                       std::max(kBlockM, kBlockN)))
     launch(int32_t{});
   else

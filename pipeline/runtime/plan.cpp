@@ -251,6 +251,10 @@ std::string format_cost(Balance balance, double cost) {
   return fixed(cost / 1e6, 1) + " MFLOP/sample forward";
 }
 
+std::string device_name(const Plan& plan, const std::vector<std::string>& names, size_t d) {
+  return d < names.size() ? names[d] : plan.devices[d].str();
+}
+
 std::string describe_stages(const Plan& plan, const model::ModelSpec& spec,
                             const std::vector<std::string>& names) {
   double total = 0;  // each stage weighed on its own device
@@ -259,9 +263,9 @@ std::string describe_stages(const Plan& plan, const model::ModelSpec& spec,
   for (int s = 0; s < plan.stages(); ++s) {
     const StageRange& r = plan.cut.stages[static_cast<size_t>(s)];
     const double cost = stage_cost(plan, plan.costs, s);
-    const auto d = static_cast<size_t>(plan.device_of(s));
-    os << "\n  stage " << s << " on " << (d < names.size() ? names[d] : plan.devices[d].str())
-       << ": " << spec.layers[r.begin].name;
+    os << "\n  stage " << s << " on "
+       << device_name(plan, names, static_cast<size_t>(plan.device_of(s))) << ": "
+       << spec.layers[r.begin].name;
     if (r.size() > 1) os << " .. " << spec.layers[r.end - 1].name;
     os << " (" << r.size() << (r.size() == 1 ? " layer), " : " layers), ")
        << format_cost(plan.balance, cost) << " (" << format_percent(cost, total) << ")";

@@ -122,6 +122,8 @@ std::string format_percent(double part, double total);  // "41.7 %"; "0.0 %" of 
 // `names`: what to call each device ("rank 1" in a distributed job); empty: its own name.
 std::string describe_stages(const Plan& plan, const model::ModelSpec& spec,
                             const std::vector<std::string>& names = {});
+// Device d of the plan as the messages name it: names[d] when given, else the device's name.
+std::string device_name(const Plan& plan, const std::vector<std::string>& names, size_t d);
 
 // A device with under `min_share` of the plan's work (Plan::work) idles, and a step takes as
 // long as the busiest device's share. What a better cut gives: over these devices, or over the

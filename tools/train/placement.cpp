@@ -168,7 +168,7 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
   if (!found) return "";
   const pipeline::Imbalance& i = *found;
   const std::vector<Device>& devices = plan.devices;
-  const auto name = [&](size_t d) { return d < names.size() ? names[d] : devices[d].str(); };
+  const auto name = [&](size_t d) { return pipeline::device_name(plan, names, d); };
   const double total = std::accumulate(i.totals.begin(), i.totals.end(), 0.0);
   std::string out = "warning: " + name(i.lightest) + " has " +
                     pipeline::format_percent(i.totals[i.lightest], total) + " of the work (" +
