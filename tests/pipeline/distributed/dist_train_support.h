@@ -24,10 +24,7 @@ namespace fs = std::filesystem;
 
 using brigade::train::test::Run;
 using brigade::train::test::run_command;
-
-
-using brigade::train::test::Run;
-using brigade::train::test::run_command;
+using brigade::train::test::temp_dir;
 
 inline std::string quoted(const std::vector<std::string>& args) {
   std::string s;
@@ -41,16 +38,8 @@ inline Run train(const std::vector<std::string>& args) {
 }
 inline Run train_mpi(int ranks, const std::vector<std::string>& args) {
   return run_command(std::string("timeout 300 ") + BRIGADE_MPIRUN +
-               " --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) + " " +
-               BRIGADE_TRAIN + quoted(args));
-}
-
-inline fs::path temp_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("brigade-dist-test-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+                     " --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) + " " +
+                     BRIGADE_TRAIN + quoted(args));
 }
 
 // Three device blocks, 11,042 parameters, dropout in two stages (so masks must agree).

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scratch_dir.h"
+
 namespace brigade::train::test {
 
 struct Run {
@@ -51,13 +53,10 @@ inline Run run_train(const std::vector<std::string>& args) {
   return run_command(command);
 }
 
-// A fresh, empty directory under the system's temporary directory.
+// A fresh, empty directory for a test's files, removed with the others when the test process
+// exits (tests/support/scratch_dir.h).
 inline std::filesystem::path temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("brigade-train-test-" + std::to_string(::getpid()) + "-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return testing::scratch_dir(name);
 }
 
 inline std::string write_file(const std::filesystem::path& path, const std::string& text) {
