@@ -603,8 +603,8 @@ fi
 [ -n "${cpu_reference:-}" ] && kill "$cpu_reference" 2>/dev/null
 
 # ---- benchmarks: training samples/s beside PyTorch, per-op hand-written against vendor -------------
-# --emulated: an emulated GPU's speed is no GPU's, and brigade-bench starts with cuBLAS's SGEMM peak
-# (8192^3, the vendor path). Each command runs with its flags as on a GPU but on CPU devices
+# --emulated: an emulated GPU's speed is no GPU's, and the question's network at batches 128 and
+# 512 on one would take many minutes. Each command runs with its flags as on a GPU but on CPU devices
 # (BRIGADE_EMULATED_GPUS=0), batch 8, one repetition of one step, so that a flag the program no
 # longer takes, a JSON it no longer writes, or a table this script cannot read shows here.
 bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} on_cpu=() quick=
