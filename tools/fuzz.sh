@@ -34,7 +34,11 @@ quietly() {  # what, log, command...
 }
 mkdir -p "$build"
 if [[ ! -f "$build/build.ninja" ]]; then
-  CC=clang CXX=clang++ quietly "meson setup of $build" "$build/meson-setup.log" \
+  # Meson compiles through ccache when it finds it, but not for a compiler named in CC/CXX:
+  # named here with ccache in front, as Meson then takes it.
+  cc=clang cxx=clang++
+  if command -v ccache >/dev/null; then cc="ccache clang" cxx="ccache clang++"; fi
+  CC=$cc CXX=$cxx quietly "meson setup of $build" "$build/meson-setup.log" \
     meson setup "$build" -Dfuzz=true -Dcuda=disabled \
     -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link
 fi
