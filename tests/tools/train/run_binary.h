@@ -5,7 +5,6 @@
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
