@@ -128,10 +128,16 @@ std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan
 
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed) {
-  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   const int m = plan.schedule.microbatches;
   const int64_t rows = (step_rows + m - 1) / m;  // the largest micro-batch
-  const std::vector<uint64_t> bytes = stage_bytes(spec, plan, rows, seed);
+  return step_loads(spec, plan, step_rows, optimizer_states,
+                    stage_bytes(spec, plan, rows, seed));
+}
+
+std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
+                                   int64_t step_rows, int optimizer_states,
+                                   const std::vector<uint64_t>& bytes) {
+  const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
   std::vector<DeviceLoad> loads;
   for (const Device& d : plan.devices) loads.push_back({.device = d});
   uint64_t image = 1;  // floats per sample

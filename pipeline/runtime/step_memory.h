@@ -68,4 +68,10 @@ std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan
 // device (stages sharing a GPU) each have their entry: sum them to weigh it.
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed);
+// The same with each stage's micro-batch weighed by `bytes` ([stage], stage_bytes of the plan's
+// cut at the step's largest micro-batch): plans that cut the model alike and differ in their
+// lists only (zb-auto within other bounds) are weighed without probing again.
+std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
+                                   int64_t step_rows, int optimizer_states,
+                                   const std::vector<uint64_t>& bytes);
 }  // namespace brigade::pipeline

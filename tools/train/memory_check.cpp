@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "pipeline/schedule/validate.h"
 #include "tools/train/preflight.h"
 #include "tools/train/suggested_command.h"
 
@@ -21,20 +22,98 @@ bool batches_hold(int64_t samples, int64_t batch, int m) {
 // The rows of a step's largest micro-batch: what its activations are weighed by.
 int64_t rows_of(int64_t step_rows, int m) { return (step_rows + m - 1) / m; }
 
+bool same_cut(const pipeline::Partition& a, const pipeline::Partition& b) {
+  return std::equal(a.stages.begin(), a.stages.end(), b.stages.begin(), b.stages.end(),
+                    [](const pipeline::StageRange& x, const pipeline::StageRange& y) {
+                      return x.begin == y.begin && x.end == y.end;
+                    });
+}
+
+// zb-auto within bounds that fit (check_memory's comment, memory_check.h), or nothing where the
+// request is not zb-auto's without bounds, or no bound fits. `bytes`: plan's stage_bytes.
+std::optional<FittedStep> zb_auto_within_memory(const Options& o, const model::ModelSpec& spec,
+                                                const pipeline::PlanRequest& request,
+                                                const pipeline::Plan& plan,
+                                                const EpochBatches& batches,
+                                                const std::vector<uint64_t>& bytes) {
+  const bool bounded = std::any_of(request.max_activations.begin(),
+                                   request.max_activations.end(), [](int b) { return b > 0; });
+  if (request.schedule != "zb-auto" || request.lowered || bounded) return std::nullopt;
+  // The plans weighed cut the model as `plan` does: its work, given as their layer times, gives
+  // back the same work (plan.cpp's weigh_work: measured ms as they are; FLOPs at each device's
+  // speed scale to themselves), so no layer is profiled again.
+  pipeline::PlanRequest bounded_request = request;
+  bounded_request.layer_times = plan.work;
+  const int states = optimizer_states(o);
+  const int64_t rows = rows_of(batches.first_rows, request.microbatches);
+  const auto fit_within = [&](const std::vector<int>& bounds) -> std::optional<FittedStep> {
+    bounded_request.max_activations = bounds;
+    try {
+      pipeline::Plan bounded_plan = pipeline::make_plan(spec, bounded_request);
+      const std::vector<pipeline::DeviceLoad> loads = pipeline::step_loads(
+          spec, bounded_plan, batches.first_rows, states,
+          same_cut(bounded_plan.cut, plan.cut)
+              ? bytes
+              : pipeline::stage_bytes(spec, bounded_plan, rows, o.seed));
+      if (step_refusal(loads, batches.first_rows, o.batch)) return std::nullopt;
+      return FittedStep{loads_per_device(loads), std::move(bounded_plan), bounds};
+    } catch (const std::invalid_argument&) {  // a bound the list scheduler cannot plan in
+      return std::nullopt;
+    }
+  };
+  // The most micro-batches of its share a device holds in `plan` (a V's chunk is half of one).
+  const int chunks = plan.lowered.chunks;
+  int most = 0;
+  for (int live : pipeline::peak_live(plan.lowered))
+    most = std::max(most, (live + chunks - 1) / chunks);
+  const size_t devices = plan.devices.size();
+  std::optional<FittedStep> fitted;
+  for (int b = most - 1; b >= 1 && !fitted; --b)
+    fitted = fit_within(std::vector<int>(devices, b));
+  if (!fitted) return std::nullopt;
+  // One device's bound one more at a time, in device order, until none can be: a bound on one
+  // device changes the lists of the others, so a raise that did not fit may fit after another.
+  for (bool raised = true; raised;) {
+    raised = false;
+    for (size_t d = 0; d < devices; ++d) {
+      if (fitted->bounds[d] >= most) continue;
+      std::vector<int> more = fitted->bounds;
+      ++more[d];
+      if (std::optional<FittedStep> roomier = fit_within(more)) {
+        fitted = std::move(roomier);
+        raised = true;
+      }
+    }
+  }
+  return fitted;
+}
+
 }  // namespace
 
-std::vector<pipeline::DeviceLoad> check_memory(const Options& o, const model::ModelSpec& spec,
-                                               const pipeline::PlanRequest& request,
-                                               const pipeline::Plan& plan,
-                                               const EpochBatches& batches) {
+FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
+                        const pipeline::PlanRequest& request, const pipeline::Plan& plan,
+                        const EpochBatches& batches) {
   const int states = optimizer_states(o);
-  const auto loads = [&](const pipeline::Plan& p, int64_t rows) {
-    return pipeline::step_loads(spec, p, rows, states, o.seed);
-  };
-  const std::vector<pipeline::DeviceLoad> asked = loads(plan, batches.first_rows);
+  const std::vector<uint64_t> bytes =
+      pipeline::stage_bytes(spec, plan, rows_of(batches.first_rows, request.microbatches), o.seed);
+  const std::vector<pipeline::DeviceLoad> asked =
+      pipeline::step_loads(spec, plan, batches.first_rows, states, bytes);
   const std::optional<std::string> refusal = step_refusal(asked, batches.first_rows, o.batch);
-  if (!refusal) return loads_per_device(asked);
+  if (!refusal) return {loads_per_device(asked), std::nullopt, {}};
+  if (std::optional<FittedStep> bounded =
+          zb_auto_within_memory(o, spec, request, plan, batches, bytes))
+    return std::move(*bounded);
 
+  // Whether a step of `step_rows` fits with plan `p` (made from `r`): as planned, or, where `r`
+  // is zb-auto's without bounds, within bounds that fit (which the run then finds itself).
+  const auto fits = [&](const pipeline::PlanRequest& r, const pipeline::Plan& p,
+                        int64_t step_rows) {
+    const std::vector<uint64_t> b =
+        pipeline::stage_bytes(spec, p, rows_of(step_rows, r.microbatches), o.seed);
+    return !step_refusal(pipeline::step_loads(spec, p, step_rows, states, b), step_rows,
+                         step_rows) ||
+           zb_auto_within_memory(o, spec, r, p, {step_rows, batches.samples}, b).has_value();
+  };
   const int m = request.microbatches;
   Suggestion fix;
   fix.pipeline_devices = static_cast<int>(plan.devices.size());
@@ -65,8 +144,7 @@ std::vector<pipeline::DeviceLoad> check_memory(const Options& o, const model::Mo
     finer.microbatches = more;
     finer.profile_rows = std::max<int64_t>(1, o.batch / more);
     try {
-      if (!step_refusal(loads(pipeline::make_plan(spec, finer), batches.first_rows),
-                        batches.first_rows, o.batch)) {
+      if (fits(finer, pipeline::make_plan(spec, finer), batches.first_rows)) {
         fix.flags.emplace_back("--microbatches", std::to_string(more));
         fix.microbatches = more;
         how = "with more micro-batches it fits";
@@ -80,7 +158,7 @@ std::vector<pipeline::DeviceLoad> check_memory(const Options& o, const model::Mo
        smaller = std::min(smaller - 1, smaller * 4 / 5)) {
     if (!batches_hold(batches.samples, smaller, m) || rows_of(smaller, m) == tried_rows) continue;
     tried_rows = rows_of(smaller, m);
-    if (step_refusal(loads(plan, smaller), smaller, smaller)) continue;
+    if (!fits(request, plan, smaller)) continue;
     fix.flags.emplace_back("--batch", std::to_string(smaller));
     how = "with a smaller batch it fits";
   }
@@ -90,14 +168,18 @@ std::vector<pipeline::DeviceLoad> check_memory(const Options& o, const model::Mo
   throw UsageError(*refusal + "; " + how + ":\n  " + suggested_command(o, fix));
 }
 
-std::string describe_loads(const std::vector<pipeline::DeviceLoad>& loads) {
+std::string describe_step(const FittedStep& step) {
   std::string text = "memory of a step, estimated:";
-  for (size_t i = 0; i < loads.size(); ++i) {
-    const pipeline::DeviceLoad& l = loads[i];
+  for (size_t i = 0; i < step.loads.size(); ++i) {
+    const pipeline::DeviceLoad& l = step.loads[i];
     text += (i ? ", " : " ") + l.device.str() + " " +
             format_size(l.activation_bytes + l.parameter_bytes + l.staged_bytes);
   }
-  return text;
+  if (step.bounds.empty()) return text;
+  std::string bounds;
+  for (int b : step.bounds) bounds += (bounds.empty() ? "" : ",") + std::to_string(b);
+  return text + "; zb-auto planned within it: at most " + bounds +
+         " micro-batches in flight per device (as --max-activations " + bounds + ")";
 }
 
 }  // namespace brigade::train

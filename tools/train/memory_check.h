@@ -7,16 +7,21 @@
 //   (--device-memory); with more micro-batches it fits:
 //     build/tools/brigade-train ... --batch 48 --microbatches 16
 //
-// What it tries, in order: more --microbatches, the fewest that fit of counts a quarter apart
-// (the same step cut finer: the same parameters after it, and each micro-batch in flight
+// zb-auto comes first: it plans its lists within bounds of micro-batches held per device
+// (plan.h), and where --max-activations gives none and its step as planned cannot fit, the run
+// takes the largest bounds that fit (check_memory, below) instead of being refused: the same
+// step, in an order that holds less, said on the run's memory line.
+//
+// Else what it tries, in order: more --microbatches, the fewest that fit of counts a quarter
+// apart (the same step cut finer: the same parameters after it, and each micro-batch in flight
 // smaller), then a smaller --batch, a fifth less at a time (with the micro-batches the run
-// has); each a count the epoch's
-// batches allow (every batch, the short last one too, holds a row per micro-batch). Where
-// neither fits (the parameters alone are too large), the refusal says to use more devices or
-// more memory.
+// has); each a count the epoch's batches allow (every batch, the short last one too, holds a
+// row per micro-batch). Where neither fits (the parameters alone are too large), the refusal
+// says to use more devices or more memory.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,17 +40,33 @@ struct EpochBatches {
   int64_t samples = 0;
 };
 
+// A step that fits: its load on each device, and the plan it fits with when that is not the
+// plan asked (zb-auto within bounds of its devices' memory).
+struct FittedStep {
+  std::vector<pipeline::DeviceLoad> loads;  // one entry per device: loads_per_device
+  std::optional<pipeline::Plan> replanned;  // zb-auto within `bounds`: the plan to run
+  std::vector<int> bounds;                  // [device]: its micro-batches held at most
+};
+
 // Throws UsageError (exit status 2) with the command that fits when a step of `plan` (made from
-// `request`) cannot; else returns the step's load on each device (one entry per device:
-// loads_per_device), what the run announces.
-std::vector<pipeline::DeviceLoad> check_memory(const Options& options,
-                                               const model::ModelSpec& spec,
-                                               const pipeline::PlanRequest& request,
-                                               const pipeline::Plan& plan,
-                                               const EpochBatches& batches);
+// `request`) cannot, and zb-auto within bounds cannot either; else returns the step that fits,
+// what the run announces.
+//
+// zb-auto's bounds, for a `request` of schedule zb-auto with no --max-activations whose `plan`
+// (at most p micro-batches per device, plan.cpp) holds more than a device's memory: one bound
+// for every device, the largest that fits counting down from the most a device holds in
+// `plan`; then one device's bound one more at a time, in device order, while the step still
+// fits, until no device's can be (a device with memory to spare holds more, and the schedule
+// waits less). Each bound is what --max-activations would ask. The plans weighed are cut as
+// `plan` is, from its work (nothing is profiled again).
+FittedStep check_memory(const Options& options, const model::ModelSpec& spec,
+                        const pipeline::PlanRequest& request, const pipeline::Plan& plan,
+                        const EpochBatches& batches);
 
 // "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" (each device's activations,
-// parameters with their gradients and optimizer state, and staged batches).
-std::string describe_loads(const std::vector<pipeline::DeviceLoad>& loads);
+// parameters with their gradients and optimizer state, and staged batches), and where zb-auto
+// was bounded to fit, "; zb-auto planned within it: at most 1, 2 micro-batches in flight per
+// device (as --max-activations 1,2)".
+std::string describe_step(const FittedStep& step);
 
 }  // namespace brigade::train

@@ -67,8 +67,11 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   }
   // A rank runs one device; the CPU devices standing for the others are never used, so the
   // step's memory is weighed where one process runs them all.
-  if (!processes.distributed())
-    s.memory = describe_loads(check_memory(o, spec, request, s.plan, batches));
+  if (!processes.distributed()) {
+    FittedStep step = check_memory(o, spec, request, s.plan, batches);
+    if (step.replanned) s.plan = std::move(*step.replanned);  // zb-auto within memory
+    s.memory = describe_step(step);
+  }
   s.model = pipeline::build_model(spec, s.plan, o.seed);
   s.runner = processes.make_runner(*s.model, s.plan, o);
   // A rank knows only its own device: the placement names the ranks (as the busy lines do).

@@ -25,8 +25,8 @@ struct BuiltPipeline {
   std::unique_ptr<layers::Sequential> model;
   std::unique_ptr<StepRunner> runner;
   std::string placement;  // the stages, their devices and their share of the work
-  std::string memory;     // describe_loads: each device's step, estimated (empty: a rank's
-                          // run, not weighed)
+  std::string memory;     // describe_step: each device's step, estimated (empty: a rank's
+                          // run, not weighed), and zb-auto's bounds where memory set them
   std::string warning;    // an unbalanced cut and the command that balances it, devices sharing
                           // cores: lines for stderr (empty: none)
 };

@@ -39,12 +39,14 @@ uint64_t most_bytes(double value, const std::string& unit) {
   return static_cast<uint64_t>((value + (unit == "B" ? 0.0 : 0.05)) * scale);
 }
 
-// The line "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" -> device: bytes.
+// The line "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" -> device: bytes (what
+// follows a ';', zb-auto's bounds, is not an estimate).
 std::map<std::string, uint64_t> estimates_in(const std::string& output) {
   const std::string says = "memory of a step, estimated:";
   const size_t at = output.find(says);
   REQUIRE_MESSAGE(at != std::string::npos, "no estimate in the output");
   std::string line = output.substr(at + says.size(), output.find('\n', at) - at - says.size());
+  line = line.substr(0, line.find(';'));
   std::replace(line.begin(), line.end(), ',', ' ');
   std::istringstream in(line);
   std::map<std::string, uint64_t> out;
@@ -138,5 +140,66 @@ TEST_CASE("memory: the estimate of a step is never below its measured peak, nor 
     const Run fits = test::run_train(all);
     CAPTURE(fits.output);
     CHECK(fits.status == 0);
+  }
+}
+
+TEST_CASE("memory: zb-auto plans within its devices' memory, at the largest bounds that fit") {
+  // The question's network on three devices of 50 MiB, zb-auto, 6 micro-batches of 8 rows: as
+  // zb-auto plans without a bound (3 micro-batches a device, as --max-activations 3 asks), a
+  // step does not fit; within bounds it does, and the run takes the largest.
+  const fs::path dir = test::temp_dir("memory-zb-auto");
+  const fs::path metrics = dir / "m.jsonl";
+  const std::vector<std::string> args = {
+      "--data", "synthetic", "--synthetic-count", "256", "--steps", "2", "--batch", "48",
+      "--devices", "cpu:0,cpu:1,cpu:2", "--threads-per-device", "1", "--schedule", "zb-auto",
+      "--device-memory", "50MiB"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), args.begin(), args.end());
+    return more;
+  };
+  const Run unbounded = test::run_train(with({"--max-activations", "3"}));
+  CAPTURE(unbounded.output);
+  CHECK(unbounded.status == 2);
+  CHECK(unbounded.output.find("would hold about") != std::string::npos);
+
+  const Run r = test::run_train(with({"--metrics", metrics.string()}));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string says = "zb-auto planned within it: at most ";
+  const size_t at = r.output.find(says);
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + says.size();
+  const std::string bounds = r.output.substr(from, r.output.find(' ', from) - from);
+  CHECK(r.output.find("(as --max-activations " + bounds + ")") != std::string::npos);
+  std::vector<int> bound;
+  for (std::istringstream in(bounds); in.good();) {
+    std::string b;
+    std::getline(in, b, ',');
+    bound.push_back(std::stoi(b));
+  }
+  REQUIRE(bound.size() == 3);
+  // Every step within the memory: each device's peak under 50 MiB, as the estimate says.
+  for (const auto& [device, bytes] : peaks_in(metrics)) {
+    CAPTURE(device);
+    CHECK(bytes <= estimates_in(r.output).at(device));
+    CHECK(bytes <= uint64_t{50} << 20);
+  }
+  // The same bounds asked by hand plan the same step; one more on any device (up to zb-auto's
+  // own 3) does not fit.
+  const Run asked = test::run_train(with({"--max-activations", bounds}));
+  CAPTURE(asked.output);
+  CHECK(asked.status == 0);
+  CHECK(estimates_in(asked.output) == estimates_in(r.output));
+  for (size_t d = 0; d < bound.size(); ++d) {
+    if (bound[d] >= 3) continue;
+    std::vector<int> more = bound;
+    ++more[d];
+    const std::string roomier = std::to_string(more[0]) + "," + std::to_string(more[1]) + "," +
+                                std::to_string(more[2]);
+    CAPTURE(roomier);
+    const Run over = test::run_train(with({"--max-activations", roomier}));
+    CAPTURE(over.output);
+    CHECK(over.status == 2);
+    CHECK(over.output.find("would hold about") != std::string::npos);
   }
 }
