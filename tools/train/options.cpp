@@ -241,7 +241,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "stage's forward to its weight gradient, in micro-batches of the device's share "
                  "of the model), or one count per device of --devices (e.g. 2,1: a device with "
                  "less memory): zb-auto plans within it, any other schedule is refused if it "
-                 "holds more (0: no bound)")
+                 "holds more (0: no bound; zb-auto then plans within each device's memory)")
       ->default_str("0")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
