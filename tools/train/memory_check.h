@@ -65,7 +65,7 @@ FittedStep check_memory(const Options& options, const model::ModelSpec& spec,
 
 // "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" (each device's activations,
 // parameters with their gradients and optimizer state, and staged batches), and where zb-auto
-// was bounded to fit, "; zb-auto planned within it: at most 1, 2 micro-batches in flight per
+// was bounded to fit, "; zb-auto planned within it: at most 1,2 micro-batches in flight per
 // device (as --max-activations 1,2)".
 std::string describe_step(const FittedStep& step);
 
