@@ -179,10 +179,11 @@ TEST_CASE("memory: zb-auto plans within its devices' memory, at the largest boun
   }
   REQUIRE(bound.size() == 3);
   // Every step within the memory: each device's peak under 50 MiB, as the estimate says.
-  for (const auto& [device, bytes] : peaks_in(metrics)) {
+  for (const auto& device_and_peak : peaks_in(metrics)) {  // not a binding: CAPTURE is a lambda
+    const std::string& device = device_and_peak.first;
     CAPTURE(device);
-    CHECK(bytes <= estimates_in(r.output).at(device));
-    CHECK(bytes <= uint64_t{50} << 20);
+    CHECK(device_and_peak.second <= estimates_in(r.output).at(device));
+    CHECK(device_and_peak.second <= uint64_t{50} << 20);
   }
   // The same bounds asked by hand plan the same step; one more on any device (up to zb-auto's
   // own 3) does not fit.
