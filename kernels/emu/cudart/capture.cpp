@@ -131,7 +131,9 @@ void capture_access(StreamState& stream, const void* pointer, uint64_t bytes, bo
                     const std::string& what) {
   Capture& capture = *stream.capture;
   if (capture.operations.empty()) return;  // an access with no task: nothing to replay
-  capture.operations.back().accesses.push_back({pointer, bytes, write, what});
+  const Allocation* a = Emulation::get().find(pointer, 0);
+  capture.operations.back().accesses.push_back(
+      {pointer, bytes, write, what, a != nullptr ? a->lendings : 0});
 }
 
 void capture_recheck(StreamState& stream, std::function<std::string()> recheck) {

@@ -18,6 +18,8 @@ struct CapturedAccess {
   uint64_t bytes;  // hb.h's record_access
   bool write;
   std::string what;
+  // The allocation's Allocation::lendings at the capture (0 outside any allocation).
+  uint64_t lendings = 0;
 };
 struct CapturedOperation {
   Task task;

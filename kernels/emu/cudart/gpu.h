@@ -130,6 +130,10 @@ struct Allocation {
   // tensor in it asked for, 0 while it waits in the allocator's cache. Unset for memory the
   // allocator never lent (a test's own cudaMalloc): then the whole allocation may be used.
   std::optional<uint64_t> lent;
+  // How many times the engine's allocator has lent it or taken it back (each lend call): a
+  // graph captured while one tensor held the block may not touch it once another does, or
+  // while it waits in the cache (graphs.cpp), whatever their sizes.
+  uint64_t lendings = 0;
   uint64_t usable() const { return lent.value_or(bytes); }
 };
 

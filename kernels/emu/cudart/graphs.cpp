@@ -13,9 +13,12 @@
 // Each launch also checks again what a launch checked at the capture, against the memory as
 // it is now: that every operation's memory is still allocated, and that each kernel's declared
 // extents (BRIGADE_EXTENT) still fit their allocations (freed and allocated again smaller, or
-// lent to a smaller tensor by the engine's allocator since). A check that fails faults the GPU
-// (cudaErrorIllegalAddress, sticky) where the operation would have run, as the GPU's memory
-// unit would; nothing after it runs.
+// lent to a smaller tensor by the engine's allocator since). And, stricter than a GPU, that
+// the engine's allocator has not taken back a block the capture touched (Allocation::lendings):
+// a GPU would let the replay write into the block's next tensor, in the cache or lent again at
+// any size, and nothing would say so. A check that fails faults the GPU (cudaErrorIllegalAddress,
+// sticky) where the operation would have run, as the GPU's memory unit does for memory no
+// longer allocated; nothing after it runs.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,21 +31,37 @@ using namespace brigade::emu::gpu;
 
 namespace {
 
-// Why `op` may not run now, or "": memory it touches freed since the capture, or a kernel's
-// declared extent that no longer fits (the launch-time check, made again).
+// Why `op` may not run now, or "": memory it touches freed since the capture, a kernel's
+// declared extent that no longer fits (the launch-time check, made again), or a block the
+// engine's allocator took back since.
 std::string replay_refusal(const StreamState& stream, const CapturedOperation& op) {
   const Emulation& e = Emulation::get();
+  const std::string launch = "cudaGraphLaunch on " + name_of(stream) + ": ";
   for (const CapturedAccess& a : op.accesses)
     if (a.pointer != nullptr && e.find(a.pointer, 0) == nullptr) {
       std::ostringstream os;
-      os << "cudaGraphLaunch on " << name_of(stream) << ": " << a.what << " of the graph touches "
-         << a.pointer << ", which is no longer allocated (freed after the capture)";
+      os << launch << a.what << " of the graph touches " << a.pointer
+         << ", which is no longer allocated (freed after the capture)";
       return os.str();
     }
-  if (!op.recheck) return "";
-  const std::string illegal = op.recheck();
-  return illegal.empty() ? "" : "cudaGraphLaunch on " + name_of(stream) + ": " + illegal +
-                                    " (the memory changed since the capture)";
+  if (op.recheck) {
+    const std::string illegal = op.recheck();
+    if (!illegal.empty()) return launch + illegal + " (the memory changed since the capture)";
+  }
+  // Still allocated and large enough, but perhaps another tensor's now (the header says why
+  // this is refused).
+  for (const CapturedAccess& a : op.accesses) {
+    uintptr_t start = 0;
+    const Allocation* now = a.pointer != nullptr ? e.find(a.pointer, 0, &start) : nullptr;
+    if (now == nullptr || now->lendings == a.lendings) continue;
+    std::ostringstream os;
+    os << launch << a.what << " of the graph touches " << a.pointer << " in "
+       << memory_name(*now, start)
+       << ", which the engine's allocator has taken back since the capture (the block may now "
+          "hold another tensor)";
+    return os.str();
+  }
+  return "";
 }
 
 // How a race report names a branch of a graph launched on `stream`.

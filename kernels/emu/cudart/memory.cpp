@@ -195,6 +195,7 @@ cudaError_t lend(void* block, size_t bytes) {
     return fail(cudaErrorInvalidValue, "lend(" + hex(block) + ", " + std::to_string(bytes) +
                                            " bytes): not the start of an allocation that long");
   it->second.lent = bytes;
+  ++it->second.lendings;
   return ok();
 }
 

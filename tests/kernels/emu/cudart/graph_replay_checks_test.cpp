@@ -1,9 +1,10 @@
 // What a graph's replay on an emulated GPU is checked for, as strictly as the launches it holds
 // (kernels/emu/cudart/graphs.cpp): races with the stream it runs on, and between branches of
 // the capture that nothing orders (each forked stream replays as a stream of its own); memory
-// freed since the capture; each kernel's declared extents against its memory as it is at the
-// launch. Emulated builds only, 5 GPUs of 64 MiB (tests/kernels/emu/cudart/meson.build); cuda:1
-// to cuda:4 are each faulted on purpose by one case (a fault is sticky).
+// freed since the capture, or taken back by the engine's allocator; each kernel's declared
+// extents against its memory as it is at the launch. Emulated builds only, 6 GPUs of 64 MiB
+// (tests/kernels/emu/cudart/meson.build); cuda:1 to cuda:5 are each faulted on purpose by one
+// case (a fault is sticky).
 #include <doctest/doctest.h>
 
 #include <cuda_emulation.h>
@@ -190,5 +191,33 @@ TEST_CASE("a replay checks a kernel's declared extents against its memory as it 
                     "bytes (1 element) past the end of the tensor in it") != std::string::npos);
   float first = -1.0f;  // sticky: cuda:4 refuses every later call
   CHECK(cudaMemcpy(&first, y, sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorIllegalAddress);
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("a replay that touches a block the allocator took back since the capture faults, "
+          "even where it is lent again as large") {
+  // cuda:5, faulted by this case. y's block is lent to a tensor for the capture, then taken back
+  // and lent again, at the same size, as the engine's cache lends a freed block to its next
+  // tensor: the graph would write into that tensor on a GPU, whose memory unit sees nothing
+  // wrong. The emulated GPU faults instead, stricter than a GPU.
+  constexpr int64_t kCount = 1000;
+  const brigade::Stream stream = brigade::Stream::create(brigade::Device::cuda(5));
+  const cudaStream_t s = stream.cuda_handle();
+  float* x = device_floats(5, kCount);
+  float* y = device_floats(5, kCount);
+  REQUIRE(brigade::emu::gpu::lend(y, kCount * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(x, 0, kCount * sizeof(float), s) == cudaSuccess);
+  const Captured graph = capture(s, [&] { brigade::cuda::copy(x, y, kCount, stream); });
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);
+  CHECK(values_of(y, 1, s) == std::vector<float>{0});
+  REQUIRE(brigade::emu::gpu::lend(y, 0) == cudaSuccess);                       // back in the cache
+  REQUIRE(brigade::emu::gpu::lend(y, kCount * sizeof(float)) == cudaSuccess);  // the next tensor
+  REQUIRE(cudaGraphLaunch(graph.exec, s) == cudaSuccess);  // asynchronous, as a kernel's fault is
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  const std::string report = last_error_text();
+  INFO(report);
+  CHECK(report.find("kernel copy_kernel") != std::string::npos);
+  CHECK(report.find("(an allocation of 4000 bytes, 4000 of them lent to a tensor), which the "
+                    "engine's allocator has taken back since the capture") != std::string::npos);
   (void)cudaGetLastError();
 }
