@@ -83,6 +83,7 @@
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 
 constexpr int kMmaBlockM = 64, kMmaBlockN = 64;  // the block's tile of C
+static_assert(kMmaBlockM * kMmaBlockN <= kLargestSplitTile, "split-K's scratch holds 128 tiles");
 constexpr int kMmaSliceK = 32;                   // the reduction's step: one tile's depth
 constexpr int kMmaWarpM = 32, kMmaWarpN = 32;    // a warp's sub-tile
 constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // one instruction's product

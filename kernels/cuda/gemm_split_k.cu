@@ -23,13 +23,15 @@ namespace {
 struct SplitScratch {
   std::mutex mutex;                 // host threads sharing a stream
   std::shared_ptr<Block> tickets;   // kSplitBlocks counters, zero between launches
-  std::shared_ptr<Block> partials;  // the largest call's partials yet
-  int64_t partial_floats = 0;       // what `partials` was asked for
+  std::shared_ptr<Block> partials;  // kMostPartialFloats floats
 };
 
 }  // namespace
 
 SplitBuffers split_k_scratch(const Stream& stream, int64_t partial_floats) {
+  BRIGADE_CHECK(partial_floats > 0 && partial_floats <= kMostPartialFloats,
+                "split_k_scratch: a split launch asked for " << partial_floats
+                    << " partial floats; at most " << kMostPartialFloats << " are kept");
   static const char key = 0;  // its address names the scratch among what a stream keeps
   const std::shared_ptr<SplitScratch> scratch = std::static_pointer_cast<SplitScratch>(
       stream.kept(&key, [] { return std::make_shared<SplitScratch>(); }));
@@ -46,13 +48,10 @@ SplitBuffers split_k_scratch(const Stream& stream, int64_t partial_floats) {
                    BRIGADE_EXTENT(static_cast<unsigned*>(scratch->tickets->data()),
                                   kSplitBlocks));
   }
-  if (scratch->partial_floats < partial_floats) {
-    // The smaller block goes back to the allocator, which reuses it only after this stream's
-    // work queued on it so far.
-    scratch->partials = allocator.allocate(static_cast<uint64_t>(partial_floats) * sizeof(float),
-                                           owner);
+  if (scratch->partials == nullptr) {
+    scratch->partials = allocator.allocate(
+        static_cast<uint64_t>(kMostPartialFloats) * sizeof(float), owner);
     scratch->partials->record_stream(stream);
-    scratch->partial_floats = partial_floats;
   }
   return {static_cast<float*>(scratch->partials->data()),
           static_cast<unsigned*>(scratch->tickets->data())};

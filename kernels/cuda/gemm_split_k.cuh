@@ -49,6 +49,12 @@ namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 // At most this many blocks in a split launch; each split reduces at least this much of K.
 constexpr int64_t kSplitBlocks = 128, kMinSplitDepth = 64;
 
+// The largest tile of C a splitting kernel has (gemm_tiled's 128 × 128; gemm_mma's is 64 × 64,
+// each checked by a static_assert beside it), so a split launch's partials, (S, C's products,
+// M, N) with S · tiles <= kSplitBlocks, never exceed kSplitBlocks tiles of it: 8 MiB.
+constexpr int64_t kLargestSplitTile = 128 * 128;
+constexpr int64_t kMostPartialFloats = kSplitBlocks * kLargestSplitTile;
+
 // S for a product of (M, N) over K (gemm_args.h's batch: one C per product, or summed) in a
 // kernel whose tiles of C are block_m × block_n and whose slices of K are slice_depth deep.
 // 1: no split.
@@ -69,7 +75,11 @@ inline int64_t split_k_count(int64_t M, int64_t N, int64_t K, const GemmBatch& b
 // start, and a buffer that stays needs clearing once, not a second launch per call. Per
 // stream, because launches on one stream run one after another (a launch's tickets are back
 // at zero, its partials read, before the next starts), while two streams' launches may
-// overlap and must not share them. gemm_split_k.cu.
+// overlap and must not share them. Made at the stream's first split launch at the largest
+// size any launch needs (kMostPartialFloats), and never replaced: a CUDA graph captured with
+// the scratch's addresses replays into them for as long as the stream lives, whatever shapes
+// ran eagerly in between (pipeline/runtime/device_graphs.h keeps its graphs across a step of
+// another shape). gemm_split_k.cu.
 struct SplitBuffers {
   float* partials;
   unsigned* tickets;

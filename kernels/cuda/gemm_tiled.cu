@@ -97,6 +97,7 @@ namespace brigade::BRIGADE_KERNEL_NAMESPACE {
 // The block's tile of C: kBlockN columns, and kBlockM rows, or kShortBlockM for a C of at
 // most that many rows (the header's "Short C"). BM below is the one a launch uses.
 constexpr int kBlockM = 128, kShortBlockM = 64, kBlockN = 128;
+static_assert(kBlockM * kBlockN <= kLargestSplitTile, "split-K's scratch holds 128 such tiles");
 constexpr int kSliceK = 8;                   // the reduction's step: one tile's depth
 constexpr int kThreadTile = 8;               // a thread's 8×8 outputs
 constexpr int kThreadsPerRow = kBlockN / kThreadTile;  // 16
