@@ -8,7 +8,10 @@
 //                 cross-correlation (what frameworks call convolution); the math of the
 //                 math mode (kernels/math_mode.h): CUDNN_FMA_MATH in fp32 (no TF32),
 //                 CUDNN_TENSOR_OP_MATH in tf32 — made once per (shape, mode) and kept
-//                 (descriptors_for, vendor_handles.h)
+//                 (descriptors_for, vendor_handles.h). The heuristics list (algorithm, math)
+//                 pairs, and a pass computes in the math of the convolution descriptor it is
+//                 given, not the pair's: in tf32 a pair runs on a descriptor of its own math
+//                 (conv_for), so that the math the log names is the math that runs.
 //   algorithms    cuDNN's heuristics (cudnnGet*Algorithm_v7: no trial runs, so listing is
 //                 cheap and allocates nothing), keeping those that are deterministic — a
 //                 training run is then reproducible — and of the mode's math: FMA only in
@@ -78,18 +81,23 @@ class ConvDescriptors {
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     BRIGADE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
     BRIGADE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-    BRIGADE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    for (cudnnConvolutionDescriptor_t* c : {&conv, &conv_fma, &conv_default})
+      BRIGADE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(c));
     set_nchw(x, s.N, s.C, s.H, s.W);  // (N, C, H, W)
     set_nchw(y, s.N, s.K, s.P, s.Q);  // (N, K, P, Q)
     set_nchw(bias, 1, s.K, 1, 1);     // (1, K, 1, 1)
     BRIGADE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,  // KCRS
                                                    as_int(s.K), as_int(s.C), as_int(s.R),
                                                    as_int(s.S)));
-    BRIGADE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        conv, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride), as_int(s.stride), 1, 1,
-        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    for (cudnnConvolutionDescriptor_t c : {conv, conv_fma, conv_default})
+      BRIGADE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+          c, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride), as_int(s.stride), 1, 1,
+          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(
         conv, s.math == MathMode::tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_fma, CUDNN_FMA_MATH));
+    BRIGADE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_default, CUDNN_DEFAULT_MATH));
+    math = s.math;
     BRIGADE_CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
     // NaN stays NaN through the ReLU, as in the hand-written kernels and on the CPU.
     BRIGADE_CUDNN_CHECK(
@@ -98,6 +106,8 @@ class ConvDescriptors {
 
   ~ConvDescriptors() {  // destroying a descriptor cannot usefully fail; errors are ignored
     cudnnDestroyActivationDescriptor(relu);
+    cudnnDestroyConvolutionDescriptor(conv_default);
+    cudnnDestroyConvolutionDescriptor(conv_fma);
     cudnnDestroyConvolutionDescriptor(conv);
     cudnnDestroyFilterDescriptor(w);
     cudnnDestroyTensorDescriptor(bias);
@@ -123,10 +133,22 @@ class ConvDescriptors {
   ConvDescriptors(const ConvDescriptors&) = delete;
   ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 
+  // The convolution a pair of the heuristics' lists runs on: in fp32 `conv`, FMA only,
+  // whatever the pair says (TF32 is never allowed there); in tf32 the descriptor of the pair's
+  // own math. (Each descriptor is set once, here, and only read after: every thread shares
+  // them.)
+  cudnnConvolutionDescriptor_t conv_for(cudnnMathType_t pair_math) const {
+    if (math == MathMode::fp32 || pair_math == CUDNN_TENSOR_OP_MATH) return conv;
+    return pair_math == CUDNN_DEFAULT_MATH ? conv_default : conv_fma;
+  }
+
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  // `conv` in the mode's math, which the heuristics are asked with; the same convolution in
+  // FMA and in cuDNN's default math, for the pairs of those maths in tf32.
+  cudnnConvolutionDescriptor_t conv = nullptr, conv_fma = nullptr, conv_default = nullptr;
   cudnnActivationDescriptor_t relu = nullptr;
+  MathMode math = MathMode::fp32;
 };
 
 // The descriptors of s, checked, from the per-process cache.
@@ -170,8 +192,13 @@ bool math_allowed(cudnnMathType_t math, MathMode mode) {
   return math == CUDNN_TENSOR_OP_MATH && mode == MathMode::tf32;
 }
 
-const char* math_name(cudnnMathType_t math) {
-  return math == CUDNN_TENSOR_OP_MATH ? "tensor-op TF32" : "FMA";
+// The math a pair runs in (ConvDescriptors::conv_for): cuDNN's default math allows TF32 on
+// GPUs since the A100.
+const char* math_name(cudnnMathType_t math, MathMode mode) {
+  if (mode == MathMode::fp32) return "FMA";
+  return math == CUDNN_TENSOR_OP_MATH ? "tensor-op TF32"
+         : math == CUDNN_DEFAULT_MATH ? "default math, TF32 allowed"
+                                      : "FMA";
 }
 
 // The usable algorithms of a heuristic list, in its order: listed as runnable, deterministic
@@ -184,7 +211,8 @@ Candidates<decltype(Perf::algo)> usable(const Perf* perfs, int count, const char
   for (int i = 0; i < count; ++i)
     if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].determinism == CUDNN_DETERMINISTIC &&
         math_allowed(perfs[i].mathType, s.math))
-      c.list.push_back({perfs[i].algo, workspace_of(perfs[i].algo), perfs[i].mathType});
+      c.list.push_back({perfs[i].algo, workspace_of(perfs[i].algo, perfs[i].mathType),
+                        perfs[i].mathType});
   BRIGADE_CHECK(!c.list.empty(), "conv2d (cuDNN): no deterministic " << math_mode_name(s.math) << " " << pass
                                      << " algorithm for input (" << s.N << ", " << s.C << ", "
                                      << s.H << ", " << s.W << "), " << s.K << " filters " << s.R
@@ -207,7 +235,7 @@ std::string describe(const Conv2dShape& s, int device) {
 std::string describe_choice(const ConvAlgorithms& a, MathMode mode) {
   const auto named = [&](const auto& c) {
     std::string text = std::to_string(static_cast<int>(c.list[0].algo));
-    if (mode == MathMode::tf32) text += std::string(" (") + math_name(c.list[0].math) + ")";
+    if (mode == MathMode::tf32) text += std::string(" (") + math_name(c.list[0].math, mode) + ")";
     return text;
   };
   return std::string(mode == MathMode::tf32 ? "math tf32: " : "") + "forward algorithm " +
@@ -232,26 +260,32 @@ ConvAlgorithms& algorithms_for(const ConvProblem& s, const ConvDescriptors& d,
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y,
                                                              static_cast<int>(fwd.size()), &count,
                                                              fwd.data()));
-  a.forward = usable(fwd.data(), count, "forward", s, [&](cudnnConvolutionFwdAlgo_t algo) {
+  a.forward = usable(fwd.data(), count, "forward", s,
+                     [&](cudnnConvolutionFwdAlgo_t algo, cudnnMathType_t math) {
     size_t bytes = 0;
-    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv_for(math),
+                                                                d.y, algo, &bytes));
     return bytes;
   });
   std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> bwd_data{};
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       handle, d.w, d.y, d.conv, d.x, static_cast<int>(bwd_data.size()), &count, bwd_data.data()));
-  a.backward_data = usable(bwd_data.data(), count, "backward-data", s, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+  a.backward_data = usable(bwd_data.data(), count, "backward-data", s,
+                           [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math) {
     size_t bytes = 0;
-    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w, d.y, d.conv, d.x, algo, &bytes));
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        handle, d.w, d.y, d.conv_for(math), d.x, algo, &bytes));
     return bytes;
   });
   std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> bwd_filter{};
   BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       handle, d.x, d.y, d.conv, d.w, static_cast<int>(bwd_filter.size()), &count,
       bwd_filter.data()));
-  a.backward_filter = usable(bwd_filter.data(), count, "backward-filter", s, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+  a.backward_filter = usable(bwd_filter.data(), count, "backward-filter", s,
+                             [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math) {
     size_t bytes = 0;
-    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x, d.y, d.conv, d.w, algo, &bytes));
+    BRIGADE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        handle, d.x, d.y, d.conv_for(math), d.w, algo, &bytes));
     return bytes;
   });
   a.fused = a.forward;
@@ -277,21 +311,22 @@ bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
     chosen = c.chosen;
   }
   if (chosen >= 0) {
-    BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)].algo));
+    BRIGADE_CUDNN_CHECK(run(c.list[static_cast<size_t>(chosen)]));
     return true;
   }
   std::ostringstream refused;
   for (size_t i = 0; i < c.list.size(); ++i) {
     const auto [algo, needs, math] = c.list[i];
     if (needs > workspace_bytes) continue;
-    const cudnnStatus_t status = run(algo);
+    const cudnnStatus_t status = run(c.list[i]);
     if (status == CUDNN_STATUS_SUCCESS) {
       std::lock_guard<std::mutex> lock(algorithms_mutex);
       if (c.chosen < 0) {
         c.chosen = static_cast<int>(i);
         if (i > 0)  // not the best-ranked, which algorithms_for has said: say why
           std::fprintf(stderr, "%s: %s algorithm %d (%s) runs instead%s%s\n",
-                       describe(s, device).c_str(), pass, static_cast<int>(algo), math_name(math),
+                       describe(s, device).c_str(), pass, static_cast<int>(algo),
+                       math_name(math, math_mode()),
                        refused.str().c_str(),
                        refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
       }
@@ -377,19 +412,20 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   // the three calls below, for good, said once.
   if (b && relu && !fused_declined(pass.a)) {
     if (run_pass("conv2d_forward", "fused forward", pass.a.fused, workspace_bytes, s, pass.device,
-                 [&](cudnnConvolutionFwdAlgo_t algo) {
+                 [&](const Candidate<cudnnConvolutionFwdAlgo_t>& pick) {
                    return cudnnConvolutionBiasActivationForward(
-                       dnn, &kOne, d.x, x, d.w, w, d.conv, algo, workspace, workspace_bytes,
-                       &kZero, d.y, y, d.bias, b, d.relu, d.y, y);
+                       dnn, &kOne, d.x, x, d.w, w, d.conv_for(pick.math), pick.algo, workspace,
+                       workspace_bytes, &kZero, d.y, y, d.bias, b, d.relu, d.y, y);
                  },
                  /*may_decline=*/true))
       return;
     decline_fused(pass.a, s, pass.device);
   }
   run_pass("conv2d_forward", "forward", pass.a.forward, workspace_bytes, s, pass.device,
-           [&](cudnnConvolutionFwdAlgo_t algo) {
-             return cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv, algo, workspace,
-                                            workspace_bytes, &kZero, d.y, y);
+           [&](const Candidate<cudnnConvolutionFwdAlgo_t>& pick) {
+             return cudnnConvolutionForward(dnn, &kOne, d.x, x, d.w, w, d.conv_for(pick.math),
+                                            pick.algo, workspace, workspace_bytes, &kZero, d.y,
+                                            y);
            });
   if (b) BRIGADE_CUDNN_CHECK(cudnnAddTensor(dnn, &kOne, d.bias, b, &kOne, d.y, y));
   if (relu) BRIGADE_CUDNN_CHECK(cudnnActivationForward(dnn, d.relu, &kOne, d.y, y, &kZero, d.y, y));
@@ -401,9 +437,10 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   const ConvDescriptors& d = pass.d;
   // beta = 0: dx is overwritten.
   run_pass("conv2d_backward_data", "backward-data", pass.a.backward_data, workspace_bytes, s,
-           pass.device, [&](cudnnConvolutionBwdDataAlgo_t algo) {
-             return cudnnConvolutionBackwardData(pass.dnn.handle(), &kOne, d.w, w, d.y, dy, d.conv,
-                                                 algo, workspace, workspace_bytes, &kZero, d.x, dx);
+           pass.device, [&](const Candidate<cudnnConvolutionBwdDataAlgo_t>& pick) {
+             return cudnnConvolutionBackwardData(pass.dnn.handle(), &kOne, d.w, w, d.y, dy,
+                                                 d.conv_for(pick.math), pick.algo, workspace,
+                                                 workspace_bytes, &kZero, d.x, dx);
            });
 }
 
@@ -413,10 +450,10 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   const ConvDescriptors& d = pass.d;
   // beta = 1: dw += the batch's gradient (micro-batches accumulate in place).
   run_pass("conv2d_backward_filter", "backward-filter", pass.a.backward_filter, workspace_bytes,
-           s, pass.device, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+           s, pass.device, [&](const Candidate<cudnnConvolutionBwdFilterAlgo_t>& pick) {
              return cudnnConvolutionBackwardFilter(pass.dnn.handle(), &kOne, d.x, x, d.y, dy,
-                                                   d.conv, algo, workspace, workspace_bytes,
-                                                   &kOne, d.w, dw);
+                                                   d.conv_for(pick.math), pick.algo, workspace,
+                                                   workspace_bytes, &kOne, d.w, dw);
            });
 }
 

@@ -9,9 +9,13 @@
 //   backward-filter  ALGO_1* (dw's bytes), ALGO_0 (none, non-deterministic), FFT (none),
 //                    ALGO_3 (none, non-deterministic)
 // The algorithms marked * are tensor-op ones: with a convolution descriptor in
-// CUDNN_TENSOR_OP_MATH the heuristics list them with that math type, and the passes read both
-// inputs as tensor cores do, rounded to TF32 (kernels/reference/tf32.h), accumulating in FP32.
-// In any other math type, and for every other algorithm, the passes compute in FP32.
+// CUDNN_TENSOR_OP_MATH the heuristics list each of them twice, as cuDNN lists (algorithm, math)
+// pairs: with tensor-op math, then with FMA math (BRIGADE_EMU_CUDNN_FMA_FIRST=1: the FMA pair
+// first, as a GPU's own ranking may put it). A pass computes in the math of the descriptor it
+// is given, whatever pair its algorithm was listed in: a tensor-op algorithm on a descriptor
+// in CUDNN_TENSOR_OP_MATH reads both inputs as tensor cores do, rounded to TF32
+// (kernels/reference/tf32.h), accumulating in FP32. In any other math type, and for every
+// other algorithm, the passes compute in FP32.
 // A workspace smaller than the query said is refused at the call (CUDNN_STATUS_BAD_PARAM).
 // BRIGADE_EMU_CUDNN_REFUSE_FIRST=1 makes each list's first algorithm fail at execution with
 // CUDNN_STATUS_NOT_SUPPORTED, as cuDNN may for an engine the GPU cannot run.
@@ -110,8 +114,9 @@ cudnnStatus_t check_pass(const char* call, const std::string& why_not, const std
 
 namespace {
 
-// The heuristic list; `math` is the convolution descriptor's math type (its tensor-op
-// algorithms are listed with it).
+// The heuristic list; `math` is the convolution descriptor's math type: in
+// CUDNN_TENSOR_OP_MATH each tensor-op algorithm is listed twice, with each math (the file's
+// header says in which order).
 template <class Perf>
 cudnnStatus_t rank(const char* call, cudnnHandle_t handle, const std::string& why_not,
                    const std::vector<Algorithm>& list, uint64_t output_bytes,
@@ -121,16 +126,30 @@ cudnnStatus_t rank(const char* call, cudnnHandle_t handle, const std::string& wh
   if (!why_not.empty()) return cudnn_fail(CUDNN_STATUS_BAD_PARAM, std::string(call) + ": " + why_not);
   if (returned == nullptr || perf == nullptr || requested < 1)
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, std::string(call) + ": no room for results");
-  const int count = std::min<int>(requested, static_cast<int>(list.size()));
+  struct Pair {
+    const Algorithm* algorithm;
+    cudnnMathType_t math;
+  };
+  std::vector<Pair> pairs;
+  const bool fma_first = fma_pairs_first();
+  for (const Algorithm& a : list) {
+    if (!tensor_op(list, a.algo, math)) {
+      pairs.push_back({&a, CUDNN_FMA_MATH});
+      continue;
+    }
+    pairs.push_back({&a, fma_first ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH});
+    pairs.push_back({&a, fma_first ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH});
+  }
+  const int count = std::min<int>(requested, static_cast<int>(pairs.size()));
   for (int i = 0; i < count; ++i) {
-    const Algorithm& a = list[static_cast<size_t>(i)];
+    const Algorithm& a = *pairs[static_cast<size_t>(i)].algorithm;
     perf[i] = Perf{};
     perf[i].algo = static_cast<decltype(perf[i].algo)>(a.algo);
     perf[i].status = a.supported ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
     perf[i].time = -1.0f;  // heuristics: nothing was timed
     perf[i].memory = scratch_bytes(a, output_bytes);
     perf[i].determinism = a.deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
-    perf[i].mathType = tensor_op(list, a.algo, math) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    perf[i].mathType = pairs[static_cast<size_t>(i)].math;
   }
   *returned = count;
   return CUDNN_STATUS_SUCCESS;

@@ -156,6 +156,11 @@ bool refuse_first_algorithm() {
   return env != nullptr && std::string(env) == "1";
 }
 
+bool fma_pairs_first() {
+  const char* env = std::getenv("BRIGADE_EMU_CUDNN_FMA_FIRST");
+  return env != nullptr && std::string(env) == "1";
+}
+
 void set_library_call_hook(std::function<void(const char* call)> f) {
   std::lock_guard l(hook_mutex);
   hook = std::move(f);

@@ -91,4 +91,8 @@ const char* text_of(Library library, int code, const char* nvidia_text);
 // list fails at execution with CUDNN_STATUS_NOT_SUPPORTED, so a caller's fallback runs.
 bool refuse_first_algorithm();
 
+// BRIGADE_EMU_CUDNN_FMA_FIRST=1 (read at each call): in CUDNN_TENSOR_OP_MATH the heuristics
+// list a tensor-op algorithm's FMA pair before its tensor-op one (cudnn_algorithms.cpp).
+bool fma_pairs_first();
+
 }  // namespace brigade::emu::vendor

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -201,4 +202,49 @@ TEST_CASE("cuDNN convolution passes in tf32 equal the reference over TF32-rounde
       differ += std::fabs(dw_got[i] - dw_fp32[i]) > dw_tol[i];
     CHECK(differ > static_cast<int64_t>(dw_got.size()) / 2);
   }
+}
+
+// cuDNN lists (algorithm, math) pairs, and a pass computes in the math of the convolution
+// descriptor it is given: Brigade runs each pair on a descriptor of the pair's math, so a pair
+// listed with FMA math computes in FP32 even in tf32 mode, as the log names it. Hand-worked, on
+// two samples of a 3x3 window of (1 + 2^-12) and a 3x3 filter of ones: in FP32 y = 9 + 9 · 2^-12
+// and dw = 2 + 2^-11 (dy = 1), dx = 1 + 2^-12 (dy = 1 + 2^-12, w = 1); through TF32, 9, 2 and 1.
+// The emulated heuristics rank the FMA pair first on one GPU (BRIGADE_EMU_CUDNN_FMA_FIRST=1),
+// the tensor-op pair first on another (the choice is kept per GPU and shape).
+TEST_CASE("cuDNN's (algorithm, math) pairs run in their own math, whichever is ranked first") {
+  testing::Deadline deadline("cuDNN pairs");
+  const Conv2dShape s = make_conv2d_shape(2, 1, 3, 3, 1, 3, 3, 1, Padding::valid);
+  const float e = std::ldexp(1.0f, -12);
+  const MathModeFor tf32(MathMode::tf32);
+  struct Passes {
+    std::vector<float> y, dx, dw;
+  };
+  auto passes = [&](int gpu) {
+    const Stream stream = Stream::create(Device::cuda(gpu));
+    const Tensor x = on_gpu(std::vector<float>(18, 1.0f + e), stream),
+                 w = on_gpu(std::vector<float>(9, 1.0f), stream),
+                 y = on_gpu({NAN, NAN}, stream), dy_data = on_gpu({1.0f + e, 1.0f + e}, stream),
+                 dy_filter = on_gpu({1.0f, 1.0f}, stream),
+                 dx = on_gpu(std::vector<float>(18, NAN), stream),
+                 dw = on_gpu(std::vector<float>(9, 0.0f), stream);
+    const size_t bytes = cuda::vendor::conv2d_workspace_bytes(s, stream);
+    const Tensor ws = on_gpu(std::vector<float>(bytes / sizeof(float) + 1), stream);
+    cuda::vendor::conv2d_forward(x.data<float>(), w.data<float>(), nullptr, y.data<float>(), s,
+                                 ws.data<float>(), bytes, stream);
+    cuda::vendor::conv2d_backward_data(dy_data.data<float>(), w.data<float>(), dx.data<float>(),
+                                       s, ws.data<float>(), bytes, stream);
+    cuda::vendor::conv2d_backward_filter(x.data<float>(), dy_filter.data<float>(),
+                                         dw.data<float>(), s, ws.data<float>(), bytes, stream);
+    return Passes{y.to_vector(), dx.to_vector(), dw.to_vector()};
+  };
+  REQUIRE(setenv("BRIGADE_EMU_CUDNN_FMA_FIRST", "1", 1) == 0);
+  const Passes fma = passes(1);
+  REQUIRE(unsetenv("BRIGADE_EMU_CUDNN_FMA_FIRST") == 0);
+  CHECK(fma.y == std::vector<float>(2, 9.0f + 9.0f * e));
+  CHECK(fma.dx == std::vector<float>(18, 1.0f + e));
+  CHECK(fma.dw == std::vector<float>(9, 2.0f + 2.0f * e));
+  const Passes tensor_op = passes(2);
+  CHECK(tensor_op.y == std::vector<float>(2, 9.0f));
+  CHECK(tensor_op.dx == std::vector<float>(18, 1.0f));
+  CHECK(tensor_op.dw == std::vector<float>(9, 2.0f));
 }
