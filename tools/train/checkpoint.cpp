@@ -57,6 +57,11 @@ int64_t number(const st::File& file, const std::string& key) {
   }
 }
 
+// Settings the recipe gained after checkpoints were first written (recipe_of, run_inputs.h):
+// a checkpoint without one was written before brigade-train recorded it, and resumes as it
+// did then.
+bool added_later(const std::string& setting) { return setting == "train_samples"; }
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::stringstream in(text);
@@ -164,7 +169,7 @@ ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& mode
 
   std::string recipe_diff;
   for (const auto& [k, v] : recipe)
-    if (meta("recipe." + k) != v)
+    if (meta("recipe." + k) != v && !(added_later(k) && !file.metadata.count("recipe." + k)))
       recipe_diff += "\n  " + k + ": checkpoint " + printable(meta("recipe." + k)) + ", this run " + v;
   // A setting the checkpoint's run had and this one does not (one written only when on).
   for (const auto& [key, v] : file.metadata)

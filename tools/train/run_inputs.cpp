@@ -44,7 +44,7 @@ data::Dataset load_split(const Options& o, data::Split split) {
                             split, o.seed);
 }
 
-Recipe recipe_of(const Options& o, int microbatches, int replicas) {
+Recipe recipe_of(const Options& o, int microbatches, int replicas, int64_t train_samples) {
   char lr[32], mom[32], wd[32];
   std::snprintf(lr, sizeof lr, "%.17g", o.lr);
   std::snprintf(mom, sizeof mom, "%.17g", o.momentum);
@@ -54,7 +54,8 @@ Recipe recipe_of(const Options& o, int microbatches, int replicas) {
               {"synthetic_count", std::to_string(o.synthetic_count)},
               {"optimizer", o.optimizer},             {"lr", lr},
               {"momentum", mom},                      {"weight_decay", wd},
-              {"microbatches", std::to_string(microbatches)}};
+              {"microbatches", std::to_string(microbatches)},
+              {"train_samples", std::to_string(train_samples)}};
   if (o.clip_grad_norm > 0) {  // absent when off: checkpoints of earlier runs still resume
     char clip[32];
     std::snprintf(clip, sizeof clip, "%.17g", o.clip_grad_norm);

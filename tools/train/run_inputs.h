@@ -23,6 +23,8 @@ data::Dataset load_split(const Options& o, data::Split split);
 
 // What a resumed run must share with the run that wrote the checkpoint. Replicas sum their
 // gradients in another order than one process: with more than one, the recipe says how many.
-Recipe recipe_of(const Options& o, int microbatches, int replicas);
+// `train_samples`, the training set's size: a checkpoint's (epoch, batch) place the run in an
+// epoch of that many samples (and --data-dir names no set by its contents).
+Recipe recipe_of(const Options& o, int microbatches, int replicas, int64_t train_samples);
 
 }  // namespace brigade::train

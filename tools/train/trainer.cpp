@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -67,11 +68,14 @@ void Training::set_up_pipeline() {
                      (replicas > 1 ? " times the " + std::to_string(replicas) + " replicas" : "") +
                      ": every micro-batch needs a sample");
 
-  recipe_ = recipe_of(o_, m, replicas);
-  if (reporter_) check_output_space(o_, spec_, recipe_);  // before the data is read
+  // Before the data is read: the training set's size, a recipe entry, at its widest.
+  if (reporter_)
+    check_output_space(o_, spec_,
+                       recipe_of(o_, m, replicas, std::numeric_limits<int64_t>::max()));
 
   train_ = load_split(o_, data::Split::train);
   test_ = load_split(o_, data::Split::test);
+  recipe_ = recipe_of(o_, m, replicas, train_.count);
   check_model_fits_data(spec_, train_);
   batcher_.emplace(train_, data::BatchOptions{
                                .batch_size = o_.batch, .shuffle = !o_.no_shuffle, .seed = o_.seed});

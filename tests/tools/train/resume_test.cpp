@@ -17,6 +17,7 @@
 
 #include "engine/device.h"
 #include "kernels/cuda/path.h"
+#include "layers/model/safetensors.h"
 #include "tests/tools/train/metrics_file.h"
 #include "tests/tools/train/run_binary.h"
 
@@ -64,6 +65,27 @@ void check_exact_resume(const std::string& devices, std::vector<std::string> ext
     CHECK(pieces[static_cast<size_t>(i)] == whole[static_cast<size_t>(i)]);  // bit for bit
   }
   CHECK(whole.back() < whole.front());  // and it learns
+}
+
+// A Fashion-MNIST directory (the four IDX files, uncompressed) of `count` training and as
+// many test images: image i of class i mod 10, a bright row at a place of its class.
+std::string fashion_dir(const fs::path& dir, uint32_t count) {
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
+  };
+  std::string pixels(size_t{count} * 28 * 28, '\0'), labels(count, '\0');
+  for (uint32_t i = 0; i < count; ++i) {
+    labels[i] = static_cast<char>(i % 10);
+    pixels.replace(size_t{i} * 28 * 28 + (2 + 2 * (i % 10)) * 28, 28, 28, static_cast<char>(200));
+  }
+  const std::string images = be32(0x803) + be32(count) + be32(28) + be32(28) + pixels;
+  fs::create_directories(dir);
+  for (const char* split : {"train", "t10k"}) {
+    write_file(dir / (std::string(split) + "-images-idx3-ubyte"), images);
+    write_file(dir / (std::string(split) + "-labels-idx1-ubyte"),
+               be32(0x801) + be32(count) + labels);
+  }
+  return dir.string();
 }
 
 }  // namespace
@@ -339,4 +361,41 @@ TEST_CASE("resume: another model, other settings, a damaged file are refused wit
   r = run_train(recipe(dir, "cpu:0", {"--checkpoint-dir", ckpt, "--resume"}));
   CHECK(r.status == 2);
   CHECK(r.output.find("not a brigade-train checkpoint") != std::string::npos);
+}
+
+// Once "resumed ... at step 3 (epoch 1, batch 3)" then "done: 0 steps" and exit status 0: a
+// checkpoint of 128 samples (4 batches an epoch) resumed on 64 (2 batches), whose epoch had no
+// batch 3. The recipe records the training set's size; a checkpoint written before it did
+// resumes as before.
+TEST_CASE("resume: a checkpoint of another training set is refused, naming both sizes") {
+  const fs::path dir = temp_dir("other-data");
+  const std::string ckpt = (dir / "ckpt").string();
+  const fs::path file = dir / "ckpt" / "checkpoint.safetensors";
+  const std::string model = write_file(dir / "small.model", kSmallModel);
+  const std::string larger = fashion_dir(dir / "d128", 128), smaller = fashion_dir(dir / "d64", 64);
+  const auto args = [&](const std::string& data, const std::string& steps, bool resume) {
+    std::vector<std::string> a = {"--model", model, "--data-dir", data, "--batch", "32",
+                                  "--devices", "cpu:0", "--checkpoint-dir", ckpt, "--steps", steps};
+    if (resume) a.push_back("--resume");
+    return a;
+  };
+  ok(args(larger, "3", false));
+  const std::string saved = slurp(file);
+  const Run r = run_train(args(smaller, "10", true));
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("was written by a run with other settings") != std::string::npos);
+  CHECK(r.output.find("train_samples: checkpoint 128, this run 64") != std::string::npos);
+  CHECK(r.output.find("done:") == std::string::npos);
+  CHECK(slurp(file) == saved);
+  CHECK(ok(args(larger, "4", true)).output.find("done: 1 step") != std::string::npos);
+
+  namespace st = brigade::safetensors;
+  st::File old = st::read_file(file.string());
+  REQUIRE(old.metadata.erase("recipe.train_samples") == 1);
+  std::vector<st::TensorToWrite> tensors;
+  for (const st::TensorInfo& t : old.tensors)
+    tensors.push_back({t.name, t.dtype, t.shape, old.bytes(t)});
+  st::write_file(file.string(), tensors, old.metadata);
+  CHECK(ok(args(larger, "5", true)).output.find("done: 1 step") != std::string::npos);
 }
