@@ -1,12 +1,15 @@
 #include "tools/train/options.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "pipeline/runtime/step_memory.h"
 #include "pipeline/schedule/generators/generators.h"
@@ -65,20 +68,36 @@ namespace {
 
 // CLI11's NonNegativeNumber and PositiveNumber name their range up to DBL_MAX, 309 digits
 // ("Value -1 not in range 0.000000 to 179769313486...") — these say the rule in words.
-double number_of(const std::string& text) {
-  size_t used = 0;
-  const double v = std::stod(text, &used);  // a non-number is CLI11's own conversion error
-  return used == text.size() ? v : std::nan("");
+//
+// A number flag's text as the double CLI11 will store, or why it is refused. CLI11 reads it
+// with strtold and narrows it to a double without a word: "1e400" and "inf" would be an
+// infinite --lr (a run that fails at step 2), "1e-400" an --lr of 0 (one that trains nothing).
+struct Number {
+  double value = 0;
+  std::string refusal;  // empty: value is the flag's
+};
+
+Number number_of(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &end);
+  const bool out_of_range = errno == ERANGE;
+  if (end == begin) return {0, ""};  // not a number: CLI11's own conversion error says so
+  if (end != begin + text.size()) return {std::nan(""), ""};  // "1x": refused by the range
+  if (out_of_range && v == 0) return {v, text + " is out of range: a double rounds it to 0"};
+  if (out_of_range && std::isinf(v))
+    return {v, text + " is out of range: more than a double holds (1.8e+308)"};
+  if (!std::isfinite(v)) return {v, "must be a finite number, got " + text};
+  return {v, ""};
 }
 
 CLI::Validator at_least(double lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
-        try {
-          const double v = number_of(text);
-          if (!(v >= lo)) return "must be at least " + format_number(lo) + ", got " + text;
-        } catch (const std::exception&) {
-        }
+        const Number n = number_of(text);
+        if (!n.refusal.empty()) return n.refusal;
+        if (!(n.value >= lo)) return "must be at least " + format_number(lo) + ", got " + text;
         return "";
       },
       ">= " + format_number(lo));
@@ -87,13 +106,41 @@ CLI::Validator at_least(double lo) {
 CLI::Validator above_zero() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        try {
-          if (!(number_of(text) > 0)) return "must be greater than 0, got " + text;
-        } catch (const std::exception&) {
-        }
+        const Number n = number_of(text);
+        if (!n.refusal.empty()) return n.refusal;
+        if (!(n.value > 0)) return "must be greater than 0, got " + text;
         return "";
       },
       "> 0");
+}
+
+// An integer flag within its type. CLI11 reads it with strtoll or strtoull (any base, as C
+// does) and keeps what they clamp to: 2^64 would be --steps 2^63 - 1, and strtoull negates
+// "-1" into 2^64 - 1, a --seed nobody asked for.
+template <typename T>
+CLI::Validator within_type() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        errno = 0;
+        // strtoull, like strtoll, skips white space and takes a sign.
+        const size_t first = text.find_first_not_of(" \t\n\v\f\r");
+        const bool negative = first != std::string::npos && text[first] == '-';
+        if constexpr (std::is_unsigned_v<T>) {
+          if (negative) return "must not be negative, got " + text;
+          std::strtoull(begin, &end, 0);
+        } else {
+          std::strtoll(begin, &end, 0);
+        }
+        if (end != begin + text.size()) return "";  // not an integer: CLI11 says so
+        if (errno != ERANGE) return "";
+        if (negative)
+          return text + " is out of range: at least " +
+                 std::to_string(std::numeric_limits<T>::min());
+        return text + " is out of range: at most " + std::to_string(std::numeric_limits<T>::max());
+      },
+      "");
 }
 
 // --synthetic-count and --batch near their type's limits, refused by the flag's name before
@@ -130,11 +177,9 @@ void check_data_sizes(const Options& o) {
 CLI::Validator momentum_range() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        try {
-          const double v = number_of(text);
-          if (!(v >= 0 && v < 1)) return "must be in [0, 1), got " + text;
-        } catch (const std::exception&) {
-        }
+        const Number n = number_of(text);
+        if (!n.refusal.empty()) return n.refusal;
+        if (!(n.value >= 0 && n.value < 1)) return "must be in [0, 1), got " + text;
         return "";
       },
       "in [0, 1)");
@@ -187,7 +232,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->default_str("/usr/share/datasets/fashion-mnist");
   app.add_option("--synthetic-count", o.synthetic_count,
                  "training samples of --data synthetic (0: 60000, as Fashion-MNIST)")
-      ->check(at_least(0));
+      ->check(at_least(0))
+      ->check(within_type<int64_t>());
 
   app.add_option("--devices", o.devices,
                  "auto (the GPUs, at most one per device block of the model, or per layer "
@@ -212,7 +258,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "arithmetic precision: fp32, or bf16 (Dense and Conv2D on GEMM operands rounded "
                  "to bfloat16 with sums in fp32, and every layer's output and input gradient a "
                  "bfloat16 value; parameters, gradients, optimizer, softmax and loss stay fp32; "
-                 "CPU devices only, AVX-512 BF16 where the processor has it)")
+                 "on CPU devices with AVX-512 BF16 where the processor has it, on GPUs with "
+                 "tensor cores)")
       ->default_str("fp32")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 
@@ -265,10 +312,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 
-  app.add_option("--batch", o.batch, "mini-batch size");
+  app.add_option("--batch", o.batch, "mini-batch size")->check(within_type<int64_t>());
   app.add_option("--epochs", o.epochs, "epochs over the training set");
   app.add_option("--steps", o.steps, "stop after this many steps in all (0: no limit)")
-      ->check(at_least(0));
+      ->check(at_least(0))
+      ->check(within_type<int64_t>());
   app.add_option("--optimizer", o.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--lr", o.lr, "learning rate")->check(above_zero());
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(momentum_range());
@@ -278,15 +326,18 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "clip every step's gradients by their norm over ALL stages, as on one device "
                  "(PyTorch's clip_grad_norm_); 0: no clipping")
       ->check(at_least(0));
-  app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks");
+  app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks")
+      ->check(within_type<uint64_t>());
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order every epoch");
 
   app.add_option("--eval-every", o.eval_every,
                  "also evaluate on the test set every N steps (0: at the end of each epoch only)")
-      ->check(at_least(0));
+      ->check(at_least(0))
+      ->check(within_type<int64_t>());
   app.add_option("--print-every", o.print_every,
                  "off a terminal, print one progress line every N steps")
-      ->check(above_zero());
+      ->check(above_zero())
+      ->check(within_type<int64_t>());
   app.add_option("--trace", o.trace,
                  "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)")
       ->default_str(cli::kNotGiven);
@@ -318,7 +369,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->default_str(cli::kNotGiven);
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "steps between checkpoints (0: only on a signal and at the end)")
-      ->check(at_least(0));
+      ->check(at_least(0))
+      ->check(within_type<int64_t>());
   app.add_flag("--resume", o.resume, "continue from the checkpoint in --checkpoint-dir");
 
   app.add_flag("--distributed", o.distributed,
@@ -329,7 +381,23 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   if (!cli::parse(app, argc, argv)) return std::nullopt;  // --help
 
   for (int i = 0; i < argc; ++i) o.command.push_back(argv[i]);
-  o.device_memory = parse_size(device_memory);
+  // An empty name is how Options says "not given": given, it would be ignored without a word
+  // (no file written, the default data read).
+  const std::pair<const char*, const std::string*> paths[] = {
+      {"--model", &o.model},         {"--data-dir", &o.data_dir},
+      {"--trace", &o.trace},         {"--metrics", &o.metrics},
+      {"--plot", &o.plot},           {"--save-initial", &o.save_initial},
+      {"--save", &o.save},           {"--init-from", &o.init_from},
+      {"--checkpoint-dir", &o.checkpoint_dir}};
+  for (const auto& [flag, path] : paths)
+    if (app.count(flag) && path->empty())
+      throw UsageError(std::string(flag) + ": an empty " +
+                       (std::string(flag).ends_with("-dir") ? "directory" : "file") + " name");
+  try {
+    o.device_memory = parse_size(device_memory);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--device-memory: ") + e.what());
+  }
   check_thread_counts(o);
   if (o.threads_per_device.size() > 1 && o.distributed)
     throw UsageError("--threads-per-device with one count per device and --distributed: each "

@@ -35,7 +35,7 @@ struct Options {
   std::vector<int> threads_per_device;
   uint64_t device_memory = 0;            // bytes per CPU device; 0 = unlimited
   std::string math = "fp32";             // fp32 | tf32 (kernels/math_mode.h): GPUs' vendor path only
-  std::string precision = "fp32";        // fp32 | bf16 (kernels/precision.h): CPU devices only
+  std::string precision = "fp32";        // fp32 | bf16 (kernels/precision.h)
 
   // How a step is pipelined.
   std::string schedule = "1f1b";

@@ -69,7 +69,14 @@ TEST_CASE("bad input: --microbatches 0") {
 
 TEST_CASE("bad input: garbage sizes and numbers") {
   check_refused(run_train({"--device-memory", "256Mb"}), 2, "invalid size '256Mb'");
+  check_refused(run_train({"--device-memory", "10q"}), 2, "--device-memory: invalid size '10q'");
   check_refused(run_train({"--batch", "many"}), 2, "--batch");
+  // Once an lr of 0 that trained nothing (exit 0), and infinities that failed at step 2.
+  const fs::path dir = temp_dir("numbers");
+  for (const char* lr : {"1e-400", "1e400", "inf"})
+    check_refused(run_train(quick(dir, {"--lr", lr})), 2, "--lr: ");
+  check_refused(run_train(quick(dir, {"--weight-decay", "inf"})), 2, "--weight-decay: ");
+  check_refused(run_train(quick(dir, {"--seed", "-1"})), 2, "--seed: must not be negative");
 }
 
 TEST_CASE("bad input: more stages than layers") {

@@ -131,6 +131,34 @@ TEST_CASE("options: --synthetic-count and --batch near their type's limits name 
   CHECK(parse({"--batch", "2147483648"})->batch == 2147483648);
 }
 
+// CLI11 reads a double with strtold and narrows it without a word: "1e-400" became an lr of 0
+// (a run that trained nothing, exit 0), "1e400" and "inf" an infinite one (a run that failed at
+// step 2, advising a smaller --lr). An integer it reads with strtoll/strtoull, which clamp what
+// is too large and negate a "-1" into 2^64 - 1 for the unsigned --seed.
+TEST_CASE("options: a number out of its type's range, not finite, or a negative seed is refused") {
+  CHECK(usage_error({"--lr", "1e-400"}) ==
+        "--lr: 1e-400 is out of range: a double rounds it to 0 (see --help)");
+  CHECK(usage_error({"--lr", "1e400"}) ==
+        "--lr: 1e400 is out of range: more than a double holds (1.8e+308) (see --help)");
+  CHECK(usage_error({"--lr", "inf"}) == "--lr: must be a finite number, got inf (see --help)");
+  CHECK(usage_error({"--lr", "nan"}) == "--lr: must be a finite number, got nan (see --help)");
+  CHECK(usage_error({"--weight-decay", "inf"}) ==
+        "--weight-decay: must be a finite number, got inf (see --help)");
+  CHECK(usage_error({"--weight-decay", "1e400"}).starts_with("--weight-decay: 1e400 is out of"));
+  CHECK(usage_error({"--clip-grad-norm", "-inf"}).starts_with("--clip-grad-norm: must be a "));
+  CHECK(usage_error({"--momentum", "1e-999"}).starts_with("--momentum: 1e-999 is out of range"));
+  CHECK(usage_error({"--seed", "-1"}) == "--seed: must not be negative, got -1 (see --help)");
+  CHECK(usage_error({"--seed", "18446744073709551616"}) ==
+        "--seed: 18446744073709551616 is out of range: at most 18446744073709551615 (see --help)");
+  CHECK(usage_error({"--steps", "99999999999999999999"}) ==
+        "--steps: 99999999999999999999 is out of range: at most 9223372036854775807 (see --help)");
+  CHECK(usage_error({"--device-memory", "10q"}).starts_with("--device-memory: invalid size '10q'"));
+  // What a double or an int64 holds is taken as it is.
+  CHECK(parse({"--lr", "1e-300"})->lr == 1e-300);
+  CHECK(parse({"--seed", "18446744073709551615"})->seed == 18446744073709551615u);
+  CHECK(parse({"--steps", "9223372036854775807"})->steps == 9223372036854775807);
+}
+
 namespace {
 brigade::model::ModelSpec three_blocks() {
   return brigade::model::parse_model(
