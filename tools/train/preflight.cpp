@@ -1,5 +1,6 @@
 #include "tools/train/preflight.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -34,13 +35,61 @@ fs::path existing_ancestor(const fs::path& path) {
 
 bool writable(const fs::path& p) { return ::access(p.c_str(), W_OK) == 0; }
 
+// A directory in which this process may create, remove and rename files.
+bool writable_directory(const fs::path& dir) { return ::access(dir.c_str(), W_OK | X_OK) == 0; }
+
+// Whether a rename may replace `file` in `dir`: in a sticky directory (/tmp) only the owner of
+// the file or of the directory may (and root).
+bool replaceable(const fs::path& dir, const fs::path& file) {
+  struct stat d {}, f {};
+  if (::stat(dir.c_str(), &d) != 0 || ::stat(file.c_str(), &f) != 0) return true;
+  const uid_t me = ::geteuid();
+  return !(d.st_mode & S_ISVTX) || me == 0 || me == f.st_uid || me == d.st_uid;
+}
+
 std::string quoted(const std::string& flag, const std::string& path) {
   return flag + " '" + path + "'";
 }
 
+// The file a path names for a comparison: absolute, "." and ".." resolved, symbolic links
+// followed as far as they exist.
+fs::path resolved(const fs::path& path) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec).lexically_normal();
+  const fs::path canonical = fs::weakly_canonical(absolute, ec);
+  return ec ? absolute : canonical;
+}
+
+// Two outputs naming one file (under any spelling) would each be written in turn, and the
+// last would win: a checkpoint replaced by --save, a trace by the plot, the metrics by a trace.
+void check_distinct_outputs(const Options& o) {
+  struct Output {
+    const char* flag;
+    std::string given;  // as the flag has it
+    fs::path file;      // the file it writes, resolved
+  };
+  std::vector<Output> outputs;
+  const auto add = [&](const char* flag, const std::string& given, const std::string& file) {
+    if (!given.empty()) outputs.push_back({flag, given, resolved(file)});
+  };
+  add("--save", o.save, o.save);
+  add("--save-initial", o.save_initial, o.save_initial);
+  add("--trace", o.trace, o.trace);
+  add("--metrics", o.metrics, o.metrics);
+  add("--plot", o.plot, o.plot);
+  add("--checkpoint-dir", o.checkpoint_dir, checkpoint_path(o.checkpoint_dir));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (outputs[i].file == outputs[j].file)
+        throw UsageError(quoted(outputs[i].flag, outputs[i].given) + " and " +
+                         quoted(outputs[j].flag, outputs[j].given) + " write the same file (" +
+                         outputs[i].file.string() +
+                         "): one would replace the other; give each its own");
+}
+
 }  // namespace
 
-void check_output_file(const std::string& flag, const std::string& path) {
+void check_output_file(const std::string& flag, const std::string& path, Writing writing) {
   if (path.empty()) throw UsageError(flag + ": an empty file name");
   std::error_code ec;
   const fs::path p(path);
@@ -55,10 +104,29 @@ void check_output_file(const std::string& flag, const std::string& path) {
                      "fail on one later)");
   if (!fs::is_directory(dir, ec))
     throw UsageError(quoted(flag, path) + ": '" + dir.string() + "' is not a directory");
-  if (fs::exists(p, ec) ? !writable(p) : !writable(dir))
-    throw UsageError(quoted(flag, path) + ": not writable (" +
-                     (fs::exists(p, ec) ? "the file" : "the directory '" + dir.string() + "'") +
-                     " does not allow it)");
+  // The file replaced is the one a symbolic link names, in that file's directory.
+  const fs::path target = fs::is_symlink(p, ec) && fs::exists(p, ec) ? fs::canonical(p, ec) : p;
+  const bool exists = fs::exists(target, ec);
+  // A device or a pipe (/dev/null) is written in place, as a growing file is once it exists:
+  // the file itself must allow it.
+  const bool in_place =
+      exists && (writing == Writing::in_place || !fs::is_regular_file(target, ec));
+  if (in_place) {
+    if (!writable(target))
+      throw UsageError(quoted(flag, path) + ": not writable (the file does not allow it)");
+    return;
+  }
+  // Otherwise the file is made in its directory: a new one, or (replaced) a temporary beside
+  // the old one renamed over it, whether or not the old file itself is writable.
+  const fs::path target_dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!writable_directory(target_dir))
+    throw UsageError(quoted(flag, path) + ": not writable (the directory '" +
+                     target_dir.string() + "' does not allow " +
+                     (exists ? "replacing the file" : "creating it") + ")");
+  if (exists && !replaceable(target_dir, target))
+    throw UsageError(quoted(flag, path) + ": not writable (the directory '" +
+                     target_dir.string() + "' is sticky and the file is another user's: it " +
+                     "cannot be replaced)");
 }
 
 void check_checkpoint_dir(const std::string& dir, bool resume) {
@@ -177,10 +245,11 @@ std::vector<std::string_view> optimizer_state_prefixes(const Options& o) {
 int optimizer_states(const Options& o) { return static_cast<int>(optimizer_state_prefixes(o).size()); }
 
 void check_outputs(const Options& o) {
+  check_distinct_outputs(o);
   if (!o.save.empty()) check_output_file("--save", o.save);
   if (!o.save_initial.empty()) check_output_file("--save-initial", o.save_initial);
   if (!o.trace.empty()) check_output_file("--trace", o.trace);
-  if (!o.metrics.empty()) check_output_file("--metrics", o.metrics);
+  if (!o.metrics.empty()) check_output_file("--metrics", o.metrics, Writing::in_place);
   if (!o.plot.empty()) {
     if (!o.plot.ends_with(".svg"))
       throw UsageError("--plot '" + o.plot + "': the name must end in .svg");
@@ -198,10 +267,22 @@ void check_outputs(const Options& o) {
 }
 
 void check_output_space(const Options& o, const model::ModelSpec& spec, const Recipe& recipe) {
-  if (!o.checkpoint_dir.empty())
-    check_space("--checkpoint-dir", o.checkpoint_dir,
-                checkpoint_file_size(spec, recipe, optimizer_state_prefixes(o)),
-                "a checkpoint (parameters and optimizer state)");
+  if (!o.checkpoint_dir.empty()) {
+    const uint64_t checkpoint = checkpoint_file_size(spec, recipe, optimizer_state_prefixes(o));
+    // Each checkpoint is written beside the one before and then renamed over it. One already
+    // in the directory (--resume) is on the disk now; the run's own first one is not, and
+    // from its second save on the run holds two at once. A run saves more than once unless
+    // --checkpoint-every is 0 (the end, or a stop signal) or beyond its --steps.
+    std::error_code ec;
+    const bool saves_again =
+        o.checkpoint_every > 0 && (o.steps == 0 || o.steps >= o.checkpoint_every);
+    if (saves_again && !std::filesystem::exists(checkpoint_path(o.checkpoint_dir), ec))
+      check_space("--checkpoint-dir", o.checkpoint_dir, 2 * checkpoint,
+                  "a second checkpoint written beside the first (two at once)");
+    else
+      check_space("--checkpoint-dir", o.checkpoint_dir, checkpoint,
+                  "a checkpoint (parameters and optimizer state)");
+  }
   if (o.save.empty() && o.save_initial.empty()) return;
   if (!o.save.empty())
     check_space("--save", o.save,

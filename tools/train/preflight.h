@@ -4,11 +4,14 @@
 // flag, the value, the limit and why.
 //
 //   output files     --save, --save-initial, --trace, --metrics, --plot: not a directory, in
-//                    a directory that exists, writable (an existing file) or creatable
+//                    a directory that exists and lets the file be made or replaced (renamed
+//                    over; --metrics, grown in place, needs an existing file writable), and
+//                    no two naming one file
 //   --checkpoint-dir a directory, or a path under a writable directory (made at the first
 //                    checkpoint); never a file
-//   space            a checkpoint (parameters and optimizer state) and --save must fit on
-//                    their file system now
+//   space            a checkpoint (parameters and optimizer state; two where the run's
+//                    second is written beside its first) and --save must fit on their file
+//                    system now
 //   threads          --threads-per-device at most kMaxThreadsPerCore x this machine's
 //                    hardware threads
 //   memory           one step's load on each device (pipeline/runtime/step_memory.h) must fit
@@ -33,8 +36,9 @@ namespace brigade::train {
 // --checkpoint-dir), and --init-from not a checkpoint (that is --resume's). Throws UsageError.
 void check_outputs(const Options& options);
 // Room for a checkpoint (parameters and optimizer state, written beside the previous one
-// before the rename) and for --save and --save-initial, on their file systems now: each file's
-// size as it will be written (its header too), not a margin. Throws UsageError.
+// before the rename: two, for a run that saves more than once into a directory without one)
+// and for --save and --save-initial, on their file systems now: each file's size as it will be
+// written (its header too), not a margin. Throws UsageError.
 void check_output_space(const Options& options, const model::ModelSpec& spec, const Recipe& recipe);
 
 // The names of the optimizer's state tensors start with these, one tensor per parameter each:
@@ -42,8 +46,15 @@ void check_output_space(const Options& options, const model::ModelSpec& spec, co
 std::vector<std::string_view> optimizer_state_prefixes(const Options& options);
 int optimizer_states(const Options& options);
 
+// How a file is written (engine/output_file.h): `replaced`, whole, to a temporary beside it
+// renamed over it (WholeFile: its directory must allow that, whatever the old file allows);
+// `in_place`, grown by appends (GrowingFile, --metrics: an existing file must be writable).
+// A device or a pipe is written in place either way.
+enum class Writing { replaced, in_place };
+
 // A file the run will write, named by its flag in messages. Throws UsageError.
-void check_output_file(const std::string& flag, const std::string& path);
+void check_output_file(const std::string& flag, const std::string& path,
+                       Writing writing = Writing::replaced);
 
 // --checkpoint-dir. Throws UsageError.
 // Without --resume (`resume` false), a directory that already holds a checkpoint is refused:

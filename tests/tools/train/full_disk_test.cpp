@@ -7,7 +7,7 @@
 // or checkpoint, so each disk here has room for what the preflight counts and fills during the
 // run: the metrics grow a line per step; the trace and the plot are written at the end, past
 // the one block left free; --save and the second checkpoint find the room taken by a file the
-// run wrote before (--save-initial, the first checkpoint), which the preflight counts apart.
+// run wrote before (--save-initial), which the preflight counts apart.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -39,6 +39,7 @@ const char* kWideModel =
     "device 1\n"
     "dense units=10 activation=softmax\n";
 constexpr uint64_t kTwoFilesDoNotFit = 3584 << 10;
+constexpr uint64_t kThreeFilesDoNotFit = 5632 << 10;
 
 std::vector<std::string> run_args(const fs::path& dir, const char* model, std::vector<std::string> extra) {
   std::vector<std::string> args = {"--model", write_file(dir / "model.model", model), "--data",
@@ -133,17 +134,24 @@ TEST_CASE("full disk: --save fails naming the file; --save-initial's file stays 
 }
 
 TEST_CASE("full disk: a checkpoint that does not fit fails naming it; the previous one stays") {
-  SmallDisk disk("checkpoint", kTwoFilesDoNotFit);
+  // Room for two checkpoints, which the preflight asks of a run that saves more than once (the
+  // second is written beside the first), and for --save-initial's file, counted apart: written
+  // first, it leaves room for one checkpoint only.
+  SmallDisk disk("checkpoint", kThreeFilesDoNotFit);
   if (!disk.mounted()) {
     MESSAGE("SKIP: " << disk.why());
     return;
   }
   const fs::path dir = temp_dir("full-checkpoint"), checkpoints = disk.path() / "ckpt";
   const fs::path checkpoint = checkpoints / "checkpoint.safetensors";
+  const fs::path initial = disk.path() / "init.safetensors";
   // Step 1's checkpoint fits; step 2's is written beside it before replacing it, and cannot be.
-  const Run r = run_train(run_args(dir, kWideModel, {"--steps", "3", "--checkpoint-dir",
-                                                     checkpoints.string(), "--checkpoint-every", "1"}));
+  const Run r = run_train(run_args(dir, kWideModel,
+                                   {"--steps", "3", "--checkpoint-dir", checkpoints.string(),
+                                    "--checkpoint-every", "1", "--save-initial",
+                                    initial.string()}));
   check_failed_on_full_disk(r, checkpoint);
-  CHECK(names_in(disk.path()) == std::vector<std::string>{"ckpt", "ckpt/checkpoint.safetensors"});
+  CHECK(names_in(disk.path()) ==
+        std::vector<std::string>{"ckpt", "ckpt/checkpoint.safetensors", "init.safetensors"});
   CHECK(brigade::safetensors::read_file(checkpoint.string()).metadata.at("step") == "1");
 }

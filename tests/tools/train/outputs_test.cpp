@@ -179,3 +179,37 @@ TEST_CASE("outputs: every schedule and every --balance runs and gives one device
       CHECK(std::abs(piped[i] - plain[i]) <= 1e-5 * std::abs(plain[i]));
   }
 }
+
+// Two outputs naming one file were each written in turn, and the last one won: a checkpoint
+// replaced by --save, a trace by the plot. An empty name was taken as no file at all. Each is
+// refused before the first step, naming both flags (or the flag) and the file.
+TEST_CASE("outputs: two outputs naming one file, or an empty name, are refused before the run") {
+  const fs::path dir = temp_dir("same-file");
+  const auto refused = [&](std::vector<std::string> flags, const std::string& says) {
+    const Run r = run_train(quick(dir, "cpu:0", flags));
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find(says) != std::string::npos);
+    CHECK(r.output.find("loss") == std::string::npos);  // no step ran
+  };
+  const std::string ckpt = (dir / "ckpt").string(), in_ckpt = ckpt + "/checkpoint.safetensors";
+  refused({"--checkpoint-dir", ckpt, "--save", in_ckpt},
+          "--save '" + in_ckpt + "' and --checkpoint-dir '" + ckpt + "' write the same file (" +
+              in_ckpt + ")");
+  const std::string json = (dir / "x.json").string(), svg = (dir / "s.svg").string();
+  refused({"--metrics", json, "--trace", json},
+          "--trace '" + json + "' and --metrics '" + json + "' write the same file");
+  refused({"--trace", svg, "--plot", svg},
+          "--trace '" + svg + "' and --plot '" + svg + "' write the same file");
+  // The same file under another spelling.
+  const std::string params = (dir / "p.safetensors").string();
+  refused({"--save", params, "--metrics", (dir / "." / "p.safetensors").string()},
+          "and --metrics '" + (dir / "." / "p.safetensors").string() +
+              "' write the same file (" + params + ")");
+  refused({"--save", params, "--save-initial", params}, "write the same file (" + params + ")");
+  CHECK_FALSE(fs::exists(dir / "x.json"));
+  CHECK_FALSE(fs::exists(ckpt));
+  for (const char* flag : {"--save", "--save-initial", "--metrics", "--trace", "--plot",
+                           "--checkpoint-dir", "--init-from", "--data-dir"})
+    refused({flag, ""}, std::string(flag) + ": an empty ");
+}

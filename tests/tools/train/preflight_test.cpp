@@ -14,12 +14,14 @@
 
 #include "layers/model/safetensors.h"
 #include "layers/param_file.h"
+#include "tests/support/small_disk.h"
 #include "tests/tools/train/run_binary.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/options.h"
 #include "tools/train/preflight.h"
 
 using namespace brigade::train::test;
+using brigade::testing::SmallDisk;
 namespace fs = std::filesystem;
 
 namespace {
@@ -74,6 +76,47 @@ TEST_CASE("preflight: an output that cannot be written is refused before the fir
   CHECK(fs::exists(dir / "a" / "b" / "checkpoint.safetensors"));
 }
 
+// A file is written beside its name and renamed over it (engine/output_file.h: WholeFile), so
+// its directory must be writable, whether or not the file is: --save into a read-only directory
+// holding a writable file once passed the check, trained, and failed at the end. Root may write
+// anywhere, so as root the run is made as `nobody` (where setpriv can switch to it).
+TEST_CASE("preflight: a file written by rename needs a writable directory, not just the file") {
+  std::string as_user;
+  if (::geteuid() == 0) {
+    if (!fs::exists("/usr/bin/setpriv")) {
+      MESSAGE("SKIP: root, and no setpriv to run as nobody (root may write anywhere)");
+      return;
+    }
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp ";
+  }
+  using fs::perms;
+  const fs::path dir = temp_dir("read-only-dir"), locked = dir / "locked";
+  fs::create_directories(locked);
+  const perms everyone_reads = perms::owner_all | perms::group_read | perms::group_exec |
+                               perms::others_read | perms::others_exec;
+  fs::permissions(dir.parent_path(), everyone_reads);
+  fs::permissions(dir, everyone_reads);
+  const std::string save = write_file(locked / "p.safetensors", "");
+  const std::string metrics = write_file(locked / "m.jsonl", "");
+  const perms everyone_writes = perms::owner_read | perms::owner_write | perms::group_read |
+                                perms::group_write | perms::others_read | perms::others_write;
+  fs::permissions(save, everyone_writes);
+  fs::permissions(metrics, everyone_writes);
+  std::string command = as_user + train_binary();
+  for (const std::string& a : quick(dir, {})) command += " '" + a + "'";
+  fs::permissions(dir / "small.model", everyone_reads);
+  fs::permissions(locked, perms::owner_read | perms::owner_exec | perms::group_read |
+                              perms::group_exec | perms::others_read | perms::others_exec);
+  check_refused_early(run_command(command + " --save " + save),
+                      "--save '" + save + "': not writable (the directory '" + locked.string() +
+                          "' does not allow replacing the file)");
+  // --metrics grows in place: a writable file is enough.
+  const Run grows = run_command(command + " --metrics " + metrics);
+  CAPTURE(grows.output);
+  CHECK(grows.status == 0);
+  fs::permissions(locked, perms::owner_all, fs::perm_options::add);
+}
+
 TEST_CASE("preflight: space for a file is compared with what its file system has free") {
   const fs::path dir = temp_dir("space");
   struct statvfs s {};
@@ -124,6 +167,43 @@ TEST_CASE("preflight: the space asked for a checkpoint and for --save is what th
     CHECK(asked >= written);
     CHECK(asked <= written + 80);
   }
+}
+
+// A run that saves more than one checkpoint into a directory without one writes the second
+// beside the first before the rename: it needs room for two, and once passed a check for one,
+// trained, and failed at its second checkpoint. A run that replaces a checkpoint already there
+// (--resume), or saves once, needs room for one more: the old file's blocks are taken already.
+TEST_CASE("preflight: a checkpoint written beside the run's own first one needs room for two") {
+  // 508,810 parameters: an SGD checkpoint of 1.9 MiB; two do not fit 3.5 MiB.
+  SmallDisk disk("two-checkpoints", 3584 << 10);
+  if (!disk.mounted()) {
+    MESSAGE("SKIP: " << disk.why());
+    return;
+  }
+  const fs::path dir = temp_dir("two-checkpoints");
+  const std::string wide = write_file(dir / "wide.model",
+                                      "input 28x28x1\nflatten\ndense units=640 activation=relu\n"
+                                      "dense units=10 activation=softmax\n");
+  const std::string ckpt = (disk.path() / "ckpt").string();
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--model", wide, "--data", "synthetic", "--synthetic-count",
+                                     "128", "--batch", "8", "--optimizer", "sgd", "--devices",
+                                     "cpu:0", "--checkpoint-dir", ckpt};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_train(args);
+  };
+  check_refused_early(run({"--steps", "3", "--checkpoint-every", "1"}),
+                      "--checkpoint-dir '" + ckpt + "': a second checkpoint written beside " +
+                          "the first (two at once) needs ");
+  CHECK_FALSE(fs::exists(ckpt));
+  // One checkpoint, at the end: room for one.
+  const Run once = run({"--steps", "1"});
+  CAPTURE(once.output);
+  REQUIRE(once.status == 0);
+  // Replacing it needs room for one more beside it, which this disk has not.
+  check_refused_early(run({"--steps", "3", "--checkpoint-every", "1", "--resume"}),
+                      "--checkpoint-dir '" + ckpt + "': a checkpoint (parameters and optimizer " +
+                          "state) needs ");
 }
 
 TEST_CASE("preflight: --threads-per-device is bounded by a multiple of the cores") {
