@@ -18,6 +18,7 @@
 #include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
 #include "tools/train/signals.h"
+#include "tools/train/suggested_command.h"
 
 namespace brigade::train {
 
@@ -92,15 +93,32 @@ const DistributedRunner& distributed_runner(const StepRunner& runner) {
   return *r;
 }
 
+// This command under mpirun with two ranks per replica, written as every suggestion is
+// (suggested_command.h: this program as it was invoked, not one looked up on PATH, and
+// --allow-run-as-root as root); empty for a --help. A command line brigade-train refuses
+// throws its UsageError: mpirun would not mend it.
+std::string under_mpirun(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return "";
+  const std::optional<Options> options = parse_options(argc, argv);
+  if (!options) return "";
+  Suggestion two_ranks;
+  two_ranks.pipeline_devices = 2;
+  return suggested_command(*options, two_ranks);
+}
+
 }  // namespace
 
 std::unique_ptr<MpiRanks> MpiRanks::start(int* argc, char*** argv) {
   // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE, MPICH's and PMIx launchers PMI_SIZE / PMIX_RANK.
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") && !std::getenv("PMIX_RANK"))
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") &&
+      !std::getenv("PMIX_RANK")) {
+    const std::string command = under_mpirun(*argc, *argv);
     throw UsageError(
         "--distributed: this process was not started by mpirun; launch one rank per pipeline "
-        "device, e.g. mpirun -np 2 brigade-train --distributed ... (and -np P*D with "
-        "--data-parallel D)");
+        "device (-np P, or P*D with --data-parallel D)" +
+        (command.empty() ? std::string() : ", e.g.:\n  " + command));
+  }
   auto state = std::make_unique<State>();
   state->session = std::make_unique<dist::MpiSession>(argc, argv);
   MPI_Comm control = MPI_COMM_NULL;

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
 #include "tools/train/preflight.h"
 
 namespace brigade::train {
@@ -24,10 +28,24 @@ std::vector<std::string> with_option(std::vector<std::string> command, const std
 }
 
 std::string shell_words(const std::vector<std::string>& words) {
+  // Bare, only characters no shell gives a meaning: listing the ones that have one missed
+  // parentheses, globs, `;`, `&`, `|`, `<`, `~`, `#`, `!` and a newline.
+  const auto plain_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+  };
   std::string out;
   for (const std::string& w : words) {
-    const bool plain = !w.empty() && w.find_first_of(" \t'\"$\\") == std::string::npos;
-    out += (out.empty() ? "" : " ") + (plain ? w : "'" + w + "'");
+    out += out.empty() ? "" : " ";
+    if (!w.empty() && std::all_of(w.begin(), w.end(), plain_char)) {
+      out += w;
+      continue;
+    }
+    // In single quotes nothing is special but the quote itself, written '\'' (close the
+    // quotes, an escaped quote, open them again).
+    out += '\'';
+    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
   }
   return out;
 }

@@ -26,7 +26,8 @@ namespace brigade::train {
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
                                      const std::string& value);
 
-// Words joined for a shell: a word with a space, quote, `$` or `\` in single quotes.
+// Words joined for a shell: a word of letters, digits and _@%+=:,./- alone bare, any other in
+// single quotes (a quote inside written '\'').
 std::string shell_words(const std::vector<std::string>& words);
 
 struct Suggestion {

@@ -6,12 +6,14 @@
 // used points to --resume: bad_input_test runs that.) The question's network has a third
 // block of 0.6 % of the work, so its default three devices always warn.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/tools/train/run_binary.h"
 #include "tools/train/options.h"
@@ -212,4 +214,50 @@ TEST_CASE("suggestions: with_option replaces a flag or adds it; shell_words quot
   CHECK(with_option({"x"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
   CHECK(shell_words({"x", "--model", "my model.model", "--lr", "1e-3"}) ==
         "x --model 'my model.model' --lr 1e-3");
+  // A word is bare only when every character is one no shell treats specially; else quoted,
+  // a quote inside written '\''. Once `run(1).jsonl` came bare (a syntax error in bash) and
+  // `it's.jsonl` as 'it's.jsonl' (a quote left open).
+  CHECK(shell_words({"--metrics", "/tmp/x/run(1).jsonl"}) == "--metrics '/tmp/x/run(1).jsonl'");
+  CHECK(shell_words({"it's.jsonl"}) == "'it'\\''s.jsonl'");
+  CHECK(shell_words({"a_b@c%d+e=f:g,h./-9", ""}) == "a_b@c%d+e=f:g,h./-9 ''");
+}
+
+// Every word comes back from the shell as it went in: each printed between brackets by
+// printf, itself given through shell_words.
+TEST_CASE("suggestions: shell_words' words reach the program as they were, through sh") {
+  const std::vector<std::string> words = {
+      "run(1).jsonl", "it's.jsonl", "a b", "$HOME", "`id`", "\\n", "*", "~", "!x", "a;b", "a&b",
+      "a|b", "<a>", "#a", "x\ny", "\"q\"", "", "{a,b}", "[ab]", "a\tb", "'"};
+  std::vector<std::string> command = {"printf", "[%s]\\n"};
+  command.insert(command.end(), words.begin(), words.end());
+  const Run r = test::run_command(shell_words(command));
+  CAPTURE(shell_words(command));
+  std::string expected;
+  for (const std::string& w : words) expected += "[" + w + "]\n";
+  CHECK(r.status == 0);
+  CHECK(r.output == expected);
+}
+
+// `--distributed` started without mpirun: the refusal gives this command under mpirun, the
+// program as it was invoked (not a `brigade-train` looked up on PATH), with the flag Open MPI
+// needs as root, and it runs as printed.
+TEST_CASE("suggestions: --distributed without mpirun names the command to run: under mpirun") {
+  if (!have_mpi()) {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  const std::string train = test::train_binary() + " --distributed" + kQuick;
+  const Run r = test::run_command(train);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 2);
+  CHECK(r.output.find("not started by mpirun") != std::string::npos);
+  const std::string fix = command_after(r.output, "not started by mpirun");
+  CHECK(fix == std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") +
+                   (2 > static_cast<int>(std::thread::hardware_concurrency()) ? "--oversubscribe "
+                                                                             : "") +
+                   "-np 2 " + train);
+  const Run ran = test::run_command(fix);
+  CAPTURE(ran.output);
+  CHECK(ran.status == 0);
+  CHECK(ran.output.find("2 stages on 2 ranks") != std::string::npos);
 }
