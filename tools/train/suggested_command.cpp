@@ -57,6 +57,16 @@ std::string suggested_command(const Options& o, const Suggestion& s) {
     std::string list;
     for (const Device& d : *s.fewer_devices) list += (list.empty() ? "" : ",") + d.str();
     words = with_option(words, "--devices", list);
+    // A list given one entry per device keeps the entries of the devices kept (a prefix).
+    const auto prefix = [&](const char* flag, const std::vector<int>& per_device) {
+      if (per_device.size() <= 1) return;
+      std::string kept;
+      for (size_t d = 0; d < s.fewer_devices->size() && d < per_device.size(); ++d)
+        kept += (kept.empty() ? "" : ",") + std::to_string(per_device[d]);
+      words = with_option(words, flag, kept);
+    };
+    prefix("--threads-per-device", o.threads_per_device);
+    prefix("--max-activations", o.max_activations);
   }
   if (o.resume && s.microbatches > 0)
     words = with_option(words, "--microbatches", std::to_string(s.microbatches));

@@ -261,3 +261,19 @@ TEST_CASE("suggestions: --distributed without mpirun names the command to run: u
   CHECK(ran.status == 0);
   CHECK(ran.output.find("2 stages on 2 ranks") != std::string::npos);
 }
+
+// A list of one entry per device keeps the entries of the devices the command keeps: the
+// three devices' --threads-per-device 1,1,1 becomes 1,1 on two (given whole, the command was
+// refused for 3 counts on 2 devices).
+TEST_CASE("suggestions: on fewer devices, per-device lists keep the kept devices' entries") {
+  const Run r =
+      test::run_command(test::train_binary() + quick_args() + " --threads-per-device 1,1,1");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string fix = suggestion_in(r.output);
+  CHECK(fix == test::train_binary() + kQuick +
+                   " --devices cpu:0,cpu:1 --threads-per-device 1,1 --balance flops");
+  const Run balanced = test::run_command(fix);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+}
