@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "engine/output_file.h"
@@ -25,8 +26,12 @@ namespace brigade::train {
 
 class MetricsWriter {
  public:
-  MetricsWriter() = default;                        // writes nothing
-  explicit MetricsWriter(const std::string& path, bool append);  // throws naming the path
+  MetricsWriter() = default;  // writes nothing
+  // A new file at `path`; or, for a run resumed after step `resumed_at`, the file as it is,
+  // first cut back to its lines of steps up to `resumed_at` (a run stopped without its last
+  // steps' checkpoint, killed, wrote lines of steps the resumed run does again): the cut file
+  // replaces the old one whole (WholeFile), and the new lines follow. Throws naming the path.
+  MetricsWriter(const std::string& path, std::optional<int64_t> resumed_at);
 
   void step(int64_t step, int64_t epoch, int64_t batch, double loss,
             double accuracy, double samples_per_s, uint64_t sent_bytes,

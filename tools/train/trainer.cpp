@@ -42,7 +42,9 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
   set_up_pipeline();
   announce();
   load_starting_point();
-  if (!o_.metrics.empty() && reporter_) metrics_ = MetricsWriter(o_.metrics, o_.resume);
+  if (!o_.metrics.empty() && reporter_)
+    metrics_ = MetricsWriter(o_.metrics, o_.resume ? std::optional<int64_t>(resume_point_.step)
+                                                   : std::nullopt);
   install_stop_handlers();
 }
 

@@ -399,3 +399,28 @@ TEST_CASE("resume: a checkpoint of another training set is refused, naming both 
   st::write_file(file.string(), tensors, old.metadata);
   CHECK(ok(args(larger, "5", true)).output.find("done: 1 step") != std::string::npos);
 }
+
+// A run killed after its last checkpoint has written --metrics lines of steps the resumed run
+// does again: the resumed run cuts them, so the file holds each step once, its losses those of
+// an uninterrupted run (step_losses checks the numbering 1, 2, 3, ...).
+TEST_CASE("resume: --metrics lines past the checkpoint's step are replaced, not repeated") {
+  const fs::path dir = temp_dir("resume-metrics");
+  std::vector<std::string> a = recipe(dir, "cpu:0", {}), b = a, c = a;
+  a.insert(a.end(), {"--steps", "8", "--metrics", (dir / "a.jsonl").string()});
+  b.insert(b.end(), {"--steps", "4", "--metrics", (dir / "b.jsonl").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string()});
+  c.insert(c.end(), {"--steps", "8", "--metrics", (dir / "b.jsonl").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string(), "--resume"});
+  ok(a);
+  ok(b);
+  {  // what the killed run wrote after its checkpoint at step 4
+    std::ofstream killed(dir / "b.jsonl", std::ios::app);
+    killed << R"({"kind":"step","step":5,"epoch":0,"batch":5,"loss":999.0})" << '\n'
+           << R"({"kind":"step","step":6,"epoch":0,"batch":6,"loss":999.0})" << '\n';
+  }
+  ok(c);
+  const std::vector<double> whole = step_losses(dir / "a.jsonl");
+  const std::vector<double> pieces = step_losses(dir / "b.jsonl");
+  REQUIRE(pieces.size() == 8);
+  CHECK(pieces == whole);
+}
