@@ -289,6 +289,10 @@ std::optional<Imbalance> find_imbalance(const Plan& plan, size_t layers, double 
   for (size_t fewer = d; fewer >= 1; --fewer) {
     const size_t stages = fewer * static_cast<size_t>(plan.chunks);
     if (stages > layers) continue;
+    // The shares sum to the total, so over more than 1 / min_share devices the least is below
+    // min_share whatever the cut: no cut to weigh (a model of many device blocks would weigh
+    // one per device count, each as long as planning).
+    if (fewer > 1 && static_cast<double>(fewer) * min_share > 1.0) continue;
     const DeviceCosts first(plan.work.begin(), plan.work.begin() + static_cast<std::ptrdiff_t>(fewer));
     const Partition cut = balance(first, static_cast<int>(stages), plan.placement);
     std::vector<double> balanced = device_totals(cut, first, plan.placement);
