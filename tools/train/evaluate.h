@@ -1,6 +1,7 @@
-// Test-set evaluation: the whole model in no-grad mode (no tape, no dropout), batch by batch,
-// over the devices it is placed on (activations move across in stream order, as in the
-// naive placement), summing the cross-entropy and the correct predictions.
+// Test-set evaluation: the whole model in no-grad mode (no tape, no dropout), batch by batch
+// (brigade-train gives a training micro-batch's rows: training.h), over the devices it is
+// placed on (activations move across in stream order, as in the naive placement), summing
+// the cross-entropy and the correct predictions.
 #pragma once
 
 #include <cstdint>

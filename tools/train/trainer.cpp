@@ -78,6 +78,7 @@ void Training::set_up_pipeline() {
   train_ = load_split(o_, data::Split::train);
   test_ = load_split(o_, data::Split::test);
   recipe_ = recipe_of(o_, m, replicas, train_.count);
+  evaluation_rows_ = (o_.batch / replicas + m - 1) / m;
   check_model_fits_data(spec_, train_);
   batcher_.emplace(train_, data::BatchOptions{
                                .batch_size = o_.batch, .shuffle = !o_.no_shuffle, .seed = o_.seed});
@@ -300,7 +301,7 @@ void Training::evaluate_now(int64_t epoch) {
   processes_.gather_model(model(), runner());
   processes_.on_reporter(
       [&] {
-        const Evaluation e = evaluate(model(), test_, o_.batch);
+        const Evaluation e = evaluate(model(), test_, evaluation_rows_);
         if (!std::isfinite(e.loss))
           throw std::runtime_error(
               diverged(resume_point_.step, "the test loss after it is " + format_value(e.loss)));

@@ -95,6 +95,10 @@ class Training {
   data::Dataset train_, test_;
   std::optional<data::Batcher> batcher_;  // reads train_
   int64_t batches_ = 0;                   // per epoch
+  // The rows of a test batch: a training micro-batch's at most, so that the evaluation, one
+  // batch forward at a time without a tape, needs no more memory than the step the memory
+  // check weighed (the whole --batch at once could not fit where micro-batches were needed).
+  int64_t evaluation_rows_ = 0;
   BuiltPipeline pipeline_;
   Recipe recipe_;
   // Only the reporter prints: the others' progress goes to /dev/null.

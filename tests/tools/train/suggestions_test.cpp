@@ -195,6 +195,25 @@ TEST_CASE("suggestions: a step too large for --device-memory: the command that f
   CHECK(fits.output.find("out of memory") == std::string::npos);
 }
 
+// The step fits with many micro-batches, and so must the evaluation after it: it once ran the
+// whole --batch (512 rows) forward at once and ran out of memory after training. A test batch
+// now has a training micro-batch's rows at most.
+TEST_CASE("suggestions: the command that fits --device-memory evaluates within it too") {
+  const std::string run = test::train_binary() +
+                          " --data synthetic --synthetic-count 1024 --batch 512 --steps 2 "
+                          "--devices cpu:0 --device-memory 60MiB";
+  const Run r = test::run_command(run);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 2);
+  const std::string fix = command_after(r.output, "it fits:");
+  REQUIRE(fix.find("--microbatches ") != std::string::npos);
+  const Run fits = test::run_command(fix);
+  CAPTURE(fits.output);
+  CHECK(fits.status == 0);
+  CHECK(fits.output.find("test set: loss") != std::string::npos);  // evaluated
+  CHECK(fits.output.find("out of memory") == std::string::npos);
+}
+
 TEST_CASE("suggestions: more threads per device than the limit: the command with as many as cores runs") {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string run = test::train_binary() + kQuick + " --devices cpu:0";
