@@ -1,8 +1,10 @@
 #include "tools/train/pipeline_build.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
+#include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/validate.h"
 #include "tools/train/memory_check.h"
@@ -30,10 +32,20 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
                              const RunDevices& devices, int m, const EpochBatches& batches,
                              TrainingProcesses& processes) {
-  if (o.balance == "blocks" && o.chunks != 1)
+  if (o.balance == "blocks" && o.chunks != 1) {
+    // A schedule of one stage per device would refuse the chunks next: say both at once.
+    const auto& kinds = pipeline::schedule_kinds();
+    const auto kind =
+        std::find_if(kinds.begin(), kinds.end(),
+                     [&](const pipeline::ScheduleKind& k) { return k.name == o.schedule; });
+    const bool one_stage = kind != kinds.end() && kind->chunks == pipeline::Chunks::one;
     throw UsageError("--chunks " + std::to_string(o.chunks) +
                      " needs the model cut into devices x chunks stages: add --balance "
-                     "params|memory|time");
+                     "flops|params|memory|time" +
+                     (one_stage ? " and a schedule of several stages per device (--schedule " +
+                                      o.schedule + " places one: e.g. --schedule interleaved-1f1b)"
+                                : std::string()));
+  }
   pipeline::PlanRequest request{
       .devices = devices.devices,
       .threads = devices.threads,

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "layers/param_file.h"
 #include "tools/machine_load.h"
 #include "tools/train/divergence.h"
@@ -37,6 +38,13 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
         "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
         "then reconfigure with -Dmpi=enabled)");
   if (reporter_) check_outputs(options);  // the reporter writes every file
+  // The CPU kernels read BRIGADE_CPU_ISA on a device's thread, where a bad value would fail
+  // as a task of a stream: read here first, a refusal naming the variable.
+  try {
+    cpu::kernel_isa();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   spec_ = load_model(options.model);
   o_ = processes.pipeline_options(options, spec_);  // under mpirun: P devices, one per rank
   set_up_pipeline();

@@ -102,6 +102,40 @@ TEST_CASE("bad input: more chunks than layers, named before the micro-batches th
                 2, "4294967296 stages (4 devices x 1073741824 chunks) but the model has only 5");
 }
 
+// --chunks without a cut by cost was refused naming --balance alone (without flops), and the
+// default schedule, 1F1B, then refused the chunks: both are said at once, and the command the
+// refusal describes runs.
+TEST_CASE("bad input: --chunks with neither a cut by cost nor a schedule of several chunks") {
+  const fs::path dir = temp_dir("chunks-schedule");
+  const std::vector<std::string> two = {"--devices", "cpu:0,cpu:1", "--chunks", "2"};
+  std::vector<std::string> asked = two;
+  asked.insert(asked.end(), {"--microbatches", "2"});
+  check_refused(run_train(quick(dir, asked)), 2,
+                "add --balance flops|params|memory|time and a schedule of several stages per "
+                "device (--schedule 1f1b places one: e.g. --schedule interleaved-1f1b)");
+  asked.insert(asked.end(), {"--balance", "flops", "--schedule", "interleaved-1f1b"});
+  const Run fixed = run_train(quick(dir, asked));
+  CAPTURE(fixed.output);
+  CHECK(fixed.status == 0);
+  std::vector<std::string> looped = two;  // a schedule that takes chunks: --balance alone
+  looped.insert(looped.end(), {"--schedule", "interleaved-1f1b"});
+  const Run r = run_train(quick(dir, looped));
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("add --balance flops|params|memory|time\n") != std::string::npos);
+}
+
+// An instruction set the CPU kernels do not have, refused before a device runs: it was said
+// as a failed task of an internal stream ("cpu:1048576 stream#1: task failed: ...").
+TEST_CASE("bad input: BRIGADE_CPU_ISA that names no instruction set") {
+  const fs::path dir = temp_dir("isa");
+  std::string command = "BRIGADE_CPU_ISA=bogus " + train_binary();
+  for (const std::string& a : quick(dir, {})) command += " '" + a + "'";
+  const Run r = run_command(command);
+  check_refused(r, 2, "BRIGADE_CPU_ISA=bogus is not an instruction set of the CPU kernels");
+  CHECK(r.output.find("stream#") == std::string::npos);
+}
+
 TEST_CASE("bad input: a checkpoint directory that holds a checkpoint, without --resume") {
   // A second run of the same command without --resume would have replaced the first run's
   // checkpoint at its first save.
