@@ -114,6 +114,11 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
                          step_rows) ||
            zb_auto_within_memory(o, spec, r, p, {step_rows, batches.samples}, b).has_value();
   };
+  // Both ways below change the recipe a checkpoint holds (its batch, its micro-batches), which
+  // a --resume must keep: a command with either would be refused as another run's.
+  if (o.resume)
+    throw UsageError(*refusal + ": a --resume keeps its checkpoint's --batch and micro-batches, " +
+                     "so it fits only on more devices or with more memory");
   const int m = request.microbatches;
   Suggestion fix;
   fix.pipeline_devices = static_cast<int>(plan.devices.size());

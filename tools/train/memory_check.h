@@ -16,8 +16,9 @@
 // apart (the same step cut finer: the same parameters after it, and each micro-batch in flight
 // smaller), then a smaller --batch, a fifth less at a time (with the micro-batches the run
 // has); each a count the epoch's batches allow (every batch, the short last one too, holds a
-// row per micro-batch). Where neither fits (the parameters alone are too large), the refusal
-// says to use more devices or more memory.
+// row per micro-batch). Where neither fits (the parameters alone are too large), or the run is a
+// --resume (whose checkpoint's recipe fixes both), the refusal says to use more devices or
+// more memory.
 #pragma once
 
 #include <cstdint>

@@ -96,6 +96,25 @@ TEST_CASE("suggestions: after --resume, the command keeps the checkpoint's micro
   fs::remove_all(kept);
 }
 
+// A resumed run that does not fit its memory: more micro-batches or a smaller batch would
+// change the checkpoint's recipe, and that command was refused as another run's. The refusal
+// says what can fit it instead.
+TEST_CASE("suggestions: a --resume too large for --device-memory names no recipe change") {
+  const fs::path dir = test::temp_dir("suggest-resume-memory");
+  const std::string base = test::train_binary() +
+                           " --data synthetic --synthetic-count 512 --devices cpu:0"
+                           " --checkpoint-dir " + dir.string();
+  REQUIRE(test::run_command(base + " --steps 2").status == 0);
+  const Run r = test::run_command(base + " --steps 4 --resume --device-memory 150MiB");
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("but has 150.0 MiB (--device-memory): a --resume keeps its checkpoint's "
+                      "--batch and micro-batches, so it fits only on more devices or with more "
+                      "memory") != std::string::npos);
+  CHECK(r.output.find("--microbatches") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("suggestions: --init-from given a checkpoint names the --resume that continues it") {
   const fs::path dir = test::temp_dir("suggest-init");
   const std::string base = test::train_binary() +
