@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,8 @@ namespace detail {
 int probe_cuda_devices(std::string* why);
 // Defined in device_cuda.cpp: cudaDeviceCanAccessPeer, then cudaDeviceEnablePeerAccess.
 bool cuda_enable_peer_access(int from, int to);
+// Defined in device_cuda.cpp: cudaDeviceGetAttribute's compute capability of GPU `index`.
+ComputeCapability cuda_compute_capability(int index);
 }  // namespace detail
 
 std::string Device::str() const {
@@ -89,6 +92,53 @@ void check_device_available(const Device& device) {
   BRIGADE_CHECK(device.index >= 0 && device.index < count,
                 "device " << device << " is not available: this machine has " << count
                           << " usable CUDA device" << (count == 1 ? "" : "s"));
+#if defined(BRIGADE_HAVE_CUDA)
+  // Asked once per GPU: a GPU this build has no kernels for is refused here, naming it, before
+  // the first launch fails with cudaErrorNoKernelImageForDevice deep inside some layer.
+  static std::mutex mutex;
+  static std::map<int, std::string> refusals;  // per GPU index, for the process
+  std::string refusal;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = refusals.find(device.index);
+    if (it == refusals.end()) {
+      const std::vector<int> built = {BRIGADE_GPU_ARCHS};  // -Dgpu_arch, engine/meson.build
+      it = refusals
+               .emplace(device.index,
+                        gpu_arch_refusal(device, detail::cuda_compute_capability(device.index),
+                                         built))
+               .first;
+    }
+    refusal = it->second;
+  }
+  BRIGADE_CHECK(refusal.empty(), refusal);
+#endif
+}
+
+std::string gpu_arch_refusal(const Device& device, ComputeCapability gpu,
+                             const std::vector<int>& archs) {
+  const int capability = gpu.major * 10 + gpu.minor;  // 86 for 8.6, as gpu_arch writes it
+  std::ostringstream why;
+  why << "device " << device << " has compute capability " << gpu.major << "." << gpu.minor;
+  if (capability < 80) {
+    why << "; Brigade's CUDA kernels need 8.0 or later (bf16 tensor-core instructions)";
+    return why.str();
+  }
+  int highest = 0;
+  for (const int arch : archs) {
+    if (arch / 10 == gpu.major && arch % 10 <= gpu.minor) return {};  // its SASS runs there
+    highest = std::max(highest, arch);
+  }
+  if (highest > 0 && capability >= highest) return {};  // the driver compiles the PTX for it
+  why << ", which this build's CUDA kernels do not run on (machine code for ";
+  for (size_t i = 0; i < archs.size(); ++i)
+    why << (i == 0 ? "" : ", ") << archs[i] / 10 << "." << archs[i] % 10;
+  why << ", PTX for " << highest / 10 << "." << highest % 10 << " and later): add " << capability
+      << " to the meson option gpu_arch and rebuild, for a build in ./build: meson configure "
+      << "build -Dgpu_arch=" << capability;
+  for (const int arch : archs) why << "," << arch;
+  why << " && meson compile -C build";
+  return why.str();
 }
 
 int cuda_device_count() {

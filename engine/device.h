@@ -70,8 +70,24 @@ ThreadPool& cpu_thread_pool(const Device& device);
 // goes on with CPU devices and never crashes on that.
 int cuda_device_count();
 
-// Throws unless `device` can run work here: a CUDA device index below cuda_device_count().
+// Throws unless `device` can run work here: a CUDA device index below cuda_device_count(),
+// whose compute capability runs this build's kernels (gpu_arch_refusal).
 void check_device_available(const Device& device);
+
+// A GPU's compute capability (cudaDevAttrComputeCapabilityMajor, Minor): 9.0 for an H100.
+struct ComputeCapability {
+  int major = 0;
+  int minor = 0;
+};
+
+// Why GPU `device`, of compute capability `gpu`, cannot run CUDA kernels compiled as machine
+// code (SASS) for each architecture of `archs` (80: sm_80, compute capability 8.0) and as PTX
+// for the highest, in one line; empty when it can. Machine code for X.Y runs on X.Z for any
+// Z >= Y (binary compatibility holds within a major version), PTX for X.Y on any capability
+// from X.Y up (the driver compiles it when the program loads): with the default 80 and 90, an
+// 8.6 or 8.9 GPU runs sm_80's code, a 12.0 one the PTX, a 7.5 one nothing.
+std::string gpu_arch_refusal(const Device& device, ComputeCapability gpu,
+                             const std::vector<int>& archs);
 
 // Lets kernels and copies of GPU `from` reach GPU `to`'s memory directly (peer-to-peer over
 // NVLink or PCIe) when the pair can (cudaDeviceCanAccessPeer), once per ordered pair and

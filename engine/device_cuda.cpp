@@ -1,9 +1,10 @@
 // The CUDA half of device.cpp: asking the driver how many GPUs there are, without
-// crashing when there is no GPU or no driver at all.
+// crashing when there is no GPU or no driver at all, and each one's compute capability.
 #include <cuda_runtime_api.h>
 
 #include <string>
 
+#include "engine/device.h"
 #include "engine/error.h"
 
 namespace brigade::detail {
@@ -20,6 +21,15 @@ bool cuda_enable_peer_access(int from, int to) {
   }
   BRIGADE_CUDA_CHECK(status);
   return true;
+}
+
+ComputeCapability cuda_compute_capability(int index) {
+  ComputeCapability capability;
+  BRIGADE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&capability.major, cudaDevAttrComputeCapabilityMajor, index));
+  BRIGADE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&capability.minor, cudaDevAttrComputeCapabilityMinor, index));
+  return capability;
 }
 
 int probe_cuda_devices(std::string* why) {

@@ -52,6 +52,27 @@ TEST_CASE("H2D, D2D and D2H copies on a CUDA stream round-trip" * doctest::skip(
   CHECK(z.to_vector() == std::vector<float>(7, 0.0f));
 }
 
+// A GPU older than the build's kernels is refused at its first stream, by name, not at the
+// first launch deep in a layer (cudaErrorNoKernelImageForDevice). On emulated GPUs the meson
+// test "engine GPU of compute capability 7.5" runs this case on GPUs that say 7.5.
+TEST_CASE("a GPU the build has no kernels for is refused at its first stream" *
+          doctest::skip(no_gpu)) {
+  int major = 0, minor = 0;
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
+  MESSAGE("cuda:0 has compute capability " << major << "." << minor);
+  if (major >= 8) {  // every GPU that runs Brigade's kernels (the build refuses older archs)
+    CHECK_NOTHROW(Stream::create(Device::cuda(0)));
+    return;
+  }
+  const std::string expected = "device cuda:0 has compute capability " + std::to_string(major) +
+                               "." + std::to_string(minor) +
+                               "; Brigade's CUDA kernels need 8.0 or later (bf16 tensor-core "
+                               "instructions)";
+  CHECK_THROWS_WITH_AS(Stream::create(Device::cuda(0)), expected.c_str(), brigade::Error);
+  CHECK_THROWS_WITH_AS(Tensor::zeros({4}, Device::cuda(0)), expected.c_str(), brigade::Error);
+}
+
 TEST_CASE("a host task on a CUDA stream is an error, not a fallback" * doctest::skip(no_gpu)) {
   Stream s = Stream::create(Device::cuda(0));
   CHECK_THROWS_WITH_AS(s.enqueue([] {}),

@@ -79,6 +79,35 @@ TEST_CASE("cuda:0 on this machine agrees with cuda_device_count(), and never cra
     CHECK(Device::parse("cuda:0") == Device::cuda(0));
 }
 
+// Worked from the CUDA C++ Programming Guide ("Binary Compatibility", "PTX Compatibility"):
+// machine code for X.Y runs on X.Z, Z >= Y; PTX for X.Y on any capability from X.Y up.
+TEST_CASE("which GPUs run kernels built for a list of architectures") {
+  using brigade::ComputeCapability;
+  const auto runs = [](ComputeCapability gpu, const std::vector<int>& archs) {
+    return brigade::gpu_arch_refusal(Device::cuda(1), gpu, archs).empty();
+  };
+  const std::vector<int> built = {80, 90};  // the default -Dgpu_arch
+  CHECK(runs({8, 0}, built));    // A100: sm_80's machine code
+  CHECK(runs({8, 6}, built));    // RTX 3090: sm_80's, within major version 8
+  CHECK(runs({8, 9}, built));    // RTX 4090, L40S
+  CHECK(runs({9, 0}, built));    // H100, H200: sm_90's
+  CHECK(runs({10, 0}, built));   // B200: compute_90's PTX, compiled by the driver
+  CHECK(runs({12, 0}, built));   // RTX 5090: the same
+  CHECK_FALSE(runs({7, 5}, built));  // T4: below 8.0, nothing
+  CHECK_FALSE(runs({8, 6}, {90}));   // machine code for 9.0 only, PTX from 9.0 up
+  CHECK_FALSE(runs({8, 0}, {86}));   // sm_86's code does not run on 8.0
+  CHECK(runs({8, 9}, {86}));
+  CHECK(runs({9, 0}, {80}));         // compute_80's PTX
+  CHECK(brigade::gpu_arch_refusal(Device::cuda(1), {7, 5}, built) ==
+        "device cuda:1 has compute capability 7.5; Brigade's CUDA kernels need 8.0 or later "
+        "(bf16 tensor-core instructions)");
+  CHECK(brigade::gpu_arch_refusal(Device::cuda(0), {8, 6}, {90}) ==
+        "device cuda:0 has compute capability 8.6, which this build's CUDA kernels do not run "
+        "on (machine code for 9.0, PTX for 9.0 and later): add 86 to the meson option gpu_arch "
+        "and rebuild, for a build in ./build: meson configure build -Dgpu_arch=86,90 && "
+        "meson compile -C build");
+}
+
 TEST_CASE("a CPU device's thread count and capacity are configurable, and checked") {
   brigade::configure_cpu_device(7, {2, 1 << 20});
   CHECK(brigade::cpu_device_options(7).threads == 2);

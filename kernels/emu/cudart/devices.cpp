@@ -5,6 +5,7 @@
 //   BRIGADE_EMULATED_GPU_MEMORY  each GPU's memory, bytes or with KiB/MiB/GiB (default 4GiB)
 //   BRIGADE_EMULATED_GPU_THREADS host threads that run one GPU's blocks (default 1)
 //   BRIGADE_EMULATED_GPU_PEER    0: no pair of GPUs can access each other (default 1: all can)
+//   BRIGADE_EMULATED_GPU_CC      every GPU's compute capability, "major.minor" (default 9.0)
 //   BRIGADE_EMU_CHAOS            a seed: random delays in streams and host calls (chaos.cpp)
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,26 @@ long long parse_count(const char* name, const char* fallback, long long max, boo
   return value * scale;
 }
 
+// BRIGADE_EMULATED_GPU_CC: "major.minor", each a whole number below 100, or `error` set.
+void parse_compute_capability(int* major, int* minor, std::string* error) {
+  const char* env = std::getenv("BRIGADE_EMULATED_GPU_CC");
+  if (env == nullptr || *env == '\0') return;
+  const std::string text = env;
+  const size_t dot = text.find('.');
+  const auto whole = [](const std::string& part, int* value) {
+    if (part.empty() || part.size() > 2 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    *value = std::stoi(part);
+    return true;
+  };
+  if (dot == std::string::npos || !whole(text.substr(0, dot), major) ||
+      !whole(text.substr(dot + 1), minor) || *major == 0) {
+    *error = "BRIGADE_EMULATED_GPU_CC=\"" + text +
+             "\": expected a compute capability major.minor, such as 9.0 or 7.5";
+  }
+}
+
 }  // namespace
 
 Emulation::Emulation() {
@@ -58,6 +79,7 @@ Emulation::Emulation() {
         parse_count("BRIGADE_EMU_CHAOS", "", (1LL << 62) - 1, false, &setup_error);
     chaos_seed = seed;  // -1 after an error, which leaves no GPUs anyway
   }
+  parse_compute_capability(&compute_major, &compute_minor, &setup_error);
   if (!setup_error.empty()) return;
   for (int i = 0; i < count; ++i) {
     auto gpu = std::make_unique<Gpu>();
@@ -139,6 +161,20 @@ cudaError_t cudaGetDeviceCount(int* count) {
   if (!e.setup_error.empty()) return fail(cudaErrorInitializationError, e.setup_error);
   if (e.gpus.empty()) return fail(cudaErrorNoDevice, "BRIGADE_EMULATED_GPUS=0");
   return ok();
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  count_call("cudaDeviceGetAttribute");
+  Emulation& e = Emulation::get();
+  std::lock_guard lock(e.mutex);
+  if (gpu_at(device, "cudaDeviceGetAttribute") == nullptr) return last_error();
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = e.compute_major; return ok();
+    case cudaDevAttrComputeCapabilityMinor: *value = e.compute_minor; return ok();
+  }
+  return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute " +
+                                         std::to_string(static_cast<int>(attr)) +
+                                         " is not emulated");
 }
 
 // The current device belongs to the calling host thread (CUDA Programming Guide, "Device

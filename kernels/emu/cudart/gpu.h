@@ -158,6 +158,9 @@ class Emulation {
   std::vector<std::unique_ptr<Gpu>> gpus;
   std::string setup_error;
   bool peer_supported = true;  // BRIGADE_EMULATED_GPU_PEER
+  // BRIGADE_EMULATED_GPU_CC: every GPU's compute capability (cudaDeviceGetAttribute), 9.0 as an
+  // H100's or H200's unless told otherwise.
+  int compute_major = 9, compute_minor = 0;
   // BRIGADE_EMU_CHAOS (or set_chaos_seed); -1: no delays (chaos.cpp). Read without the lock.
   std::atomic<int64_t> chaos_seed{-1};
 
