@@ -157,28 +157,39 @@ TEST_CASE("GPUs (--devices cuda): 2 ranks save what one process on 2 GPUs saves,
 // gradients between the stages go by NcclLink, the replicas' gradients by NcclReducer, and
 // every step's loss is the CPU devices' (MPI links and reducer) within 1e-6: the GPU path's
 // kernels (the emulated vendor libraries' references) round differently from the CPU path's.
-TEST_CASE("emulated GPUs: 2 ranks and 2 x 2 replicas over NCCL train as CPU ranks over MPI") {
+// Three shapes: 2 ranks of one stage, 2 x 2 replicas, and 2 ranks of 2 interleaved stages
+// each (several stages on a rank's GPU, so two NcclLinks, each on its own communicator, join
+// the same two ranks in each direction).
+TEST_CASE("emulated GPUs: 2 ranks, 2 x 2 replicas and interleaved stages over NCCL train as "
+          "CPU ranks over MPI") {
   const fs::path dir = temp_dir("emulated-nccl");
   const fs::path model = dir / "three.model";
   std::ofstream(model) << kModel;
   const std::vector<std::string> base = {"--model", model.string(), "--data", "synthetic",
                                          "--synthetic-count", "320", "--batch", "32", "--steps",
                                          "4", "--distributed"};
-  for (const int ranks : {2, 4}) {
-    CAPTURE(ranks);
-    const std::vector<std::string> replicas =
-        ranks == 4 ? std::vector<std::string>{"--data-parallel", "2"} : std::vector<std::string>{};
-    const fs::path gpu = dir / ("gpu" + std::to_string(ranks) + ".jsonl"),
-                   cpu = dir / ("cpu" + std::to_string(ranks) + ".jsonl");
+  struct Case {
+    const char* name;
+    int ranks;
+    std::vector<std::string> flags;
+  };
+  for (const Case& c :
+       {Case{"2", 2, {}}, Case{"2-replicas", 4, {"--data-parallel", "2"}},
+        Case{"2x2-interleaved", 2,
+             {"--schedule", "interleaved-1f1b", "--chunks", "2", "--balance", "params"}}}) {
+    CAPTURE(c.name);
+    const fs::path gpu = dir / (std::string("gpu-") + c.name + ".jsonl"),
+                   cpu = dir / (std::string("cpu-") + c.name + ".jsonl");
     // Each rank a GPU of its own: its local rank's, among as many as the host has ranks.
     const Run on_gpus = run_command(
-        "BRIGADE_EMULATED_GPUS=" + std::to_string(ranks) + " timeout 300 " + BRIGADE_MPIRUN +
-        " --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) + " " + BRIGADE_TRAIN +
-        quoted(with(with(base, replicas), {"--devices", "cuda", "--metrics", gpu.string()})));
+        "BRIGADE_EMULATED_GPUS=" + std::to_string(c.ranks) + " timeout 300 " + BRIGADE_MPIRUN +
+        " --oversubscribe --allow-run-as-root -np " + std::to_string(c.ranks) + " " +
+        BRIGADE_TRAIN +
+        quoted(with(with(base, c.flags), {"--devices", "cuda", "--metrics", gpu.string()})));
     REQUIRE_MESSAGE(on_gpus.status == 0, on_gpus.output);
-    const Run on_cpus = train_mpi(ranks, with(with(base, replicas),
-                                              {"--devices", "cpu", "--threads-per-device", "1",
-                                               "--metrics", cpu.string()}));
+    const Run on_cpus = train_mpi(c.ranks, with(with(base, c.flags),
+                                                {"--devices", "cpu", "--threads-per-device", "1",
+                                                 "--metrics", cpu.string()}));
     REQUIRE_MESSAGE(on_cpus.status == 0, on_cpus.output);
     const std::vector<double> want = brigade::train::test::step_losses(cpu);
     const std::vector<double> got = brigade::train::test::step_losses(gpu);
