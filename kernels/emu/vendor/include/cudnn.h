@@ -1,7 +1,7 @@
 // cuDNN as Brigade calls it, for emulated GPUs (-Dcuda=emulated).
 //
 // In an emulated build this header stands where the toolkit's <cudnn.h> stands in a native
-// one, so kernels/cuda/cudnn_conv.cpp, cudnn_pool.cpp and vendor_handles.cpp compile
+// one, so kernels/cuda/cudnn_conv*.cpp, cudnn_pool.cpp and vendor_handles.cpp compile
 // unchanged. Names, numeric values and signatures are NVIDIA's (cuDNN 9's legacy API:
 // cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h), for the calls Brigade makes and no others: a call
 // Brigade starts to make that is missing here is a compile error of the emulated build.

@@ -1,4 +1,4 @@
-// Brigade's vendor path (kernels/cuda/vendor_handles.cpp, cudnn_conv.cpp, cublas_gemm.cpp) on
+// Brigade's vendor path (kernels/cuda/vendor_handles.cpp, cudnn_conv*.cpp, cublas_gemm.cpp) on
 // emulated cuBLAS and cuDNN: what the library emulation lets a test provoke that a GPU only
 // does on its own — an algorithm refused at execution, two host threads inside the library
 // on one device at once — and what it keeps: each stream's cuBLAS workspace. Emulated builds
