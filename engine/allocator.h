@@ -43,7 +43,7 @@
 // OutOfMemoryError that says it waited and for what, not a hang.
 // A request that cannot fit beside the live blocks throws OutOfMemoryError at once:
 //   cpu:1: out of memory allocating 64.0 MiB (in use 200.0 MiB, reserved 230.0 MiB, capacity 256.0 MiB)
-// A task of a CPU stream never waits (allocator.cpp says why): it throws, saying so.
+// A task of a CPU stream never waits (allocator_out_of_memory.cpp says why): it throws, saying so.
 #pragma once
 
 #include <chrono>
@@ -169,14 +169,20 @@ class Allocator {
   void* take_from_cache_locked(uint64_t size, const Stream& stream, Event* owner_before);
   // One attempt that never waits: the cache, else new memory within the capacity. Null if none.
   void* take_or_obtain_locked(uint64_t size, const Stream& stream, Event* owner_before);
-  bool waiting_could_help_locked(uint64_t size) const;
-  void refuse_to_wait_inside_stream_work_locked(uint64_t bytes);  // throws on a stream's worker
-  OutOfMemoryError out_of_memory_locked(uint64_t bytes, const std::string& why) const;
   void free_ready_locked();    // returns ready cached blocks to the system
   // Returns every cached block whose events have run by `deadline` (none: however long it
   // takes) to the system; the others stay cached. Where the first still pending waits ("cpu:0
   // stream#3, position 9; that stream is at 4"), empty when none is.
   std::string empty_cache_until(std::optional<std::chrono::steady_clock::time_point> deadline);
+  // When a request does not fit (allocator_out_of_memory.cpp). With `lock` (of mutex_) held
+  // and waiting_could_help_locked: waits for the cached blocks' queued work, empties the cache
+  // and tries once more; the memory (`lock` held again), or an OutOfMemoryError.
+  void* wait_for_pending_then_retry_locked(std::unique_lock<std::mutex>& lock, uint64_t bytes,
+                                           uint64_t size, const Stream& stream,
+                                           Event* owner_before);
+  bool waiting_could_help_locked(uint64_t size) const;
+  void refuse_to_wait_inside_stream_work_locked(uint64_t bytes);  // throws on a stream's worker
+  OutOfMemoryError out_of_memory_locked(uint64_t bytes, const std::string& why) const;
   static std::chrono::duration<double> pending_wait_limit();  // BRIGADE_ALLOC_WAIT_S
   uint64_t capacity() const;
   void* raw_allocate(uint64_t size);

@@ -102,7 +102,8 @@ struct CudaRecord final : EventRecord {
 
   // CUDA has no event wait with a deadline: the event is queried until it completes or the
   // deadline passes, yielding the core between queries, then backing off to 1 ms once the
-  // work has taken longer than that (a wait that is meant to be rare: allocator.cpp).
+  // work has taken longer than that (a wait that is meant to be rare:
+  // allocator_out_of_memory.cpp).
   bool wait_until(std::chrono::steady_clock::time_point deadline) const override {
     const auto start = std::chrono::steady_clock::now();
     while (!query()) {
