@@ -35,9 +35,10 @@ class OutOfMemoryError : public Error {
 // "64.0 MiB", "512 B", "1.5 GiB": sizes in error messages and reports.
 std::string format_bytes(uint64_t bytes);
 
-// Text from a file or a user, made fit for an error message: bytes below 0x20 and 0x7f as
-// \xNN (a stray \r must not make two different lines print alike), at most max_bytes of it,
-// then "..." if it was longer.
+// Text from a file or a user, made fit for an error message: valid UTF-8 as it is, every
+// other byte as \xNN — bytes below 0x20 and 0x7f (a stray \r must not make two different
+// lines print alike), C1 controls, and bytes >= 0x80 that are no UTF-8 (a terminal must not
+// be sent them) — at most max_bytes of it, never a character cut, then "..." if it was longer.
 std::string printable(std::string_view text, size_t max_bytes = 80);
 
 // The message of a caught exception: what() of a std::exception, else "unknown exception".

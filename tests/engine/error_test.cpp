@@ -43,3 +43,21 @@ TEST_CASE("BRIGADE_CUDA_CHECK reports the failing call's text and this file") {
   CHECK(text.find("error_test.cpp:") != std::string::npos);
 }
 #endif
+
+// Text from a file, made fit for a terminal: valid UTF-8 stays as written, every other byte
+// (control bytes, and bytes >= 0x80 that are no valid UTF-8) is shown as \xNN.
+TEST_CASE("printable escapes control bytes and invalid UTF-8, keeps valid UTF-8") {
+  using brigade::printable;
+  CHECK(printable("conv2d\r\x7f") == "conv2d\\x0d\\x7f");
+  CHECK(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") ==
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");  // é, €, an emoji
+  CHECK(printable("a\xff\xfe" "b") == "a\\xff\\xfeb");
+  CHECK(printable("\xc3" "a") == "\\xc3" "a");                   // a sequence cut short
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");                  // overlong '/'
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");         // a UTF-16 surrogate
+  CHECK(printable("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  CHECK(printable("\xc2\x9b" "31m") == "\\xc2\\x9b" "31m");      // C1 control CSI
+  // The cut never splits a character: a sequence that does not fit is left to the "...".
+  CHECK(printable("ab\xc3\xa9", 3) == "ab...");
+  CHECK(printable("ab\xc3\xa9", 4) == "ab\xc3\xa9");
+}

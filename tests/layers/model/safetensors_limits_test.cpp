@@ -100,6 +100,12 @@ TEST_CASE("the header must be one JSON object of bounded depth without duplicate
   CHECK(del.find("\\x7f") != std::string::npos);
   CHECK(del.find('\x7f') == std::string::npos);
   CHECK(del.size() < 400);
+  // Bytes that are no UTF-8 reach a terminal as \xNN, never raw.
+  const std::string high = error_of(file_with("{\"a\":{\"shape\":[2,\xff\xfe]}}", 0));
+  CHECK(high.rfind("h.st: header is not valid JSON: ", 0) == 0);
+  CHECK(high.find("\\xff") != std::string::npos);
+  CHECK(std::none_of(high.begin(), high.end(),
+                     [](char c) { return static_cast<unsigned char>(c) >= 0x80; }));
   CHECK(error_of(file_with("{\"a\":{\"shape\":[[[1]]]}}", 0)) ==
         "h.st: header nests deeper than {name: {key: [sizes]}}");
   // A deep nest is refused where it starts, however deep it goes: nothing recurses on it.
