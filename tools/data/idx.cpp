@@ -109,6 +109,19 @@ class Payload {
     return read(&byte, 1) == 0;
   }
 
+  // For a gzip stream not yet at its end: inflates the rest (at most `limit` bytes, thrown
+  // away), so that its CRC-32 and length are checked, and throws if the stream is corrupt or
+  // cut short. Called when the header or the length is refused: in a gzip'd file that is
+  // more likely a damaged stream than a file that means what it says.
+  void check_rest(uint64_t limit) {
+    if (!gzip_ || stream_end_ || broken_) return;
+    std::vector<uint8_t> scratch(kChunk);
+    for (uint64_t done = 0; done < limit && !stream_end_;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, limit - done));
+      done += inflate_into(scratch.data(), want);
+    }
+  }
+
  private:
   // Loads the next raw bytes into in_; false when the raw input is exhausted.
   bool refill() {
@@ -129,13 +142,18 @@ class Payload {
     return done;
   }
 
+  [[noreturn]] void fail_stream(const std::string& what) {
+    broken_ = true;
+    fail(name_, what);
+  }
+
   size_t inflate_into(uint8_t* dst, size_t n) {
     size_t done = 0;
     while (done < n && !stream_end_) {
       if (z_.avail_in == 0) {
         if (!refill()) {
-          fail(name_, "truncated gzip stream: the compressed data ends after " +
-                          std::to_string(z_.total_out) + " decompressed bytes, before its end marker");
+          fail_stream("truncated gzip stream: the compressed data ends after " +
+                      std::to_string(z_.total_out) + " decompressed bytes, before its end marker");
         }
         z_.next_in = in_.data();
         z_.avail_in = static_cast<uInt>(in_len_);
@@ -149,13 +167,14 @@ class Payload {
         stream_end_ = true;
         // One gzip member, then nothing: concatenated members are refused like any other tail.
         if (z_.avail_in > 0 || refill()) {
-          fail(name_, "trailing bytes after the end of the gzip stream "
+          fail_stream("trailing bytes after the end of the gzip stream "
                       "(multi-member gzip files are not supported)");
         }
       } else if (rc == Z_BUF_ERROR && z_.avail_in == 0) {
         continue;  // no progress without more input: the loop refills
       } else if (rc != Z_OK) {
-        fail(name_, std::string("corrupt gzip stream (zlib: ") + (z_.msg ? z_.msg : zError(rc)) + ")");
+        fail_stream(std::string("corrupt gzip stream (zlib: ") + (z_.msg ? z_.msg : zError(rc)) +
+                    ")");
       }
     }
     return done;
@@ -167,6 +186,7 @@ class Payload {
   size_t in_pos_ = 0, in_len_ = 0;
   bool gzip_ = false;
   bool stream_end_ = false;
+  bool broken_ = false;  // the stream itself was refused (corrupt, cut short, a second member)
   z_stream z_{};
 };
 
@@ -200,11 +220,8 @@ const char* kind_of_rank(int rank) {
 
 std::string dimensions(int n) { return std::to_string(n) + (n == 1 ? " dimension" : " dimensions"); }
 
-IdxArray parse(RawInput& raw, const std::string& name, int rank, uint64_t max_data_bytes) {
-  BRIGADE_CHECK(rank == 1 || rank == 3,
-                "IDX reader: rank must be 1 (labels) or 3 (images), got " << rank);
-  Payload in(raw, name);
-
+IdxArray parse_payload(Payload& in, uint64_t raw_size, const std::string& name, int rank,
+                       uint64_t max_data_bytes) {
   // Magic: 0x00 0x00 <element type> <number of dimensions>.
   uint8_t magic[4];
   const size_t got_magic = in.read(magic, 4);
@@ -258,17 +275,17 @@ IdxArray parse(RawInput& raw, const std::string& name, int rank, uint64_t max_da
   }
   const uint64_t header_bytes = 4 + want_dims;
   if (in.gzip()) {
-    const uint64_t most = raw.size() > max_data_bytes / kDeflateMaxRatio
+    const uint64_t most = raw_size > max_data_bytes / kDeflateMaxRatio
                               ? max_data_bytes
-                              : raw.size() * kDeflateMaxRatio;
+                              : raw_size * kDeflateMaxRatio;
     if (bytes > most) {
       fail(name, "the header declares " + declared + " of data (" + memory + "), more than a " +
-                     std::to_string(raw.size()) + "-byte gzip file can hold (at most " +
+                     std::to_string(raw_size) + "-byte gzip file can hold (at most " +
                      std::to_string(most) + " bytes): truncated or corrupt");
     }
   } else {
     // The header was read, so the size covers it, unless the file changed since it was opened.
-    const uint64_t held = raw.size() >= header_bytes ? raw.size() - header_bytes : 0;
+    const uint64_t held = raw_size >= header_bytes ? raw_size - header_bytes : 0;
     if (bytes > held) {
       fail(name, "truncated: the header declares " + declared + " of data (" + memory +
                      ") but the file holds only " + std::to_string(held) + " bytes after its header");
@@ -295,6 +312,22 @@ IdxArray parse(RawInput& raw, const std::string& name, int rank, uint64_t max_da
   }
   if (!in.at_end()) fail(name, "trailing data after the " + declared + " the header declares");
   return out;
+}
+
+// A gzip'd file whose header and data disagree is first checked whole: one damaged byte in
+// the middle of a download inflates to other bytes (more data than declared, another
+// header), and the stream's CRC-32 then says "corrupt" where the IDX checks alone would say
+// "trailing data".
+IdxArray parse(RawInput& raw, const std::string& name, int rank, uint64_t max_data_bytes) {
+  BRIGADE_CHECK(rank == 1 || rank == 3,
+                "IDX reader: rank must be 1 (labels) or 3 (images), got " << rank);
+  Payload in(raw, name);
+  try {
+    return parse_payload(in, raw.size(), name, rank, max_data_bytes);
+  } catch (const Error&) {
+    in.check_rest(max_data_bytes);  // throws instead when the stream is damaged
+    throw;
+  }
 }
 
 }  // namespace

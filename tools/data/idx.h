@@ -16,8 +16,10 @@
 // dimensions is overflow-checked and bounded before anything is allocated (by the file size for
 // a plain file, by deflate's maximum ratio for a gzip file, and by `max_data_bytes` for both),
 // and the data must end exactly where the header says: a short file is "truncated", a longer
-// one has "trailing data". Every error is a brigade::Error whose message starts with
-// "IDX file '<name>': ".
+// one has "trailing data". A gzip'd file whose header or length is refused is inflated to its
+// end first: if its CRC-32 or length fails, it is a "corrupt gzip stream" (a damaged download
+// inflates to bytes that disagree with themselves). Every error is a brigade::Error whose
+// message starts with "IDX file '<name>': ".
 #pragma once
 
 #include <cstdint>

@@ -201,3 +201,37 @@ TEST_CASE("the data must end exactly where the header says") {
           "IDX file '" + p + "': corrupt gzip stream (zlib: incorrect data check)");
   }
 }
+
+// A damaged download: one byte changed in the middle of a gzip'd file. Inflating it gives
+// other bytes — a header that says something else, more data than declared, less — and what
+// tells them apart from a well-formed file that says so is the gzip stream's CRC-32 and
+// length. Every such file is reported as corrupt (or, when inflate wanted more input, as
+// truncated), never as an IDX file whose header and data disagree.
+TEST_CASE("a gzip'd file with a corrupt byte is said to be corrupt, naming the file") {
+  Bytes images(20 * 28 * 28, 0);  // Fashion-MNIST-like: a dark border around each picture
+  const Bytes middle = noise(images.size());
+  for (size_t i = 0; i < images.size(); ++i)
+    if (size_t r = i / 28 % 28, c = i % 28; r > 4 && r < 24 && c > 6 && c < 22)
+      images[i] = middle[i] & 0xf0;
+  const Bytes packed = gzip(idx_bytes({20, 28, 28}, images));
+  const auto damaged = [&](size_t at) {
+    Bytes b = packed;
+    b[at] ^= 0x10;
+    return b;
+  };
+  // Every byte of the deflate data, between the 10-byte gzip header and the 8-byte trailer.
+  int refused = 0;
+  for (size_t at = 10; at + 8 < packed.size(); ++at) {
+    const std::string error = error_of([&] { parse_idx(damaged(at), "f.gz", 3); });
+    if (error.empty()) continue;  // the change decoded to the same bytes
+    ++refused;
+    CAPTURE(at);
+    CAPTURE(error);
+    CHECK((error.starts_with("IDX file 'f.gz': corrupt gzip stream (zlib: ") ||
+           error.starts_with("IDX file 'f.gz': truncated gzip stream: ")));
+  }
+  CHECK(refused > static_cast<int>(packed.size()) / 2);
+  TempDir dir;
+  const std::string p = dir.write("train-images-idx3-ubyte.gz", damaged(packed.size() / 2));
+  CHECK(error_of([&] { read_idx_file(p, 3); }).starts_with("IDX file '" + p + "': corrupt gzip"));
+}

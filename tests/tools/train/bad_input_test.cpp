@@ -10,9 +10,13 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "tests/tools/data/idx_files.h"
 #include "tests/tools/train/run_binary.h"
 
 using namespace brigade::train::test;
+using brigade::testing::Bytes;
+using brigade::testing::gzip;
+using brigade::testing::idx_bytes;
 namespace fs = std::filesystem;
 
 namespace {
@@ -129,9 +133,7 @@ TEST_CASE("bad input: --chunks with neither a cut by cost nor a schedule of seve
 // as a failed task of an internal stream ("cpu:1048576 stream#1: task failed: ...").
 TEST_CASE("bad input: BRIGADE_CPU_ISA that names no instruction set") {
   const fs::path dir = temp_dir("isa");
-  std::string command = "BRIGADE_CPU_ISA=bogus " + train_binary();
-  for (const std::string& a : quick(dir, {})) command += " '" + a + "'";
-  const Run r = run_command(command);
+  const Run r = run_command("BRIGADE_CPU_ISA=bogus " + train_command(quick(dir, {})));
   check_refused(r, 2, "BRIGADE_CPU_ISA=bogus is not an instruction set of the CPU kernels");
   CHECK(r.output.find("stream#") == std::string::npos);
 }
@@ -224,6 +226,9 @@ TEST_CASE("bad input: data directory missing, data file truncated") {
   const fs::path dir = temp_dir("data");
   const Run missing = run_train({"--data-dir", (dir / "nowhere").string()});
   check_refused(missing, 2, (dir / "nowhere").string());
+  // A name with a space and a quote reaches brigade-train whole (run_binary.h quotes it).
+  const std::string odd = (dir / "it's nowhere").string();
+  check_refused(run_train({"--data-dir", odd}), 2, odd);
 
   // Four IDX files whose training images stop short of what their header says.
   const auto be32 = [](uint32_t v) {
@@ -236,6 +241,19 @@ TEST_CASE("bad input: data directory missing, data file truncated") {
   write_file(dir / "t10k-images-idx3-ubyte", images);
   write_file(dir / "t10k-labels-idx1-ubyte", labels);
   check_refused(run_train({"--data-dir", dir.string()}), 2, "truncated");
+
+  // A damaged download: one byte changed in the middle of the gzip'd training images. Said to
+  // be corrupt, naming the file (tests/tools/data/idx_test.cpp tries every byte).
+  const fs::path gz = temp_dir("data-gz");
+  Bytes pixels(100 * 28 * 28);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * i % 251);
+  Bytes packed = gzip(idx_bytes({100, 28, 28}, pixels));
+  packed[packed.size() / 2] ^= 0x10;
+  const std::string damaged = gz / "train-images-idx3-ubyte.gz";
+  write_file(damaged, std::string(packed.begin(), packed.end()));
+  write_file(gz / "train-labels-idx1-ubyte", be32(0x801) + be32(100) + std::string(100, '\0'));
+  check_refused(run_train({"--data-dir", gz.string()}), 2,
+                "IDX file '" + damaged + "': corrupt gzip stream (zlib: ");
 }
 
 TEST_CASE("bad input: malformed model files") {

@@ -95,31 +95,27 @@ TEST_CASE("log: after --resume the mean is over the steps this run made, and say
 
 TEST_CASE("log: no control codes in a pseudo-terminal under mpirun or with TERM=dumb") {
   const fs::path dir = temp_dir("log-pty");
-  std::string args;
-  for (const std::string& a : quick(dir, {"--steps", "2"})) args += " '" + a + "'";
+  const std::string train = train_command(quick(dir, {"--steps", "2"}));
   // script(1) gives the program a pseudo-terminal, as mpirun gives its ranks.
   for (const std::string env : {"OMPI_COMM_WORLD_SIZE=1", "TERM=dumb"}) {
     CAPTURE(env);
-    const Run r = run_command("env " + env + " script -qec \"" + train_binary() + args +
-                              "\" /dev/null");
+    const Run r = run_command("env " + env + " script -qec \"" + train + "\" /dev/null");
     CAPTURE(r.output);
     CHECK(r.status == 0);
     CHECK(r.output.find("step 2/10") != std::string::npos);
     CHECK(r.output.find('\033') == std::string::npos);
   }
   // A terminal of a person: the live bar.
-  const Run live = run_command("env TERM=xterm script -qec \"" + train_binary() + args +
-                               "\" /dev/null");
+  const Run live = run_command("env TERM=xterm script -qec \"" + train + "\" /dev/null");
   CHECK(live.output.find("\033[K") != std::string::npos);
 }
 
 TEST_CASE("log: the live bar fits an 80-column terminal") {
   const fs::path dir = temp_dir("log-narrow");
-  std::string args;
-  for (const std::string& a : quick(dir, {"--steps", "3"})) args += " '" + a + "'";
+  const std::string train = train_command(quick(dir, {"--steps", "3"}));
   // stty sizes script(1)'s pseudo-terminal as a person's 80-column window.
-  const Run live = run_command("env TERM=xterm script -qec \"stty cols 80; " + train_binary() +
-                               args + "\" /dev/null");
+  const Run live = run_command("env TERM=xterm script -qec \"stty cols 80; " + train +
+                               "\" /dev/null");
   CAPTURE(live.output);
   REQUIRE(live.status == 0);
   int bars = 0;

@@ -102,8 +102,7 @@ TEST_CASE("preflight: a file written by rename needs a writable directory, not j
                                 perms::group_write | perms::others_read | perms::others_write;
   fs::permissions(save, everyone_writes);
   fs::permissions(metrics, everyone_writes);
-  std::string command = as_user + train_binary();
-  for (const std::string& a : quick(dir, {})) command += " '" + a + "'";
+  const std::string command = as_user + train_command(quick(dir, {}));
   fs::permissions(dir / "small.model", everyone_reads);
   fs::permissions(locked, perms::owner_read | perms::owner_exec | perms::group_read |
                               perms::group_exec | perms::others_read | perms::others_exec);

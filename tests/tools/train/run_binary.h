@@ -45,11 +45,24 @@ inline Run run_command(const std::string& line) {
   return r;
 }
 
-// Runs brigade-train with `args` (no spaces inside an argument).
-inline Run run_train(const std::vector<std::string>& args) {
+// `word` for a shell, in single quotes (a quote inside written '\'').
+inline std::string shell_quoted(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command line that runs brigade-train with `args`, each quoted for the shell: to run as it
+// is, or with an environment before it or more flags after it.
+inline std::string train_command(const std::vector<std::string>& args) {
   std::string command = train_binary();
-  for (const std::string& a : args) command += " '" + a + "'";
-  return run_command(command);
+  for (const std::string& a : args) command.append(" ").append(shell_quoted(a));
+  return command;
+}
+
+// Runs brigade-train with `args`.
+inline Run run_train(const std::vector<std::string>& args) {
+  return run_command(train_command(args));
 }
 
 // A fresh, empty directory for a test's files, removed with the others when the test process
