@@ -1,18 +1,17 @@
 #include "tools/train/options.h"
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
-#include <sstream>
-#include <type_traits>
 #include <utility>
 
 #include "pipeline/runtime/step_memory.h"
 #include "pipeline/schedule/generators/generators.h"
+#include "tools/train/number_flags.h"
 #include "tools/train/preflight.h"
 #include "tools/train/suggested_command.h"
 
@@ -66,83 +65,6 @@ std::string format_number(double v) {
 
 namespace {
 
-// CLI11's NonNegativeNumber and PositiveNumber name their range up to DBL_MAX, 309 digits
-// ("Value -1 not in range 0.000000 to 179769313486...") — these say the rule in words.
-//
-// A number flag's text as the double CLI11 will store, or why it is refused. CLI11 reads it
-// with strtold and narrows it to a double without a word: "1e400" and "inf" would be an
-// infinite --lr (a run that fails at step 2), "1e-400" an --lr of 0 (one that trains nothing).
-struct Number {
-  double value = 0;
-  std::string refusal;  // empty: value is the flag's
-};
-
-Number number_of(const std::string& text) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(begin, &end);
-  const bool out_of_range = errno == ERANGE;
-  if (end == begin) return {0, ""};  // not a number: CLI11's own conversion error says so
-  if (end != begin + text.size()) return {std::nan(""), ""};  // "1x": refused by the range
-  if (out_of_range && v == 0) return {v, text + " is out of range: a double rounds it to 0"};
-  if (out_of_range && std::isinf(v))
-    return {v, text + " is out of range: more than a double holds (1.8e+308)"};
-  if (!std::isfinite(v)) return {v, "must be a finite number, got " + text};
-  return {v, ""};
-}
-
-CLI::Validator at_least(double lo) {
-  return CLI::Validator(
-      [lo](std::string& text) -> std::string {
-        const Number n = number_of(text);
-        if (!n.refusal.empty()) return n.refusal;
-        if (!(n.value >= lo)) return "must be at least " + format_number(lo) + ", got " + text;
-        return "";
-      },
-      ">= " + format_number(lo));
-}
-
-CLI::Validator above_zero() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const Number n = number_of(text);
-        if (!n.refusal.empty()) return n.refusal;
-        if (!(n.value > 0)) return "must be greater than 0, got " + text;
-        return "";
-      },
-      "> 0");
-}
-
-// An integer flag within its type. CLI11 reads it with strtoll or strtoull (any base, as C
-// does) and keeps what they clamp to: 2^64 would be --steps 2^63 - 1, and strtoull negates
-// "-1" into 2^64 - 1, a --seed nobody asked for.
-template <typename T>
-CLI::Validator within_type() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const char* begin = text.c_str();
-        char* end = nullptr;
-        errno = 0;
-        // strtoull, like strtoll, skips white space and takes a sign.
-        const size_t first = text.find_first_not_of(" \t\n\v\f\r");
-        const bool negative = first != std::string::npos && text[first] == '-';
-        if constexpr (std::is_unsigned_v<T>) {
-          if (negative) return "must not be negative, got " + text;
-          std::strtoull(begin, &end, 0);
-        } else {
-          std::strtoll(begin, &end, 0);
-        }
-        if (end != begin + text.size()) return "";  // not an integer: CLI11 says so
-        if (errno != ERANGE) return "";
-        if (negative)
-          return text + " is out of range: at least " +
-                 std::to_string(std::numeric_limits<T>::min());
-        return text + " is out of range: at most " + std::to_string(std::numeric_limits<T>::max());
-      },
-      "");
-}
-
 // --synthetic-count and --batch near their type's limits, refused by the flag's name before
 // anything is sized by them: past these, the data set's own bound (2^31 samples) or an
 // allocation fails without naming the flag, and a batch near 2^63 overflows the count of
@@ -173,21 +95,6 @@ void check_data_sizes(const Options& o) {
                      "brigade-train reads (a batch larger than the training set is one batch " +
                      "of all of it)");
 }
-
-CLI::Validator momentum_range() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const Number n = number_of(text);
-        if (!n.refusal.empty()) return n.refusal;
-        if (!(n.value >= 0 && n.value < 1)) return "must be in [0, 1), got " + text;
-        return "";
-      },
-      "in [0, 1)");
-}
-
-}  // namespace
-
-namespace {
 
 // --threads-per-device within check_threads_per_device's limit; a count above it is refused
 // with this run's command given as many threads per device as this machine has cores (under
@@ -319,7 +226,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(within_type<int64_t>());
   app.add_option("--optimizer", o.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--lr", o.lr, "learning rate")->check(above_zero());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(momentum_range());
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(in_zero_one());
   app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (added to the gradient)")
       ->check(at_least(0));
   app.add_option("--clip-grad-norm", o.clip_grad_norm,

@@ -9,6 +9,7 @@
 #include "tools/train/options.h"
 #include "kernels/cuda/path.h"
 #include "kernels/math_mode.h"
+#include "tools/train/number_flags.h"
 #include "tools/train/placement.h"
 
 using namespace brigade::train;
@@ -26,7 +27,32 @@ std::string usage_error(std::vector<const char*> args) {
   }
   return "(no error)";
 }
+// A number check's verdict on a flag's text: "" accepts it, anything else is the refusal that
+// follows the flag's name ("--lr: must be greater than 0, got -1").
+std::string verdict(const CLI::Validator& check, std::string text) { return check(text); }
 }  // namespace
+
+TEST_CASE("number flags: each check says its rule in words, and what a double cannot hold") {
+  CHECK(verdict(at_least(0), "0") == "");
+  CHECK(verdict(at_least(0), "-3") == "must be at least 0, got -3");
+  CHECK(verdict(at_least(0), "inf") == "must be a finite number, got inf");
+  CHECK(verdict(above_zero(), "0.001") == "");
+  CHECK(verdict(above_zero(), "0") == "must be greater than 0, got 0");
+  CHECK(verdict(above_zero(), "1e-400") == "1e-400 is out of range: a double rounds it to 0");
+  CHECK(verdict(above_zero(), "1e400") ==
+        "1e400 is out of range: more than a double holds (1.8e+308)");
+  CHECK(verdict(in_zero_one(), "0.9") == "");
+  CHECK(verdict(in_zero_one(), "1") == "must be in [0, 1), got 1");
+  CHECK(verdict(within_type<int64_t>(), "9223372036854775807") == "");
+  CHECK(verdict(within_type<int64_t>(), "9223372036854775808") ==
+        "9223372036854775808 is out of range: at most 9223372036854775807");
+  CHECK(verdict(within_type<int64_t>(), "-9223372036854775809") ==
+        "-9223372036854775809 is out of range: at least -9223372036854775808");
+  CHECK(verdict(within_type<uint64_t>(), "18446744073709551615") == "");
+  CHECK(verdict(within_type<uint64_t>(), "-1") == "must not be negative, got -1");
+  CHECK(verdict(within_type<uint64_t>(), "18446744073709551616") ==
+        "18446744073709551616 is out of range: at most 18446744073709551615");
+}
 
 TEST_CASE("parse_size: units by hand") {
   CHECK(parse_size("0") == 0);
