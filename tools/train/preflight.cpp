@@ -13,6 +13,7 @@
 #include "layers/optimizers.h"
 #include "layers/param_file.h"
 #include "tools/train/checkpoint.h"
+#include "tools/train/suggested_command.h"
 
 namespace brigade::train {
 
@@ -85,6 +86,27 @@ void check_distinct_outputs(const Options& o) {
                          quoted(outputs[j].flag, outputs[j].given) + " write the same file (" +
                          outputs[i].file.string() +
                          "): one would replace the other; give each its own");
+}
+
+// --init-from given a checkpoint: what continues its run instead, as words a shell runs.
+// --resume reads --checkpoint-dir's checkpoint.safetensors alone, so a checkpoint under
+// another name is copied into a directory of its own first (mkdir refuses one that exists:
+// nothing is overwritten, and the file given stays as it is while the run saves over its copy).
+std::string checkpoint_not_parameters(const std::string& file) {
+  const fs::path path(file);
+  const std::string head = quoted("--init-from", file) +
+                           " is a checkpoint (parameters, optimizer state, the step): ";
+  const std::string tail = "; --init-from takes parameters written by --save or --save-initial";
+  if (path.filename() == "checkpoint.safetensors") {
+    const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
+    return head + "to continue that run, give " +
+           shell_words({"--checkpoint-dir", dir, "--resume"}) + tail;
+  }
+  const std::string own = (path.parent_path() / (path.stem().string() + "-resume")).string();
+  return head + "--resume reads only a --checkpoint-dir's checkpoint.safetensors; to continue " +
+         "that run, copy it into a directory of its own: " + shell_words({"mkdir", own}) +
+         " && " + shell_words({"cp", file, checkpoint_path(own)}) + ", then give " +
+         shell_words({"--checkpoint-dir", own, "--resume"}) + tail;
 }
 
 }  // namespace
@@ -256,14 +278,8 @@ void check_outputs(const Options& o) {
     check_output_file("--plot", o.plot);
   }
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir, o.resume);
-  if (!o.init_from.empty() && is_checkpoint_file(o.init_from)) {
-    const std::string dir = std::filesystem::path(o.init_from).parent_path().string();
-    throw UsageError("--init-from " + o.init_from +
-                     " is a checkpoint (parameters, optimizer state, the step): to continue "
-                     "that run, give --checkpoint-dir " + (dir.empty() ? "." : dir) +
-                     " --resume; --init-from takes parameters written by --save or "
-                     "--save-initial");
-  }
+  if (!o.init_from.empty() && is_checkpoint_file(o.init_from))
+    throw UsageError(checkpoint_not_parameters(o.init_from));
 }
 
 void check_output_space(const Options& o, const model::ModelSpec& spec, const Recipe& recipe) {

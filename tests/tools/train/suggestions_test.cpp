@@ -1,8 +1,9 @@
 // Every command brigade-train prints runs (tools/train/suggested_command.h): the imbalance
 // warning's command is taken from the output and run as printed, in one process, after a
 // --resume (whose checkpoint fixes the micro-batch count) and under mpirun; so is the command
-// after the warning for devices sharing cores; the flags that
-// --init-from of a checkpoint points to continue that run. (A checkpoint directory already
+// after the warning for devices sharing cores; the flags (and, for a checkpoint under another
+// name, the copy) that --init-from of a checkpoint points to continue that run, in a directory
+// whose name a shell must have quoted. (A checkpoint directory already
 // used points to --resume: bad_input_test runs that.) The question's network has a third
 // block of 0.6 % of the work, so its default three devices always warn.
 #include <doctest/doctest.h>
@@ -115,28 +116,69 @@ TEST_CASE("suggestions: a --resume too large for --device-memory names no recipe
   fs::remove_all(dir);
 }
 
+namespace {
+// The text of `output` between `from` and the next `to` ("" when `from` is not in it).
+std::string between(const std::string& output, const std::string& from, const std::string& to) {
+  const size_t at = output.find(from);
+  if (at == std::string::npos) return "";
+  const size_t start = at + from.size();
+  return output.substr(start, output.find(to, start) - start);
+}
+}  // namespace
+
+// A directory with a space in its name: what the message prints is quoted for a shell.
 TEST_CASE("suggestions: --init-from given a checkpoint names the --resume that continues it") {
   const fs::path dir = test::temp_dir("suggest-init");
   const std::string base = test::train_binary() +
                            " --data synthetic --synthetic-count 128 --batch 32 --devices cpu:0";
-  const std::string ckpt = (dir / "ckpt").string();
-  REQUIRE(test::run_command(base + " --steps 1 --checkpoint-dir " + ckpt).status == 0);
-  const Run refused = test::run_command(base + " --steps 2 --init-from " + ckpt +
-                                        "/checkpoint.safetensors");
+  const std::string ckpt = (dir / "run 1").string();
+  REQUIRE(test::run_command(base + " --steps 1 --checkpoint-dir '" + ckpt + "'").status == 0);
+  const Run refused = test::run_command(base + " --steps 2 --init-from '" + ckpt +
+                                        "/checkpoint.safetensors'");
   CAPTURE(refused.output);
   REQUIRE(refused.status == 2);
   // The flags it gives, in --init-from's place, continue the run: step 2 after step 1.
-  const std::string give = "to continue that run, give ";
-  const size_t at = refused.output.find(give);
-  REQUIRE(at != std::string::npos);
-  const size_t from = at + give.size();
-  const std::string flags = refused.output.substr(from, refused.output.find(';', from) - from);
-  CHECK(flags == "--checkpoint-dir " + ckpt + " --resume");
+  const std::string flags = between(refused.output, "to continue that run, give ", ";");
+  CHECK(flags == "--checkpoint-dir '" + ckpt + "' --resume");
   const Run resumed = test::run_command(base + " --steps 2 " + flags);
   CAPTURE(resumed.output);
   CHECK(resumed.status == 0);
   CHECK(resumed.output.find("resumed from " + ckpt) != std::string::npos);
   CHECK(resumed.output.find("done: 1 step") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+// --resume reads DIR/checkpoint.safetensors alone: a checkpoint kept under another name is
+// copied into a directory of its own first, by the command the message gives, run as printed.
+TEST_CASE("suggestions: --init-from of a checkpoint under another name says how to resume it") {
+  const fs::path dir = test::temp_dir("suggest-init-renamed");
+  const std::string base = test::train_binary() +
+                           " --data synthetic --synthetic-count 128 --batch 32 --devices cpu:0";
+  const fs::path run = dir / "run 1";
+  REQUIRE(test::run_command(base + " --steps 1 --checkpoint-dir '" + run.string() + "'").status ==
+          0);
+  const fs::path kept = run / "step 1.safetensors";
+  fs::rename(run / "checkpoint.safetensors", kept);
+  const Run refused = test::run_command(base + " --steps 2 --init-from '" + kept.string() + "'");
+  CAPTURE(refused.output);
+  REQUIRE(refused.status == 2);
+  CHECK(refused.output.find("--resume reads only a --checkpoint-dir's checkpoint.safetensors") !=
+        std::string::npos);
+  const std::string copy = between(refused.output, "copy it into a directory of its own: ",
+                                   ", then give ");
+  const std::string flags = between(refused.output, ", then give ", ";");
+  const std::string resume_dir = (run / "step 1-resume").string();
+  CHECK(copy == "mkdir '" + resume_dir + "' && cp '" + kept.string() + "' '" + resume_dir +
+                    "/checkpoint.safetensors'");
+  CHECK(flags == "--checkpoint-dir '" + resume_dir + "' --resume");
+  const Run copied = test::run_command(copy);
+  CAPTURE(copied.output);
+  REQUIRE(copied.status == 0);
+  const Run resumed = test::run_command(base + " --steps 2 " + flags);
+  CAPTURE(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("done: 1 step") != std::string::npos);
+  CHECK(fs::exists(kept));  // the file given stays as it was: the copy is the one resumed
   fs::remove_all(dir);
 }
 
