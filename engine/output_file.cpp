@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "engine/error.h"
@@ -54,22 +56,75 @@ std::string target_of(const std::string& path) {
   return ::realpath(path.c_str(), resolved) ? std::string(resolved) : path;
 }
 
+// ---- The temporaries being written, as a signal handler can read them -----------------------
+//
+// A fixed table of slots, each a state and a path. A writer fills a free slot, then arms it; a
+// handler takes an armed slot with one compare-and-swap, removes the file and marks it
+// removed; the writer frees its slot when armed or removed, never while a handler reads the
+// path (taken), so that no path is rewritten under a handler.
+enum SlotState : int { kFree, kFilling, kArmed, kTaken, kRemoved };
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler reads the slots");
+Slot g_slots[16];
+
+// A slot holding `path`, armed before the file is made (a signal in between removes nothing;
+// none comes while the file exists unlisted); -1 when every slot is in use or the path does
+// not fit.
+int arm_slot(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < static_cast<int>(std::size(g_slots)); ++i) {
+    int expected = kFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kFilling)) continue;
+    std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+    g_slots[i].state.store(kArmed);
+    return i;
+  }
+  return -1;
+}
+
+// After the temporary is renamed or removed. A slot a handler is reading stays taken: the
+// process is ending.
+void release_slot(int slot) {
+  if (slot < 0) return;
+  for (int done : {kArmed, kRemoved}) {
+    int expected = done;
+    if (g_slots[slot].state.compare_exchange_strong(expected, kFree)) return;
+  }
+}
+
 }  // namespace
+
+void remove_unfinished_temporaries() {
+  for (Slot& slot : g_slots) {
+    int expected = kArmed;
+    if (!slot.state.compare_exchange_strong(expected, kTaken)) continue;
+    ::unlink(slot.path);
+    slot.state.store(kRemoved);
+  }
+}
 
 WholeFile::WholeFile(std::string path) : path_(std::move(path)), target_(target_of(path_)) {
   const bool in_place = is_special(target_);
   tmp_ = in_place ? target_ : target_ + ".tmp." + std::to_string(::getpid());
+  if (!in_place) slot_ = arm_slot(tmp_);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CLOEXEC | (in_place ? 0 : O_CREAT | O_TRUNC), 0666);
-  if (fd_ < 0)
-    throw Error(in_place ? "cannot open '" + path_ + "' to write: " + std::strerror(errno)
+  if (fd_ < 0) {
+    const int saved = errno;
+    release_slot(std::exchange(slot_, -1));
+    throw Error(in_place ? "cannot open '" + path_ + "' to write: " + std::strerror(saved)
                          : "cannot create '" + tmp_ + "' to write " + path_ + ": " +
-                               std::strerror(errno));
+                               std::strerror(saved));
+  }
 }
 
 WholeFile::~WholeFile() {
   if (fd_ < 0) return;
   ::close(fd_);
   if (tmp_ != target_) ::unlink(tmp_.c_str());
+  release_slot(std::exchange(slot_, -1));
 }
 
 void WholeFile::write(std::span<const unsigned char> bytes) {
@@ -90,6 +145,7 @@ void WholeFile::commit() {
   if (::close(fd) != 0) fail("close");
   if (in_place) return;
   if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail("rename");
+  release_slot(std::exchange(slot_, -1));
   // Make the rename durable. Best effort: the new file is already complete and in place,
   // and some file systems refuse fsync on a directory.
   const int dir = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -104,6 +160,7 @@ void WholeFile::fail(const std::string& what) {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
   if (tmp_ == target_) throw Error(path_ + ": " + what + " failed: " + std::strerror(saved));
   ::unlink(tmp_.c_str());
+  release_slot(std::exchange(slot_, -1));
   throw Error(path_ + ": " + what + " failed while writing '" + tmp_ + "': " +
               std::strerror(saved) + " (the previous file, if any, is untouched)");
 }

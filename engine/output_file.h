@@ -18,7 +18,9 @@
 //
 // The messages follow one pattern: "PATH: write failed while writing 'TMP': REASON (...)".
 // Failures clean up before throwing, not in a destructor: brigade-train ends a failed run
-// with _Exit (tools/train/main.cpp), which runs none.
+// with _Exit (tools/train/main.cpp), which runs none. A signal that ends the program while a
+// WholeFile is written runs no destructor either: its handler calls
+// remove_unfinished_temporaries() first (tools/train/signals.h).
 #pragma once
 
 #include <span>
@@ -49,7 +51,15 @@ class WholeFile {
   std::string target_;  // the file replaced: path_, or the file a symbolic link path_ names
   std::string tmp_;     // beside target_; target_ itself when written in place (a device, a pipe)
   int fd_ = -1;
+  int slot_ = -1;       // tmp_'s entry in the table remove_unfinished_temporaries() reads
 };
+
+// Removes the temporary of every WholeFile not yet committed or given up (the WholeFiles stay
+// unusable: a later write or commit fails). Async-signal-safe — no lock, no allocation, only
+// unlink(2) — for a signal handler about to end the process: a program killed mid-write then
+// leaves the old file, or none, and no `path.tmp.<pid>` beside it. Up to 16 temporaries at
+// once are known to it (a 17th, or a path longer than PATH_MAX, is written without a slot).
+void remove_unfinished_temporaries();
 
 // The whole of `text` as the file `path` (WholeFile).
 void write_whole_file(const std::string& path, std::string_view text);

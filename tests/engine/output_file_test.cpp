@@ -149,6 +149,27 @@ TEST_CASE("output file: a whole file abandoned between writes removes its tempor
   CHECK(dir.names().empty());
 }
 
+// What a signal handler calls before its signal ends the process (tools/train/signals.h):
+// every temporary still being written is removed, and nothing else.
+TEST_CASE("output file: remove_unfinished_temporaries removes the temporaries, only them") {
+  TempDir dir("unfinished");
+  write_whole_file(dir.file("done.json"), "{}");
+  WholeFile first(dir.file("ckpt.safetensors"));
+  first.write("header");
+  WholeFile second(dir.file("trace.svg"));
+  CHECK(dir.names() ==
+        std::vector<std::string>{"ckpt.safetensors" + kTmp, "done.json", "trace.svg" + kTmp});
+  brigade::remove_unfinished_temporaries();
+  CHECK(dir.names() == std::vector<std::string>{"done.json"});
+  // A file made after it is a new one, and is removed by the next call in turn.
+  WholeFile third(dir.file("plot.svg"));
+  third.write("<svg/>");
+  third.commit();
+  WholeFile fourth(dir.file("m.json"));
+  brigade::remove_unfinished_temporaries();
+  CHECK(dir.names() == std::vector<std::string>{"done.json", "plot.svg"});
+}
+
 TEST_CASE("output file: a growing file keeps only whole records when a write fails") {
   TempDir dir("growing");
   const std::string path = dir.file("m.jsonl");

@@ -3,7 +3,10 @@
 // The handler only sets a flag (the one thing a signal handler may safely do); the loop
 // checks it between steps, writes a checkpoint if it has a --checkpoint-dir, and exits
 // cleanly with status 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed program.
-// A second signal while stopping is the user insisting: the default action (exit) takes it.
+// A second signal (either of the two) while stopping is the user insisting: the program ends
+// at once, killed by that signal, after removing the temporary of any file it was writing
+// (engine/output_file.h: remove_unfinished_temporaries), so that a checkpoint interrupted
+// mid-write leaves the previous one, or none, and no `checkpoint.safetensors.tmp.<pid>`.
 #pragma once
 
 namespace brigade::train {
