@@ -93,24 +93,18 @@ void check_device_available(const Device& device) {
                 "device " << device << " is not available: this machine has " << count
                           << " usable CUDA device" << (count == 1 ? "" : "s"));
 #if defined(BRIGADE_HAVE_CUDA)
-  // Asked once per GPU: a GPU this build has no kernels for is refused here, naming it, before
-  // the first launch fails with cudaErrorNoKernelImageForDevice deep inside some layer.
-  static std::mutex mutex;
-  static std::map<int, std::string> refusals;  // per GPU index, for the process
-  std::string refusal;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = refusals.find(device.index);
-    if (it == refusals.end()) {
-      const std::vector<int> built = {BRIGADE_GPU_ARCHS};  // -Dgpu_arch, engine/meson.build
-      it = refusals
-               .emplace(device.index,
-                        gpu_arch_refusal(device, detail::cuda_compute_capability(device.index),
-                                         built))
-               .first;
-    }
-    refusal = it->second;
-  }
+  // Every GPU asked once, at the first check of one: a GPU this build has no kernels for is
+  // refused here, naming it, before the first launch fails with cudaErrorNoKernelImageForDevice
+  // deep inside some layer. Each allocation comes through here: afterwards a lookup, no lock.
+  static const std::vector<std::string> refusals = [count] {
+    const std::vector<int> built = {BRIGADE_GPU_ARCHS};  // -Dgpu_arch, engine/meson.build
+    std::vector<std::string> why;
+    for (int gpu = 0; gpu < count; ++gpu)
+      why.push_back(
+          gpu_arch_refusal(Device::cuda(gpu), detail::cuda_compute_capability(gpu), built));
+    return why;
+  }();
+  const std::string& refusal = refusals[static_cast<size_t>(device.index)];
   BRIGADE_CHECK(refusal.empty(), refusal);
 #endif
 }
