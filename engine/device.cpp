@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,9 +54,11 @@ Device Device::parse(std::string_view text, int cuda_devices) {
       throw Error(quoted + "the index after ':' must be a non-negative integer");
   }
   if (device.is_cuda()) {
-    if (cuda_devices < 0) cuda_devices = cuda_device_count();
+    const bool this_machine = cuda_devices < 0;  // not a count given to plan for another
+    if (this_machine) cuda_devices = cuda_device_count();
     if (cuda_devices == 0)
-      throw Error(quoted + "this machine has no usable CUDA device");
+      throw Error(quoted + "this machine has no usable CUDA device" +
+                  (this_machine ? " (" + no_gpu_reason() + ")" : std::string()));
     if (device.index >= cuda_devices)
       throw Error(quoted + "this machine has " + std::to_string(cuda_devices) + " CUDA device" +
                   (cuda_devices == 1 ? "" : "s") + " (cuda:0 to cuda:" +
@@ -91,7 +92,8 @@ void check_device_available(const Device& device) {
   const int count = cuda_device_count();
   BRIGADE_CHECK(device.index >= 0 && device.index < count,
                 "device " << device << " is not available: this machine has " << count
-                          << " usable CUDA device" << (count == 1 ? "" : "s"));
+                          << " usable CUDA device" << (count == 1 ? "" : "s")
+                          << (count == 0 ? " (" + no_gpu_reason() + ")" : ""));
 #if defined(BRIGADE_HAVE_CUDA)
   // Every GPU asked once, at the first check of one: a GPU this build has no kernels for is
   // refused here, naming it, before the first launch fails with cudaErrorNoKernelImageForDevice
@@ -135,23 +137,32 @@ std::string gpu_arch_refusal(const Device& device, ComputeCapability gpu,
   return why.str();
 }
 
-int cuda_device_count() {
+namespace {
+
+struct GpuCount {
+  int count = 0;
+  std::string why_none;  // no_gpu_reason()
+};
+
+// Probed once: the answer cannot change while the process runs.
+const GpuCount& gpu_count() {
+  static const GpuCount probed = [] {
+    GpuCount found;
 #if defined(BRIGADE_HAVE_CUDA)
-  // Probed once: the answer cannot change while the process runs, and the warning about a
-  // missing GPU is printed once, not at every call.
-  static const int count = [] {
-    std::string why;
-    const int n = detail::probe_cuda_devices(&why);
-    if (n == 0)
-      std::fprintf(stderr, "brigade: no GPU here (%s); CPU devices only\n",
-                   why.c_str());
-    return n;
-  }();
-  return count;
+    found.count = detail::probe_cuda_devices(&found.why_none);
 #else
-  return 0;
+    found.why_none = "this build has no CUDA: configure it with -Dcuda=enabled";
 #endif
+    return found;
+  }();
+  return probed;
 }
+
+}  // namespace
+
+int cuda_device_count() { return gpu_count().count; }
+
+const std::string& no_gpu_reason() { return gpu_count().why_none; }
 
 bool enable_peer_access(const Device& from, const Device& to) {
   if (!from.is_cuda() || !to.is_cuda() || from == to) return false;

@@ -65,10 +65,16 @@ CpuDeviceOptions cpu_device_options(int index);
 // over it with parallel_for. Throws for a CUDA device.
 ThreadPool& cpu_thread_pool(const Device& device);
 
-// Number of usable GPUs. 0 in a CPU-only build. In a CUDA build on a machine without GPU
-// or driver, the first call prints one line on stderr saying so and returns 0: the program
-// goes on with CPU devices and never crashes on that.
+// Number of usable GPUs, asked of the CUDA runtime once: 0 in a CPU-only build, and in a CUDA
+// build on a machine without GPU or driver (never a crash). Nothing is printed: whoever asked
+// for a GPU is refused with no_gpu_reason() in its message, and a program that chooses its
+// devices itself (brigade-train --devices auto) says what it chose.
 int cuda_device_count();
+
+// Why cuda_device_count() is 0, in a few words: the CUDA runtime's error name
+// ("cudaErrorInsufficientDriver", "cudaErrorNoDevice", ...), or that the build has no CUDA.
+// Empty where there are GPUs.
+const std::string& no_gpu_reason();
 
 // Throws unless `device` can run work here: a CUDA device index below cuda_device_count(),
 // whose compute capability runs this build's kernels (gpu_arch_refusal).

@@ -69,14 +69,16 @@ TEST_CASE("a device list parses in order, and a malformed one is refused naming 
 }
 
 TEST_CASE("cuda:0 on this machine agrees with cuda_device_count(), and never crashes") {
-  const int count = brigade::cuda_device_count();  // 0 without GPU/driver: said once on stderr
+  const int count = brigade::cuda_device_count();  // 0 without GPU, driver or CUDA build
   CHECK(count >= 0);
-  if (count == 0)
-    CHECK_THROWS_WITH_AS(Device::parse("cuda:0"),
-                         "invalid device \"cuda:0\": this machine has no usable CUDA device",
-                         brigade::Error);
-  else
+  CHECK(brigade::no_gpu_reason().empty() == (count > 0));
+  if (count == 0) {
+    const std::string why = "invalid device \"cuda:0\": this machine has no usable CUDA device (" +
+                            brigade::no_gpu_reason() + ")";
+    CHECK_THROWS_WITH_AS(Device::parse("cuda:0"), why.c_str(), brigade::Error);
+  } else {
     CHECK(Device::parse("cuda:0") == Device::cuda(0));
+  }
 }
 
 // Worked from the CUDA C++ Programming Guide ("Binary Compatibility", "PTX Compatibility"):

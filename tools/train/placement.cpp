@@ -1,6 +1,7 @@
 #include "tools/train/placement.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -21,10 +22,16 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks) {
     }
   }
   const int gpus = cuda_device_count();
-  if (gpus > 0)
+  if (gpus > 0) {
     for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
-  else
+  } else {
+#if defined(BRIGADE_HAVE_CUDA)
+    // auto is the one place a CUDA build goes on without a GPU: it says so, once, and why.
+    std::fprintf(stderr, "brigade: no GPU here (%s); CPU devices only\n",
+                 no_gpu_reason().c_str());
+#endif
     for (int i = 0; i < model_blocks; ++i) devices.push_back(Device::cpu(i));
+  }
   return devices;
 }
 

@@ -63,6 +63,18 @@ TEST_CASE("the no-GPU notice: absent for CPU devices, one short line for auto") 
 #endif
 }
 
+// A GPU asked for by name on a machine (or a build) without one: one refusal that says why,
+// not a notice that the run goes on with CPU devices followed by the refusal.
+TEST_CASE("the no-GPU refusal: --devices cuda:0 says why, in its one message") {
+  if (brigade::cuda_device_count() > 0) return;  // there is a GPU (or an emulated one) here
+  const Run r = run_train({"--devices", "cuda:0", "--steps", "1"});
+  check_refused(r, 2, "\"cuda:0\": this machine has no usable CUDA device (" +
+                          brigade::no_gpu_reason() + ")");
+  CHECK(!brigade::no_gpu_reason().empty());
+  CHECK(r.output.find("CPU devices only") == std::string::npos);
+  CHECK(r.output.find("GPU here") == std::string::npos);
+}
+
 TEST_CASE("bad input: unknown flag") {
   check_refused(run_train({"--learning-rate", "0.1"}), 2, "--learning-rate");
 }
