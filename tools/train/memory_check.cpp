@@ -104,15 +104,10 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
           zb_auto_within_memory(o, spec, request, plan, batches, bytes))
     return std::move(*bounded);
 
-  // Whether a step of `step_rows` fits with plan `p` (made from `r`): as planned, or, where `r`
-  // is zb-auto's without bounds, within bounds that fit (which the run then finds itself).
+  // Whether a step of `step_rows` fits with plan `p` (made from `r`).
   const auto fits = [&](const pipeline::PlanRequest& r, const pipeline::Plan& p,
                         int64_t step_rows) {
-    const std::vector<uint64_t> b =
-        pipeline::stage_bytes(spec, p, rows_of(step_rows, r.microbatches), o.seed);
-    return !step_refusal(pipeline::step_loads(spec, p, step_rows, states, b), step_rows,
-                         step_rows) ||
-           zb_auto_within_memory(o, spec, r, p, {step_rows, batches.samples}, b).has_value();
+    return step_fits(o, spec, r, p, {step_rows, batches.samples});
   };
   // Both ways below change the recipe a checkpoint holds (its batch, its micro-batches), which
   // a --resume must keep: a command with either would be refused as another run's.
@@ -171,6 +166,17 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
     throw UsageError(*refusal + ": no batch or micro-batch count of this run fits (the " +
                      "parameters alone are too large): use more devices or more memory");
   throw UsageError(*refusal + "; " + how + ":\n  " + suggested_command(o, fix));
+}
+
+bool step_fits(const Options& o, const model::ModelSpec& spec,
+               const pipeline::PlanRequest& request, const pipeline::Plan& plan,
+               const EpochBatches& batches) {
+  const std::vector<uint64_t> bytes = pipeline::stage_bytes(
+      spec, plan, rows_of(batches.first_rows, request.microbatches), o.seed);
+  const std::vector<pipeline::DeviceLoad> loads =
+      pipeline::step_loads(spec, plan, batches.first_rows, optimizer_states(o), bytes);
+  return !step_refusal(loads, batches.first_rows, o.batch) ||
+         zb_auto_within_memory(o, spec, request, plan, batches, bytes).has_value();
 }
 
 std::string describe_step(const FittedStep& step) {

@@ -64,6 +64,15 @@ FittedStep check_memory(const Options& options, const model::ModelSpec& spec,
                         const pipeline::PlanRequest& request, const pipeline::Plan& plan,
                         const EpochBatches& batches);
 
+// check_memory's verdict alone, without the search for a command that fits: whether a step of
+// `plan` (made from `request`) fits each device's memory as planned, or, where `request` is
+// zb-auto's without bounds, within bounds that fit (which the run then finds itself). What a
+// command is weighed by before it is suggested: check_memory refuses it exactly when this is
+// false.
+bool step_fits(const Options& options, const model::ModelSpec& spec,
+               const pipeline::PlanRequest& request, const pipeline::Plan& plan,
+               const EpochBatches& batches);
+
 // "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" (each device's activations,
 // parameters with their gradients and optimizer state, and staged batches), and where zb-auto
 // was bounded to fit, "; zb-auto planned within it: at most 1,2 micro-batches in flight per

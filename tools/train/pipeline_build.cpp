@@ -1,14 +1,18 @@
 #include "tools/train/pipeline_build.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/schedule_text.h"
 #include "pipeline/schedule/validate.h"
 #include "tools/train/memory_check.h"
 #include "tools/train/preflight.h"
+#include "tools/train/suggested_command.h"
 
 namespace brigade::train {
 
@@ -27,7 +31,61 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
   }
 }
 
+// The plan's request for a run of `o` on `devices` in `m` micro-batches (a schedule file's
+// lists are the caller's to add).
+pipeline::PlanRequest plan_request(const Options& o, const RunDevices& devices, int m,
+                                   bool distributed) {
+  return {.devices = devices.devices,
+          .threads = devices.threads,
+          .balance = pipeline::parse_balance(o.balance),
+          .schedule = o.schedule,
+          .chunks = o.chunks,
+          .microbatches = m,
+          .max_activations =
+              per_device(o.max_activations, "--max-activations", o, devices.devices.size()),
+          .profile_rows = o.batch / m,
+          .seed = o.seed,
+          .stage_costs = {},
+          .alike = distributed};
+}
+
+// Why the run that `fix` (the imbalance warning's command) asks for would be refused before its
+// first step, or nothing: its options, its plan and the memory check of its step, as this run's
+// were made (`request`, `plan`). Its devices are a prefix of this run's, with their threads, and
+// their work this plan's (the cut find_imbalance weighed: nothing is profiled again).
+std::optional<std::string> suggestion_refusal(const Suggestion& fix, const Options& o,
+                                              const model::ModelSpec& spec,
+                                              const RunDevices& devices,
+                                              const pipeline::PlanRequest& request,
+                                              const pipeline::Plan& plan,
+                                              const EpochBatches& batches) {
+  const std::optional<Options> suggested = suggested_options(o, fix);
+  if (!suggested) return std::nullopt;  // suggested_command says why, in place of the command
+  const size_t kept = fix.fewer_devices ? fix.fewer_devices->size() : devices.devices.size();
+  const auto first = [kept](const auto& per_device) {
+    return std::vector(per_device.begin(), per_device.begin() + static_cast<std::ptrdiff_t>(kept));
+  };
+  RunDevices on{.devices = first(devices.devices), .threads = first(devices.threads)};
+  try {
+    const int stages =
+        pipeline::stage_count(spec.layers.size(), static_cast<int>(kept), suggested->chunks);
+    pipeline::PlanRequest r =
+        plan_request(*suggested, on, step_microbatches(*suggested, stages), /*distributed=*/false);
+    r.lowered = request.lowered;
+    r.layer_times = first(plan.work);
+    if (step_fits(*suggested, spec, r, pipeline::make_plan(spec, r), batches)) return std::nullopt;
+    return "a step would not fit the devices' memory";
+  } catch (const std::exception& e) {  // PlanError, a generator's sizes, a per-device list
+    return std::string("that run is refused (") + e.what() + ")";
+  }
+}
+
 }  // namespace
+
+int step_microbatches(const Options& o, int stages) {
+  if (o.microbatches > 0) return o.microbatches;
+  return stages == 1 || o.schedule == "naive" ? 1 : 2 * stages;
+}
 
 BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
                              const RunDevices& devices, int m, const EpochBatches& batches,
@@ -46,19 +104,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
                                       o.schedule + " places one: e.g. --schedule interleaved-1f1b)"
                                 : std::string()));
   }
-  pipeline::PlanRequest request{
-      .devices = devices.devices,
-      .threads = devices.threads,
-      .balance = pipeline::parse_balance(o.balance),
-      .schedule = o.schedule,
-      .chunks = o.chunks,
-      .microbatches = m,
-      .max_activations =
-          per_device(o.max_activations, "--max-activations", o, devices.devices.size()),
-      .profile_rows = o.batch / m,
-      .seed = o.seed,
-      .stage_costs = {},
-      .alike = processes.distributed()};
+  pipeline::PlanRequest request = plan_request(o, devices, m, processes.distributed());
   // A schedule file's header says where it places the stages, and the cut follows it.
   if (!o.schedule_file.empty()) request.lowered = schedule_from_file(o.schedule_file);
   BuiltPipeline s;
@@ -92,7 +138,14 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
     for (size_t d = 0; d < s.plan.devices.size(); ++d)
       names.push_back(processes.device_label(d, s.plan.devices[d]));
   s.placement = pipeline::describe_stages(s.plan, spec, names);
-  s.warning = imbalance_warning(s.plan, spec, o, m, names);
+  // The command the warning gives must pass the memory check this run passed. A rank weighs
+  // no step (above), so under mpirun neither is the command weighed.
+  SuggestionRefusal refusal;
+  if (!processes.distributed())
+    refusal = [&](const Suggestion& fix) {
+      return suggestion_refusal(fix, o, spec, devices, request, s.plan, batches);
+    };
+  s.warning = imbalance_warning(s.plan, spec, o, m, names, refusal);
   // Ranks run on machines of their own; one process runs all its CPU devices on this one.
   const std::string shared =
       processes.distributed() ? "" : shared_cores_warning(devices, hardware_threads());

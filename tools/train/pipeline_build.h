@@ -27,9 +27,14 @@ struct BuiltPipeline {
   std::string placement;  // the stages, their devices and their share of the work
   std::string memory;     // describe_step: each device's step, estimated (empty: a rank's
                           // run, not weighed), and zb-auto's bounds where memory set them
-  std::string warning;    // an unbalanced cut and the command that balances it, devices sharing
-                          // cores: lines for stderr (empty: none)
+  std::string warning;    // an unbalanced cut and the command that balances it (weighed by
+                          // the memory check as this run is), devices sharing cores: lines
+                          // for stderr (empty: none)
 };
+
+// The micro-batches of a step over `stages` stages: --microbatches, or, not given, 2 x stages
+// (1 on one stage, and for naive, which runs the mini-batch uncut as its baseline).
+int step_microbatches(const Options& options, int stages);
 
 // `m` micro-batches of a step of `batches.first_rows` samples; `processes`: this process alone,
 // or a rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.

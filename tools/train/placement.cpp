@@ -169,7 +169,8 @@ std::string shares(const std::vector<double>& sums) {
 
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
                               const Options& options, int microbatches,
-                              const std::vector<std::string>& names) {
+                              const std::vector<std::string>& names,
+                              const SuggestionRefusal& refusal) {
   const std::optional<pipeline::Imbalance> found =
       pipeline::find_imbalance(plan, model.layers.size(), kMinDeviceShare);
   if (!found) return "";
@@ -186,17 +187,21 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
   Suggestion fix;
   fix.pipeline_devices = static_cast<int>(devices.size());
   fix.microbatches = microbatches;
-  if (i.devices < devices.size()) {
+  const bool fewer = i.devices < devices.size();
+  const std::string over_fewer = "over " + std::to_string(i.devices);
+  if (fewer) {
     fix.fewer_devices = std::vector<Device>(devices.begin(), devices.begin() + i.devices);
     out += " No cut over " + std::to_string(devices.size()) + " devices gives each " +
-           pipeline::format_percent(kMinDeviceShare, 1.0) + "; over " +
-           std::to_string(i.devices) + ":";
+           pipeline::format_percent(kMinDeviceShare, 1.0) + "; ";
   } else {
-    out += " Cut by " + plan.work_name + " it is " + shares(i.balanced) + ":";
+    out += " Cut by " + plan.work_name + " it is " + shares(i.balanced);
   }
   if (i.devices > 1)
     fix.flags.emplace_back("--balance", plan.balance == pipeline::Balance::time ? "time" : "flops");
-  return out + "\n  " + suggested_command(options, fix);
+  // Every command printed runs as written: one that would be refused is replaced by why.
+  if (const std::optional<std::string> why = refusal ? refusal(fix) : std::nullopt)
+    return out + (fewer ? "one " + over_fewer + " would" : "") + ", but " + *why + ".";
+  return out + (fewer ? over_fewer : "") + ":\n  " + suggested_command(options, fix);
 }
 
 }  // namespace brigade::train

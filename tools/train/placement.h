@@ -8,6 +8,8 @@
 // the model anew by cost.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,15 +59,23 @@ RunDevices choose_devices(const Options& options, const model::ModelSpec& model)
 // A device under this share of the work is all but idle, and the others wait for it.
 inline constexpr double kMinDeviceShare = 0.05;
 
+// Why the run a suggestion's command asks for would be refused before its first step, as the
+// end of a sentence ("a step would not fit the devices' memory"), or nothing where it would run.
+// brigade-train weighs it by the checks this run passed (pipeline_build.cpp).
+using SuggestionRefusal = std::function<std::optional<std::string>(const Suggestion&)>;
+
 // Over 2+ devices, the warning when a device has under kMinDeviceShare of the plan's work
 // (pipeline::find_imbalance), with the command that balances it: this run's command
 // (suggested_command.h, which keeps mpirun and a resumed run's micro-batch count) with
 // --balance flops (or time), whose shares it states, or with fewer devices when no cut over
 // these gives every device its share. Empty when the cut is balanced enough. `names`: what to
-// call each device (describe_stages).
+// call each device (describe_stages). Where `refusal` says the command would be refused (fewer
+// devices each holding more than its memory), the warning says why in its place: a command
+// that would not run is never printed. Without `refusal`, the command is not weighed.
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
                               const Options& options, int microbatches,
-                              const std::vector<std::string>& names = {});
+                              const std::vector<std::string>& names = {},
+                              const SuggestionRefusal& refusal = {});
 
 // For CPU devices of different speeds, the warning when their compute threads together are
 // more than the machine's `hardware_threads`: they then take turns on the same cores, each

@@ -50,7 +50,10 @@ std::string shell_words(const std::vector<std::string>& words) {
   return out;
 }
 
-std::string suggested_command(const Options& o, const Suggestion& s) {
+namespace {
+
+// This run's words with the suggestion's changes (without mpirun's launcher).
+std::vector<std::string> suggested_words(const Options& o, const Suggestion& s) {
   std::vector<std::string> words = o.command;
   for (const auto& [flag, value] : s.flags) words = with_option(words, flag, value);
   if (s.fewer_devices && !o.distributed) {
@@ -70,11 +73,29 @@ std::string suggested_command(const Options& o, const Suggestion& s) {
   }
   if (o.resume && s.microbatches > 0)
     words = with_option(words, "--microbatches", std::to_string(s.microbatches));
+  return words;
+}
 
+std::optional<Options> parse_words(const std::vector<std::string>& words) {
   std::vector<const char*> argv;
   for (const std::string& w : words) argv.push_back(w.c_str());
+  return parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+std::optional<Options> suggested_options(const Options& o, const Suggestion& s) {
   try {
-    parse_options(static_cast<int>(argv.size()), argv.data());
+    return parse_words(suggested_words(o, s));
+  } catch (const UsageError&) {
+    return std::nullopt;
+  }
+}
+
+std::string suggested_command(const Options& o, const Suggestion& s) {
+  std::vector<std::string> words = suggested_words(o, s);
+  try {
+    parse_words(words);
   } catch (const UsageError& e) {
     return "(no command to suggest: `" + shell_words(words) + "` is refused: " + e.what() + ")";
   }

@@ -41,4 +41,9 @@ struct Suggestion {
 // parse_options refuse it, a sentence saying so: a suggestion never names a command that fails.
 std::string suggested_command(const Options& options, const Suggestion& suggestion);
 
+// The options the command of `suggestion` runs with (parse_options of its words, the same on
+// every rank under mpirun), or nothing where parse_options refuses them (suggested_command then
+// says so in place of the command). For weighing what the command would do before printing it.
+std::optional<Options> suggested_options(const Options& options, const Suggestion& suggestion);
+
 }  // namespace brigade::train

@@ -68,10 +68,7 @@ void Training::set_up_pipeline() {
   } catch (const pipeline::PlanError& e) {
     throw UsageError(e.what());
   }
-  // Unasked, naive runs the mini-batch uncut (its baseline); asked, any schedule runs m.
-  const int m = o_.microbatches > 0                       ? o_.microbatches
-                : stages == 1 || o_.schedule == "naive" ? 1
-                                                          : 2 * stages;
+  const int m = step_microbatches(o_, stages);
   if (o_.batch / replicas < m)
     throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
                      std::to_string(m) + " micro-batches of a step" +

@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/model/model_file.h"
@@ -15,6 +17,7 @@
 #include "tests/tools/train/run_binary.h"
 #include "tools/train/options.h"
 #include "tools/train/placement.h"
+#include "tools/train/suggested_command.h"
 
 using namespace brigade::train;
 using brigade::train::test::Run;
@@ -67,6 +70,45 @@ TEST_CASE("placement: a device under 5 % of the work is warned about, with the b
       plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec, command, 4);
   CHECK(one.find("No cut over 2 devices gives each 5.0 %; over 1:\n  brigade-train --devices "
                  "cpu:0 --balance=params") != std::string::npos);
+}
+
+// A command that would be refused (brigade-train weighs it by its memory check) is never printed:
+// the warning says why in its place. The refusal is asked about the command the warning would
+// print: on fewer devices, or cut by FLOPs over these.
+TEST_CASE("placement: the balancing command that would be refused is replaced by why") {
+  const brigade::model::ModelSpec spec = brigade::model::parse_model(kThree, "three");
+  const std::vector<const char*> args = {"brigade-train", "--devices", "cpu:0,cpu:1",
+                                         "--balance=params"};
+  const Options command = *parse_options(static_cast<int>(args.size()), args.data());
+  std::vector<Suggestion> asked;
+  const SuggestionRefusal too_large = [&](const Suggestion& fix) {
+    asked.push_back(fix);
+    return std::optional<std::string>("a step would not fit the devices' memory");
+  };
+  const std::string one = imbalance_warning(
+      plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec, command, 4, {},
+      too_large);
+  CHECK(one.ends_with("No cut over 2 devices gives each 5.0 %; one over 1 would, but a step "
+                      "would not fit the devices' memory."));
+  CHECK(one.find('\n') == std::string::npos);  // no command
+  REQUIRE(asked.size() == 1);
+  REQUIRE(asked[0].fewer_devices.has_value());
+  CHECK(asked[0].fewer_devices->size() == 1);
+
+  const std::string cut = imbalance_warning(
+      plan_of(brigade::pipeline::at_cuts(4, {2}), {256, 512, 0, 0}), spec, command, 4, {},
+      too_large);
+  CHECK(cut.ends_with("Cut by forward FLOPs it is 33.3 % / 66.7 %, but a step would not fit the "
+                      "devices' memory."));
+  REQUIRE(asked.size() == 2);
+  CHECK(!asked[1].fewer_devices.has_value());
+  CHECK(asked[1].flags == std::vector<std::pair<std::string, std::string>>{{"--balance", "flops"}});
+
+  // A command that would run is printed as before.
+  const SuggestionRefusal runs = [](const Suggestion&) { return std::optional<std::string>(); };
+  CHECK(imbalance_warning(plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec,
+                          command, 4, {}, runs)
+            .ends_with("over 1:\n  brigade-train --devices cpu:0 --balance=params"));
 }
 
 TEST_CASE("placement: interleaved-1f1b without --chunks runs 2 chunks and says so") {

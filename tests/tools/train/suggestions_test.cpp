@@ -1,6 +1,7 @@
 // Every command brigade-train prints runs (tools/train/suggested_command.h): the imbalance
 // warning's command is taken from the output and run as printed, in one process, after a
-// --resume (whose checkpoint fixes the micro-batch count) and under mpirun; so is the command
+// --resume (whose checkpoint fixes the micro-batch count) and under mpirun, and none is printed
+// where its step would not fit the devices' memory; so is the command
 // after the warning for devices sharing cores; the flags (and, for a checkpoint under another
 // name, the copy) that --init-from of a checkpoint points to continue that run, in a directory
 // whose name a shell must have quoted. (A checkpoint directory already
@@ -28,12 +29,13 @@ namespace {
 
 const char* kImbalance = "warning: cpu:2 has 0.6 % of the work";
 
-// The command printed on the line after the message that says `marker` ("" when there is none).
+// The command printed, indented, on the line right after the message that says `marker` ("" when
+// that line is not one: a later indented line is another message's).
 std::string command_after(const std::string& output, const std::string& marker) {
   const size_t at = output.find(marker);
   if (at == std::string::npos) return "";
-  const size_t start = output.find("\n  ", at);
-  if (start == std::string::npos) return "";
+  const size_t start = output.find('\n', at);
+  if (start == std::string::npos || output.compare(start, 3, "\n  ") != 0) return "";
   return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
 }
 
@@ -254,6 +256,50 @@ TEST_CASE("suggestions: a step too large for --device-memory: the command that f
   CAPTURE(fits.output);
   CHECK(fits.status == 0);
   CHECK(fits.output.find("out of memory") == std::string::npos);
+}
+
+namespace {
+// Three device blocks: a cheap convolution (6.8 % of the forward FLOPs), a costly one (93.1 %),
+// and a tail of no FLOPs worth naming (0.1 %) but of many activations, 32 ReLUs of 24x24x16
+// each. No cut over 3 devices gives each 5 %; over 2, the costly convolution and the tail
+// share cpu:1, which then holds both stages' activations, in larger micro-batches (4 in place
+// of 6), than any device of the 3 does.
+std::string heavy_tail_model() {
+  std::string text = "input 28x28x1\n"
+                     "device 0\n"
+                     "conv2d filters=32 kernel=3x3 activation=relu\n"  // -> 26x26x32
+                     "device 1\n"
+                     "conv2d filters=16 kernel=3x3 activation=relu\n"  // -> 24x24x16
+                     "device 2\n";
+  for (int i = 0; i < 32; ++i) text += "relu\n";
+  return text + "maxpool2d pool=8x8\nflatten\ndense units=10 activation=softmax\n";
+}
+}  // namespace
+
+// Once the warning named the two-device command however little memory the devices had, and that
+// command was refused by the memory check it had not been weighed by. Estimated, a step holds at
+// most 28.0 MiB on a device of the 3 (the tail's, on cpu:2; the costly convolution's 18.5 MiB
+// holds its kernel's workspace, which may differ between machines) and 48.9 MiB on cpu:1 of the
+// 2: 40 MiB fits only the 3.
+TEST_CASE("suggestions: fewer devices that would not fit --device-memory are not suggested") {
+  const fs::path dir = test::temp_dir("suggest-fewer-memory");
+  const std::string model = test::write_file(dir / "heavy-tail.model", heavy_tail_model());
+  const Run r = test::run_command(test::train_binary() + " --model " + model + kQuick +
+                                  kThreeCpus + " --device-memory 40MiB");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string warning = "warning: cpu:2 has 0.1 % of the work";
+  REQUIRE(r.output.find(warning) != std::string::npos);
+  CHECK(r.output.find("No cut over 3 devices gives each 5.0 %; one over 2 would, but a step "
+                      "would not fit the devices' memory.") != std::string::npos);
+  // No command follows, and whatever did would have to run as printed.
+  const std::string fix = command_after(r.output, warning);
+  CHECK(fix.empty());
+  if (!fix.empty()) {
+    const Run suggested = test::run_command(fix);
+    CAPTURE(suggested.output);
+    CHECK(suggested.status == 0);
+  }
 }
 
 // The step fits with many micro-batches, and so must the evaluation after it: it once ran the
