@@ -218,7 +218,8 @@ int main(int argc, char** argv) {
     for (const std::string& impl : op.impls)
       if (impl == "handwritten" || impl == "vendor") {
         std::fprintf(stderr, "brigade-bench: --impls %s needs a CUDA device, and this machine "
-                     "has none (here: --impls reference,cpu)\n", impl.c_str());
+                     "has none (%s; here: --impls reference,cpu)\n", impl.c_str(),
+                     no_gpu_reason().c_str());
         return cli::kUsageStatus;
       }
 
