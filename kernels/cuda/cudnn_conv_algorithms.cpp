@@ -41,14 +41,16 @@ Candidates<decltype(Perf::algo)> usable(const Perf* perfs, int count, const char
 }
 
 // The best-ranked algorithm of each pass, as the log line names them: in fp32
-//   forward algorithm 1, backward-data 1, backward-filter 1 (4096 bytes of workspace)
+//   forward algorithm 1 (IMPLICIT_PRECOMP_GEMM), backward-data 1 (ALGO_1), backward-filter 1
+//   (ALGO_1) (4096 bytes of workspace)
 // and in tf32 the same with each one's math:
-//   math tf32: forward algorithm 1 (tensor-op TF32), backward-data 1 (tensor-op TF32), ...
+//   math tf32: forward algorithm 1 (IMPLICIT_PRECOMP_GEMM, tensor-op TF32), backward-data ...
 std::string describe_choice(const ConvAlgorithms& a, MathMode mode) {
   const auto named = [&](const auto& c) {
-    std::string text = std::to_string(static_cast<int>(c.list[0].algo));
-    if (mode == MathMode::tf32) text += std::string(" (") + math_name(c.list[0].math, mode) + ")";
-    return text;
+    std::string text = std::to_string(static_cast<int>(c.list[0].algo)) + " (" +
+                       algorithm_name(c.list[0].algo);
+    if (mode == MathMode::tf32) text += std::string(", ") + math_name(c.list[0].math, mode);
+    return text + ")";
   };
   return std::string(mode == MathMode::tf32 ? "math tf32: " : "") + "forward algorithm " +
          named(a.forward) + ", backward-data " + named(a.backward_data) + ", backward-filter " +
@@ -59,6 +61,37 @@ std::string describe_choice(const ConvAlgorithms& a, MathMode mode) {
 using Key = std::pair<int, ShapeKey>;  // (device, shape and mode)
 
 }  // namespace
+
+namespace {
+
+// names[algo], or "unnamed" past the list.
+template <size_t N, class Algo>
+const char* name_in(const std::array<const char*, N>& names, Algo algo) {
+  const auto index = static_cast<size_t>(algo);
+  return index < N ? names[index] : "unnamed";
+}
+
+}  // namespace
+
+// In cudnn.h's order (the enumerators' values are 0, 1, 2, ...).
+const char* algorithm_name(cudnnConvolutionFwdAlgo_t algo) {
+  static constexpr std::array<const char*, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> names = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return name_in(names, algo);
+}
+
+const char* algorithm_name(cudnnConvolutionBwdDataAlgo_t algo) {
+  static constexpr std::array<const char*, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> names = {
+      "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return name_in(names, algo);
+}
+
+const char* algorithm_name(cudnnConvolutionBwdFilterAlgo_t algo) {
+  static constexpr std::array<const char*, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> names = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return name_in(names, algo);
+}
 
 const char* math_name(cudnnMathType_t math, MathMode mode) {
   if (mode == MathMode::fp32) return "FMA";

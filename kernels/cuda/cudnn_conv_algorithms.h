@@ -69,6 +69,14 @@ ConvAlgorithms& algorithms_for(const ConvProblem& s, const ConvDescriptors& d,
 // GPUs since the A100.
 const char* math_name(cudnnMathType_t math, MathMode mode);
 
+// cuDNN's name of an algorithm, its enumerator without the prefix ("IMPLICIT_PRECOMP_GEMM" for
+// CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM), which the log prints beside its number: the
+// number alone says nothing to a reader without cudnn.h at hand. "unnamed" for a number a
+// later cuDNN may add.
+const char* algorithm_name(cudnnConvolutionFwdAlgo_t algo);
+const char* algorithm_name(cudnnConvolutionBwdDataAlgo_t algo);
+const char* algorithm_name(cudnnConvolutionBwdFilterAlgo_t algo);
+
 // "cuDNN conv2d input (N, C, H, W), K filters RxS, stride s on cuda:d": how the log names a
 // shape.
 std::string describe(const Conv2dShape& s, int device);
@@ -102,9 +110,9 @@ bool run_pass(const char* op, const char* pass, Candidates<Algo>& c, size_t work
       if (c.chosen < 0) {
         c.chosen = static_cast<int>(i);
         if (i > 0)  // not the best-ranked, which algorithms_for has said: say why
-          std::fprintf(stderr, "%s: %s algorithm %d (%s) runs instead%s%s\n",
+          std::fprintf(stderr, "%s: %s algorithm %d (%s, %s) runs instead%s%s\n",
                        describe(s, device).c_str(), pass, static_cast<int>(algo),
-                       math_name(math, math_mode()),
+                       algorithm_name(algo), math_name(math, math_mode()),
                        refused.str().c_str(),
                        refused.tellp() == 0 ? " (the better ones need more workspace)" : ")");
       }

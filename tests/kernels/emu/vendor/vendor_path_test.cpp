@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "kernels/cuda/cudnn_conv_algorithms.h"
 #include "kernels/cuda/vendor.h"
 #include "kernels/cuda/vendor_handles.h"
 #include "kernels/reference/conv2d.h"
@@ -87,6 +89,40 @@ TEST_CASE("cuDNN: an algorithm refused at execution falls back to the next that 
   stream.synchronize();
   CHECK(emu::vendor::cudnn_algorithm_runs().forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] ==
         before.forward[CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM] + 2);
+}
+
+// The log names each chosen algorithm by cuDNN's enumerator: each name against the value
+// cudnn.h gives that enumerator (a table out of order would name another algorithm).
+TEST_CASE("cuDNN's algorithms are logged by the names cudnn.h gives their numbers") {
+  using cuda::vendor::cudnn_conv::algorithm_name;
+// The enumerator, and its name as the log prints it: the part after "_ALGO_", or for the
+// backward passes' numbered ones (ALGO_0, ALGO_1, ALGO_3) the part from "ALGO_".
+#define BRIGADE_NAMED(enumerator, name)                                    \
+  CHECK(std::string(algorithm_name(enumerator)) == name);                  \
+  CHECK(std::string(#enumerator).ends_with(std::string("_") + name))
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "IMPLICIT_GEMM");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "IMPLICIT_PRECOMP_GEMM");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "GEMM");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "DIRECT");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_FFT, "FFT");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "FFT_TILING");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "WINOGRAD");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "ALGO_1");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, "FFT");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, "FFT_TILING");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, "WINOGRAD");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "ALGO_0");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "ALGO_1");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, "FFT");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "ALGO_3");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD, "WINOGRAD");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED");
+  BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "FFT_TILING");
+#undef BRIGADE_NAMED
+  CHECK(std::string(algorithm_name(static_cast<cudnnConvolutionFwdAlgo_t>(99))) == "unnamed");
 }
 
 // Pipeline stages on one GPU each have their own host thread. With one handle per device
