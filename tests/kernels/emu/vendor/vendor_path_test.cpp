@@ -122,7 +122,9 @@ TEST_CASE("cuDNN's algorithms are logged by the names cudnn.h gives their number
   BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED");
   BRIGADE_NAMED(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "FFT_TILING");
 #undef BRIGADE_NAMED
-  CHECK(std::string(algorithm_name(static_cast<cudnnConvolutionFwdAlgo_t>(99))) == "unnamed");
+  // Past the list: the count, the one value of the type that names no algorithm (a cast of a
+  // number outside the enumerators' range would be undefined behaviour).
+  CHECK(std::string(algorithm_name(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)) == "unnamed");
 }
 
 // Pipeline stages on one GPU each have their own host thread. With one handle per device
