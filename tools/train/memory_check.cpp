@@ -119,41 +119,13 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
   fix.pipeline_devices = static_cast<int>(plan.devices.size());
   fix.microbatches = m;
   std::string how;
-  // More micro-batches: the same step, each micro-batch in flight smaller (not for a schedule
-  // file, whose lists fix the count): the fewest that fit. A count the schedule cannot make
-  // (its generator's rule) is skipped; counts that give the same micro-batch rows as one tried
-  // are not weighed again.
-  // Counts a quarter apart (a batch of the whole data set has thousands), and the most the
-  // epoch's batches allow.
-  std::vector<int> counts;
-  for (int64_t c = m + 1; c <= batches.first_rows; c = std::max(c + 1, c * 5 / 4))
-    counts.push_back(static_cast<int>(c));
-  for (int64_t c = batches.first_rows; c > m; --c)
-    if (batches_hold(batches.samples, o.batch, static_cast<int>(c))) {
-      counts.push_back(static_cast<int>(c));
-      break;
-    }
-  int64_t tried_rows = rows_of(batches.first_rows, m);
-  for (const int more : counts) {
-    if (request.lowered || !fix.flags.empty()) break;
-    if (!batches_hold(batches.samples, o.batch, more) ||
-        rows_of(batches.first_rows, more) == tried_rows)
-      continue;
-    tried_rows = rows_of(batches.first_rows, more);
-    pipeline::PlanRequest finer = request;
-    finer.microbatches = more;
-    finer.profile_rows = std::max<int64_t>(1, o.batch / more);
-    try {
-      if (fits(finer, pipeline::make_plan(spec, finer), batches.first_rows)) {
-        fix.flags.emplace_back("--microbatches", std::to_string(more));
-        fix.microbatches = more;
-        how = "with more micro-batches it fits";
-      }
-    } catch (const std::invalid_argument&) {  // PlanError, or a generator's sizes
-    }
+  if (const std::optional<int> more = microbatches_that_fit(o, spec, request, batches)) {
+    fix.flags.emplace_back("--microbatches", std::to_string(*more));
+    fix.microbatches = *more;
+    how = "with more micro-batches it fits";
   }
   // A smaller batch, cut into the same micro-batches, a fifth less at a time.
-  tried_rows = rows_of(batches.first_rows, m);
+  int64_t tried_rows = rows_of(batches.first_rows, m);
   for (int64_t smaller = batches.first_rows - 1; fix.flags.empty() && smaller >= m;
        smaller = std::min(smaller - 1, smaller * 4 / 5)) {
     if (!batches_hold(batches.samples, smaller, m) || rows_of(smaller, m) == tried_rows) continue;
@@ -166,6 +138,41 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
     throw UsageError(*refusal + ": no batch or micro-batch count of this run fits (the " +
                      "parameters alone are too large): use more devices or more memory");
   throw UsageError(*refusal + "; " + how + ":\n  " + suggested_command(o, fix));
+}
+
+std::optional<int> microbatches_that_fit(const Options& o, const model::ModelSpec& spec,
+                                         const pipeline::PlanRequest& request,
+                                         const EpochBatches& batches) {
+  // A schedule file's lists fix the count; a --resume keeps its checkpoint's.
+  if (request.lowered || o.resume) return std::nullopt;
+  const int m = request.microbatches;
+  // Counts a quarter apart (a batch of the whole data set has thousands), and the most the
+  // epoch's batches allow.
+  std::vector<int> counts;
+  for (int64_t c = m + 1; c <= batches.first_rows; c = std::max(c + 1, c * 5 / 4))
+    counts.push_back(static_cast<int>(c));
+  for (int64_t c = batches.first_rows; c > m; --c)
+    if (batches_hold(batches.samples, o.batch, static_cast<int>(c))) {
+      counts.push_back(static_cast<int>(c));
+      break;
+    }
+  // A count the schedule cannot make (its generator's rule) is skipped; counts that give the
+  // same micro-batch rows as one tried are not weighed again.
+  int64_t tried_rows = rows_of(batches.first_rows, m);
+  for (const int more : counts) {
+    if (!batches_hold(batches.samples, o.batch, more) ||
+        rows_of(batches.first_rows, more) == tried_rows)
+      continue;
+    tried_rows = rows_of(batches.first_rows, more);
+    pipeline::PlanRequest finer = request;
+    finer.microbatches = more;
+    finer.profile_rows = std::max<int64_t>(1, o.batch / more);
+    try {
+      if (step_fits(o, spec, finer, pipeline::make_plan(spec, finer), batches)) return more;
+    } catch (const std::invalid_argument&) {  // PlanError, or a generator's sizes
+    }
+  }
+  return std::nullopt;
 }
 
 bool step_fits(const Options& o, const model::ModelSpec& spec,

@@ -73,6 +73,15 @@ bool step_fits(const Options& options, const model::ModelSpec& spec,
                const pipeline::PlanRequest& request, const pipeline::Plan& plan,
                const EpochBatches& batches);
 
+// check_memory's first way to fit a step that does not: the fewest micro-batches above
+// `request`'s, of counts a quarter apart and the most the epoch's batches allow, with which a
+// step of `request` re-planned fits (step_fits), or nothing: none fits, or the count is not the
+// run's to change (a --schedule-file's lists fix it, a --resume's checkpoint keeps it). Also
+// what the imbalance warning's command on fewer devices is given where its step would not fit.
+std::optional<int> microbatches_that_fit(const Options& options, const model::ModelSpec& spec,
+                                         const pipeline::PlanRequest& request,
+                                         const EpochBatches& batches);
+
 // "memory of a step, estimated: cpu:0 16.2 MiB, cpu:1 7.1 MiB" (each device's activations,
 // parameters with their gradients and optimizer state, and staged batches), and where zb-auto
 // was bounded to fit, "; zb-auto planned within it: at most 1,2 micro-batches in flight per

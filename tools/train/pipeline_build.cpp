@@ -52,8 +52,10 @@ pipeline::PlanRequest plan_request(const Options& o, const RunDevices& devices, 
 // Why the run that `fix` (the imbalance warning's command) asks for would be refused before its
 // first step, or nothing: its options, its plan and the memory check of its step, as this run's
 // were made (`request`, `plan`). Its devices are a prefix of this run's, with their threads, and
-// their work this plan's (the cut find_imbalance weighed: nothing is profiled again).
-std::optional<std::string> suggestion_refusal(const Suggestion& fix, const Options& o,
+// their work this plan's (the cut find_imbalance weighed: nothing is profiled again). Where its
+// step would not fit, `fix` is given the fewest micro-batches with which it does, if any: what
+// the memory check would tell that command to add.
+std::optional<std::string> suggestion_refusal(Suggestion& fix, const Options& o,
                                               const model::ModelSpec& spec,
                                               const RunDevices& devices,
                                               const pipeline::PlanRequest& request,
@@ -74,7 +76,11 @@ std::optional<std::string> suggestion_refusal(const Suggestion& fix, const Optio
     r.lowered = request.lowered;
     r.layer_times = first(plan.work);
     if (step_fits(*suggested, spec, r, pipeline::make_plan(spec, r), batches)) return std::nullopt;
-    return "a step would not fit the devices' memory";
+    const std::optional<int> finer = microbatches_that_fit(*suggested, spec, r, batches);
+    if (!finer) return "a step would not fit the devices' memory";
+    fix.flags.emplace_back("--microbatches", std::to_string(*finer));
+    fix.microbatches = *finer;
+    return std::nullopt;
   } catch (const std::exception& e) {  // PlanError, a generator's sizes, a per-device list
     return std::string("that run is refused (") + e.what() + ")";
   }
@@ -142,7 +148,7 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   // no step (above), so under mpirun neither is the command weighed.
   SuggestionRefusal refusal;
   if (!processes.distributed())
-    refusal = [&](const Suggestion& fix) {
+    refusal = [&](Suggestion& fix) {
       return suggestion_refusal(fix, o, spec, devices, request, s.plan, batches);
     };
   s.warning = imbalance_warning(s.plan, spec, o, m, names, refusal);

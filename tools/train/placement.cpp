@@ -201,7 +201,13 @@ std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec
   // Every command printed runs as written: one that would be refused is replaced by why.
   if (const std::optional<std::string> why = refusal ? refusal(fix) : std::nullopt)
     return out + (fewer ? "one " + over_fewer + " would" : "") + ", but " + *why + ".";
-  return out + (fewer ? over_fewer : "") + ":\n  " + suggested_command(options, fix);
+  // The micro-batches the refusal's memory check gave the command, if any (this adds none).
+  const bool finer = std::any_of(fix.flags.begin(), fix.flags.end(),
+                                 [](const auto& flag) { return flag.first == "--microbatches"; });
+  const std::string why_finer = ", with " + std::to_string(fix.microbatches) +
+                                " micro-batches for a step to fit the devices' memory";
+  return out + (fewer ? over_fewer : "") + (finer ? why_finer : "") + ":\n  " +
+         suggested_command(options, fix);
 }
 
 }  // namespace brigade::train

@@ -61,8 +61,10 @@ inline constexpr double kMinDeviceShare = 0.05;
 
 // Why the run a suggestion's command asks for would be refused before its first step, as the
 // end of a sentence ("a step would not fit the devices' memory"), or nothing where it would run.
-// brigade-train weighs it by the checks this run passed (pipeline_build.cpp).
-using SuggestionRefusal = std::function<std::optional<std::string>(const Suggestion&)>;
+// It may first amend the suggestion so that it runs: brigade-train weighs it by the checks this
+// run passed, and where its step would not fit, gives it the fewest micro-batches with which it
+// does (pipeline_build.cpp; memory_check.h, microbatches_that_fit).
+using SuggestionRefusal = std::function<std::optional<std::string>(Suggestion&)>;
 
 // Over 2+ devices, the warning when a device has under kMinDeviceShare of the plan's work
 // (pipeline::find_imbalance), with the command that balances it: this run's command
@@ -71,7 +73,8 @@ using SuggestionRefusal = std::function<std::optional<std::string>(const Suggest
 // these gives every device its share. Empty when the cut is balanced enough. `names`: what to
 // call each device (describe_stages). Where `refusal` says the command would be refused (fewer
 // devices each holding more than its memory), the warning says why in its place: a command
-// that would not run is never printed. Without `refusal`, the command is not weighed.
+// that would not run is never printed. Where `refusal` gave the command more micro-batches, the
+// warning says so before it. Without `refusal`, the command is not weighed.
 std::string imbalance_warning(const pipeline::Plan& plan, const model::ModelSpec& model,
                               const Options& options, int microbatches,
                               const std::vector<std::string>& names = {},

@@ -81,7 +81,7 @@ TEST_CASE("placement: the balancing command that would be refused is replaced by
                                          "--balance=params"};
   const Options command = *parse_options(static_cast<int>(args.size()), args.data());
   std::vector<Suggestion> asked;
-  const SuggestionRefusal too_large = [&](const Suggestion& fix) {
+  const SuggestionRefusal too_large = [&](Suggestion& fix) {
     asked.push_back(fix);
     return std::optional<std::string>("a step would not fit the devices' memory");
   };
@@ -105,10 +105,22 @@ TEST_CASE("placement: the balancing command that would be refused is replaced by
   CHECK(asked[1].flags == std::vector<std::pair<std::string, std::string>>{{"--balance", "flops"}});
 
   // A command that would run is printed as before.
-  const SuggestionRefusal runs = [](const Suggestion&) { return std::optional<std::string>(); };
+  const SuggestionRefusal runs = [](Suggestion&) { return std::optional<std::string>(); };
   CHECK(imbalance_warning(plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec,
                           command, 4, {}, runs)
             .ends_with("over 1:\n  brigade-train --devices cpu:0 --balance=params"));
+
+  // One that runs once given more micro-batches (brigade-train's memory check finds how many)
+  // is printed with them, and the warning says why they are there.
+  const SuggestionRefusal runs_finer = [](Suggestion& fix) {
+    fix.flags.emplace_back("--microbatches", "8");
+    fix.microbatches = 8;
+    return std::optional<std::string>();
+  };
+  CHECK(imbalance_warning(plan_of(brigade::pipeline::at_cuts(4, {2}), {0, 1000, 0, 0}), spec,
+                          command, 4, {}, runs_finer)
+            .ends_with("over 1, with 8 micro-batches for a step to fit the devices' memory:\n  "
+                       "brigade-train --devices cpu:0 --balance=params --microbatches 8"));
 }
 
 TEST_CASE("placement: interleaved-1f1b without --chunks runs 2 chunks and says so") {

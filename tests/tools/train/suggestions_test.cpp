@@ -277,15 +277,44 @@ std::string heavy_tail_model() {
 }  // namespace
 
 // Once the warning named the two-device command however little memory the devices had, and that
-// command was refused by the memory check it had not been weighed by. Estimated, a step holds at
-// most 28.0 MiB on a device of the 3 (the tail's, on cpu:2; the costly convolution's 18.5 MiB
-// holds its kernel's workspace, which may differ between machines) and 48.9 MiB on cpu:1 of the
-// 2: 40 MiB fits only the 3.
-TEST_CASE("suggestions: fewer devices that would not fit --device-memory are not suggested") {
+// command was refused by the memory check it had not been weighed by; then it named none where
+// that check itself would have named more micro-batches. Estimated, a step holds at most 28.0
+// MiB on a device of the 3 (the tail's, on cpu:2; the costly convolution's 18.5 MiB holds its
+// kernel's workspace, which may differ between machines) and 48.9 MiB on cpu:1 of the 2 at its
+// 4 micro-batches: in 40 MiB the 2 need more, the fewest that fit (6 here).
+TEST_CASE("suggestions: fewer devices that fit --device-memory only finer are suggested so") {
   const fs::path dir = test::temp_dir("suggest-fewer-memory");
   const std::string model = test::write_file(dir / "heavy-tail.model", heavy_tail_model());
   const Run r = test::run_command(test::train_binary() + " --model " + model + kQuick +
                                   kThreeCpus + " --device-memory 40MiB");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const std::string warning = "warning: cpu:2 has 0.1 % of the work";
+  REQUIRE(r.output.find(warning) != std::string::npos);
+  CHECK(r.output.find("No cut over 3 devices gives each 5.0 %; over 2, with ") !=
+        std::string::npos);
+  CHECK(r.output.find(" micro-batches for a step to fit the devices' memory:") !=
+        std::string::npos);
+  // The command runs as printed, within the memory it names, on 2 devices.
+  const std::string fix = command_after(r.output, warning);
+  REQUIRE(fix.find(" --devices cpu:0,cpu:1 ") != std::string::npos);
+  REQUIRE(fix.find(" --microbatches ") != std::string::npos);
+  const Run suggested = test::run_command(fix);
+  CAPTURE(suggested.output);
+  CHECK(suggested.status == 0);
+  CHECK(suggested.output.find("2 stages on 2 devices") != std::string::npos);
+}
+
+// A --resume keeps its checkpoint's micro-batches (6 on 3 devices), with which the 2 devices do
+// not fit 30 MiB (they need 8): no command is printed, and the warning says why.
+TEST_CASE("suggestions: fewer devices that would not fit --device-memory are not suggested") {
+  const fs::path dir = test::temp_dir("suggest-fewer-memory-resume");
+  const std::string model = test::write_file(dir / "heavy-tail.model", heavy_tail_model());
+  const std::string run = test::train_binary() + " --model " + model + kThreeCpus +
+                          " --data synthetic --synthetic-count 128 --batch 32 --device-memory "
+                          "30MiB --checkpoint-dir " + (dir / "run").string();
+  REQUIRE(test::run_command(run + " --steps 1").status == 0);
+  const Run r = test::run_command(run + " --steps 2 --resume");
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const std::string warning = "warning: cpu:2 has 0.1 % of the work";
@@ -300,6 +329,7 @@ TEST_CASE("suggestions: fewer devices that would not fit --device-memory are not
     CAPTURE(suggested.output);
     CHECK(suggested.status == 0);
   }
+  fs::remove_all(dir);
 }
 
 // The step fits with many micro-batches, and so must the evaluation after it: it once ran the
