@@ -14,6 +14,9 @@
 // (a CPU device, the hand-written CUDA kernels) the GEMM and convolution ops refuse to run in
 // tf32 (check_math_mode), never computing FP32 in its place: a program checks the mode against
 // its devices and path before it starts (math_mode_refusal), and says so in one message.
+// One exception runs TF32 in fp32 mode, changing no value: precision bf16's convolutions on
+// the vendor path (kernels/ops/conv2d.cpp, cudnn_math), whose operands are bf16 values, each
+// exactly a TF32 value.
 //
 // One setting per process, like the CUDA path, read by the vendor code at each call; set it
 // before training starts. cuBLAS handles are pooled per mode and cuDNN descriptors and

@@ -43,7 +43,9 @@
 #               the last 50 steps' mean loss within half the CPU's + 1e-3 (float32 runs part
 #               after the loss's steep descent)
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
-#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off):
+#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off; Brigade's
+#               commands without NVIDIA_TF32_OVERRIDE, so that bf16's convolutions run on TF32
+#               tensor cores as in a run, exact on bf16 operands: its fp32 stays FP32 by itself):
 #               brigade-bench's model level (a plain loop) and runtime level (the step
 #               brigade-train runs, CUDA graphs on and off, each row with the GPU's peak memory
 #               in a step), both in fp32 and bf16; the same two with TF32 on both
@@ -611,9 +613,15 @@ fi
 # 512 on one would take many minutes. Each command runs with its flags as on a GPU but on CPU devices
 # (BRIGADE_EMULATED_GPUS=0), batch 8, one repetition of one step, so that a flag the program no
 # longer takes, a JSON it no longer writes, or a table this script cannot read shows here.
-bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} on_cpu=() quick=
+#
+# Brigade's commands run without NVIDIA_TF32_OVERRIDE=0 (exported above for the checks against
+# the CPU): its fp32 computes FP32 by itself (cuDNN in FMA math with FMA algorithms only, cuBLAS
+# in its default math), and in bf16 cuDNN's convolutions run on TF32 tensor cores, exact on bf16
+# operands (kernels/ops/conv2d.cpp), which the override would hold to FMA units.
+bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} quick=
+brigade_bench=(env -u NVIDIA_TF32_OVERRIDE)
 if [ $emulated -eq 1 ]; then
-  on_cpu=(env BRIGADE_EMULATED_GPUS=0)  # and --quick (below): a faster peak, fewer calls per op
+  brigade_bench+=(BRIGADE_EMULATED_GPUS=0)  # and --quick (below): a faster peak, fewer calls per op
   bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu quick=--quick
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
@@ -639,7 +647,7 @@ cudnn_choices() {  # $1: a step's name
   [ -f "$LOGS/$1.log" ] && grep -E '^cuDNN conv2d ' "$LOGS/$1.log" | sort -u | cut -c1-300 | sed 's/^/    /'
 }
 if bin tools/brigade-bench bench-brigade; then
-  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
+  step bench-brigade 90 "${brigade_bench[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
     --precision fp32,bf16 --batches $bench_batches --threads "$JOBS" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model.json"
   runtime_rows "$RESULTS/bench-model.json" | tee -a "$SUMMARY"
@@ -685,7 +693,7 @@ else
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
-  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
+  step bench-ops 90 "${brigade_bench[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
     --precision fp32,bf16 --reps $bench_reps --json "$RESULTS/bench-ops.json"
   python3 - "$RESULTS/bench-ops.json" $bench_batch <<'EOF' | tee -a "$SUMMARY"
 import collections, json, os, sys

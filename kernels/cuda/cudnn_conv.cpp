@@ -42,12 +42,12 @@ ConvAlgorithms& prepare(const char* op, const ConvProblem& s, const ConvDescript
 }
 
 // What a pass with an algorithm needs, in this order: the descriptors of the shape in the math
-// mode (read once, for both), a cuDNN handle of the stream's device bound to the stream (held
-// for the pass), and the algorithms.
+// mode, a cuDNN handle of the stream's device bound to the stream (held for the pass), and the
+// algorithms.
 struct ConvPass {
-  ConvPass(const char* op, const Conv2dShape& shape, const Stream& stream, const void* workspace,
-           size_t workspace_bytes)
-      : s{shape, math_mode()},
+  ConvPass(const char* op, const Conv2dShape& shape, MathMode math, const Stream& stream,
+           const void* workspace, size_t workspace_bytes)
+      : s{shape, math},
         d(descriptors(s)),
         dnn(stream),
         a(prepare(op, s, d, dnn, stream, workspace, workspace_bytes)),
@@ -64,8 +64,8 @@ constexpr float kOne = 1.0f, kZero = 0.0f;  // cuDNN's alpha/beta scalars, in ho
 
 }  // namespace
 
-size_t conv2d_workspace_bytes(const Conv2dShape& shape, const Stream& stream) {
-  const ConvProblem s{shape, math_mode()};
+size_t conv2d_workspace_bytes(const Conv2dShape& shape, const Stream& stream, MathMode math) {
+  const ConvProblem s{shape, math};
   const ConvDescriptors& d = descriptors(s);
   const CudnnLease dnn(stream);
   return algorithms_for(s, d, dnn.handle(), stream.device().index).workspace_bytes;
@@ -73,8 +73,8 @@ size_t conv2d_workspace_bytes(const Conv2dShape& shape, const Stream& stream) {
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
-                    const Stream& stream, bool relu) {
-  const ConvPass pass("conv2d_forward", s, stream, workspace, workspace_bytes);
+                    const Stream& stream, bool relu, MathMode math) {
+  const ConvPass pass("conv2d_forward", s, math, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   const cudnnHandle_t dnn = pass.dnn.handle();
   // With a bias and a ReLU: one call, y = relu(1 · (x ⋆ w) + 0 · z + bias), z = y unread (its
@@ -103,8 +103,9 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvPass pass("conv2d_backward_data", s, stream, workspace, workspace_bytes);
+                          void* workspace, size_t workspace_bytes, const Stream& stream,
+                          MathMode math) {
+  const ConvPass pass("conv2d_backward_data", s, math, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   // beta = 0: dx is overwritten.
   run_pass("conv2d_backward_data", "backward-data", pass.a.backward_data, workspace_bytes, s,
@@ -116,8 +117,9 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            void* workspace, size_t workspace_bytes, const Stream& stream) {
-  const ConvPass pass("conv2d_backward_filter", s, stream, workspace, workspace_bytes);
+                            void* workspace, size_t workspace_bytes, const Stream& stream,
+                            MathMode math) {
+  const ConvPass pass("conv2d_backward_filter", s, math, stream, workspace, workspace_bytes);
   const ConvDescriptors& d = pass.d;
   // beta = 1: dw += the batch's gradient (micro-batches accumulate in place).
   run_pass("conv2d_backward_filter", "backward-filter", pass.a.backward_filter, workspace_bytes,

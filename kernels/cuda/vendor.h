@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/math_mode.h"
 #include "kernels/shapes.h"
 
 namespace brigade {
@@ -73,22 +74,28 @@ void dense_backward_weight(const cpu::bf16* x, const cpu::bf16* dy, float* dw, i
                            int64_t in, int64_t out, const Stream& stream);
 
 // ---- cuDNN convolution (cudnn_conv.cpp) ----------------------------------------------------
+// `math`: the math the passes may compute in (kernels/math_mode.h), the process's mode unless
+// the caller knows better (ops::conv2d_* in precision bf16: TF32 tensor cores, exact on bf16
+// values). The workspace and the passes of one convolution take the same.
 // Bytes of workspace every conv2d_* call below needs for shape s on the stream's device:
 // the largest of the three passes' best-ranked algorithms (cuDNN's heuristics, deterministic
 // algorithms of the math mode's math only: FMA in fp32, tensor-op TF32 too in tf32; cached
 // per shape, device and mode). A pass whose best is refused at
 // execution falls back to the next that runs within this workspace.
-size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream);
+size_t conv2d_workspace_bytes(const Conv2dShape& s, const Stream& stream,
+                              MathMode math = math_mode());
 // x: (N, C, H, W)  w: (K, C, R, S)  b: (K) or nullptr  y: (N, K, P, Q); relu fuses max(y, 0)
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
-                    const Stream& stream, bool relu = false);
+                    const Stream& stream, bool relu = false, MathMode math = math_mode());
 // dy: (N, K, P, Q)  w: (K, C, R, S)  dx: (N, C, H, W), overwritten
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          void* workspace, size_t workspace_bytes, const Stream& stream);
+                          void* workspace, size_t workspace_bytes, const Stream& stream,
+                          MathMode math = math_mode());
 // x: (N, C, H, W)  dy: (N, K, P, Q)  dw: (K, C, R, S), accumulated
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            void* workspace, size_t workspace_bytes, const Stream& stream);
+                            void* workspace, size_t workspace_bytes, const Stream& stream,
+                            MathMode math = math_mode());
 // dy: (N, K, P, Q)  db: (K), accumulated
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, const Stream& stream);
 

@@ -3,8 +3,8 @@
 // beside the CUDA branch (cuDNN or the hand-written im2col + gemm_tiled over the micro-batch,
 // as kernels/cuda/path.h's setting says at each call). In precision bf16 the hand-written path
 // narrows x, w and dy to bfloat16 storage (narrow_to_bf16) for its bf16 passes (im2col in bf16,
-// gemm_mma_bf16 on tensor cores); cuDNN runs in fp32 on operands rounded to bf16 values on the
-// device (detail::bf16_operand), for the reason below. Each operand may come in either form
+// gemm_mma_bf16 on tensor cores); cuDNN runs in float on operands rounded to bf16 values on
+// the device (detail::bf16_operand), for the reason below, on TF32 tensor cores (cudnn_math). Each operand may come in either form
 // already (conv2d_weights, conv2d_operand: a layer makes its weights, its input and its output
 // gradient once for the two passes of a micro-batch that read each); each path takes the
 // other's too.
@@ -13,9 +13,9 @@
 // takes bfloat16 only as PSEUDO_BFLOAT16_CONFIG, where x, w AND y are CUDNN_DATA_BFLOAT16 (the
 // sums float inside): y would be rounded to bf16 before the bias is added, which is not
 // precision bf16's rule (the fp32 sum, then the bias, then one rounding at the layer's
-// boundary). In fp32 on bf16 values every product is exact and every sum float: the rule, on
-// the CUDA cores — or on TF32 tensor cores under --math tf32, since a bf16 value is exactly a
-// TF32 value (8 significant bits of TF32's 11), so the rule still holds.
+// boundary). In float on bf16 values every product is exact and every sum float: the rule. And
+// a bf16 value is exactly a TF32 value (8 significant bits of TF32's 11), so TF32 tensor cores
+// compute the same rule: precision bf16 runs cuDNN in tensor-op math whatever --math says.
 #include <stdexcept>
 #include <string>
 
@@ -54,10 +54,16 @@ Tensor cpu_workspace(const Conv2dShape& s, const Stream& stream, bool bf16) {
 #if defined(BRIGADE_HAVE_CUDA)
 bool vendor() { return cuda_path() == CudaPath::vendor; }
 
-// The CUDA conv workspace of the selected path; its size in bytes goes to *bytes (cuDNN
-// wants it).
-Tensor cuda_workspace(const Conv2dShape& s, const Stream& stream, size_t* bytes) {
-  *bytes = vendor() ? cuda::vendor::conv2d_workspace_bytes(s, stream)
+// The math cuDNN computes a convolution in: the process's mode (--math), and in precision bf16
+// TF32 on tensor cores whatever the mode: the operands are then bf16 values, each exactly a
+// TF32 value, so the tensor cores' products are exact and their sums float — bf16's rule (the
+// comment at the top), at tensor-core speed.
+MathMode cudnn_math(bool bf16) { return bf16 ? MathMode::tf32 : math_mode(); }
+
+// The CUDA conv workspace of the selected path (for cuDNN, in cudnn_math(bf16)); its size in
+// bytes goes to *bytes (cuDNN wants it).
+Tensor cuda_workspace(const Conv2dShape& s, const Stream& stream, bool bf16, size_t* bytes) {
+  *bytes = vendor() ? cuda::vendor::conv2d_workspace_bytes(s, stream, cudnn_math(bf16))
                     : static_cast<size_t>(cuda::conv2d_workspace_floats(s)) * sizeof(float);
   return detail::workspace(*bytes, stream);
 }
@@ -91,7 +97,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
       const Tensor xh = detail::bf16_storage(x, stream);  // (N, C, H, W) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);  // (K, C, R, S) bfloat16
       size_t bytes = 0;
-      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
       const bool rounds = round == Bf16Rounding::fused;
       cuda::conv2d_forward_bf16(detail::bf16_data(xh), detail::bf16_data(wh), b.data<float>(),
                                 y.data<float>(), s, ws.data<float>(), hand_written_floats(bytes),
@@ -101,10 +107,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
-    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
     if (vendor())
       cuda::vendor::conv2d_forward(xo.data<float>(), wo.data<float>(), b.data<float>(),
-                                   y.data<float>(), s, ws.data<float>(), bytes, stream, relu);
+                                   y.data<float>(), s, ws.data<float>(), bytes, stream, relu,
+                                   cudnn_math(bf16));
     else
       cuda::conv2d_forward(xo.data<float>(), wo.data<float>(), b.data<float>(), y.data<float>(),
                            s, ws.data<float>(), hand_written_floats(bytes), stream, relu);
@@ -150,7 +157,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
       const Tensor dyh = detail::bf16_storage(dy, stream);  // (N, K, P, Q) bfloat16
       const Tensor wh = detail::bf16_storage(w, stream);    // (K, C, R, S) bfloat16
       size_t bytes = 0;
-      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
       const bool rounds = round == Bf16Rounding::fused;  // in col2im
       cuda::conv2d_backward_data_bf16(detail::bf16_data(dyh), detail::bf16_data(wh),
                                       dx.data<float>(), s, ws.data<float>(),
@@ -162,10 +169,10 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     const Tensor dyo = detail::bf16_operand(dy, bf16, stream);  // dy itself in fp32
     const Tensor wo = detail::bf16_operand(w, bf16, stream);
     size_t bytes = 0;
-    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
     if (vendor())
       cuda::vendor::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
-                                         ws.data<float>(), bytes, stream);
+                                         ws.data<float>(), bytes, stream, cudnn_math(bf16));
     else
       cuda::conv2d_backward_data(dyo.data<float>(), wo.data<float>(), dx.data<float>(), s,
                                  ws.data<float>(), hand_written_floats(bytes), stream);
@@ -232,7 +239,7 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
       const Tensor xh = detail::bf16_storage(x, stream);   // (N, C, H, W) bfloat16
       const Tensor dyh = detail::bf16_storage(dg, stream);  // (N, K, P, Q) bfloat16
       size_t bytes = 0;
-      const Tensor ws = cuda_workspace(s, stream, &bytes);
+      const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
       cuda::conv2d_backward_filter_bf16(detail::bf16_data(xh), detail::bf16_data(dyh),
                                         dw.data<float>(), s, ws.data<float>(),
                                         hand_written_floats(bytes), stream);
@@ -243,10 +250,10 @@ void conv2d_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw,
     const Tensor xo = detail::bf16_operand(x, bf16, stream);  // x itself in fp32
     const Tensor dyo = detail::bf16_operand(dg, bf16, stream);
     size_t bytes = 0;
-    const Tensor ws = cuda_workspace(s, stream, &bytes);
+    const Tensor ws = cuda_workspace(s, stream, bf16, &bytes);
     if (vendor()) {
       cuda::vendor::conv2d_backward_filter(xo.data<float>(), dyo.data<float>(), dw.data<float>(),
-                                           s, ws.data<float>(), bytes, stream);
+                                           s, ws.data<float>(), bytes, stream, cudnn_math(bf16));
       cuda::vendor::conv2d_backward_bias(dy.data<float>(), db.data<float>(), s, stream);
     } else {
       cuda::conv2d_backward_filter(xo.data<float>(), dyo.data<float>(), dw.data<float>(), s,

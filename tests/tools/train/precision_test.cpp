@@ -5,7 +5,8 @@
 //   - between devices a bf16 step sends half an fp32 step's bytes, as --metrics's sent_bytes
 //     and the Chrome trace (--trace) say;
 //   - --precision bf16 is accepted for GPUs on either CUDA path (use_precision), and on GPUs
-//     (real or emulated) a run tracks a CPU device's, two GPUs giving one GPU's bits.
+//     (real or emulated) a run tracks a CPU device's, two GPUs giving one GPU's bits, and
+//     cuDNN's convolutions run on TF32 tensor cores (exact on bf16 operands) under --math fp32.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -33,6 +34,7 @@ namespace {
 struct Trained {
   std::vector<double> losses;
   std::string parameters;  // the bytes --save wrote
+  std::string output;      // what the run printed
 };
 
 Trained train(const fs::path& dir, const std::string& name, const std::string& precision,
@@ -49,7 +51,7 @@ Trained train(const fs::path& dir, const std::string& name, const std::string& p
   std::ifstream in(saved, std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
-  return {step_losses(metrics), bytes.str()};
+  return {step_losses(metrics), bytes.str(), r.output};
 }
 
 double mean(const std::vector<double>& v, size_t begin, size_t end) {
@@ -182,6 +184,15 @@ TEST_CASE("precision bf16 on GPUs: trains like a CPU device, and two GPUs like o
   for (size_t i = 0; i < gpu.losses.size(); ++i) {
     CAPTURE(i);
     CHECK(std::abs(gpu.losses[i] - cpu.losses[i]) <= 1e-4 * std::abs(cpu.losses[i]));
+  }
+  if (brigade::cuda_path() == brigade::CudaPath::vendor) {
+    // cuDNN ran the convolutions on TF32 tensor cores though --math is fp32: exact on bf16
+    // operands (kernels/ops/conv2d.cpp, cudnn_math). Its log names each shape's math.
+    CHECK(gpu.output.find("math tf32: forward algorithm") != std::string::npos);
+    CHECK(gpu.output.find("tensor-op TF32") != std::string::npos);
+    const Trained fp32 = train(dir, "fp32", "fp32", 1, "cuda:0");
+    CHECK(fp32.output.find("forward algorithm") != std::string::npos);
+    CHECK(fp32.output.find("tensor-op") == std::string::npos);
   }
   if (gpus == 1) return;
   const Trained two = train(dir, "two", "bf16", 3, "cuda:0,cuda:1");
