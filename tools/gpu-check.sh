@@ -43,14 +43,13 @@
 #               the last 50 steps' mean loss within half the CPU's + 1e-3 (float32 runs part
 #               after the loss's steep descent)
 #   bench-*     training samples/s of seed_cnn on cuda:0, Brigade (both paths) beside PyTorch on
-#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off; Brigade's
-#               commands without NVIDIA_TF32_OVERRIDE, so that bf16's convolutions run on TF32
-#               tensor cores as in a run, exact on bf16 operands: its fp32 stays FP32 by itself):
+#               the same GPU (tools/compare/pytorch_gpu_bench.py), FP32 both (TF32 off; PyTorch's
+#               with NVIDIA_TF32_OVERRIDE=0 too, which no step of Brigade's has, below):
 #               brigade-bench's model level (a plain loop) and runtime level (the step
 #               brigade-train runs, CUDA graphs on and off, each row with the GPU's peak memory
 #               in a step), both in fp32 and bf16; the same two with TF32 on both
-#               (bench-*-tf32: brigade-bench --math tf32, PyTorch's allow_tf32;
-#               NVIDIA_TF32_OVERRIDE unset for them); then per-op ms, hand-written against
+#               (bench-*-tf32: brigade-bench --math tf32, PyTorch's allow_tf32); then per-op
+#               ms, hand-written against
 #               cuDNN/cuBLAS, fp32 and bf16 (brigade-bench --level ops)
 #   multi-gpu, nccl   the parity matrix on cuda:all and NCCL between ranks: SKIP with one GPU
 #   <step>-rest, <step>-asan-build, <step>-asan   after a test program of a step crashed (killed
@@ -127,8 +126,12 @@ SUMMARY=$RESULTS/summary.txt
 START=$(date +%s)
 FAILED=0
 AFTER_GPU=0  # set before build-rest: from there on, a step the budget does not reach is SKIP
-export NVIDIA_TF32_OVERRIDE=0  # cuBLAS and cuDNN in FP32, as the CPU reference computes (the
-                               # TF32 benchmarks unset it for their commands)
+# NVIDIA_TF32_OVERRIDE=0 turns TF32 off inside cuBLAS and cuDNN whatever a program asks. No
+# step of Brigade's runs with it: its fp32 is FP32 by itself (cuDNN in FMA math with FMA
+# algorithms only, cuBLAS in its default math), which the checks against the CPU test here, and
+# its bf16 convolutions run on TF32 tensor cores, exact on bf16 operands, as in a user's run.
+# Only PyTorch's FP32 benchmark sets it (bench-pytorch), a guard beside its own flags.
+unset NVIDIA_TF32_OVERRIDE
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -613,15 +616,9 @@ fi
 # 512 on one would take many minutes. Each command runs with its flags as on a GPU but on CPU devices
 # (BRIGADE_EMULATED_GPUS=0), batch 8, one repetition of one step, so that a flag the program no
 # longer takes, a JSON it no longer writes, or a table this script cannot read shows here.
-#
-# Brigade's commands run without NVIDIA_TF32_OVERRIDE=0 (exported above for the checks against
-# the CPU): its fp32 computes FP32 by itself (cuDNN in FMA math with FMA algorithms only, cuBLAS
-# in its default math), and in bf16 cuDNN's convolutions run on TF32 tensor cores, exact on bf16
-# operands (kernels/ops/conv2d.cpp), which the override would hold to FMA units.
-bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} quick=
-brigade_bench=(env -u NVIDIA_TF32_OVERRIDE)
+bench_batches=128,512 bench_batch=128 bench_reps=5 bench_steps=10 ops_impls=${CUDA_PATHS// /,} on_cpu=() quick=
 if [ $emulated -eq 1 ]; then
-  brigade_bench+=(BRIGADE_EMULATED_GPUS=0)  # and --quick (below): a faster peak, fewer calls per op
+  on_cpu=(env BRIGADE_EMULATED_GPUS=0)  # and --quick (below): a faster peak, fewer calls per op
   bench_batches=8 bench_batch=8 bench_reps=1 bench_steps=1 ops_impls=cpu quick=--quick
   REHEARSAL="timing needs a real GPU; the command ran on CPU devices (batch 8, 1 repetition) to check it"
 fi
@@ -647,7 +644,7 @@ cudnn_choices() {  # $1: a step's name
   [ -f "$LOGS/$1.log" ] && grep -E '^cuDNN conv2d ' "$LOGS/$1.log" | sort -u | cut -c1-300 | sed 's/^/    /'
 }
 if bin tools/brigade-bench bench-brigade; then
-  step bench-brigade 90 "${brigade_bench[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
+  step bench-brigade 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --cuda-graphs on,off \
     --precision fp32,bf16 --batches $bench_batches --threads "$JOBS" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model.json"
   runtime_rows "$RESULTS/bench-model.json" | tee -a "$SUMMARY"
@@ -659,21 +656,21 @@ if [ $emulated -eq 1 ]; then  # no GPU for PyTorch: its script is compiled, not 
   step bench-pytorch 30 python3 -m py_compile tools/compare/pytorch_gpu_bench.py
   REHEARSAL=
 else
-  LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch 60 python3 tools/compare/pytorch_gpu_bench.py \
+  LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch 60 env NVIDIA_TF32_OVERRIDE=0 python3 tools/compare/pytorch_gpu_bench.py \
     --batches $bench_batches --reps $bench_reps --steps $bench_steps --json "$RESULTS/pytorch-gpu.json" \
     --beside "$RESULTS/bench-model.json"
   [ -f "$LOGS/bench-pytorch.log" ] &&  # none when the budget was spent before the step
     sed -n '/^beside Brigade/,$s/^/    /p' "$LOGS/bench-pytorch.log" | tee -a "$SUMMARY"
 fi
 # The same two with TF32 on both sides: brigade-bench --math tf32 (the vendor rows and the GPU's
-# peak on tensor cores; its CPU and hand-written rows stay FP32) beside PyTorch with allow_tf32,
-# NVIDIA_TF32_OVERRIDE unset for them. --emulated: --math tf32 needs a GPU, so it runs on the
+# peak on tensor cores; its CPU and hand-written rows stay FP32) beside PyTorch with allow_tf32.
+# --emulated: --math tf32 needs a GPU, so it runs on the
 # emulated one (one thread, batch 8, one repetition of one step); PyTorch's script compiles.
-tf32=(env -u NVIDIA_TF32_OVERRIDE) tf32_threads=$JOBS
+tf32_threads=$JOBS
 [ $emulated -eq 1 ] && tf32_threads=1 &&
   REHEARSAL="timing needs a real GPU; the command ran on the emulated GPU (batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-brigade-tf32; then
-  step bench-brigade-tf32 90 "${tf32[@]}" "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --math tf32 --cuda-graphs on,off \
+  step bench-brigade-tf32 90 "$BUILD/tools/brigade-bench" ${quick} --level model,runtime --math tf32 --cuda-graphs on,off \
     --batches $bench_batches --threads "$tf32_threads" --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/bench-model-tf32.json"
   runtime_rows "$RESULTS/bench-model-tf32.json" | tee -a "$SUMMARY"
@@ -685,7 +682,7 @@ if [ $emulated -eq 1 ]; then
   step bench-pytorch-tf32 30 python3 -m py_compile tools/compare/pytorch_gpu_bench.py
   REHEARSAL=
 else
-  LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch-tf32 60 "${tf32[@]}" python3 tools/compare/pytorch_gpu_bench.py \
+  LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH step bench-pytorch-tf32 60 python3 tools/compare/pytorch_gpu_bench.py \
     --math tf32 --batches $bench_batches --reps $bench_reps --steps $bench_steps \
     --json "$RESULTS/pytorch-gpu-tf32.json" --beside "$RESULTS/bench-model-tf32.json"
   [ -f "$LOGS/bench-pytorch-tf32.log" ] &&  # none when the budget was spent before the step
@@ -693,7 +690,7 @@ else
 fi
 [ $emulated -eq 1 ] && REHEARSAL="timing needs a real GPU; the command ran on CPU devices (--impls cpu, batch 8, 1 repetition) to check it"
 if bin tools/brigade-bench bench-ops; then
-  step bench-ops 90 "${brigade_bench[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
+  step bench-ops 90 "${on_cpu[@]}" "$BUILD/tools/brigade-bench" ${quick} --level ops --impls "$ops_impls" --batch $bench_batch --threads 1 \
     --precision fp32,bf16 --reps $bench_reps --json "$RESULTS/bench-ops.json"
   python3 - "$RESULTS/bench-ops.json" $bench_batch <<'EOF' | tee -a "$SUMMARY"
 import collections, json, os, sys

@@ -222,8 +222,9 @@ TEST_CASE("--math tf32 on one GPU trains close to fp32, and not equal to it") {
 #if defined(BRIGADE_CUDA_EMULATED)
   CHECK(differs);  // the emulated libraries round as tensor cores do whenever TF32 is asked
 #else
-  // NVIDIA_TF32_OVERRIDE=0 (tools/gpu-check.sh sets it, for its FP32 comparisons) makes cuBLAS
-  // and cuDNN compute in FP32 whatever the math mode asks: then the runs are the same.
+  // NVIDIA_TF32_OVERRIDE=0 in the environment (tools/gpu-check.sh sets it for PyTorch's FP32
+  // benchmark only) makes cuBLAS and cuDNN compute in FP32 whatever the math mode asks: then
+  // the runs are the same.
   const char* override_tf32 = std::getenv("NVIDIA_TF32_OVERRIDE");
   const bool tf32_overridden = override_tf32 != nullptr && std::string(override_tf32) == "0";
   CHECK(differs != tf32_overridden);
