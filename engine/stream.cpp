@@ -33,6 +33,14 @@ StreamImpl::StreamImpl(Device device) : device(device), id(next_stream_id.fetch_
 
 std::string StreamImpl::name() const { return device.str() + " stream#" + std::to_string(id); }
 
+void StreamImpl::drop_kept() {
+  std::map<const void*, std::shared_ptr<void>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    dropped.swap(kept);
+  }
+}  // destroyed here, outside the lock: a destructor may take locks of its own (a pool's)
+
 void register_stream(StreamImpl* stream) {
   auto& live = live_streams();
   std::lock_guard<std::mutex> lock(live.mutex);

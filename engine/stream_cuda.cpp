@@ -148,6 +148,7 @@ class CudaStream final : public StreamImpl {
     // work on its blocks. A failure here is the stream's own, reported to whoever
     // synchronised it; a faulted GPU would only repeat it for every stream.
     if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
+    drop_kept();  // before the stream goes: a cuBLAS/cuDNN handle set to it lets go of it
     report_if_failed(cudaStreamDestroy(stream_), "cudaStreamDestroy");
   }
 

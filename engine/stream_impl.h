@@ -60,12 +60,15 @@ class StreamImpl {
   const Device device;
   const uint64_t id;
 
-  // Stream::kept. Members of the base, destroyed after the backend's destructor has run: a
-  // CUDA stream synchronises there, so what it kept outlives its work. (A CPU stream whose own
-  // task drops its last handle is destroyed while its worker runs on: what it kept may go
-  // before its remaining tasks have run.)
+  // Stream::kept. A CUDA stream drops them in its destructor once its work has run and before
+  // its cudaStream_t is destroyed (drop_kept), so that what it kept (a library handle set to
+  // the stream) can let go of the stream while it still exists; else they are members of the
+  // base, destroyed after the backend's destructor. (A CPU stream whose own task drops its last
+  // handle is destroyed while its worker runs on: what it kept may go before its remaining
+  // tasks have run.)
   std::mutex kept_mutex;
   std::map<const void*, std::shared_ptr<void>> kept;
+  void drop_kept();  // destroys what the stream kept, outside the mutex
 
   // Stream::unless_capturing: whether the stream is capturing a CUDA graph (engine/
   // cuda_graph.h), changed and read under the mutex.

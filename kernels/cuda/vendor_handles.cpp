@@ -1,8 +1,11 @@
-// The per-device handle pools behind CublasLease and CudnnLease (vendor_handles.h).
+// Each CUDA stream's cuBLAS and cuDNN handles, and the per-device pools of idle ones behind
+// them (vendor_handles.h).
 #include "kernels/cuda/vendor_handles.h"
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <exception>
 #include <map>
 #include <memory>
 #include <utility>
@@ -14,10 +17,10 @@
 namespace brigade::cuda::vendor {
 namespace {
 
-// The idle handles of one device and math mode; a leased handle is in no pool until it is
-// given back. A cuBLAS handle's math mode is set once, when it is made, so a lease never
-// changes the mode of a handle (one cublasSetMathMode per handle, none per call); a cuDNN
-// handle has no math mode (its convolution descriptors have), so its pools are fp32's only.
+// The idle handles of one device and math mode, each set to the default stream; a handle a
+// stream keeps is in no pool until the stream is destroyed. A cuBLAS handle's math mode is set
+// once, when it is made, so no handle's mode ever changes; a cuDNN handle has no math mode (its
+// convolution descriptors have), so its pools are fp32's only.
 template <class Handle>
 struct Pool {
   std::mutex mutex;
@@ -54,10 +57,9 @@ cudnnHandle_t create_handle(cudnnHandle_t, MathMode) {
 
 // cublasCreate and cudnnCreate "allocate hardware resources on the host and device": a call
 // CUDA refuses to a thread whose stream is capturing a graph (CudaGraph::capture begins in
-// cudaStreamCaptureModeThreadLocal), and a lease inside a capture makes one when no handle is
-// idle (stages sharing a GPU whose captures lease at once, more of them than ever did before).
-// So a handle is made with the thread's capture interaction mode relaxed, as PyTorch and NCCL
-// make their allocations during a capture: the allocation takes no part in the graph.
+// cudaStreamCaptureModeThreadLocal), and a stream's first call of a library may come inside a
+// capture. So a handle is made with the thread's capture interaction mode relaxed, as PyTorch
+// and NCCL make their allocations during a capture: the allocation takes no part in the graph.
 template <class Handle>
 Handle create_relaxed(MathMode mode) {
   cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeRelaxed;
@@ -87,11 +89,23 @@ Handle take(int device, MathMode mode) {
   return create_relaxed<Handle>(mode);  // outside the lock: creating a handle is slow
 }
 
+void set_default_stream(cublasHandle_t h) { BRIGADE_CUBLAS_CHECK(cublasSetStream(h, nullptr)); }
+void set_default_stream(cudnnHandle_t h) { BRIGADE_CUDNN_CHECK(cudnnSetStream(h, nullptr)); }
+
+// `h`, set to the default stream (cublasSetStream also puts cuBLAS's own workspace back), into
+// its pool. Where that fails the handle is left out of every pool, said on stderr: a handle
+// still set to a stream about to be destroyed must never be set to another one.
 template <class Handle>
-void give_back(int device, MathMode mode, Handle h) {
-  Pool<Handle>& pool = pool_for<Handle>(device, mode);
-  std::lock_guard<std::mutex> lock(pool.mutex);
-  pool.idle.push_back(h);
+void give_back(int device, MathMode mode, Handle h) noexcept {
+  try {
+    set_default_stream(h);
+    Pool<Handle>& pool = pool_for<Handle>(device, mode);
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.idle.push_back(h);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade: a library handle of cuda:%d is not reused: %s\n", device,
+                 e.what());
+  }
 }
 
 int cuda_index_of(const Stream& stream, const char* library) {
@@ -101,52 +115,104 @@ int cuda_index_of(const Stream& stream, const char* library) {
   return stream.device().index;
 }
 
-// The cuBLAS workspace of `stream`: made at its first call, kept by the stream, given back to
-// the allocator when the stream is destroyed (Stream::kept).
-std::shared_ptr<Block> workspace_of(const Stream& stream) {
-  static const char key = 0;  // its address names the workspace among what a stream keeps
-  return std::static_pointer_cast<Block>(stream.kept(&key, [&] {
-    // A block holds its owner stream, and a stream that kept a block of its own would never be
-    // destroyed: the device's default stream owns it (it lives forever and does no work on it),
-    // and `stream` is declared its user, so the allocator knows whose work to wait for.
-    const Stream owner = Stream::default_for(stream.device());
-    std::shared_ptr<Block> block =
-        Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);
-    block->record_stream(stream);
-    return std::shared_ptr<void>(std::move(block));
-  }));
+size_t mode_index(MathMode mode) { return static_cast<size_t>(mode); }
+
+}  // namespace
+
+// What a CUDA stream keeps (Stream::kept): its handles, each set to the stream at its first
+// lease, and cuBLAS's workspace. Destroyed by the stream after its work, before the CUDA
+// stream goes (engine/stream_impl.h, drop_kept): each handle is then set to the default stream
+// and pooled, and the workspace goes back to the allocator.
+class StreamHandles {
+ public:
+  explicit StreamHandles(int device) : device(device) {}
+  StreamHandles(const StreamHandles&) = delete;
+  StreamHandles& operator=(const StreamHandles&) = delete;
+  ~StreamHandles() {
+    if (cudaSetDevice(device) != cudaSuccess) {  // a handle is set on its own device
+      std::fprintf(stderr, "brigade: cudaSetDevice(%d) failed: %s; the stream's library "
+                   "handles are not reused\n", device, cudaGetErrorString(cudaGetLastError()));
+      return;
+    }
+    for (size_t m = 0; m < blas.size(); ++m)
+      if (blas[m]) give_back(device, static_cast<MathMode>(m), blas[m]);
+    if (dnn) give_back(device, MathMode::fp32, dnn);
+  }
+
+  const int device;
+  // Held by a lease for its call. Recursive: a thread may lease its stream's handle again
+  // inside a lease (the same handle, its calls in the thread's order).
+  std::recursive_mutex blas_mutex, dnn_mutex;
+  std::array<cublasHandle_t, 2> blas{};  // [math mode]: set to the stream, or null
+  cudnnHandle_t dnn = nullptr;           // set to the stream, or null
+  std::shared_ptr<Block> workspace;      // cuBLAS's (kCublasWorkspaceBytes), or null
+};
+
+namespace {
+
+// The handles `stream` keeps, made empty at its first call of either library.
+std::shared_ptr<StreamHandles> handles_of(const Stream& stream, const char* library) {
+  static const char key = 0;  // its address names the handles among what a stream keeps
+  const int device = cuda_index_of(stream, library);
+  return std::static_pointer_cast<StreamHandles>(
+      stream.kept(&key, [&] { return std::make_shared<StreamHandles>(device); }));
+}
+
+// cuBLAS's workspace for `stream`'s handles, made at its first cuBLAS call.
+std::shared_ptr<Block> make_workspace(const Stream& stream) {
+  // A block holds its owner stream, and a stream that kept a block of its own would never be
+  // destroyed: the device's default stream owns it (it lives forever and does no work on it),
+  // and `stream` is declared its user, so the allocator knows whose work to wait for.
+  const Stream owner = Stream::default_for(stream.device());
+  std::shared_ptr<Block> block =
+      Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);
+  block->record_stream(stream);
+  return block;
+}
+
+// A handle taken from the pool and set to `stream`, or nothing kept: where setting it fails,
+// it goes back to the pool first.
+template <class Handle, class SetUp>
+Handle set_up(const StreamHandles& kept, MathMode mode, SetUp set_up_on_stream) {
+  const Handle h = take<Handle>(kept.device, mode);
+  try {
+    set_up_on_stream(h);
+  } catch (...) {
+    give_back(kept.device, mode, h);
+    throw;
+  }
+  return h;
 }
 
 }  // namespace
 
 CublasLease::CublasLease(const Stream& stream)
-    : device_(cuda_index_of(stream, "cuBLAS")), mode_(math_mode()) {
-  BRIGADE_CUDA_CHECK(cudaSetDevice(device_));  // a new handle belongs to this device
-  handle_ = take<cublasHandle_t>(device_, mode_);
-  try {
-    BRIGADE_CUBLAS_CHECK(cublasSetStream(handle_, stream.cuda_handle()));
-    // After the stream: cublasSetStream resets the workspace to cuBLAS's own pool.
-    workspace_ = workspace_of(stream);
-    BRIGADE_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_->data(), kCublasWorkspaceBytes));
-  } catch (...) {
-    give_back(device_, mode_, handle_);
-    throw;
+    : handles_(handles_of(stream, "cuBLAS")), lock_(handles_->blas_mutex) {
+  BRIGADE_CUDA_CHECK(cudaSetDevice(handles_->device));  // a new handle belongs to this device
+  const MathMode mode = math_mode();
+  cublasHandle_t& kept = handles_->blas[mode_index(mode)];
+  if (!kept) {
+    if (!handles_->workspace) handles_->workspace = make_workspace(stream);
+    kept = set_up<cublasHandle_t>(*handles_, mode, [&](cublasHandle_t h) {
+      BRIGADE_CUBLAS_CHECK(cublasSetStream(h, stream.cuda_handle()));
+      // After the stream: cublasSetStream resets the workspace to cuBLAS's own pool.
+      BRIGADE_CUBLAS_CHECK(
+          cublasSetWorkspace(h, handles_->workspace->data(), kCublasWorkspaceBytes));
+    });
   }
+  handle_ = kept;
 }
 
-CublasLease::~CublasLease() { give_back(device_, mode_, handle_); }
+void* CublasLease::workspace() const { return handles_->workspace->data(); }
 
-CudnnLease::CudnnLease(const Stream& stream) : device_(cuda_index_of(stream, "cuDNN")) {
-  BRIGADE_CUDA_CHECK(cudaSetDevice(device_));
-  handle_ = take<cudnnHandle_t>(device_, MathMode::fp32);
-  try {
-    BRIGADE_CUDNN_CHECK(cudnnSetStream(handle_, stream.cuda_handle()));
-  } catch (...) {
-    give_back(device_, MathMode::fp32, handle_);
-    throw;
-  }
+CudnnLease::CudnnLease(const Stream& stream)
+    : handles_(handles_of(stream, "cuDNN")), lock_(handles_->dnn_mutex) {
+  BRIGADE_CUDA_CHECK(cudaSetDevice(handles_->device));
+  if (!handles_->dnn)
+    handles_->dnn = set_up<cudnnHandle_t>(*handles_, MathMode::fp32, [&](cudnnHandle_t h) {
+      BRIGADE_CUDNN_CHECK(cudnnSetStream(h, stream.cuda_handle()));
+    });
+  handle_ = handles_->dnn;
 }
-
-CudnnLease::~CudnnLease() { give_back(device_, MathMode::fp32, handle_); }
 
 }  // namespace brigade::cuda::vendor

@@ -1,32 +1,40 @@
-// Library handles of the vendor paths: a pool of cuBLAS and of cuDNN handles per device, and
+// Library handles of the vendor paths: each CUDA stream's own cuBLAS and cuDNN handles, and
 // the lease a call holds one by.
 //
 // A cuBLAS or cuDNN handle belongs to the device that was current when it was created, and
-// its stream is a setting of the handle (cublasSetStream / cudnnSetStream). A call leases a
-// handle of its stream's device for its duration: the lease makes the stream's device
-// current, takes an idle handle of that device (creating one when none is idle), points it at
-// the stream, and gives it back when it goes out of scope. Pipeline stages that share a GPU
-// each have their own host thread, and each lease holds its own handle, so their library
-// calls run side by side instead of waiting for one lock; a device ends up with as many
-// handles as calls it has had at once (one per stage thread on it), made once and reused by
-// every later step. A lease inside a CUDA graph capture may be the first to need one more
-// handle; making it allocates device memory, which CUDA refuses to a capturing thread, so a
-// handle is made with the thread's capture interaction mode relaxed (vendor_handles.cpp).
-// (The stream's device stays the calling thread's current device afterwards, as after any
-// engine call on a CUDA device.)
+// its stream is a setting of the handle (cublasSetStream / cudnnSetStream). A stream gets a
+// handle of each library at its first call of that library — an idle one of its device's
+// pool, or a new one — set to the stream once and kept by it (Stream::kept) for the stream's
+// life. When the stream is destroyed, after its work and before the CUDA stream goes, each of
+// its handles is set back to the default stream and returns to the pool, for the next stream.
+// So no handle is ever set to a destroyed stream: changing a handle's stream may touch the old
+// one (rocBLAS documents that it does), which would be memory freed with that stream — a host
+// memory corruption that no check of Brigade's would see. (The emulated libraries refuse it:
+// kernels/emu/vendor/library.h, set_stream.) And a call sets no stream: one call fewer per
+// library call than a lease that points a pooled handle at its stream each time.
+//
+// A call leases its stream's handle for its duration: the lease makes the stream's device
+// current and holds the handle's lock, so two host threads calling on one stream take turns
+// (their work runs in the stream's order anyway), while the pipeline stages sharing a GPU,
+// each with its own streams and host thread, call side by side. A stream's first call may
+// come inside a CUDA graph capture; making a handle allocates device memory, which CUDA
+// refuses to a capturing thread, so a handle is made with the thread's capture interaction
+// mode relaxed (vendor_handles.cpp). (The stream's device stays the calling thread's current
+// device afterwards, as after any engine call on a CUDA device.)
 //
 //   CublasLease blas(stream);
 //   BRIGADE_CUBLAS_CHECK(cublasSgemm(blas.handle(), ...));
 //
 // cuBLAS also wants scratch memory (its workspace), and cublasSetStream resets it to cuBLAS's
 // own pool. Each stream has one of its own, from Brigade's allocator (counted with the rest),
-// made at its first cuBLAS call and given back when the stream is destroyed, after its work
-// (Stream::kept). No two streams share one, so a GEMM's bits cannot depend on another stream's
+// set on its cuBLAS handles after their stream, and given back when the stream is destroyed,
+// after its work. No two streams share one, so a GEMM's bits cannot depend on another stream's
 // timing; one stream's calls reuse it in stream order, with no allocation per call (without
 // the allocator's cache that was a cudaMalloc and a device-wide cudaFree per GEMM).
 //
 // A cuBLAS handle's math mode (kernels/math_mode.h) is set once, when it is made: the pools
-// are per (device, math mode), and a lease takes a handle of the mode current at the call.
+// are per (device, math mode), a stream keeps a handle per mode, and a lease takes the one of
+// the mode current at the call.
 //
 // Handles are never destroyed: they live as long as the process, and destroying them from a
 // static destructor, after the CUDA runtime may have shut down, is a classic exit-time crash.
@@ -47,36 +55,36 @@
 
 namespace brigade::cuda::vendor {
 
-// Bytes of cuBLAS workspace a call gets: NVIDIA's recommendation for Hopper (32 MiB), which
-// covers every earlier architecture's.
+// Bytes of cuBLAS workspace a stream's calls share: NVIDIA's recommendation for Hopper
+// (32 MiB), which covers every earlier architecture's.
 inline constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
+
+class StreamHandles;  // what a stream keeps: its handles and workspace (vendor_handles.cpp)
 
 class CublasLease {
  public:
   explicit CublasLease(const Stream& stream);
-  ~CublasLease();  // gives the handle back to its device's pool
   CublasLease(const CublasLease&) = delete;
   CublasLease& operator=(const CublasLease&) = delete;
   cublasHandle_t handle() const { return handle_; }
-  void* workspace() const { return workspace_->data(); }  // the stream's
+  void* workspace() const;  // the stream's
 
  private:
-  int device_ = -1;
-  MathMode mode_;  // math_mode() when leased: the handle's (a pool per device and mode)
+  std::shared_ptr<StreamHandles> handles_;
+  std::unique_lock<std::recursive_mutex> lock_;  // the stream's cuBLAS handles', for the call
   cublasHandle_t handle_ = nullptr;
-  std::shared_ptr<Block> workspace_;  // kept by the lease's stream
 };
 
 class CudnnLease {
  public:
   explicit CudnnLease(const Stream& stream);
-  ~CudnnLease();
   CudnnLease(const CudnnLease&) = delete;
   CudnnLease& operator=(const CudnnLease&) = delete;
   cudnnHandle_t handle() const { return handle_; }
 
  private:
-  int device_ = -1;
+  std::shared_ptr<StreamHandles> handles_;
+  std::unique_lock<std::recursive_mutex> lock_;  // the stream's cuDNN handle's, for the call
   cudnnHandle_t handle_ = nullptr;
 };
 

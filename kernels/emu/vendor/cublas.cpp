@@ -253,10 +253,8 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   brigade::emu::gpu::count_call("cublasSetStream_v2");
   gpu::Emulation& e = gpu::Emulation::get();
   std::lock_guard lock(e.mutex);
-  const vendor::Refusal r = vendor::check_handle(handle, "cublasSetStream");
-  if (r.failure == Failure::dead_handle) return refused(r);
-  handle->stream = stream;
-  handle->stream_set = true;
+  const vendor::Refusal r = vendor::set_stream(handle, stream, "cublasSetStream");
+  if (r.failure == Failure::dead_handle || r.failure == Failure::dead_stream) return refused(r);
   handle->workspace = nullptr;
   handle->workspace_bytes = 0;
   return CUBLAS_STATUS_SUCCESS;

@@ -151,10 +151,9 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
   brigade::emu::gpu::count_call("cudnnSetStream");
   std::lock_guard lock(gpu::Emulation::get().mutex);
-  const Refusal r = check_handle(handle, "cudnnSetStream");
-  if (r.failure == Failure::dead_handle) return cudnn_refused(r);
-  handle->stream = stream;
-  handle->stream_set = true;
+  const Refusal r = set_stream(handle, stream, "cudnnSetStream");
+  if (r.failure == Failure::dead_handle || r.failure == Failure::dead_stream)
+    return cudnn_refused(r);
   return CUDNN_STATUS_SUCCESS;
 }
 

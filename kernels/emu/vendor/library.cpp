@@ -93,6 +93,28 @@ Refusal check_handle(const Handle* h, const std::string& call) {
   return {};
 }
 
+Refusal set_stream(Handle* h, cudaStream_t stream, const std::string& call) {
+  Refusal r = check_handle(h, call);
+  if (r.failure == Failure::dead_handle) return r;
+  const auto special = [](cudaStream_t s) {
+    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+  };
+  const gpu::Emulation& e = gpu::Emulation::get();
+  const auto live = [&](cudaStream_t s, uint32_t id) {
+    return e.live_streams.count(s) != 0 && s->state->id == id;
+  };
+  if (h->stream_set && !special(h->stream) && !live(h->stream, h->stream_id))
+    return {Failure::dead_stream,
+            call + ": the handle is still set to a stream destroyed since (stream #" +
+                std::to_string(h->stream_id) + "); changing its stream may touch the old one, "
+                "freed with it: set the handle's stream to 0 before destroying its stream "
+                "(stricter than a GPU, where this is undefined)"};
+  h->stream = stream;
+  h->stream_id = special(stream) || e.live_streams.count(stream) == 0 ? 0 : stream->state->id;
+  h->stream_set = true;
+  return {};
+}
+
 void enqueue_call(gpu::StreamState& s, const std::string& call,
                   const std::vector<Operand>& operands, std::function<void()> work) {
   gpu::count_library_call();

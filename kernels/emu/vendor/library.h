@@ -27,6 +27,8 @@ namespace brigade::emu::vendor {
 struct Handle {
   int device = 0;
   cudaStream_t stream = nullptr;
+  uint32_t stream_id = 0;  // the number of the stream set (StreamState::id): a later stream
+                           // may be given the same address once this one is destroyed
   bool stream_set = false;
   bool destroyed = false;
 };
@@ -76,6 +78,15 @@ void enqueue_call(gpu::StreamState& stream, const std::string& call,
 // the emulation's lock held (Emulation::mutex, kernels/emu/cudart/gpu.h): a handle is read and
 // changed only under it.
 Refusal check_handle(const Handle* handle, const std::string& call);
+
+// cublasSetStream's and cudnnSetStream's own check and change, with the emulation's lock held:
+// `stream` becomes the handle's. Refused (Failure::dead_stream) while the handle is still set
+// to a stream destroyed since: changing a handle's stream may touch the old one (an event
+// recorded on it to order the library's internal work after it; rocBLAS documents the hazard
+// and asks to set the default stream before destroying a stream), which on a GPU is memory
+// freed with the stream — undefined, so refused here, stricter than a GPU. A handle whose
+// stream is the default one (0, or never set) may be given any stream.
+Refusal set_stream(Handle* handle, cudaStream_t stream, const std::string& call);
 
 // Every handle ever created (with the emulation's lock held). A destroyed handle is kept,
 // marked destroyed, so that a call on it is refused by name instead of reading freed memory.

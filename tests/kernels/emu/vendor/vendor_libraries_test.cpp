@@ -162,6 +162,38 @@ TEST_CASE("a call runs on the handle's stream; a handle whose stream was never s
 // The count of calls (cuda_emulation.h's CallCounts): every library call by its exported name
 // (cublasSgemm is cuBLAS's macro for cublasSgemm_v2), and as a library call only when it put
 // work on a stream; a refused one did not.
+// Changing a handle's stream may touch the old stream (rocBLAS documents that it does: set the
+// default stream before destroying a stream), and a destroyed stream's memory is gone: so a
+// handle still set to a stream destroyed since may not be given another (stricter than a GPU,
+// where it is undefined). Set to the default stream first, it may; a new stream at the old
+// one's address is no excuse.
+TEST_CASE("a handle still set to a destroyed stream may not be given another one") {
+  Deadline deadline("a handle set to a destroyed stream");
+  cudaStream_t gone = non_blocking(0);
+  cublasHandle_t blas = blas_on(0, gone);
+  cudnnHandle_t dnn = dnn_on(0, gone);
+  REQUIRE(cudaStreamDestroy(gone) == cudaSuccess);
+  cudaStream_t next = non_blocking(0);  // may reuse the address
+  CHECK(cublasSetStream(blas, next) == CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED),
+             "still set to a stream destroyed since"));
+  CHECK(cudnnSetStream(dnn, next) == CUDNN_STATUS_EXECUTION_FAILED);
+  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_EXECUTION_FAILED),
+             "still set to a stream destroyed since"));
+
+  cudaStream_t kept = non_blocking(0);
+  cublasHandle_t reset = blas_on(0, kept);
+  cudnnHandle_t reset_dnn = dnn_on(0, kept);
+  REQUIRE(cublasSetStream(reset, nullptr) == CUBLAS_STATUS_SUCCESS);  // before the destroy
+  REQUIRE(cudnnSetStream(reset_dnn, nullptr) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudaStreamDestroy(kept) == cudaSuccess);
+  CHECK(cublasSetStream(reset, next) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cudnnSetStream(reset_dnn, next) == CUDNN_STATUS_SUCCESS);
+  for (cublasHandle_t h : {blas, reset}) CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS);
+  for (cudnnHandle_t h : {dnn, reset_dnn}) CHECK(cudnnDestroy(h) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudaStreamDestroy(next) == cudaSuccess);
+}
+
 TEST_CASE("library calls are counted by name, and as library calls when they enqueue work") {
   Deadline deadline("library call counts");
   cudaStream_t s = non_blocking(0);
