@@ -15,14 +15,16 @@
 # Steps, most valuable first. Each has a share of the budget (BUDGET_S, 480 s, counted from the
 # start): it is cut at its share or at what is left. Once the budget is spent, a GPU step not yet
 # run is NOT-RUN (a failure: the run proved less than it should); build-rest and suite, which
-# come after every GPU step, are SKIP when the budget ends before or during them (what they had
-# finished by then is still judged: a compile error or a failed test is a FAIL).
+# come after every GPU step and have what is left as their share, are SKIP when the budget ends
+# before or during them (what they had finished by then is still judged: a compile error or a
+# failed test is a FAIL; a test the cut stopped, meson's INTERRUPT, is listed with how long it
+# had run, neither passed nor failed).
 #   preflight   every missing tool, header, library and pkg-config module, listed at once; then
 #               nvcc and the host compiler build and run two probes (C++20 + cuDNN + cuBLAS; the
 #               kit's headers + OpenBLAS + zlib). Anything missing: stop before building (exit 2)
 #   configure   -Dcuda=enabled, -Dgpu_arch=GPU_ARCH (else nvidia-smi's compute capability, else
-#               __nvcc_device_query): meson.build adds PTX of the highest and -lineinfo;
-#               -Dmpi=disabled (one GPU)
+#               __nvcc_device_query's, which also counts the GPUs where nvidia-smi fails):
+#               meson.build adds PTX of the highest and -lineinfo; -Dmpi=disabled (one GPU)
 #   build       the executables of the GPU steps (ninja -k 0); the CPU reference of `train`
 #               starts in the background as soon as brigade-train exists
 #   kernels-*   tests/kernels/cuda: the hand-written kernels natively and cuBLAS/cuDNN, against
@@ -56,7 +58,8 @@
 #               by a signal): the crashed case (doctest's "TEST CASE:") alone under cuda-gdb or
 #               gdb, the crashing thread's backtrace into the summary; the program without that
 #               case (-rest); the program built again with AddressSanitizer in $BUILD-asan, and
-#               the case alone under it, its report into the summary (-asan-build, -asan)
+#               the case alone under it, its report into the summary (-asan-build, -asan). A
+#               crash outside any case (start-up, exit): the whole program under the debugger
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
 # --emulated: a rehearsal of the whole run without a GPU, every step in the same order under the
@@ -75,8 +78,8 @@
 # PASS|FAIL|SKIP|NOT-RUN <step>" line per step, with its figures and tables; its last line
 # "gpu-check: ALL PASSED ..." or "gpu-check: FAILURES ..."), logs.txt (each step's command and
 # last 300 lines), train-losses.tsv, bench-model.json, bench-ops.json, pytorch-gpu.json,
-# bench-model-tf32.json, pytorch-gpu-tf32.json. Whole
-# logs: $BUILD/gpu-check-logs/. A failing step's last lines go to stdout.
+# bench-model-tf32.json, pytorch-gpu-tf32.json (each run empties the first two and removes the
+# others first). Whole logs: $BUILD/gpu-check-logs/. A failing step's last lines go to stdout.
 # Exit status: 0 all passed; 1 a step failed or did not run; 2 preflight failed; 3 no GPU.
 # Environment: GPU_ARCH, OUT, BUILD (build-gpu; --emulated: build-emu), BUDGET_S (480; 3600
 # with --build-only), BUILD_JOBS (nproc), KIT (.gpu-kit), MESON (a meson.py, run with python3),
@@ -123,6 +126,9 @@ mkdir -p "$BUILD" "$RESULTS" "$LOGS" || exit 2
 SUMMARY=$RESULTS/summary.txt
 : >"$SUMMARY"
 : >"$RESULTS/logs.txt"
+# An earlier run's tables in a reused OUT would read as this run's where a step does not run.
+rm -f "$RESULTS"/{train-losses.tsv,bench-model.json,bench-ops.json,pytorch-gpu.json} \
+  "$RESULTS"/{bench-model-tf32.json,pytorch-gpu-tf32.json}
 START=$(date +%s)
 FAILED=0
 AFTER_GPU=0  # set before build-rest: from there on, a step the budget does not reach is SKIP
@@ -152,14 +158,34 @@ cut_clean() {  # NAME
     *) return 1 ;;
   esac
 }
+# After a cut: the tests meson stopped (INTERRUPT: killed by the cut, which says nothing of
+# them), each with how long it had run, into the summary under the step; then how many of
+# meson's tests have a result. Only meson's result lines ("3/12 name  OK  1.2s") match.
+# Sets STOPPED.
+meson_stopped() {  # NAME RC
+  local lines n total none='not started'
+  local res='(OK|FAIL|SKIP|TIMEOUT|ERROR|INTERRUPT|EXPECTEDFAIL|UNEXPECTEDPASS)'
+  # One line per test number: the "Summary of Failures" at the end repeats a test's line.
+  lines=$(grep -E "^ *[0-9]+/[0-9]+ .* $res +[0-9.]+s" "$LOGS/$1.log" | awk '!seen[$1]++')
+  STOPPED=$(grep -c ' INTERRUPT ' <<<"$lines")
+  [ -n "$lines" ] || return 0
+  sed -nE 's#^ *[0-9]+/[0-9]+ (.*[^ ]) +INTERRUPT +([0-9.]+s).*#    stopped by the cut: \1, after \2#p' \
+    <<<"$lines" | cut -c1-300 | tee -a "$SUMMARY"
+  n=$(grep -c . <<<"$lines")
+  total=$(head -n 1 <<<"$lines" | sed -E 's#^ *[0-9]+/([0-9]+) .*#\1#')
+  # Killed (137), meson could not list the tests it had running: they are among those without.
+  [ "$2" -eq 137 ] && none='without a result (not started, or running when meson was killed)'
+  say "    meson: of its $total tests, $((n - STOPPED)) finished, $STOPPED stopped by the cut," \
+    "$((total - n)) $none"
+}
 # step NAME SHARE CMD...: CMD for at most min(SHARE, what is left of the budget), its output in
-# $LOGS/NAME.log; lines "summary: ..." and doctest's and compute-sanitizer's totals are copied
-# into the summary. With REHEARSAL set (--emulated), a step that ran clean is SKIP with that
-# reason: it checked the command, not what only a GPU measures. Returns CMD's status (124: cut
-# at its limit; 125: not run).
+# $LOGS/NAME.log; SHARE "rest": what is left. Lines "summary: ..." and doctest's and
+# compute-sanitizer's totals are copied into the summary. With REHEARSAL set (--emulated), a
+# step that ran clean is SKIP with that reason: it checked the command, not what only a GPU
+# measures. Returns CMD's status (124: cut at its limit; 125: not run).
 REHEARSAL=
 step() {
-  local name=$1 share=$2 limit rc
+  local name=$1 share=$2 limit rc cut_at
   shift 2
   limit=$(left)
   if [ "$limit" -lt 5 ]; then
@@ -167,8 +193,11 @@ step() {
     else result "$name" NOT-RUN "the ${BUDGET_S}s budget is spent"; fi
     return 125
   fi
-  [ "$share" -lt "$limit" ] && limit=$share
-  say "--- $name (share ${share}s, limit ${limit}s, $(left)s of the budget left): $*"
+  cut_at="what was left of the ${BUDGET_S}s budget"
+  if [ "$share" != rest ] && [ "$share" -lt "$limit" ]; then
+    limit=$share cut_at="its share of the ${BUDGET_S}s budget"
+  fi
+  say "--- $name (share $([ "$share" = rest ] && echo 'the rest' || echo "${share}s"), limit ${limit}s, $(left)s of the budget left): $*"
   timeout --kill-after=5 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
   { echo "===== $name (exit $rc): $*"; tail -n 300 "$LOGS/$name.log"; } >>"$RESULTS/logs.txt"
@@ -178,12 +207,20 @@ step() {
   local totals='^(summary: |\[doctest\] test cases|========= ERROR SUMMARY)'
   [ "$name" = suite ] && totals='^summary: '
   grep -E "$totals" "$LOGS/$name.log" | sed 's/^summary: //; s/^/    /' >>"$SUMMARY"
+  STOPPED=0
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then meson_stopped "$name" $rc; fi
   if [ $rc -eq 0 ]; then
     if [ -n "$REHEARSAL" ]; then result "$name" SKIP "$REHEARSAL"; else result "$name" PASS; fi
   elif { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && budget_skip && cut_clean "$name"; then
-    result "$name" SKIP "cut at ${limit}s (its share of the ${BUDGET_S}s budget), no failure before the cut (every GPU step had passed)"
+    # What is known: nothing that finished failed; a stopped test is neither passed nor failed.
+    local known="no failure before the cut"
+    if [ "$name" = suite ]; then
+      known="no failure among the tests that finished; stopped: $STOPPED tests (listed above)"
+      [ "$STOPPED" -gt 0 ] || known="no failure among the tests that finished; meson listed no stopped test"
+    fi
+    result "$name" SKIP "cut at ${limit}s ($cut_at), $known (every GPU step had passed)"
   else
-    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && say "    cut at its limit of ${limit}s"
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && say "    cut at its limit of ${limit}s ($cut_at)"
     { grep -m 6 -E 'FAILED:|error:|undefined reference|ERROR' "$LOGS/$name.log" | sed 's/^/    first: /'
       tail -n 20 "$LOGS/$name.log" | sed 's/^/    | /'; } | cut -c1-300 | tee -a "$SUMMARY"
     result "$name" FAIL "exit $rc, whole log $LOGS/$name.log"
@@ -195,22 +232,34 @@ step() {
   return $rc
 }
 # A test program that crashed took its other cases with it, and its log says little of where.
-# The case doctest names above "test case CRASHED" runs again alone under a debugger (cuda-gdb,
-# else gdb), whose backtrace of the crashing thread goes into the summary (every thread's in
-# $LOGS/NAME-backtrace.log); then the program runs once more without that case, as step
-# NAME-rest, so that its other cases are still judged; last, the case runs alone under
-# AddressSanitizer (NAME-asan-build, NAME-asan). The crashed step stays FAIL.
+# The case doctest names as crashed (the last "TEST CASE:" before "test case CRASHED") runs
+# again alone under a debugger (cuda-gdb, else gdb), whose backtrace of the crashing thread goes
+# into the summary (every thread's in $LOGS/NAME-backtrace.log); then the program runs once more
+# without that case, as step NAME-rest, so that its other cases are still judged; last, the case
+# runs alone under AddressSanitizer (NAME-asan-build, NAME-asan). A crash doctest names no case
+# for (its signal handler is set only while a case runs: a crash at start-up or at exit) gets
+# the whole program under the debugger, and neither of the others. The crashed step stays FAIL.
 after_crash() {  # NAME CMD...
-  local name=$1 crashed filter debugger limit a excluded=0 rest=()
+  local name=$1 crashed filter debugger limit a drc what excluded=0 rest=() only=()
   shift
-  crashed=$(grep -B4 'test case CRASHED' "$LOGS/$name.log" | sed -n 's/^TEST CASE: *//p' | head -1)
-  [ -n "$crashed" ] || return 0
-  filter=${crashed//,/?}  # doctest's filters: a comma separates two; '?' matches any character
-  for a in "$@"; do  # the command's own exclusions, if any, and this case
-    case $a in --test-case-exclude=*) rest+=("$a,$filter"); excluded=1 ;; *) rest+=("$a") ;; esac
-  done
-  [ $excluded -eq 1 ] || rest+=("--test-case-exclude=$filter")
-  say "    crashed: \"$crashed\""
+  # Between the case's header and the crash line stand its subcases and, unflushed, its output.
+  crashed=$(awk '/^TEST CASE:/ { c = $0 } /test case CRASHED/ { print c; exit }' "$LOGS/$name.log" |
+    sed 's/^TEST CASE: *//')
+  if [ -n "$crashed" ]; then
+    filter=${crashed//,/?}  # doctest's filters: a comma separates two; '?' matches any character
+    for a in "$@"; do  # the command's own exclusions, if any, and this case
+      case $a in --test-case-exclude=*) rest+=("$a,$filter"); excluded=1 ;; *) rest+=("$a") ;; esac
+    done
+    [ $excluded -eq 1 ] || rest+=("--test-case-exclude=$filter")
+    only=("--test-case=$filter") what="the crashed case alone"
+    say "    crashed: \"$crashed\""
+  elif grep -q 'test case CRASHED' "$LOGS/$name.log"; then
+    what="the whole program"
+    say "    crashed in a case doctest did not name (no \"TEST CASE:\" line before its \"test case CRASHED\")"
+  else
+    what="the whole program"
+    say "    crashed outside a test case (no doctest \"test case CRASHED\" line): at start-up or at exit"
+  fi
   debugger=$(command -v cuda-gdb || command -v gdb)
   limit=$(left)
   [ "$limit" -gt 60 ] && limit=60
@@ -220,17 +269,32 @@ after_crash() {  # NAME CMD...
     say "    backtrace: not taken, the ${BUDGET_S}s budget is spent"
   else
     timeout --kill-after=5 "$limit" "$debugger" -q -batch -ex 'set pagination off' -ex run \
-      -ex 'bt 30' -ex 'thread apply all bt 20' --args "$@" "--test-case=$filter" \
+      -ex 'bt 30' -ex 'thread apply all bt 20' --args "$@" "${only[@]}" \
       >"$LOGS/$name-backtrace.log" 2>&1
-    { echo "===== $name-backtrace: $debugger, the crashed case alone"; tail -n 300 "$LOGS/$name-backtrace.log"; } >>"$RESULTS/logs.txt"
+    drc=$?
+    { echo "===== $name-backtrace (exit $drc): $debugger, $what"; tail -n 300 "$LOGS/$name-backtrace.log"; } >>"$RESULTS/logs.txt"
     # The stop at the signal, then the crashing thread's frames (bt 30), up to the first blank.
     if grep -q 'received signal' "$LOGS/$name-backtrace.log"; then
-      say "    backtrace ($(basename "$debugger"), the crashing thread; every thread's: $LOGS/$name-backtrace.log):"
+      say "    backtrace ($(basename "$debugger")$([ -n "$crashed" ] || echo ", $what"), the crashing thread; every thread's: $LOGS/$name-backtrace.log):"
       sed -n '/received signal/,/^$/p' "$LOGS/$name-backtrace.log" | grep -E '^(#|Thread|Program|.*received signal)' |
         head -n 32 | cut -c1-240 | sed 's/^/      /' | tee -a "$SUMMARY"
+      { [ $drc -eq 124 ] || [ $drc -eq 137 ]; } && say "      ($(basename "$debugger") was cut at ${limit}s after the stop)"
+    elif [ $drc -eq 124 ] || [ $drc -eq 137 ]; then  # no stop, no exit: still running at the cut
+      say "    backtrace: none, $(basename "$debugger") running $what was cut at ${limit}s before a crash or an exit ($LOGS/$name-backtrace.log)"
+    elif grep -q -E 'exited normally|exited with code' "$LOGS/$name-backtrace.log"; then
+      # gdb's "[Inferior 1 (process N) exited ...]", and doctest's totals where it printed them
+      say "    backtrace: none, $what did not crash again under $(basename "$debugger"): $(
+        grep -m 1 -o -E 'exited (normally|with code [0-9]+)' "$LOGS/$name-backtrace.log")$(
+        grep -m 1 -E '^\[doctest\] test cases' "$LOGS/$name-backtrace.log" | sed 's/^\[doctest\] /; /')"
     else
-      say "    backtrace: the case did not crash again alone under $(basename "$debugger") ($LOGS/$name-backtrace.log)"
+      say "    backtrace: none, $(basename "$debugger") failed: no crash and no exit of $what in its log" \
+        "(exit $drc); its last lines:"
+      tail -n 8 "$LOGS/$name-backtrace.log" | cut -c1-240 | sed 's/^/      | /' | tee -a "$SUMMARY"
     fi
+  fi
+  if [ -z "$crashed" ]; then  # no case to leave out or to run alone
+    say "    not run: $name-rest, $name-asan-build, $name-asan (no case to leave out or to run alone)"
+    return 0
   fi
   step "$name-rest" 60 "${rest[@]}"
   # The crashed case once more, its host code built with AddressSanitizer (nvcc's device code as
@@ -273,7 +337,21 @@ finish() {  # the last line, then exit: $1 overrides the status
 prepend() { [ -d "$2" ] && export "$1=$2${!1:+:${!1}}"; return 0; }  # VAR DIR
 on_path() { case " $CUDA_PATHS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }  # PATH-NAME
 
-say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes'), budget ${BUDGET_S}s$([ $build_only -eq 1 ] && echo ', --build-only')$([ $emulated -eq 1 ] && echo ', --emulated')"
+# The commit, and whether the tree differs from it: only where git can say (a tree copied
+# without .git has no commit; git refuses a repository another user owns, and says why).
+if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+  git diff --quiet HEAD 2>/dev/null
+  case $? in 0) ;; 1) commit+=" + uncommitted changes" ;; *) commit+=" (uncommitted changes unknown: git diff failed)" ;; esac
+elif ! command -v git >/dev/null; then commit="unknown (no git here)"
+elif git rev-parse --git-dir >/dev/null 2>&1; then commit="unknown (a git repository whose HEAD names no commit)"
+else
+  commit=$(git rev-parse --short HEAD 2>&1 | head -n 1 | cut -c1-120)
+  case $commit in
+    *"not a git repository"*) commit="unknown (no git repository)" ;;
+    *) commit="unknown (git: ${commit#fatal: })" ;;
+  esac
+fi
+say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $commit, budget ${BUDGET_S}s$([ $build_only -eq 1 ] && echo ', --build-only')$([ $emulated -eq 1 ] && echo ', --emulated')"
 
 # ---- the kit, CUDA, cuDNN and NCCL on every search path ------------------------------------
 if [ -f "$KIT/MANIFEST" ]; then
@@ -318,23 +396,34 @@ vendor cudnn cudnn.h && say "cuDNN: $VENDOR_AT"
 vendor nccl nccl.h && say "NCCL: $VENDOR_AT"
 
 # ---- the GPUs and their architecture ---------------------------------------------------------
-gpus=0
+gpus=0 smi=0 query=
 if [ $emulated -eq 1 ]; then  # one GPU, as on the machine the real run expects; multi-gpu has more
   export BRIGADE_EMULATED_GPUS=1
   gpus=1
   say "gpu: emulated (-Dcuda=emulated, kernels/emu/cudart): BRIGADE_EMULATED_GPUS=1, every stage on cuda:0; $EMULATED_MULTI_GPUS for multi-gpu; ${BRIGADE_EMULATED_GPU_MEMORY:-4GiB} each"
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  smi=1
   gpus=$(nvidia-smi -L | grep -c '^GPU ')
   nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv,noheader |
     sed 's/^/gpu: /' | tee -a "$SUMMARY"
+elif command -v __nvcc_device_query >/dev/null && query=$(__nvcc_device_query 2>/dev/null); then
+  # No nvidia-smi (or one that fails): the toolkit's __nvcc_device_query, which nvcc -arch=native
+  # runs, prints each GPU's compute capability ("90,90": two) and fails without a GPU; that it
+  # ran is one GPU at least.
+  # shellcheck disable=SC2020  # both separators become line breaks
+  gpus=$(tr ', ' '\n\n' <<<"$query" | grep -c -E '^[0-9]+$')
+  [ "$gpus" -gt 0 ] || gpus=1
+  say "gpu: count $gpus, compute capability ${query:-not printed} (__nvcc_device_query; no working nvidia-smi)"
+else
+  query=  # a failed query's output names no architecture
 fi
 arch=${GPU_ARCH:-}
-if [ -z "$arch" ] && [ "$gpus" -gt 0 ] && [ $emulated -eq 0 ]; then  # "9.0" -> "90"
+if [ -z "$arch" ] && [ $smi -eq 1 ]; then  # "9.0" -> "90"
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d ' .' | sort -un | paste -sd, -)
 fi
-if [ -z "$arch" ] && [ $emulated -eq 0 ] && command -v __nvcc_device_query >/dev/null; then
+if [ -z "$arch" ] && [ -n "$query" ]; then
   # shellcheck disable=SC2020  # both separators become line breaks
-  arch=$(__nvcc_device_query 2>/dev/null | tr ', ' '\n\n' | grep -E '^[0-9]+$' | sort -un | paste -sd, -)
+  arch=$(tr ', ' '\n\n' <<<"$query" | grep -E '^[0-9]+$' | sort -un | paste -sd, -)
 fi
 ptx=$(echo "$arch" | tr , '\n' | sort -n | tail -1)  # PTX of the highest, for a newer GPU's JIT
 
@@ -474,11 +563,15 @@ step configure 60 "${MESON_CMD[@]}" "${setup[@]}" || finish
 gpu_targets=(tests/kernels/cuda/test_cuda_vendor tests/kernels/emu/test_emu tests/pipeline/runtime/test_runtime
              tools/brigade-train tools/brigade-bench)
 # --build-only: nothing after the build to keep time for, so it may take the whole budget.
-build_share=240 rest_share=120
-[ $build_only -eq 1 ] && build_share=$BUDGET_S rest_share=$BUDGET_S
+# build-rest and suite come last and take what the steps before them leave ("rest"); but for
+# the suite of a rehearsal (--emulated), whose suites CI runs whole on their own: 120 s check
+# its command and how its results are read, without the rest of the budget.
+build_share=240 suite_share=rest
+[ $build_only -eq 1 ] && build_share=$BUDGET_S
+[ $emulated -eq 1 ] && suite_share=120
 step build "$build_share" ninja -C "$BUILD" -k 0 -j "$JOBS" "${gpu_targets[@]}"
 if [ $build_only -eq 1 ] || [ "$gpus" -eq 0 ]; then
-  step build-rest "$rest_share" ninja -C "$BUILD" -k 0 -j "$JOBS"
+  step build-rest rest ninja -C "$BUILD" -k 0 -j "$JOBS"
   python3 - "$BUILD/compile_commands.json" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 cmd = next((c["command"] for c in json.load(open(sys.argv[1])) if c["file"].endswith(".cu")), "")
@@ -733,13 +826,13 @@ fi
 # ---- the rest of the build, the whole suite: as far as the budget goes ------------------------------
 AFTER_GPU=1
 rm -f "$BUILD/meson-logs/gpu-check-suite.json"
-if ! step build-rest "$rest_share" ninja -C "$BUILD" -k 0 -j "$JOBS"; then  # meson test needs every program
+if ! step build-rest rest ninja -C "$BUILD" -k 0 -j "$JOBS"; then  # meson test needs every program
   if budget_skip; then result suite SKIP "the rest of the build did not finish within the budget (every GPU step had passed)"
   else result suite NOT-RUN "the rest of the build did not finish"; fi
 # (Emulated: not the nccl_emu suite, which .ci/run runs on its own, and test_nccl ran above.
 # Never the docs suite: it runs the pages' commands, some on a whole data set, minutes on a GPU
 # box's default devices, where the train suite covers the same code in seconds.)
-elif step suite 120 "${MESON_CMD[@]}" test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
+elif step suite "$suite_share" "${MESON_CMD[@]}" test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
      --no-suite docs $([ $emulated -eq 1 ] && echo --no-suite nccl_emu) --logbase gpu-check-suite; [ -f "$BUILD/meson-logs/gpu-check-suite.json" ]; then
   python3 - "$BUILD/meson-logs/gpu-check-suite.json" <<'EOF' >>"$SUMMARY"
 import json, sys

@@ -94,8 +94,17 @@ rm -rf "$KIT.old"
 [ -d "$KIT" ] && mv "$KIT" "$KIT.old"
 mv "$root" "$KIT"
 rm -rf "$KIT.old"
-glibc=$(find "$KIT" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump -T {} + 2>/dev/null |
-        grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
-echo "gpu-kit: $KIT: $(du -sh "$KIT" | cut -f1), $(find "$KIT" -type f | wc -l) files; its libraries need ${glibc:-GLIBC_?} or newer"
+# The newest GLIBC symbol version the kit's binaries ask for: what the GPU machine's glibc must
+# be at least. Said, not checked, and the kit is already in place: objdump missing (binutils,
+# which a plain Debian image lacks), or failing on a file that is no ELF, must not end this run.
+if command -v objdump >/dev/null; then
+  glibc=$(find "$KIT" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump -T {} + 2>/dev/null |
+          grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 || true)
+  need="its libraries need $glibc or newer"
+  [ -n "$glibc" ] || need="the GLIBC version its libraries need could not be read (objdump -T found none)"
+else
+  need="the GLIBC version its libraries need could not be read (no objdump here: Debian's binutils has it)"
+fi
+echo "gpu-kit: $KIT: $(du -sh "$KIT" | cut -f1), $(find "$KIT" -type f | wc -l) files; $need"
 echo "gpu-kit: $(cat "$KIT"/MANIFEST)"
 echo "gpu-kit: copy .gpu-kit/ with the working tree to the GPU machine, then run tools/gpu-check.sh there"
