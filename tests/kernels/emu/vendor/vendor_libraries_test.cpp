@@ -1,5 +1,6 @@
 // Emulated cuBLAS and cuDNN (kernels/emu/vendor), rule by rule, through NVIDIA's API itself:
-// each case is a rule of the libraries (kernels/emu/vendor/README.md quotes the documentation)
+// the rules of the calls (handle_rules_test.cpp has those of handles and their streams). Each
+// case is a rule of the libraries (kernels/emu/vendor/README.md quotes the documentation)
 // and checks that the emulation fails, or answers, where a GPU would — or, where a GPU would
 // silently race, fails every time. Emulated builds only, with 3 GPUs of 64 MiB
 // (tests/kernels/emu/meson.build). cuda:2 is faulted on purpose by the last case: a fault is
@@ -18,63 +19,13 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/kernels/emu/vendor/library_api.h"
 #include "tests/support/deadline.h"
 
 using brigade::testing::Deadline;
+using namespace brigade::test::vendor_api;
 
 namespace {
-
-cudaStream_t non_blocking(int device) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  return s;
-}
-
-// A device copy of `host` on `device` (fresh cudaMalloc memory is NaN; this overwrites it).
-float* upload(int device, const std::vector<float>& host) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  void* p = nullptr;
-  REQUIRE(cudaMalloc(&p, host.size() * sizeof(float)) == cudaSuccess);
-  REQUIRE(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-  // A pageable cudaMemcpy lands only when something is ordered after it (kernels/emu/cudart):
-  // the non-blocking streams below are not, so wait for it here.
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  return static_cast<float*>(p);
-}
-
-// `n` floats of `p`, after everything `stream` holds.
-std::vector<float> download(const float* p, size_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  REQUIRE(cudaMemcpyAsync(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost, stream) == cudaSuccess);
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  return host;
-}
-
-bool says(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-cublasHandle_t blas_on(int device, cudaStream_t stream) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  cublasHandle_t h = nullptr;
-  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
-  if (stream) REQUIRE(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS);
-  return h;
-}
-
-cudnnHandle_t dnn_on(int device, cudaStream_t stream) {
-  REQUIRE(cudaSetDevice(device) == cudaSuccess);
-  cudnnHandle_t h = nullptr;
-  REQUIRE(cudnnCreate(&h) == CUDNN_STATUS_SUCCESS);
-  if (stream) REQUIRE(cudnnSetStream(h, stream) == CUDNN_STATUS_SUCCESS);
-  return h;
-}
-
-cudnnTensorDescriptor_t tensor(int n, int c, int h, int w) {
-  cudnnTensorDescriptor_t t = nullptr;
-  REQUIRE(cudnnCreateTensorDescriptor(&t) == CUDNN_STATUS_SUCCESS);
-  REQUIRE(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w) == CUDNN_STATUS_SUCCESS);
-  return t;
-}
 
 // A 1-channel 4x4 input, one 3x3 filter, stride 1, no padding: y is (1, 1, 2, 2).
 struct SmallConv {
@@ -90,109 +41,7 @@ struct SmallConv {
   }
 };
 
-const float kOne = 1.0f, kZero = 0.0f;
-
 }  // namespace
-
-TEST_CASE("a handle belongs to the device current at its create, and so must its stream") {
-  Deadline deadline("handle and stream devices");
-  cudaStream_t s0 = non_blocking(0), s1 = non_blocking(1);
-  float* a = upload(0, {1, 2, 3, 4});
-  float* c = upload(0, {0, 0, 0, 0});
-  cublasHandle_t blas = blas_on(0, s1);  // a stream of cuda:1 on a cuda:0 handle
-  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-        CUBLAS_STATUS_EXECUTION_FAILED);
-  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED),
-             "the handle belongs to cuda:0 and its stream to emulated cuda:1"));
-  REQUIRE(cublasSetStream(blas, s0) == CUBLAS_STATUS_SUCCESS);
-  REQUIRE(cudaSetDevice(1) == cudaSuccess);  // the handle's device is no longer current
-  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-        CUBLAS_STATUS_EXECUTION_FAILED);
-  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED), "current device is cuda:1"));
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
-  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-        CUBLAS_STATUS_SUCCESS);
-  // Column-major [1 3; 2 4] squared is [7 15; 10 22].
-  CHECK(download(c, 4, s0) == std::vector<float>{7, 10, 15, 22});
-
-  cudnnHandle_t dnn = dnn_on(0, s1);
-  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);
-  CHECK(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_BAD_PARAM);
-  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "its stream to emulated cuda:1"));
-  CHECK(cublasDestroy(blas) == CUBLAS_STATUS_SUCCESS);
-  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-        CUBLAS_STATUS_NOT_INITIALIZED);  // a destroyed handle is refused by name
-  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED), "destroyed"));
-  CHECK(cudnnDestroy(dnn) == CUDNN_STATUS_SUCCESS);
-  CHECK(cudaFree(a) == cudaSuccess);
-  CHECK(cudaFree(c) == cudaSuccess);
-}
-
-TEST_CASE("a call runs on the handle's stream; a handle whose stream was never set is refused") {
-  Deadline deadline("the handle's stream");
-  cudaStream_t mine = non_blocking(0), other = non_blocking(0);
-  float* a = upload(0, {1, 2, 3, 4});
-  float* c = upload(0, {-1, -1, -1, -1});
-  cublasHandle_t blas = blas_on(0, nullptr);
-  CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-        CUBLAS_STATUS_INVALID_VALUE);
-  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), "stream was never set"));
-  // A handle left pointing at another stream runs there: while `other` is held, the product
-  // is pending on it, and `mine` has nothing. (Reading c on `mine` now would be a race, which
-  // the emulated runtime's happens-before check stops: hb_test.cpp.)
-  REQUIRE(cublasSetStream(blas, other) == CUBLAS_STATUS_SUCCESS);
-  {
-    brigade::emu::gpu::StreamHold hold(other);
-    CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &kOne, a, 2, a, 2, &kZero, c, 2) ==
-          CUBLAS_STATUS_SUCCESS);
-    CHECK(cudaStreamQuery(mine) == cudaSuccess);
-    CHECK(cudaStreamQuery(other) == cudaErrorNotReady);
-    (void)cudaGetLastError();
-  }
-  CHECK(download(c, 4, other) == std::vector<float>{7, 10, 15, 22});
-
-  cudnnHandle_t dnn = dnn_on(0, nullptr);
-  cudnnTensorDescriptor_t t = tensor(1, 1, 2, 2);
-  CHECK(cudnnAddTensor(dnn, &kOne, t, a, &kOne, t, c) == CUDNN_STATUS_BAD_PARAM);
-  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "stream was never set"));
-  CHECK(cudaFree(a) == cudaSuccess);
-  CHECK(cudaFree(c) == cudaSuccess);
-}
-
-// The count of calls (cuda_emulation.h's CallCounts): every library call by its exported name
-// (cublasSgemm is cuBLAS's macro for cublasSgemm_v2), and as a library call only when it put
-// work on a stream; a refused one did not.
-// Changing a handle's stream may touch the old stream (rocBLAS documents that it does: set the
-// default stream before destroying a stream), and a destroyed stream's memory is gone: so a
-// handle still set to a stream destroyed since may not be given another (stricter than a GPU,
-// where it is undefined). Set to the default stream first, it may; a new stream at the old
-// one's address is no excuse.
-TEST_CASE("a handle still set to a destroyed stream may not be given another one") {
-  Deadline deadline("a handle set to a destroyed stream");
-  cudaStream_t gone = non_blocking(0);
-  cublasHandle_t blas = blas_on(0, gone);
-  cudnnHandle_t dnn = dnn_on(0, gone);
-  REQUIRE(cudaStreamDestroy(gone) == cudaSuccess);
-  cudaStream_t next = non_blocking(0);  // may reuse the address
-  CHECK(cublasSetStream(blas, next) == CUBLAS_STATUS_EXECUTION_FAILED);
-  CHECK(says(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED),
-             "still set to a stream destroyed since"));
-  CHECK(cudnnSetStream(dnn, next) == CUDNN_STATUS_EXECUTION_FAILED);
-  CHECK(says(cudnnGetErrorString(CUDNN_STATUS_EXECUTION_FAILED),
-             "still set to a stream destroyed since"));
-
-  cudaStream_t kept = non_blocking(0);
-  cublasHandle_t reset = blas_on(0, kept);
-  cudnnHandle_t reset_dnn = dnn_on(0, kept);
-  REQUIRE(cublasSetStream(reset, nullptr) == CUBLAS_STATUS_SUCCESS);  // before the destroy
-  REQUIRE(cudnnSetStream(reset_dnn, nullptr) == CUDNN_STATUS_SUCCESS);
-  REQUIRE(cudaStreamDestroy(kept) == cudaSuccess);
-  CHECK(cublasSetStream(reset, next) == CUBLAS_STATUS_SUCCESS);
-  CHECK(cudnnSetStream(reset_dnn, next) == CUDNN_STATUS_SUCCESS);
-  for (cublasHandle_t h : {blas, reset}) CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS);
-  for (cudnnHandle_t h : {dnn, reset_dnn}) CHECK(cudnnDestroy(h) == CUDNN_STATUS_SUCCESS);
-  CHECK(cudaStreamDestroy(next) == cudaSuccess);
-}
 
 TEST_CASE("library calls are counted by name, and as library calls when they enqueue work") {
   Deadline deadline("library call counts");
