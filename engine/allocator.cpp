@@ -93,6 +93,17 @@ bool Block::used_elsewhere() {
   return !users_.empty();
 }
 
+void Block::adopt_users(Block& part) {
+  std::scoped_lock lock(users_mutex_, part.users_mutex_);
+  for (const Stream::Weak& w : part.users_) {
+    const std::shared_ptr<detail::StreamImpl> user = w.lock();
+    if (!user) continue;  // done, gone
+    if (std::none_of(users_.begin(), users_.end(),
+                     [&](const Stream::Weak& mine) { return mine.lock() == user; }))
+      users_.push_back(w);
+  }
+}
+
 uint64_t Allocator::round_size(uint64_t bytes) {
   if (bytes <= 512) return 512;
   const uint64_t step = std::max<uint64_t>(512, std::bit_floor(bytes - 1) / 4);

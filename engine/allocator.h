@@ -97,6 +97,10 @@ class Block {
   Block(void* data, uint64_t size, Stream stream, Event owner_before)
       : data_(data), size_(size), stream_(std::move(stream)),
         owner_before_(std::move(owner_before)) {}
+  // Takes on the other streams `part` was used by (`part`: a range of this block's bytes,
+  // served as a block of its own, whose handle is going): this block's next life waits for
+  // their work as for its own users'.
+  void adopt_users(Block& part);
 
   void* data_;
   uint64_t size_;

@@ -209,8 +209,13 @@ std::shared_ptr<Block> GraphPool::serve(uint64_t bytes) {
   // The pool's handle of the range, which keeps the arena alive: a tensor may outlive the pool.
   auto* const data = static_cast<unsigned char*>(state.arena->data()) + *offset;
   // A user on another stream waits, as for any block, for the arena's previous life's work.
+  // Streams that used the range used the arena: when the range goes, the arena keeps them, so
+  // that its own return to the allocator waits for their work too.
   std::shared_ptr<Block> range(new Block(data, size, stream_, state.arena->owner_before_),
-                               [arena = state.arena](Block* b) { delete b; });
+                               [arena = state.arena](Block* b) {
+                                 arena->adopt_users(*b);
+                                 delete b;
+                               });
   state.ranges.push_back(range);
   // The handle a tensor holds: its deleter gives the bytes back to the pool (free for the rest
   // of the sequence while the pool is open), never to the allocator.

@@ -33,7 +33,8 @@
 // (the graphs are launched in capture order), so no event is needed. Not bytes another stream
 // used (a copy sent from them): their reuse would need that stream's event, which a graph
 // cannot wait for; the trace counts such a block as never freed, and the pool never takes its
-// range back.
+// range back. When the range itself goes, the arena takes on its other streams, so that the
+// arena's own return to the allocator waits for their work (Block::adopt_users).
 //
 // What a graph hands out again at each replay (its outputs), and what it reads in place (the
 // output of a graph before it on the stream), it holds through the pool's own handle of the

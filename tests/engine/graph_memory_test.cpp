@@ -8,7 +8,9 @@
 
 #include "engine/graph_memory.h"
 #include "engine/tensor.h"
+#include "engine/allocator.h"
 #include "tests/support/deadline.h"
+#include "tests/support/gate.h"
 
 namespace {
 using brigade::AllocationTrace;
@@ -181,6 +183,32 @@ TEST_CASE("a graph pool serves each request at the offset its plan gave it, byte
   CHECK(outlives.to_vector() == std::vector<float>(16, 0.0f));
   s.synchronize();
   other.synchronize();
+}
+
+TEST_CASE("an arena whose bytes another stream used goes back to the allocator only for reuse "
+          "after that stream's work, though the range it used went first" *
+          doctest::skip(!brigade::Allocator::caching())) {
+  brigade::testing::Deadline deadline("graph pool's arena, another stream's use");
+  const Device dev = Device::cpu(43);
+  const Stream s = Stream::create(dev), other = Stream::create(dev);
+  brigade::testing::Gate gate;
+  other.enqueue(gate.blocker());  // `other` is provably busy: its use below is still queued
+  void* arena = nullptr;
+  {
+    GraphPool pool(s, brigade::plan_graph_memory({{1024, 0, 1}}));
+    PoolScope scope(pool);
+    Tensor sent = floats(256, s);  // 1024 B: the whole arena
+    arena = address_of(sent);
+    sent.storage()->record_stream(other);  // a copy from it, queued on `other`
+  }  // the tensor, its range and the pool go; the arena with them
+  s.synchronize();
+  brigade::Allocator& allocator = brigade::Allocator::of(dev);
+  const std::shared_ptr<brigade::Block> mine = allocator.allocate_exact(1024, s);
+  CHECK(mine->data() != arena);  // `other` may still read the arena: not even its owner's yet
+  gate.open();
+  other.synchronize();
+  const std::shared_ptr<brigade::Block> later = allocator.allocate_exact(1024, s);
+  CHECK(later->data() == arena);  // once its work is done
 }
 
 }  // namespace
