@@ -83,8 +83,16 @@ void Block::record_stream(const Stream& user) {
       if (w.lock() == user.impl()) return;
     users_.push_back(user.weak());
   }
-  // A first use by another stream: after the owner's work of the memory's previous life.
-  if (owner_before_.recorded() && !owner_before_.query()) user.wait(owner_before_);
+  // A first use by another stream: after the owner's work of the memory's previous life. A
+  // stream that captures a CUDA graph cannot wait for an event recorded outside the capture
+  // (CUDA refuses it): the host waits instead, before the graph exists, so before any replay.
+  // (The user is being given work by this thread: if it captures, this thread captures it.)
+  if (owner_before_.recorded() && !owner_before_.query()) {
+    if (user.capturing())
+      owner_before_.synchronize();
+    else
+      user.wait(owner_before_);
+  }
 }
 
 bool Block::used_elsewhere() {

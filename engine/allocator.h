@@ -18,7 +18,9 @@
 //     owner's event while it is pending: a stream other than the owner that is declared a
 //     user (record_stream, before its work on the block is enqueued: a GPU staging buffer
 //     written by a host stream, a receive buffer written by the sender's copy) first waits
-//     for it, so it never writes over memory the owner's earlier work still reads;
+//     for it, so it never writes over memory the owner's earlier work still reads (a user
+//     that is capturing a CUDA graph cannot wait for an event outside the capture: the host
+//     waits for it instead);
 //   - to any other stream only once all of those events, the owner's included, have.
 // Freeing therefore never waits; the waiting is in the reuse test and in the first
 // record_stream of another stream.

@@ -27,6 +27,27 @@ class CudaGraph {
   // call, ordered after earlier work on `stream` like any other.
   void launch(const Stream& stream) const;
 
+  // While a thread records a capture, CUDA refuses it every call that may synchronise
+  // implicitly or that waits for or asks about work outside the capture (cudaEventQuery,
+  // cudaEventSynchronize, cudaStreamQuery and cudaStreamSynchronize of other streams,
+  // cudaMalloc, cublasCreate, ...), and the capture is lost. Host code that must still make
+  // one there (the allocator asking whether a block's earlier work is done; a library's handle
+  // made at a stream's first call) makes it in a Relaxed scope: on a thread that records a
+  // capture, the thread's capture interaction mode is relaxed for the scope
+  // (cudaThreadExchangeStreamCaptureMode), as PyTorch's allocator queries its events during a
+  // capture; such a call takes no part in the graph. Elsewhere the scope does nothing.
+  class Relaxed {
+   public:
+    Relaxed();
+    ~Relaxed();
+    Relaxed(const Relaxed&) = delete;
+    Relaxed& operator=(const Relaxed&) = delete;
+
+   private:
+    bool exchanged_ = false;
+    int thread_mode_ = 0;  // the thread's cudaStreamCaptureMode, given back at the end
+  };
+
  private:
   struct Instance;
   explicit CudaGraph(std::shared_ptr<Instance> instance) : instance_(std::move(instance)) {}

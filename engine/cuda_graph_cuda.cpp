@@ -25,9 +25,33 @@ struct CudaGraph::Instance {
   }
 };
 
+namespace {
+thread_local bool recording_a_capture = false;  // inside capture()'s `record` on this thread
+}  // namespace
+
+CudaGraph::Relaxed::Relaxed() {
+  if (!recording_a_capture) return;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  BRIGADE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  thread_mode_ = static_cast<int>(mode);
+  exchanged_ = true;
+}
+
+CudaGraph::Relaxed::~Relaxed() {
+  if (!exchanged_) return;
+  auto mode = static_cast<cudaStreamCaptureMode>(thread_mode_);
+  const cudaError_t status = cudaThreadExchangeStreamCaptureMode(&mode);
+  if (status == cudaSuccess) return;
+  std::fprintf(stderr, "brigade: cudaThreadExchangeStreamCaptureMode failed: %s\n",
+               cudaGetErrorString(status));
+  (void)cudaGetLastError();
+}
+
 CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& record) {
   BRIGADE_CHECK(stream.device().is_cuda(), "a CUDA graph is captured from a CUDA stream, not "
                                                << stream.str());
+  BRIGADE_CHECK(!recording_a_capture, "a CUDA graph's capture on " << stream.str()
+                                          << " inside another capture on the same thread");
   const cudaStream_t handle = stream.cuda_handle();
   // While the stream captures, other threads' frees do not record events on it (allocator.h:
   // they are made again after the capture, release_deferred).
@@ -40,8 +64,11 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
   if (began != cudaSuccess) capture_ended();
   BRIGADE_CUDA_CHECK(began);
   try {
+    recording_a_capture = true;
     record();
+    recording_a_capture = false;
   } catch (...) {
+    recording_a_capture = false;
     cudaGraph_t partial = nullptr;  // end the capture whatever its state, then report `record`'s
     if (cudaStreamEndCapture(handle, &partial) == cudaSuccess && partial != nullptr)
       (void)cudaGraphDestroy(partial);

@@ -96,6 +96,11 @@ void Stream::set_capturing(bool capturing) const {
   impl_->capturing = capturing;
 }
 
+bool Stream::capturing() const {
+  std::lock_guard<std::mutex> lock(impl_->capture_mutex);
+  return impl_->capturing;
+}
+
 void Stream::wait(const Event& event) const {
   auto record = event.current_record();
   BRIGADE_CHECK(record, str() << ": wait on " << event.str()

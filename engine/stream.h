@@ -101,6 +101,8 @@ class Stream {
   bool unless_capturing(const std::function<void()>& enqueue) const;
   // CudaGraph::capture, around its capture: the stream counts as capturing.
   void set_capturing(bool capturing) const;
+  // Whether the stream is capturing: only the thread that captures it may rely on the answer.
+  bool capturing() const;
 
   friend bool operator==(const Stream& a, const Stream& b) { return a.impl_ == b.impl_; }
   const std::shared_ptr<detail::StreamImpl>& impl() const { return impl_; }

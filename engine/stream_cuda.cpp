@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda_graph.h"
 #include "engine/error.h"
 #include "engine/stream.h"
 #include "engine/stream_impl.h"
@@ -92,13 +93,18 @@ struct CudaRecord final : EventRecord {
   }
   ~CudaRecord() override { EventPool::give_back(device.index, timed, event); }
 
+  // Relaxed: a thread recording a graph may still ask about work before it (cuda_graph.h).
   bool query() const override {
+    const CudaGraph::Relaxed relaxed;
     const cudaError_t status = answered_query(cudaEventQuery(event));
     if (status == cudaErrorNotReady) return false;
     BRIGADE_CUDA_CHECK(status);
     return true;
   }
-  void synchronize() const override { BRIGADE_CUDA_CHECK(cudaEventSynchronize(event)); }
+  void synchronize() const override {
+    const CudaGraph::Relaxed relaxed;
+    BRIGADE_CUDA_CHECK(cudaEventSynchronize(event));
+  }
 
   // CUDA has no event wait with a deadline: the event is queried until it completes or the
   // deadline passes, yielding the core between queries, then backing off to 1 ms once the
@@ -147,6 +153,7 @@ class CudaStream final : public StreamImpl {
     // Gone means done (Stream::Weak): the allocator no longer waits for a destroyed stream's
     // work on its blocks. A failure here is the stream's own, reported to whoever
     // synchronised it; a faulted GPU would only repeat it for every stream.
+    const CudaGraph::Relaxed relaxed;  // a stream dropped while its thread records a graph
     if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
     drop_kept();  // before the stream goes: a cuBLAS/cuDNN handle set to it lets go of it
     report_if_failed(cudaStreamDestroy(stream_), "cudaStreamDestroy");
@@ -170,6 +177,7 @@ class CudaStream final : public StreamImpl {
   }
 
   void synchronize() override {
+    const CudaGraph::Relaxed relaxed;
     const cudaError_t status = cudaStreamSynchronize(stream_);
     if (status != cudaSuccess) {
       const std::string what = name() + ": " + cudaGetErrorString(status);
@@ -179,6 +187,7 @@ class CudaStream final : public StreamImpl {
   }
 
   bool query() override {
+    const CudaGraph::Relaxed relaxed;
     const cudaError_t status = answered_query(cudaStreamQuery(stream_));
     if (status == cudaErrorNotReady) return false;
     BRIGADE_CUDA_CHECK(status);
@@ -186,6 +195,7 @@ class CudaStream final : public StreamImpl {
   }
 
   std::string describe() override {
+    const CudaGraph::Relaxed relaxed;
     const cudaError_t status = answered_query(cudaStreamQuery(stream_));
     if (status != cudaSuccess && status != cudaErrorNotReady)
       (void)cudaGetLastError();  // the description reports it: not the next launch too

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -14,6 +15,10 @@
 #include "engine/graph_memory.h"
 #include "engine/tensor.h"
 #include "tests/support/deadline.h"
+
+#if defined(BRIGADE_CUDA_EMULATED)
+#include <cuda_emulation.h>
+#endif
 
 namespace {
 using brigade::Allocator;
@@ -150,5 +155,56 @@ TEST_CASE("a block another thread frees while its stream captures is freed after
   s.synchronize();
   owner.synchronize();
 }
+
+#if defined(BRIGADE_CUDA_EMULATED)
+// A block its owner took back with earlier work still queued keeps that work's event, and the
+// first other stream declared its user asks whether the work is done and, if not, waits for it
+// (allocator.h). When that stream is recording a CUDA graph, CUDA refuses the recording thread
+// the question (a query of work outside the capture) unless its capture mode is relaxed, and
+// refuses the stream the wait (an event recorded outside the capture): either would lose the
+// capture. The capture must hold, the host waiting instead, and each replay read what the owner
+// wrote in the block's new life. The owner is held busy (emulated GPUs only) so that its earlier
+// work is pending when the block is handed back; it is done by the capture in the first round,
+// and is let go by another thread while the capture runs in the second.
+TEST_CASE("a block handed back early, first used by a stream that records a graph: the capture "
+          "holds, and replays read the block's new values" *
+          doctest::skip(graph_memory_no_gpu || !Allocator::caching())) {
+  brigade::testing::Deadline deadline("a block's earlier work and a capture");
+  const Device gpu = Device::cuda(0);
+  const Stream owner = Stream::create(gpu), s = Stream::create(gpu);
+  const std::vector<float> old_values(1024, 1.0f), new_values(1024, 2.0f);
+  for (const bool done_before_the_capture : {true, false}) {
+    CAPTURE(done_before_the_capture);
+    Tensor x = Tensor::from_vector(old_values, Shape({1024}), owner);
+    owner.synchronize();
+    void* const memory = address_of(x);
+    const Tensor seen = Tensor::empty(Shape({1024}), owner);
+    const Tensor fresh = Tensor::from_vector(new_values, Shape({1024}), owner);
+    auto hold = std::make_unique<brigade::emu::gpu::StreamHold>(owner.cuda_handle());
+    copy_async(seen, x, owner);  // the owner's earlier work: a read of x, held back
+    x = Tensor();
+    const Tensor reused = Tensor::empty(Shape({1024}), owner);
+    REQUIRE(address_of(reused) == memory);  // taken back at once by its owner, work pending
+    copy_async(reused, fresh, owner);
+    brigade::Event written;
+    written.record(owner);
+    s.wait(written);  // the replays read the new values: ordered after them on s
+    if (done_before_the_capture) {
+      hold->release();
+      owner.synchronize();
+    }
+    const Tensor out = Tensor::empty(Shape({1024}), s);
+    CudaGraph graph = CudaGraph::capture(s, [&] {
+      const std::jthread let_go([&] { hold->release(); });  // whenever: the host waits for it
+      copy_async(out, reused, s);  // s's first use of `reused`: record_stream asks, then waits
+    });
+    graph.launch(s);
+    CHECK(out.to_vector() == new_values);
+    CHECK(seen.to_vector() == old_values);  // the earlier read, before the new values
+    owner.synchronize();
+    s.synchronize();
+  }
+}
+#endif
 
 }  // namespace

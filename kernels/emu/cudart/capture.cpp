@@ -179,7 +179,8 @@ cudaError_t unsafe_call_refused(const char* call) {
           std::string(call) + " while " + name_of(*capture->origin) + " captures in " +
               (capture->mode == cudaStreamCaptureModeGlobal ? "cudaStreamCaptureModeGlobal"
                                                             : "cudaStreamCaptureModeThreadLocal") +
-              " (a call that may synchronise implicitly is not permitted)");
+              " (a call that may synchronise implicitly, or that waits for or asks about work "
+              "outside the capture, is not permitted)");
   }
   return result;
 }

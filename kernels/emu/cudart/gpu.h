@@ -244,9 +244,11 @@ void capture_recheck(StreamState& stream, std::function<std::string()> recheck);
 //   capturing_stream_refused: a call that waits for or queries a capturing stream
 //     (cudaStreamSynchronize, cudaStreamQuery): cudaErrorStreamCaptureUnsupported;
 //   unsafe_call_refused: a call that may synchronise implicitly (cudaMalloc, cudaFree,
-//     cudaMallocHost, cudaFreeHost, cudaDeviceSynchronize, a synchronous cudaMemcpy) while a
-//     capture of cudaStreamCaptureModeGlobal (any thread) or ThreadLocal (this thread) is in
-//     progress: cudaErrorStreamCaptureUnsupported;
+//     cudaMallocHost, cudaFreeHost, cudaDeviceSynchronize, a synchronous cudaMemcpy) or that
+//     waits for or queries work outside the capture (cudaStreamSynchronize, cudaStreamQuery,
+//     cudaEventSynchronize, cudaEventQuery, of any stream or event) while a capture of
+//     cudaStreamCaptureModeGlobal (any thread) or ThreadLocal (this thread) is in progress:
+//     cudaErrorStreamCaptureUnsupported;
 //   legacy_stream_refused: any use of the legacy stream of a GPU one of whose blocking
 //     streams is capturing (it would depend on the capture): cudaErrorStreamCaptureImplicit.
 // Why the capture `stream` is in was invalidated; "" when it holds or there is none.

@@ -238,6 +238,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   auto s = stream_of(stream, "cudaStreamSynchronize");
   if (!s) return last_error();
   if (capturing_stream_refused(*s, "cudaStreamSynchronize") != cudaSuccess) return last_error();
+  if (unsafe_call_refused("cudaStreamSynchronize") != cudaSuccess) return last_error();
   if (s->legacy) land_unlanded(*s->gpu, *s);
   const VectorClock synchronised = s->clock;
   count_host_block();
@@ -254,6 +255,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   auto s = stream_of(stream, "cudaStreamQuery");
   if (!s) return last_error();
   if (capturing_stream_refused(*s, "cudaStreamQuery") != cudaSuccess) return last_error();
+  if (unsafe_call_refused("cudaStreamQuery") != cudaSuccess) return last_error();
   if (s->completed < s->enqueued || (s->legacy && !s->gpu->unlanded.empty()))
     return fail(cudaErrorNotReady, "");
   host_observes(s->clock);  // the host saw all of it done
@@ -352,8 +354,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard lock(e.mutex);
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: the event is not live");
+  if (event->last && captured_event_refused(*event->last, "cudaEventQuery") != cudaSuccess)
+    return last_error();
+  if (unsafe_call_refused("cudaEventQuery") != cudaSuccess) return last_error();
   if (!event->last) return ok();  // never recorded: complete
-  if (captured_event_refused(*event->last, "cudaEventQuery") != cudaSuccess) return last_error();
   if (const cudaError_t f = fault_of(*event->gpu); f != cudaSuccess) return f;
   if (event->last->stream->completed < event->last->position) return fail(cudaErrorNotReady, "");
   host_observes(event->last->clock);  // the host saw the work before the record done
@@ -367,9 +371,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::unique_lock lock(e.mutex);
   if (e.live_events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: the event is not live");
-  if (!event->last) return ok();
-  if (captured_event_refused(*event->last, "cudaEventSynchronize") != cudaSuccess)
+  if (event->last && captured_event_refused(*event->last, "cudaEventSynchronize") != cudaSuccess)
     return last_error();
+  if (unsafe_call_refused("cudaEventSynchronize") != cudaSuccess) return last_error();
+  if (!event->last) return ok();
   const auto record = event->last;
   count_host_block();
   wait_for(lock, *record->stream, record->position);

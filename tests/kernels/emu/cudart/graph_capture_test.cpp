@@ -9,6 +9,7 @@
 #include <cuda_emulation.h>
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -176,6 +177,68 @@ TEST_CASE("a call that synchronises or queries during a global capture fails and
   REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
   REQUIRE(cudaFree(fresh) == cudaSuccess);
   CHECK(values_of(out, 1, s) == std::vector<float>{4});  // no refused call ran anything
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}
+
+// Waiting for or querying work outside the capture is a potentially unsafe call too (CUDA
+// answers it so; HIP copied the rule, and PyTorch's allocator relaxes its thread's mode around
+// its event queries during a capture): refused on the capturing thread in a thread-local
+// capture, on every thread in a global one, allowed once the thread's mode is relaxed.
+TEST_CASE("a query or wait of work outside a capture, during it: refused as CUDA refuses an "
+          "unsafe call, allowed relaxed") {
+  cudaStream_t s = stream_on(0);
+  cudaStream_t other = stream_on(0);
+  float* out = device_floats(0, 1);
+  cudaEvent_t done = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(launch(other, "fill", fill, out, 3.0f, 1) == cudaSuccess);
+  REQUIRE(cudaEventRecord(done, other) == cudaSuccess);  // recorded outside any capture
+  struct Call {
+    const char* name;
+    std::function<cudaError_t()> make;
+  };
+  const std::vector<Call> calls = {
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(other); }},
+      {"cudaStreamQuery", [&] { return cudaStreamQuery(other); }},
+      {"cudaEventSynchronize", [&] { return cudaEventSynchronize(done); }},
+      {"cudaEventQuery", [&] { return cudaEventQuery(done); }},
+  };
+  for (const Call& c : calls) {
+    CAPTURE(c.name);
+    // The capturing thread, thread-local: refused, and the capture is invalidated.
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK(c.make() == cudaErrorStreamCaptureUnsupported);
+    CHECK(last_error_text().find(c.name) != std::string::npos);
+    expect_invalidated_end(s);
+    // Another thread, during a thread-local capture: allowed.
+    cudaError_t elsewhere = cudaErrorInvalidValue;
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    std::thread([&] { elsewhere = c.make(); }).join();
+    CHECK(elsewhere == cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+    // Another thread, during a global capture: refused there, and the capture is invalidated.
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    std::thread([&] {
+      elsewhere = c.make();
+      (void)cudaGetLastError();
+    }).join();
+    CHECK(elsewhere == cudaErrorStreamCaptureUnsupported);
+    expect_invalidated_end(s);
+    // The capturing thread with its mode relaxed: allowed, and the capture holds.
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    CHECK(c.make() == cudaSuccess);
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  }
+  CHECK(values_of(out, 1, other) == std::vector<float>{3});
+  REQUIRE(cudaEventDestroy(done) == cudaSuccess);
   REQUIRE(cudaFree(out) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
