@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda_graph.h"
 #include "engine/error.h"
 #include "kernels/math_mode.h"
 
@@ -56,22 +57,19 @@ cudnnHandle_t create_handle(cudnnHandle_t, MathMode) {
 }
 
 // cublasCreate and cudnnCreate "allocate hardware resources on the host and device": a call
-// CUDA refuses to a thread whose stream is capturing a graph (CudaGraph::capture begins in
-// cudaStreamCaptureModeThreadLocal), and a stream's first call of a library may come inside a
-// capture. So a handle is made with the thread's capture interaction mode relaxed, as PyTorch
-// and NCCL make their allocations during a capture: the allocation takes no part in the graph.
+// CUDA refuses to a thread that records a graph, and a stream's first call of a library may
+// come inside a capture. So a handle is made in a Relaxed scope (engine/cuda_graph.h), as
+// PyTorch and NCCL make their allocations during a capture: it takes no part in the graph.
+// And one at a time in the process: cuDNN's guide asks that "a single synchronous call of
+// cudnnCreate() be made first before each thread creates its own handle asynchronously", and
+// the stages of a pipeline make their first handles at once, each on its own thread. Making a
+// handle is rare (a stream's first call of its library), so the lock costs nothing in a step.
 template <class Handle>
 Handle create_relaxed(MathMode mode) {
-  cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeRelaxed;
-  BRIGADE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&thread_mode));
-  try {
-    const Handle h = create_handle(Handle{}, mode);
-    BRIGADE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&thread_mode));  // the thread's again
-    return h;
-  } catch (...) {
-    (void)cudaThreadExchangeStreamCaptureMode(&thread_mode);
-    throw;
-  }
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
+  const CudaGraph::Relaxed relaxed;
+  return create_handle(Handle{}, mode);
 }
 
 // An idle handle of `device` (the current device) in `mode`, or a new one made on it.
@@ -162,7 +160,10 @@ std::shared_ptr<StreamHandles> handles_of(const Stream& stream, const char* libr
 std::shared_ptr<Block> make_workspace(const Stream& stream) {
   // A block holds its owner stream, and a stream that kept a block of its own would never be
   // destroyed: the device's default stream owns it (it lives forever and does no work on it),
-  // and `stream` is declared its user, so the allocator knows whose work to wait for.
+  // and `stream` is declared its user, so the allocator knows whose work to wait for. Relaxed:
+  // the stream's first cuBLAS call may come inside a capture (its cudaMalloc, the allocator's
+  // query of the block's earlier work), and the workspace outlives the graph with the stream.
+  const CudaGraph::Relaxed relaxed;
   const Stream owner = Stream::default_for(stream.device());
   std::shared_ptr<Block> block =
       Allocator::of(owner.device()).allocate(kCublasWorkspaceBytes, owner);

@@ -18,8 +18,9 @@
 // (their work runs in the stream's order anyway), while the pipeline stages sharing a GPU,
 // each with its own streams and host thread, call side by side. A stream's first call may
 // come inside a CUDA graph capture; making a handle allocates device memory, which CUDA
-// refuses to a capturing thread, so a handle is made with the thread's capture interaction
-// mode relaxed (vendor_handles.cpp). (The stream's device stays the calling thread's current
+// refuses to a capturing thread, so a handle is made in a CudaGraph::Relaxed scope
+// (engine/cuda_graph.h), and one at a time in the process, as cuDNN asks (vendor_handles.cpp).
+// (The stream's device stays the calling thread's current
 // device afterwards, as after any engine call on a CUDA device.)
 //
 //   CublasLease blas(stream);
