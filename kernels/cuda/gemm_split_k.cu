@@ -6,6 +6,9 @@
 
 #include "kernels/emu/kernel.h"
 #include "engine/allocator.h"
+#if defined(BRIGADE_HAVE_CUDA)
+#include "engine/cuda_graph.h"
+#endif
 #include "kernels/cuda/gemm_split_k.cuh"
 #include "kernels/cuda/launchers.h"
 
@@ -41,12 +44,28 @@ SplitBuffers split_k_scratch(const Stream& stream, int64_t partial_floats) {
   // work waits for the memory's previous life, and the allocator for this stream's work).
   const Stream owner = Stream::default_for(stream.device());
   Allocator& allocator = Allocator::of(stream.device());
+#if defined(BRIGADE_HAVE_CUDA)
+  // A stream's first split launch may come inside a graph's capture (CudaGraph::capture): the
+  // scratch outlives the graph with the stream, so its memory is taken in a Relaxed scope
+  // (cudaMalloc is refused to a thread that records a graph, engine/cuda_graph.h).
+  const CudaGraph::Relaxed relaxed;
+#endif
   if (scratch->tickets == nullptr) {
     scratch->tickets = allocator.allocate(kSplitBlocks * sizeof(unsigned), owner);
     scratch->tickets->record_stream(stream);
-    BRIGADE_LAUNCH(split_k_clear_tickets_kernel, 1, static_cast<int>(kSplitBlocks), 0, stream,
-                   BRIGADE_EXTENT(static_cast<unsigned*>(scratch->tickets->data()),
-                                  kSplitBlocks));
+    auto* const tickets = static_cast<unsigned*>(scratch->tickets->data());
+    const bool cleared_on_stream = stream.unless_capturing([&] {
+      BRIGADE_LAUNCH(split_k_clear_tickets_kernel, 1, static_cast<int>(kSplitBlocks), 0, stream,
+                     BRIGADE_EXTENT(tickets, kSplitBlocks));
+    });
+    if (!cleared_on_stream) {
+      // `stream` is capturing: cleared there, the tickets would be zeroed by the graph's
+      // replays only, and an eager launch before the first replay would find garbage. They are
+      // cleared on their owner instead, the host waiting, before anything of `stream` runs.
+      BRIGADE_LAUNCH(split_k_clear_tickets_kernel, 1, static_cast<int>(kSplitBlocks), 0, owner,
+                     BRIGADE_EXTENT(tickets, kSplitBlocks));
+      owner.synchronize();
+    }
   }
   if (scratch->partials == nullptr) {
     scratch->partials = allocator.allocate(

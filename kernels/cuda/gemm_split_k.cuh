@@ -79,7 +79,9 @@ inline int64_t split_k_count(int64_t M, int64_t N, int64_t K, const GemmBatch& b
 // size any launch needs (kMostPartialFloats), and never replaced: a CUDA graph captured with
 // the scratch's addresses replays into them for as long as the stream lives, whatever shapes
 // ran eagerly in between (pipeline/runtime/device_graphs.h keeps its graphs across a step of
-// another shape). gemm_split_k.cu.
+// another shape). A stream's first split launch may be captured: the tickets are then cleared
+// outside the graph, so that an eager launch before its first replay finds them at zero.
+// gemm_split_k.cu.
 struct SplitBuffers {
   float* partials;
   unsigned* tickets;

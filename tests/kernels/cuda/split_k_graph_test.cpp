@@ -16,6 +16,7 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/launchers.h"
+#include "tests/support/deadline.h"
 
 using namespace brigade;
 
@@ -36,7 +37,51 @@ std::vector<float> values(int64_t count, int seed) {
   return v;
 }
 
+// The product (M, N) of row-major packed a (M, K) and b (K, N), summed in double.
+std::vector<double> reference_product(const std::vector<float>& a, const std::vector<float>& b,
+                                      int64_t M, int64_t N, int64_t K) {
+  std::vector<double> c(static_cast<size_t>(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        c[static_cast<size_t>(i * N + j)] += static_cast<double>(a[static_cast<size_t>(i * K + k)]) *
+                                             b[static_cast<size_t>(k * N + j)];
+  return c;
+}
+
 }  // namespace
+
+// A stream's scratch is made at its first split launch; when that launch is captured, the
+// tickets must still start at zero for an eager launch on the stream before any replay (they
+// were cleared by a kernel captured into the graph, so only its replays cleared them; and the
+// scratch's allocation is a cudaMalloc, refused inside a capture unless relaxed).
+TEST_CASE("a stream's first split-K GEMM captured: an eager one before any replay is right") {
+  testing::Deadline deadline("a split-K GEMM captured first");
+  const Stream s = Stream::create(Device::cuda(0));
+  constexpr int64_t kSmall = 16, kSmallK = 1024;
+  REQUIRE(cuda::gemm_split_k(kSmall, kSmall, kSmallK, GemmBatch{}) == 16);
+  const std::vector<float> a_host = values(kSmall * kSmallK, 4);
+  const std::vector<float> b_host = values(kSmallK * kSmall, 9);
+  const std::vector<double> expected = reference_product(a_host, b_host, kSmall, kSmall, kSmallK);
+  // Made on another stream: `s`'s first work is the capture.
+  const Stream maker = Stream::create(Device::cuda(0));
+  const Tensor a = Tensor::from_vector(a_host, Shape({kSmall, kSmallK}), maker);
+  const Tensor b = Tensor::from_vector(b_host, Shape({kSmallK, kSmall}), maker);
+  const Tensor captured_c = Tensor::zeros(Shape({kSmall, kSmall}), maker);
+  const Tensor eager_c = Tensor::zeros(Shape({kSmall, kSmall}), maker);
+  maker.synchronize();
+  const CudaGraph graph =
+      CudaGraph::capture(s, [&] { product(a, b, captured_c, kSmall, kSmall, kSmallK, s); });
+  product(a, b, eager_c, kSmall, kSmall, kSmallK, s);  // before any replay
+  s.synchronize();  // the tensors are `maker`'s: their reads below come after `s`'s work
+  const std::vector<float> eager = eager_c.to_vector();
+  graph.launch(s);
+  s.synchronize();
+  const std::vector<float> replayed = captured_c.to_vector();
+  CHECK(replayed == eager);
+  for (size_t i = 0; i < expected.size(); ++i)
+    CHECK(eager[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+}
 
 TEST_CASE("a captured split-K GEMM replays after a launch with more partials ran eagerly") {
   const Stream s = Stream::create(Device::cuda(0));
