@@ -202,7 +202,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   Gpu* gpu = gpu_at(current_device(), "cudaDeviceSynchronize");
   if (gpu == nullptr) return last_error();
   count_host_block();
-  drain(lock, *gpu);
+  drain(lock, *gpu, /*observed=*/true);
   return fault_of(*gpu);
 }
 

@@ -227,8 +227,11 @@ void enqueue_wait(StreamState& waiter, std::shared_ptr<StreamState> target, uint
                   const VectorClock& clock);
 // Blocks (releasing the lock) until `stream` has run `position`, or its GPU has faulted.
 void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uint64_t position);
-// Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs.
-void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu);
+// Blocks until every stream of the GPU has run all it holds; the host's clock takes in theirs
+// when `observed` (cudaDeviceSynchronize), not for a call that only happens to wait
+// (cudaFree, cudaFreeHost: CUDA does not promise that they synchronise, so nothing may rely
+// on them for order: the happens-before check does not count them).
+void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu, bool observed);
 
 // ---- stream capture (capture.cpp); all with Emulation::mutex held --------------------------
 // What a capturing stream is given goes into its capture, not its queue: enqueue hands the

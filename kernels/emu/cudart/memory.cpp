@@ -95,7 +95,9 @@ cudaError_t cudaFree(void* ptr) {
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): not a pointer cudaMalloc returned");
   Gpu& gpu = *it->second.gpu;
   count_host_block();
-  drain(lock, gpu);  // cudaFree synchronises the device: no kernel still reads the block
+  // The emulation waits for the device, so that no kernel still reads the block it frees; the
+  // host's clock does not take the wait in (drain): a GPU's cudaFree need not synchronise.
+  drain(lock, gpu, /*observed=*/false);
   const auto again = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (again == e.allocations.end())
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): freed twice");
@@ -117,6 +119,9 @@ static cudaError_t host_alloc(void** ptr, size_t size, unsigned int flags) {
     return last_error();
   if (flags != cudaHostAllocDefault)
     return fail(cudaErrorInvalidValue, "cudaHostAlloc: only cudaHostAllocDefault is emulated");
+  // A call of the current device's context: after a sticky error there, it fails with it.
+  if (current_gpu(flags == cudaHostAllocDefault ? "cudaMallocHost" : "cudaHostAlloc") == nullptr)
+    return last_error();
   const uint64_t bytes = std::max<uint64_t>(size, 1);
   void* p = allocate_exactly(bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc: the host has no memory left");
@@ -142,13 +147,14 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return ok();
   ++e.counts.host_free;
   if (unsafe_call_refused("cudaFreeHost") != cudaSuccess) return last_error();
+  if (current_gpu("cudaFreeHost") == nullptr) return last_error();  // as cudaHostAlloc
   const auto it = e.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
                 "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
   // Like cudaFree, it waits for the device work that may still use the buffer.
   count_host_block();
-  for (auto& gpu : e.gpus) drain(lock, *gpu);
+  for (auto& gpu : e.gpus) drain(lock, *gpu, /*observed=*/false);
   e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   return ok();

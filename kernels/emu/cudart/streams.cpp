@@ -161,7 +161,7 @@ void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uin
   });
 }
 
-void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
+void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu, bool observed) {
   if (gpu.legacy) land_unlanded(gpu, *gpu.legacy);
   // The streams as the drain begins, held: each wait lets go of the lock, and another host
   // thread may then create streams, reallocating gpu.streams (a new stream holds no work this
@@ -174,7 +174,7 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
     drained.join(s->clock);
     wait_for(lock, *s, s->enqueued);
   }
-  host_observes(drained);
+  if (observed) host_observes(drained);
 }
 
 }  // namespace brigade::emu::gpu

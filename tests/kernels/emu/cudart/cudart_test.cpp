@@ -282,12 +282,18 @@ TEST_CASE("peer memory: a kernel may touch it once access is enabled; without, t
   // cuda:2 never enabled access to cuda:1: the launch succeeds, the kernel faults, and the
   // fault surfaces at the next synchronising call and stays (a sticky error).
   cudaStream_t s2 = non_blocking(2);
+  void* pinned = nullptr;  // cuda:2 current: page-locked memory of its context
+  REQUIRE(cudaMallocHost(&pinned, 4) == cudaSuccess);
   CHECK(store_42(s2, on1) == cudaSuccess);
   CHECK(cudaStreamSynchronize(s2) == cudaErrorIllegalAddress);
   CHECK(std::string(cudaGetErrorString(cudaGetLastError())).find("peer access") !=
         std::string::npos);
   void* more = nullptr;
   CHECK(cudaMalloc(&more, 4) == cudaErrorIllegalAddress);  // cuda:2 is current, and faulted
+  CHECK(cudaMallocHost(&more, 4) == cudaErrorIllegalAddress);  // pinned memory: its context's
+  CHECK(cudaFreeHost(pinned) == cudaErrorIllegalAddress);
+  (void)cudaGetLastError();
   REQUIRE(cudaSetDevice(1) == cudaSuccess);                  // cuda:1 is healthy
+  CHECK(cudaFreeHost(pinned) == cudaSuccess);
   CHECK(bits_of(on1, 1)[0] == 0x42280000u);                  // the kernel wrote nothing
 }

@@ -1,7 +1,7 @@
 // The happens-before check of the emulated CUDA runtime (kernels/emu/cudart/hb.h) through the
 // CUDA API: each way CUDA orders two operations on one allocation is shown to order them, and
 // each missing order is shown to stop the run with a text naming both operations, their
-// streams and the allocation and its bytes. Emulated builds only, with 9 GPUs
+// streams and the allocation and its bytes. Emulated builds only, with 10 GPUs
 // (tests/kernels/emu/cudart/meson.build):
 // a race faults its GPU for the rest of the process (sticky, as every fault), so each case that
 // makes one has a GPU of its own; the cases that must pass share cuda:0.
@@ -300,4 +300,22 @@ TEST_CASE("a kernel argument without a declared extent is taken to touch its who
   const std::string text = last_error_text();
   CHECK(contains(text, "a data race on " + allocation_name(8, value, 4 * sizeof(float)) +
                            ", its bytes 8 to 15: kernel store_seven on emulated cuda:8"));
+}
+
+// cudaFree waits for its device's work here (and on a GPU it usually does), but CUDA says only
+// that it may: a consumer ordered after its producer by nothing but a cudaFree between them is
+// a race, as without it.
+TEST_CASE("a cudaFree between a producer and its consumer orders nothing") {
+  Deadline deadline("cudaFree orders nothing");
+  float* value = device_floats(9, 1);
+  float* result = device_floats(9, 1);
+  float* unrelated = device_floats(9, 1);
+  cudaStream_t producer = stream_on(9), consumer = stream_on(9);
+  REQUIRE(launch(producer, "store_seven", store_seven, value) == cudaSuccess);
+  CHECK(cudaFree(unrelated) == cudaSuccess);
+  CHECK(launch(consumer, "copy_first", copy_first, value, result) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(consumer) == cudaErrorLaunchFailure);
+  const std::string text = last_error_text();
+  CHECK(contains(text, "a data race on " + allocation_name(9, value, sizeof(float))));
+  CHECK(contains(text, "writes it, and nothing orders the two"));
 }
