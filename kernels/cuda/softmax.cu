@@ -79,9 +79,12 @@ __global__ void cross_entropy_rows_kernel(const float* logits /* (N, classes) */
   const int32_t label = labels[n];
   const bool good = label >= 0 && label < classes;
   const float m = row_max(z, classes, lane);
-  // Read the label's logit BEFORE the shuffle below: after it, other lanes may already be
-  // overwriting the row (dlogits may alias logits).
+  // Every lane reads the label's logit before any lane overwrites the row (dlogits may alias
+  // logits). A shuffle orders no memory between lanes: __syncwarp does (CUDA Programming Guide,
+  // __syncwarp: "memory accesses made by these threads prior to __syncwarp() are visible to
+  // threads in the group after").
   const float label_logit = good ? z[label] : NAN;
+  __syncwarp();
   float sum = 0.0f;
   for (int64_t j = lane; j < classes; j += 32) sum += expf(z[j] - m);
   sum = warp_all_sum(sum);
