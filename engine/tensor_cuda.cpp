@@ -24,12 +24,14 @@ void cuda_memcpy_async(void* dst, const Device& dst_device, const void* src,
 
 namespace {
 // One stream per GPU for the copies that CPU streams order (cuda_memcpy_blocking): made at
-// first use, kept for the process.
+// first use, kept for the process. Never destroyed, map and lock included: the workers of
+// CPU devices' default streams are never joined, and one may still copy while the program's
+// static objects are destroyed at its exit.
 cudaStream_t host_copy_stream(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudaStream_t> streams;
-  std::lock_guard<std::mutex> lock(mutex);
-  cudaStream_t& s = streams[device];
+  static auto* const mutex = new std::mutex();
+  static auto* const streams = new std::map<int, cudaStream_t>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  cudaStream_t& s = (*streams)[device];
   if (s == nullptr) BRIGADE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
