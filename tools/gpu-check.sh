@@ -58,7 +58,7 @@
 #               by a signal): the crashed case (doctest's "TEST CASE:") alone under cuda-gdb or
 #               gdb, the crashing thread's backtrace into the summary; the program without that
 #               case (-rest); the program built again with AddressSanitizer in $BUILD-asan, and
-#               the case alone under it, its report into the summary (-asan-build, -asan). A
+#               run whole under it, its report into the summary (-asan-build, -asan). A
 #               crash outside any case (start-up, exit): the whole program under the debugger
 #   build-rest, suite the rest of the build, then every meson test suite but the docs'
 # --build-only: preflight, configure, build, build-rest; no GPU (then GPU_ARCH is needed).
@@ -235,8 +235,8 @@ step() {
 # The case doctest names as crashed (the last "TEST CASE:" before "test case CRASHED") runs
 # again alone under a debugger (cuda-gdb, else gdb), whose backtrace of the crashing thread goes
 # into the summary (every thread's in $LOGS/NAME-backtrace.log); then the program runs once more
-# without that case, as step NAME-rest, so that its other cases are still judged; last, the case
-# runs alone under AddressSanitizer (NAME-asan-build, NAME-asan). A crash doctest names no case
+# without that case, as step NAME-rest, so that its other cases are still judged; last, the whole
+# program runs under AddressSanitizer (NAME-asan-build, NAME-asan). A crash doctest names no case
 # for (its signal handler is set only while a case runs: a crash at start-up or at exit) gets
 # the whole program under the debugger, and neither of the others. The crashed step stays FAIL.
 after_crash() {  # NAME CMD...
@@ -297,10 +297,11 @@ after_crash() {  # NAME CMD...
     return 0
   fi
   step "$name-rest" 60 "${rest[@]}"
-  # The crashed case once more, its host code built with AddressSanitizer (nvcc's device code as
-  # it is), which names a bad access where it happens: glibc's heap checks stop the program
-  # later, in whatever allocates next. In $BUILD-asan, made once; the CUDA driver maps memory
-  # where ASan keeps its shadow gap, hence protect_shadow_gap=0.
+  # The program once more, its host code built with AddressSanitizer (nvcc's device code as it
+  # is), which names a bad access where it happens: glibc's heap checks stop the program later,
+  # in whatever allocates next, so the write may have come in a case before the crashed one, and
+  # the whole program runs (ASan stops at its first report). In $BUILD-asan, made once; the CUDA
+  # driver maps memory where ASan keeps its shadow gap, hence protect_shadow_gap=0.
   local asan=$BUILD-asan program=${1#"$BUILD"/} setup=(true)  # (true: already set up)
   if [ ! -f "$asan/build.ninja" ]; then
     setup=("${MESON_CMD[@]}" setup "$asan" -Dbuildtype=debugoptimized -Dmpi=disabled)
@@ -312,7 +313,7 @@ after_crash() {  # NAME CMD...
   step "$name-asan-build" 150 bash -c 'dir=$0 jobs=$1 target=$2; shift 2; "$@" && ninja -C "$dir" -j "$jobs" "$target"' \
     "$asan" "$JOBS" "$program" "${setup[@]}" || return 0
   ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:halt_on_error=1:print_legend=0 \
-    step "$name-asan" 60 "$asan/$program" "${@:2}" "--test-case=$filter"
+    step "$name-asan" 90 "$asan/$program" "${@:2}"
   # AddressSanitizer's report: what was touched, where, and where that memory was freed.
   grep -A 40 -m 1 'ERROR: AddressSanitizer' "$LOGS/$name-asan.log" | grep -E '^(==|    #|[A-Za-z])' |
     head -n 40 | cut -c1-240 | sed 's/^/      /' | tee -a "$SUMMARY"
