@@ -53,6 +53,20 @@ std::string memory_name(const Allocation& a, uintptr_t start) {
          std::to_string(a.bytes) + " bytes" + lent + ")";
 }
 
+bool ordered_before(const Access& before, const VectorClock& now) {
+  return now.at(before.stream) >= before.position;
+}
+
+const Access* first_unordered(const AccessHistory& history, const VectorClock& now) {
+  for (const auto& [begin, range] : history.ranges) {
+    const RangeHistory& h = range.history;
+    if (h.last_write.position != 0 && !ordered_before(h.last_write, now)) return &h.last_write;
+    for (const Access& read : h.reads)
+      if (!ordered_before(read, now)) return &read;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // The text of a race between an earlier access and the one being recorded.
@@ -95,11 +109,6 @@ void split_at(Ranges& ranges, uint64_t offset) {
   if (holding->first == offset || holding->second.end <= offset) return;
   ranges.emplace_hint(after, offset, holding->second);  // the same history, from `offset`
   holding->second.end = offset;
-}
-
-// Whether `before` is ordered before the point `now` stands for.
-bool ordered_before(const Access& before, const VectorClock& now) {
-  return now.at(before.stream) >= before.position;
 }
 
 // The earlier access of `h` that `now` is not ordered after and that conflicts with a read

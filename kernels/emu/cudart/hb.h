@@ -77,6 +77,12 @@ struct AccessHistory {
 // An access's extent when it is not known: every byte of the allocation.
 inline constexpr uint64_t kWholeAllocation = ~uint64_t{0};
 
+// Whether `before` is ordered before the point `now` stands for (a stream's clock, the host's).
+bool ordered_before(const Access& before, const VectorClock& now);
+// The first access of `history` (a write, or a read since it) not ordered before `now`, or
+// null: with the host's clock, whether the host has seen all the device work on the memory done.
+const Access* first_unordered(const AccessHistory& history, const VectorClock& now);
+
 // The host's clock: what every synchronising call has seen complete (cudaStreamSynchronize,
 // cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, cudaFree, a
 // blocking copy). All host threads share it: the emulator cannot see how host threads order
