@@ -32,7 +32,9 @@ bool VectorClock::join(const VectorClock& other) {
 
 void host_observes(const VectorClock& completed) {
   Emulation& e = Emulation::get();
-  if (e.host_clock.join(completed)) ++e.host_version;
+  if (!e.host_clock.join(completed)) return;
+  ++e.host_version;
+  land_pinned_downloads();  // the copies into pinned memory the host now knows done (pinned.cpp)
 }
 
 void inherit_host(StreamState& stream) {

@@ -85,7 +85,8 @@ const Access* first_unordered(const AccessHistory& history, const VectorClock& n
 
 // The host's clock: what every synchronising call has seen complete (cudaStreamSynchronize,
 // cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, cudaFree, a
-// blocking copy). All host threads share it: the emulator cannot see how host threads order
+// blocking copy); each time it grows, the copies into pinned host memory it now includes land
+// (pinned.cpp). All host threads share it: the emulator cannot see how host threads order
 // each other (mutexes, queues), so work one thread issues after another thread's sync is taken
 // as ordered after it. A race between two host threads' issues can be missed; none is invented.
 // A GPU that faults counts as synchronised (set_fault): it runs nothing more, and a race with

@@ -15,7 +15,7 @@
 //   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
 //     hand out;
 //   - lend of pinned memory to a tensor (its host code's to write) needs every copy from or
-//     into it seen done by the host.
+//     into it seen done by the host (pinned.cpp says how copies use pinned memory).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -148,9 +148,11 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
                 "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
+  const uint64_t bytes = it->second.bytes;
   // Like cudaFree, it waits for the device work that may still use the buffer.
   count_host_block();
   for (auto& gpu : e.gpus) drain(lock, *gpu);
+  forget_pinned_uploads(ptr, bytes);  // those a faulted GPU will never run (pinned.cpp)
   e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   return ok();
