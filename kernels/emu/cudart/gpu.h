@@ -248,9 +248,14 @@ uint64_t enqueue_pinned_copy(StreamState& stream, void* dst, const void* src, ui
                              bool into_pinned, const std::string& call);
 // Lands the downloads the host's clock now includes (hb.cpp's host_observes calls it).
 void land_pinned_downloads();
-// Drops the uploads from [memory, memory + bytes) still pending: cudaFreeHost, once all GPUs
-// are drained, frees it, and only a faulted GPU's uploads, which never run, are left.
-void forget_pinned_uploads(const void* memory, uint64_t bytes);
+// Adds to `drained` the downloads on `gpu` whose streams were destroyed and have ended, so
+// all they held has run: drain (cudaDeviceSynchronize, cudaFree) waits for a destroyed
+// stream's work as a GPU does, and sees these done though no live stream holds them.
+void finished_downloads(const Gpu& gpu, VectorClock& drained);
+// Drops the copies from or into [memory, memory + bytes) still pending: cudaFreeHost frees it
+// once all GPUs are drained, and only a faulted GPU's uploads, which never run, and downloads
+// the host never saw done are left.
+void forget_pinned_copies(const void* memory, uint64_t bytes);
 
 // ---- stream capture (capture.cpp); all with Emulation::mutex held --------------------------
 // What a capturing stream is given goes into its capture, not its queue: enqueue hands the

@@ -152,7 +152,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   // Like cudaFree, it waits for the device work that may still use the buffer.
   count_host_block();
   for (auto& gpu : e.gpus) drain(lock, *gpu);
-  forget_pinned_uploads(ptr, bytes);  // those a faulted GPU will never run (pinned.cpp)
+  forget_pinned_copies(ptr, bytes);  // those that will never run or land (pinned.cpp)
   e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   return ok();

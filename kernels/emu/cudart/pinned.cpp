@@ -40,6 +40,8 @@ struct PinnedDownload {
   bool ran = false;
   uint32_t stream = 0;    // the stream and position the host's clock must reach (hb.h)
   uint64_t position = 0;
+  Gpu* gpu = nullptr;
+  std::weak_ptr<StreamState> on;  // expired: destroyed, and its worker has run all it held
 };
 
 struct PinnedUpload {
@@ -121,6 +123,9 @@ uint64_t enqueue_pinned_copy(StreamState& stream, void* dst, const void* src, ui
                      call + " into pinned host memory"});
     download->stream = stream.id;
     download->position = position;
+    download->gpu = stream.gpu;
+    for (const auto& weak : stream.gpu->streams)
+      if (auto live = weak.lock(); live.get() == &stream) download->on = live;
     e.unlanded_downloads.push_back(std::move(download));
     return position;
   }
@@ -181,10 +186,20 @@ void land_pinned_downloads() {
       emulator_writes(download->dst, nullptr, download->staged.size());
 }
 
-void forget_pinned_uploads(const void* memory, uint64_t bytes) {
+void finished_downloads(const Gpu& gpu, VectorClock& drained) {
+  for (const auto& download : Emulation::get().unlanded_downloads)
+    if (download->gpu == &gpu && download->on.expired())
+      drained.advance(download->stream, download->position);
+}
+
+void forget_pinned_copies(const void* memory, uint64_t bytes) {
+  Emulation& e = Emulation::get();
   const auto* begin = static_cast<const unsigned char*>(memory);
-  std::erase_if(Emulation::get().pending_uploads, [&](const std::shared_ptr<PinnedUpload>& u) {
+  std::erase_if(e.pending_uploads, [&](const std::shared_ptr<PinnedUpload>& u) {
     return u->src >= begin && u->src < begin + bytes;
+  });
+  std::erase_if(e.unlanded_downloads, [&](const std::shared_ptr<PinnedDownload>& d) {
+    return d->dst >= begin && d->dst < begin + bytes;
   });
 }
 

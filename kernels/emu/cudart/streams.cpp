@@ -174,6 +174,7 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu) {
     drained.join(s->clock);
     wait_for(lock, *s, s->enqueued);
   }
+  finished_downloads(gpu, drained);  // of destroyed streams, which ran all they held
   host_observes(drained);
 }
 

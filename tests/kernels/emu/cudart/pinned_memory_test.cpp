@@ -105,6 +105,17 @@ TEST_CASE("a copy into pinned memory: NaN until the host has waited for it, then
   REQUIRE(cudaMemcpy(pinned, d, 16, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(host_values(pinned, 4) == kData);
 
+  // A stream destroyed with the copy in it still runs it ("the resources associated with
+  // stream will be released automatically once the device has completed all work in stream"):
+  // cudaDeviceSynchronize waits for it, and the data lands.
+  std::fill(pinned, pinned + 4, 9.0f);
+  cudaStream_t gone = stream_on(0);
+  REQUIRE(cudaMemcpyAsync(pinned, d, 16, cudaMemcpyDeviceToHost, gone) == cudaSuccess);
+  CHECK(cudaStreamDestroy(gone) == cudaSuccess);
+  CHECK(all_poison(pinned, 4));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(host_values(pinned, 4) == kData);
+
   CHECK(cudaEventDestroy(copied) == cudaSuccess);
   CHECK(cudaFreeHost(pinned) == cudaSuccess);
   CHECK(cudaFree(d) == cudaSuccess);
