@@ -10,7 +10,8 @@
 //     destination reads as poison to a non-blocking stream that was not ordered after it;
 //   - cudaMemcpyAsync from pageable memory stages the source at the call; to pageable memory
 //     it returns only when the copy is done; with pinned memory (cudaMallocHost) it is
-//     asynchronous both ways;
+//     asynchronous both ways: the destination is poison until the host sees the copy done,
+//     the source is read when the copy runs and may not change before (pinned.cpp);
 //   - cudaMemcpyPeer is asynchronous to the host (it may not be finished when it returns),
 //     and all work later issued to either device, or the current one, is ordered after it;
 //   - every copy and memset is an access of the allocations it names, checked for races
@@ -105,6 +106,13 @@ Task copy_task(void* dst, const void* src, uint64_t bytes, bool stage_source) {
   return {[dst, src, bytes] { std::memcpy(dst, src, bytes); }, "a copy"};
 }
 
+// Whether a copy goes between device memory and pinned host memory, on a stream that runs it
+// (pinned.cpp): a capture's copies are replayed as plain copies.
+bool pinned_dma(const StreamState& stream, const Where& to, const Where& from) {
+  return !stream.capture && ((to.kind == Where::pinned && from.kind == Where::device) ||
+                             (to.kind == Where::device && from.kind == Where::pinned));
+}
+
 // A copy's two accesses for the happens-before check (hb.h), on the stream it was enqueued on.
 void record_copy(StreamState& stream, void* dst, const void* src, uint64_t bytes,
                  const char* call, uint64_t position = 0) {
@@ -134,7 +142,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
   if (count == 0) return ok();
   if (s->capture && (to.kind == Where::pageable || from.kind == Where::pageable))
     return capturing_stream_refused(*s, "cudaMemcpyAsync with pageable host memory at one end");
-  const uint64_t position = enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
+  const uint64_t position =
+      pinned_dma(*s, to, from)
+          ? enqueue_pinned_copy(*s, dst, src, count, to.kind == Where::pinned, "cudaMemcpyAsync")
+          : enqueue(*s, copy_task(dst, src, count, from.kind == Where::pageable));
   record_copy(*s, dst, src, count, "cudaMemcpyAsync");
   // To pageable memory the call returns only when the copy is done.
   if (to.kind == Where::pageable) {
@@ -178,7 +189,10 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     to.gpu->unlanded.push_back(copy_task(dst, src, count, /*stage_source=*/true));
     return fault_of(*legacy->gpu);
   }
-  const uint64_t position = enqueue(*legacy, copy_task(dst, src, count, false));
+  const uint64_t position =
+      pinned_dma(*legacy, to, from)
+          ? enqueue_pinned_copy(*legacy, dst, src, count, to.kind == Where::pinned, "cudaMemcpy")
+          : enqueue(*legacy, copy_task(dst, src, count, false));
   record_copy(*legacy, dst, src, count, "cudaMemcpy");
   // "For transfers from device to device, no host-side synchronization is performed."
   if (to.kind == Where::device && from.kind == Where::device) return ok();

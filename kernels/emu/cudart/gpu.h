@@ -37,6 +37,8 @@ namespace brigade::emu::gpu {
 
 struct StreamState;
 struct Capture;  // a stream capture in progress (capture.cpp)
+struct PinnedDownload;  // a copy into pinned host memory, not yet landed (pinned.cpp)
+struct PinnedUpload;    // a copy from pinned host memory, not yet run (pinned.cpp)
 
 // A stream's worker: runs tasks in order; a task that throws faults the stream's GPU.
 struct Task {
@@ -177,6 +179,12 @@ class Emulation {
   uint64_t host_version = 0;
   uint32_t next_stream_id = 0;
   uint64_t graph_launches = 0;  // numbers each cudaGraphLaunch for the check (Access)
+  // Copies between device memory and pinned host memory in flight (pinned.cpp), each list in
+  // the order they were issued: the downloads the host has not yet seen done, and the uploads
+  // their streams have not yet run; `pinned_copies` numbers them.
+  std::vector<std::shared_ptr<PinnedDownload>> unlanded_downloads;
+  std::vector<std::shared_ptr<PinnedUpload>> pending_uploads;
+  uint64_t pinned_copies = 0;
 
   // The allocation holding [p, p + bytes), or null (pageable host memory or out of bounds).
   const Allocation* find(const void* p, uint64_t bytes, uintptr_t* start = nullptr) const;
@@ -232,6 +240,25 @@ void wait_for(std::unique_lock<std::mutex>& lock, const StreamState& stream, uin
 // (cudaFree, cudaFreeHost: CUDA does not promise that they synchronise, so nothing may rely
 // on them for order: the happens-before check does not count them).
 void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu, bool observed);
+
+// ---- pinned host memory (pinned.cpp); all with Emulation::mutex held ------------------------
+// A copy between device memory and pinned host memory (cudaMallocHost), `into_pinned` saying
+// which way, enqueued on `stream` (not capturing) as a GPU's DMA would do it; returns its
+// position. Into pinned memory, the destination is poison from the call until the host sees
+// the copy done (host_observes lands it); from pinned memory, the source is read when the
+// stream runs the copy, and a source the host changed since the call faults the GPU.
+uint64_t enqueue_pinned_copy(StreamState& stream, void* dst, const void* src, uint64_t bytes,
+                             bool into_pinned, const std::string& call);
+// Lands the downloads the host's clock now includes (hb.cpp's host_observes calls it).
+void land_pinned_downloads();
+// Adds to `drained` the downloads on `gpu` whose streams were destroyed and have ended, so
+// all they held has run: an observed drain (cudaDeviceSynchronize) waits for a destroyed
+// stream's work as a GPU does, and sees these done though no live stream holds them.
+void finished_downloads(const Gpu& gpu, VectorClock& drained);
+// Drops the copies from or into [memory, memory + bytes) still pending: cudaFreeHost frees it
+// once all GPUs are drained, and only a faulted GPU's uploads, which never run, and downloads
+// the host never saw done are left.
+void forget_pinned_copies(const void* memory, uint64_t bytes);
 
 // ---- stream capture (capture.cpp); all with Emulation::mutex held --------------------------
 // What a capturing stream is given goes into its capture, not its queue: enqueue hands the

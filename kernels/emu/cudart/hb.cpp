@@ -32,7 +32,9 @@ bool VectorClock::join(const VectorClock& other) {
 
 void host_observes(const VectorClock& completed) {
   Emulation& e = Emulation::get();
-  if (e.host_clock.join(completed)) ++e.host_version;
+  if (!e.host_clock.join(completed)) return;
+  ++e.host_version;
+  land_pinned_downloads();  // the copies into pinned memory the host now knows done (pinned.cpp)
 }
 
 void inherit_host(StreamState& stream) {
@@ -51,6 +53,20 @@ std::string memory_name(const Allocation& a, uintptr_t start) {
   return (a.gpu != nullptr ? name_of(*a.gpu) + " memory " : std::string("pinned host memory ")) +
          hex(reinterpret_cast<const void*>(start)) + " (an allocation of " +
          std::to_string(a.bytes) + " bytes" + lent + ")";
+}
+
+bool ordered_before(const Access& before, const VectorClock& now) {
+  return now.at(before.stream) >= before.position;
+}
+
+const Access* first_unordered(const AccessHistory& history, const VectorClock& now) {
+  for (const auto& [begin, range] : history.ranges) {
+    const RangeHistory& h = range.history;
+    if (h.last_write.position != 0 && !ordered_before(h.last_write, now)) return &h.last_write;
+    for (const Access& read : h.reads)
+      if (!ordered_before(read, now)) return &read;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -95,11 +111,6 @@ void split_at(Ranges& ranges, uint64_t offset) {
   if (holding->first == offset || holding->second.end <= offset) return;
   ranges.emplace_hint(after, offset, holding->second);  // the same history, from `offset`
   holding->second.end = offset;
-}
-
-// Whether `before` is ordered before the point `now` stands for.
-bool ordered_before(const Access& before, const VectorClock& now) {
-  return now.at(before.stream) >= before.position;
 }
 
 // The earlier access of `h` that `now` is not ordered after and that conflicts with a read

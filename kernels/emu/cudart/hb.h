@@ -77,9 +77,16 @@ struct AccessHistory {
 // An access's extent when it is not known: every byte of the allocation.
 inline constexpr uint64_t kWholeAllocation = ~uint64_t{0};
 
+// Whether `before` is ordered before the point `now` stands for (a stream's clock, the host's).
+bool ordered_before(const Access& before, const VectorClock& now);
+// The first access of `history` (a write, or a read since it) not ordered before `now`, or
+// null: with the host's clock, whether the host has seen all the device work on the memory done.
+const Access* first_unordered(const AccessHistory& history, const VectorClock& now);
+
 // The host's clock: what every synchronising call has seen complete (cudaStreamSynchronize,
-// cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, cudaFree, a
-// blocking copy). All host threads share it: the emulator cannot see how host threads order
+// cudaEventSynchronize, a query that answered "done", cudaDeviceSynchronize, a blocking
+// copy; not cudaFree, which need not synchronise); each time it grows, the copies into pinned host memory it now includes land
+// (pinned.cpp). All host threads share it: the emulator cannot see how host threads order
 // each other (mutexes, queues), so work one thread issues after another thread's sync is taken
 // as ordered after it. A race between two host threads' issues can be missed; none is invented.
 // A GPU that faults counts as synchronised (set_fault): it runs nothing more, and a race with

@@ -13,7 +13,9 @@
 //     sanitized build, see the first byte past it; lend (cuda_emulation.h) narrows what may
 //     be used of a block to the tensor the engine's allocator lent it to;
 //   - cudaFree synchronises the device first, as CUDA does, and refuses pointers it did not
-//     hand out.
+//     hand out;
+//   - lend of pinned memory to a tensor (its host code's to write) needs every copy from or
+//     into it seen done by the host (pinned.cpp says how copies use pinned memory).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -152,9 +154,11 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
                 "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
+  const uint64_t bytes = it->second.bytes;
   // Like cudaFree, it waits for the device work that may still use the buffer.
   count_host_block();
   for (auto& gpu : e.gpus) drain(lock, *gpu, /*observed=*/false);
+  forget_pinned_copies(ptr, bytes);  // those that will never run or land (pinned.cpp)
   e.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   return ok();
@@ -200,6 +204,20 @@ cudaError_t lend(void* block, size_t bytes) {
   if (it == e.allocations.end() || bytes > it->second.bytes)
     return fail(cudaErrorInvalidValue, "lend(" + hex(block) + ", " + std::to_string(bytes) +
                                            " bytes): not the start of an allocation that long");
+  // Pinned memory lent to a tensor is its host code's to write from now on: on a GPU, a copy
+  // from it still in flight would send the host's new bytes, one into it would overwrite
+  // them, depending on timing. "For all other transfers, the function should be fully
+  // asynchronous" (API synchronization behavior): only the host seeing the copies done (an
+  // event or stream synchronised, a query that answered done) makes the block the host's.
+  if (it->second.gpu == nullptr && bytes > 0)
+    if (const Access* pending = first_unordered(it->second.history, e.host_clock))
+      return fail(cudaErrorInvalidValue,
+                  "lend(" + hex(block) + ", " + std::to_string(bytes) + " bytes): " +
+                      memory_name(it->second, it->first) + " is lent to a tensor whose host "
+                      "code may write it, but " + pending->what + " on " +
+                      (pending->stream_name ? *pending->stream_name : std::string("a stream")) +
+                      " touches it and the host has not seen that done (no stream or event "
+                      "synchronisation, and no query that answered done, since it was issued)");
   it->second.lent = bytes;
   ++it->second.lendings;
   return ok();

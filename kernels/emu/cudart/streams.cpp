@@ -174,7 +174,9 @@ void drain(std::unique_lock<std::mutex>& lock, Gpu& gpu, bool observed) {
     drained.join(s->clock);
     wait_for(lock, *s, s->enqueued);
   }
-  if (observed) host_observes(drained);
+  if (!observed) return;
+  finished_downloads(gpu, drained);  // of destroyed streams, which ran all they held
+  host_observes(drained);
 }
 
 }  // namespace brigade::emu::gpu

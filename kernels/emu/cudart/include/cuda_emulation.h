@@ -67,6 +67,9 @@ cudaError_t poison_async(void* memory, size_t bytes, cudaStream_t stream);
 // extent (BRIGADE_EXTENT), a copy or a memset that reaches past those bytes faults as one past
 // the allocation's end does, so the cache's rounding hides no overrun and a launch on a freed
 // block is caught at the launch. Memory never lent (a test's own cudaMalloc) stays usable whole.
+// A pinned block (cudaHostAlloc) lent to a tensor is its host code's to write: lend(block,
+// bytes > 0) of one is cudaErrorInvalidValue, naming the copy, while a copy from or into it is
+// not yet seen done by the host (no stream or event synchronised, no query answered done since).
 // cudaErrorInvalidValue unless `block` starts an allocation at least `bytes` long.
 cudaError_t lend(void* block, size_t bytes);
 
