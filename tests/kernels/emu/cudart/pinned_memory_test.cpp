@@ -209,6 +209,8 @@ TEST_CASE("the host writing a pinned source before its copy ran faults the GPU")
   CHECK(why.find("the host wrote the pinned source of a cudaMemcpyAsync before the copy ran: "
                  "pinned host memory") != std::string::npos);
   CHECK(why.find("(an allocation of 16 bytes), its bytes 8 to 11 changed") != std::string::npos);
+  // cuda:1 is faulted for good, and refuses pinned memory as every call: freed from cuda:0.
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
   CHECK(cudaFreeHost(pinned) == cudaSuccess);
 }
 
