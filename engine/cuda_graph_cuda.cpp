@@ -1,7 +1,6 @@
 // The CUDA calls behind cuda_graph.h.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 
 #include "engine/allocator.h"
 #include "engine/cuda_graph.h"
@@ -15,13 +14,7 @@ struct CudaGraph::Instance {
   cudaGraphExec_t exec = nullptr;
   int device = -1;
   ~Instance() {
-    if (exec == nullptr) return;
-    const cudaError_t status = cudaGraphExecDestroy(exec);
-    if (status == cudaSuccess) return;
-    // A destructor reports, never throws; and reads the error it reported, so that the next
-    // healthy launch's checked cudaGetLastError() does not report it again.
-    std::fprintf(stderr, "brigade: cudaGraphExecDestroy failed: %s\n", cudaGetErrorString(status));
-    (void)cudaGetLastError();
+    if (exec != nullptr) BRIGADE_CUDA_REPORT(cudaGraphExecDestroy(exec));
   }
 };
 
@@ -40,11 +33,7 @@ CudaGraph::Relaxed::Relaxed() {
 CudaGraph::Relaxed::~Relaxed() {
   if (!exchanged_) return;
   auto mode = static_cast<cudaStreamCaptureMode>(thread_mode_);
-  const cudaError_t status = cudaThreadExchangeStreamCaptureMode(&mode);
-  if (status == cudaSuccess) return;
-  std::fprintf(stderr, "brigade: cudaThreadExchangeStreamCaptureMode failed: %s\n",
-               cudaGetErrorString(status));
-  (void)cudaGetLastError();
+  BRIGADE_CUDA_REPORT(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
 CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& record) {
@@ -71,7 +60,7 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
     recording_a_capture = false;
     cudaGraph_t partial = nullptr;  // end the capture whatever its state, then report `record`'s
     if (cudaStreamEndCapture(handle, &partial) == cudaSuccess && partial != nullptr)
-      (void)cudaGraphDestroy(partial);
+      BRIGADE_CUDA_REPORT(cudaGraphDestroy(partial));
     (void)cudaGetLastError();  // an invalidated capture's error is not the one to report
     capture_ended();
     throw;

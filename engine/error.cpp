@@ -78,12 +78,29 @@ std::string format_bytes(uint64_t bytes) {
 
 namespace detail {
 
-void throw_library_error(const char* library, const char* call, const char* file, int line,
-                         long code, const char* what) {
+namespace {
+std::string library_error(const char* library, const char* call, const char* file, int line,
+                          long code, const char* what) {
   std::ostringstream os;
   os << library << " error " << code << " (" << (what ? what : "unknown error") << ") in "
      << call << " at " << file << ":" << line;
-  throw Error(os.str());
+  return os.str();
+}
+}  // namespace
+
+void throw_library_error(const char* library, const char* call, const char* file, int line,
+                         long code, const char* what) {
+  throw Error(library_error(library, call, file, line, code, what));
+}
+
+void report_library_error(const char* library, const char* call, const char* file, int line,
+                          long code, const char* what) noexcept {
+  try {
+    std::fprintf(stderr, "brigade: %s\n",
+                 library_error(library, call, file, line, code, what).c_str());
+  } catch (...) {  // no memory for the text: the bare facts, which need none
+    std::fprintf(stderr, "brigade: %s error %ld in %s\n", library, code, call);
+  }
 }
 
 }  // namespace detail

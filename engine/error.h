@@ -5,6 +5,9 @@
 //                                             the message alone, written for the user.
 //   BRIGADE_CUDA_CHECK(cudaMalloc(&p, n))      a failed library call: the call's text, the
 //   BRIGADE_CUBLAS_CHECK / _CUDNN_ / _NCCL_    library's error string, and file:line.
+// A destructor must not throw, and a release (cudaStreamDestroy, cudnnDestroy...Descriptor)
+// that fails there is still checked: BRIGADE_CUDA_REPORT, _CUDNN_REPORT and _NCCL_REPORT
+// write the same text to standard error and carry on.
 // The library macros exist only where the library does (BRIGADE_HAVE_CUDA; <nccl.h>), and
 // they call the library's own error-string function, so the file that uses one includes
 // that library's header itself (it is calling the library). This header includes none: it
@@ -47,6 +50,9 @@ std::string what_of(const std::exception_ptr& error);
 namespace detail {
 [[noreturn]] void throw_library_error(const char* library, const char* call, const char* file,
                                       int line, long code, const char* what);
+// The same text as throw_library_error's, on standard error ("brigade: " before it).
+void report_library_error(const char* library, const char* call, const char* file, int line,
+                          long code, const char* what) noexcept;
 }  // namespace detail
 
 }  // namespace brigade
@@ -96,6 +102,28 @@ namespace detail {
                                              static_cast<long>(brigade_status_),           \
                                              cudnnGetErrorString(brigade_status_));        \
   } while (0)
+
+// For destructors: as the checks above, reported instead of thrown. The CUDA one reads the
+// error it reported, as BRIGADE_CUDA_CHECK does.
+#define BRIGADE_CUDA_REPORT(call)                                                          \
+  do {                                                                                     \
+    const cudaError_t brigade_status_ = (call);                                            \
+    if (brigade_status_ != cudaSuccess) {                                                  \
+      ::brigade::detail::report_library_error("CUDA", #call, __FILE__, __LINE__,           \
+                                              static_cast<long>(brigade_status_),          \
+                                              cudaGetErrorString(brigade_status_));        \
+      (void)cudaGetLastError();                                                            \
+    }                                                                                      \
+  } while (0)
+
+#define BRIGADE_CUDNN_REPORT(call)                                                         \
+  do {                                                                                     \
+    const cudnnStatus_t brigade_status_ = (call);                                          \
+    if (brigade_status_ != CUDNN_STATUS_SUCCESS)                                           \
+      ::brigade::detail::report_library_error("cuDNN", #call, __FILE__, __LINE__,          \
+                                              static_cast<long>(brigade_status_),          \
+                                              cudnnGetErrorString(brigade_status_));       \
+  } while (0)
 #endif  // BRIGADE_HAVE_CUDA
 
 #if defined(__has_include)
@@ -108,6 +136,14 @@ namespace detail {
       ::brigade::detail::throw_library_error("NCCL", #call, __FILE__, __LINE__,            \
                                              static_cast<long>(brigade_status_),           \
                                              ncclGetErrorString(brigade_status_));         \
+  } while (0)
+#define BRIGADE_NCCL_REPORT(call)                                                          \
+  do {                                                                                     \
+    const ncclResult_t brigade_status_ = (call);                                           \
+    if (brigade_status_ != ncclSuccess)                                                    \
+      ::brigade::detail::report_library_error("NCCL", #call, __FILE__, __LINE__,           \
+                                              static_cast<long>(brigade_status_),          \
+                                              ncclGetErrorString(brigade_status_));        \
   } while (0)
 #endif
 #endif

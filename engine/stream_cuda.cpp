@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -36,14 +35,6 @@ namespace {
 cudaError_t answered_query(cudaError_t status) {
   if (status == cudaErrorNotReady) (void)cudaGetLastError();
   return status;
-}
-
-// Destructors must not throw: a failing destroy is reported, not ignored; reported here, it is
-// read here too (cudaGetLastError), or the next healthy launch would report it as its own.
-void report_if_failed(cudaError_t status, const char* call) {
-  if (status == cudaSuccess) return;
-  std::fprintf(stderr, "brigade: %s failed: %s\n", call, cudaGetErrorString(status));
-  (void)cudaGetLastError();
 }
 
 // cudaEvent_t objects are made once and reused, per device and kind: a pipeline step records
@@ -156,7 +147,7 @@ class CudaStream final : public StreamImpl {
     const CudaGraph::Relaxed relaxed;  // a stream dropped while its thread records a graph
     if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
     drop_kept();  // before the stream goes: a cuBLAS/cuDNN handle set to it lets go of it
-    report_if_failed(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+    BRIGADE_CUDA_REPORT(cudaStreamDestroy(stream_));
   }
 
   void enqueue(std::function<void()>) override {

@@ -57,14 +57,14 @@ ConvDescriptors::ConvDescriptors(const ConvProblem& s) {
 }
 
 ConvDescriptors::~ConvDescriptors() {
-  cudnnDestroyActivationDescriptor(relu);
-  cudnnDestroyConvolutionDescriptor(conv_default);
-  cudnnDestroyConvolutionDescriptor(conv_fma);
-  cudnnDestroyConvolutionDescriptor(conv);
-  cudnnDestroyFilterDescriptor(w);
-  cudnnDestroyTensorDescriptor(bias);
-  cudnnDestroyTensorDescriptor(y);
-  cudnnDestroyTensorDescriptor(x);
+  BRIGADE_CUDNN_REPORT(cudnnDestroyActivationDescriptor(relu));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyConvolutionDescriptor(conv_default));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyConvolutionDescriptor(conv_fma));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyConvolutionDescriptor(conv));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyFilterDescriptor(w));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyTensorDescriptor(bias));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyTensorDescriptor(y));
+  BRIGADE_CUDNN_REPORT(cudnnDestroyTensorDescriptor(x));
 }
 
 void ConvDescriptors::check_output(const Conv2dShape& s) const {

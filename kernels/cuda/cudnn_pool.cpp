@@ -45,10 +45,10 @@ class PoolDescriptors {
                                                     i(s.pad_h), i(s.pad_w), i(s.stride),
                                                     i(s.stride)));
   }
-  ~PoolDescriptors() {  // destroying a descriptor cannot usefully fail; errors are ignored
-    cudnnDestroyPoolingDescriptor(pool);
-    cudnnDestroyTensorDescriptor(y);
-    cudnnDestroyTensorDescriptor(x);
+  ~PoolDescriptors() {
+    BRIGADE_CUDNN_REPORT(cudnnDestroyPoolingDescriptor(pool));
+    BRIGADE_CUDNN_REPORT(cudnnDestroyTensorDescriptor(y));
+    BRIGADE_CUDNN_REPORT(cudnnDestroyTensorDescriptor(x));
   }
   PoolDescriptors(const PoolDescriptors&) = delete;
   PoolDescriptors& operator=(const PoolDescriptors&) = delete;

@@ -43,9 +43,9 @@ void NcclCommunicator::init(const ncclUniqueId& id, int size, int rank) {
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
   if (abort_) {
-    ncclCommAbort(comm_);
+    BRIGADE_NCCL_REPORT(ncclCommAbort(comm_));
   } else {
-    ncclCommDestroy(comm_);
+    BRIGADE_NCCL_REPORT(ncclCommDestroy(comm_));
   }
 }
 

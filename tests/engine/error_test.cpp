@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "tests/support/stderr_capture.h"
 
 static std::string message_of(void (*f)()) {
   try {
@@ -42,7 +43,30 @@ TEST_CASE("BRIGADE_CUDA_CHECK reports the failing call's text and this file") {
   CHECK(text.find(" in cudaSetDevice(-1) at ") != std::string::npos);
   CHECK(text.find("error_test.cpp:") != std::string::npos);
 }
+
+TEST_CASE("BRIGADE_CUDA_REPORT, for destructors: the same text on stderr, no throw, error read") {
+  // Unread, a failed call stays the thread's last error...
+  REQUIRE(cudaSetDevice(-1) != cudaSuccess);
+  REQUIRE(cudaGetLastError() != cudaSuccess);
+  brigade::testing::StderrCapture captured;
+  CHECK_NOTHROW(BRIGADE_CUDA_REPORT(cudaSetDevice(-1)));
+  const std::string text = captured.text();
+  CHECK(text.rfind("brigade: CUDA error ", 0) == 0);
+  CHECK(text.find(" in cudaSetDevice(-1) at ") != std::string::npos);
+  CHECK(text.find("error_test.cpp:") != std::string::npos);
+  // ...reported, it is read, as BRIGADE_CUDA_CHECK reads it: the next check does not see it.
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
 #endif
+
+TEST_CASE("a reported library error is the thrown one's text, on stderr") {
+  brigade::testing::StderrCapture captured;
+  brigade::detail::report_library_error("cuDNN", "cudnnDestroyTensorDescriptor(x)",
+                                        "kernels/x.cpp", 7, 3, "CUDNN_STATUS_BAD_PARAM");
+  CHECK(captured.text() ==
+        "brigade: cuDNN error 3 (CUDNN_STATUS_BAD_PARAM) in cudnnDestroyTensorDescriptor(x) at "
+        "kernels/x.cpp:7\n");
+}
 
 // Text from a file, made fit for a terminal: valid UTF-8 stays as written, every other byte
 // (control bytes, and bytes >= 0x80 that are no valid UTF-8) is shown as \xNN.

@@ -9,9 +9,8 @@
 
 #if defined(BRIGADE_CUDA_EMULATED)
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,41 +19,12 @@
 #include "pipeline/schedule/generators/generators.h"
 #include "tests/pipeline/runtime/runtime_model.h"
 #include "tests/support/deadline.h"
+#include "tests/support/stderr_capture.h"
 
 namespace brigade::pipeline {
 namespace {
 
-// What the process writes to stderr while alive (file descriptor 2 into a temporary file).
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) {
-    REQUIRE(file_ != nullptr);
-    REQUIRE(saved_ >= 0);
-    std::fflush(stderr);
-    REQUIRE(::dup2(::fileno(file_), 2) == 2);
-  }
-  ~StderrCapture() { restore(); }
-  // Puts stderr back and returns what was written to it meanwhile.
-  std::string text() {
-    restore();
-    std::rewind(file_);
-    std::string out;
-    char buffer[4096];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file_)) > 0;) out.append(buffer, n);
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::FILE* file_;
-  int saved_;
-};
+using testing::StderrCapture;
 
 size_t count_lines_with(const std::string& text, const std::string& what) {
   std::istringstream in(text);
