@@ -10,21 +10,45 @@
 
 namespace brigade::train {
 
+namespace {
+// A word that starts another option, not a value: "-1" and "-.5" are values (CLI11 reads them so).
+bool starts_an_option(const std::string& word) {
+  return word.size() > 1 && word[0] == '-' &&
+         !std::isdigit(static_cast<unsigned char>(word[1])) && word[1] != '.';
+}
+}  // namespace
+
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
                                      const std::string& value) {
-  for (size_t i = 1; i < command.size(); ++i) {
-    if (command[i] == flag && i + 1 < command.size()) {
-      command[i + 1] = value;
-      return command;
+  // Every occurrence goes, with all its values: given twice, the last counts (CLI11), and a list
+  // may come as several words (`--threads-per-device 1 1 1`); the new one takes the first's place.
+  std::vector<std::string> out;
+  bool placed = false;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string& word = command[i];
+    const bool joined = word.starts_with(flag + "=");
+    if (i == 0 || (word != flag && !joined)) {
+      out.push_back(word);
+      continue;
     }
-    if (command[i].starts_with(flag + "=")) {
-      command[i] = flag + "=" + value;
-      return command;
+    if (!joined) {  // its values: the next word whatever it is, then any that start no option
+      if (i + 1 < command.size()) ++i;
+      while (i + 1 < command.size() && !starts_an_option(command[i + 1])) ++i;
+    }
+    if (placed) continue;
+    placed = true;
+    if (joined) {
+      out.push_back(flag + "=" + value);
+    } else {
+      out.push_back(flag);
+      out.push_back(value);
     }
   }
-  command.push_back(flag);
-  command.push_back(value);
-  return command;
+  if (!placed) {
+    out.push_back(flag);
+    out.push_back(value);
+  }
+  return out;
 }
 
 std::string shell_words(const std::vector<std::string>& words) {

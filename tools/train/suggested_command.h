@@ -22,7 +22,8 @@
 
 namespace brigade::train {
 
-// `command` with `flag VALUE` set: an earlier `flag X` or `flag=X` replaced, else appended.
+// `command` with `flag VALUE` set: the first `flag X...` or `flag=X` replaced, any later one
+// removed (with all the words of a list given as several), else appended.
 std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
                                      const std::string& value);
 

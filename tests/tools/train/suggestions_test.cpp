@@ -368,6 +368,14 @@ TEST_CASE("suggestions: with_option replaces a flag or adds it; shell_words quot
   CHECK(with_option({"x", "--a", "1"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
   CHECK(with_option({"x", "--a=1"}, "--a", "2") == std::vector<std::string>{"x", "--a=2"});
   CHECK(with_option({"x"}, "--a", "2") == std::vector<std::string>{"x", "--a", "2"});
+  // Given twice, the last counts: both go, or the command would run with the old value. A list
+  // written as several words goes whole; a negative number is a value, not the next option.
+  CHECK(with_option({"x", "--a", "1", "--b", "3", "--a=4"}, "--a", "2") ==
+        std::vector<std::string>{"x", "--a", "2", "--b", "3"});
+  CHECK(with_option({"x", "--a=1", "--a", "4"}, "--a", "2") ==
+        std::vector<std::string>{"x", "--a=2"});
+  CHECK(with_option({"x", "--a", "1", "1", "1", "--b", "-1", "--a", "-.5", "-2", "--c"}, "--a",
+                    "2") == std::vector<std::string>{"x", "--a", "2", "--b", "-1", "--c"});
   CHECK(shell_words({"x", "--model", "my model.model", "--lr", "1e-3"}) ==
         "x --model 'my model.model' --lr 1e-3");
   // A word is bare only when every character is one no shell treats specially; else quoted,
@@ -432,4 +440,28 @@ TEST_CASE("suggestions: on fewer devices, per-device lists keep the kept devices
   const Run balanced = test::run_command(fix);
   CAPTURE(balanced.output);
   CHECK(balanced.status == 0);
+}
+
+// A flag given twice (the last counts) and a list given as several words: the command printed
+// is the one that runs on two devices, not the refused or warned run again (each was printed
+// with the old value left in, once).
+TEST_CASE("suggestions: a flag given twice, or a list as several words, is replaced whole") {
+  const std::string two = " --devices cpu:0,cpu:1 --balance flops";
+  const Run twice = test::run_command(test::train_binary() + kQuick + " --devices cpu:0" +
+                                      kThreeCpus);
+  CAPTURE(twice.output);
+  REQUIRE(twice.status == 0);
+  const std::string fix = suggestion_in(twice.output);
+  CHECK(fix == test::train_binary() + kQuick + two);
+  const Run words =
+      test::run_command(test::train_binary() + quick_args() + " --threads-per-device 1 1 1");
+  CAPTURE(words.output);
+  REQUIRE(words.status == 0);
+  const std::string fix_words = suggestion_in(words.output);
+  CHECK(fix_words == test::train_binary() + kQuick +
+                         " --devices cpu:0,cpu:1 --threads-per-device 1,1 --balance flops");
+  const Run balanced = test::run_command(fix_words);
+  CAPTURE(balanced.output);
+  CHECK(balanced.status == 0);
+  CHECK(balanced.output.find("of the work") == std::string::npos);
 }
