@@ -12,7 +12,11 @@ namespace {
 
 // Cuts the metrics file at `path` back to its lines of steps up to `step`, when it holds any
 // after it. Only a regular file: a device or a pipe (/dev/stdout) is not read back. A line
-// that names no step is kept: it is not this run's to judge.
+// that names no step is kept: it is not this run's to judge. A last line without its newline
+// is a record cut short (the run before was killed as it wrote): it goes, or the first line
+// appended would be glued to it. A line that is no JSON object at all means the file is not
+// --metrics output: refused before the run, which would append to it and leave a file that
+// brigade-plot refuses.
 void keep_through_step(const std::string& path, int64_t step) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return;
@@ -20,10 +24,20 @@ void keep_through_step(const std::string& path, int64_t step) {
   if (!in) throw Error(path + ": cannot read the metrics file to resume it");
   std::string kept;
   bool cut = false;
+  int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (in.eof()) {  // no newline after it
+      cut = true;
+      break;
+    }
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() > step) {
+    if (!j.is_object())
+      throw Error(path + ":" + std::to_string(number) +
+                  ": not a line of brigade-train's --metrics output, so not this run's to "
+                  "continue with --resume: give --metrics the file of the run that wrote the "
+                  "checkpoint, or a new file");
+    if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) {
       cut = true;
       continue;
     }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -430,3 +431,40 @@ TEST_CASE("resume: --metrics lines past the checkpoint's step are replaced, not 
   REQUIRE(pieces.size() == 8);
   CHECK(pieces == whole);
 }
+
+// A run killed as it wrote a --metrics line leaves that line without its end: the resumed run
+// drops it (appended to, it glued its first line onto it, and brigade-plot refused the file).
+// A file that is no --metrics output at all is refused before the run, and left as it was.
+TEST_CASE("resume: a --metrics line cut short is dropped; a file not of --metrics is refused") {
+  const fs::path dir = temp_dir("resume-metrics-cut");
+  std::vector<std::string> a = recipe(dir, "cpu:0", {}), b = a, c = a;
+  a.insert(a.end(), {"--steps", "4", "--metrics", (dir / "a.jsonl").string()});
+  b.insert(b.end(), {"--steps", "2", "--metrics", (dir / "b.jsonl").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string()});
+  c.insert(c.end(), {"--steps", "4", "--metrics", (dir / "b.jsonl").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string(), "--resume"});
+  ok(a);
+  ok(b);
+  {
+    std::ofstream killed(dir / "b.jsonl", std::ios::app);
+    killed << R"({"kind":"step","step":3,"ep)";
+  }
+  ok(c);
+  CHECK(step_losses(dir / "b.jsonl") == step_losses(dir / "a.jsonl"));
+
+  const std::string foreign = "notes about this run\n";
+  write_file(dir / "notes.txt", foreign);
+  std::vector<std::string> d = recipe(dir, "cpu:0", {});
+  d.insert(d.end(), {"--steps", "6", "--metrics", (dir / "notes.txt").string(),
+                     "--checkpoint-dir", (dir / "ckpt").string(), "--resume"});
+  const Run refused = run_train(d);
+  CAPTURE(refused.output);
+  CHECK(refused.status != 0);
+  CHECK(refused.output.find((dir / "notes.txt").string() +
+                            ":1: not a line of brigade-train's --metrics output") !=
+        std::string::npos);
+  CHECK(refused.output.find("done:") == std::string::npos);
+  std::ifstream kept(dir / "notes.txt");
+  CHECK(std::string(std::istreambuf_iterator<char>(kept), {}) == foreign);
+}
+
