@@ -2,7 +2,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "engine/output_file.h"
 #include "pipeline/schedule/chrome_trace.h"
@@ -82,7 +84,11 @@ void Training::report_busy_times() {
 // this run did.
 void Training::draw() {
   if (o_.plot.empty() || !reporter_) return;
-  const plot::Series run = o_.metrics.empty() ? drawn_ : plot::read_metrics(o_.metrics);
+  // From the metrics file, which holds a resumed run's earlier steps too; but a device or a
+  // pipe (`--metrics /dev/stdout`) is not read back: then this run's own steps.
+  std::error_code ec;
+  const bool from_file = !o_.metrics.empty() && std::filesystem::is_regular_file(o_.metrics, ec);
+  const plot::Series run = from_file ? plot::read_metrics(o_.metrics) : drawn_;
   write_whole_file(o_.plot, plot::render_svg({run}, "brigade-train: " + o_.model + ", " +
                                                         o_.optimizer + " lr " +
                                                         format_number(o_.lr) + ", batch " +

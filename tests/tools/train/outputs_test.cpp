@@ -213,3 +213,21 @@ TEST_CASE("outputs: two outputs naming one file, or an empty name, are refused b
                            "--checkpoint-dir", "--init-from", "--data-dir"})
     refused({flag, ""}, std::string(flag) + ": an empty ");
 }
+
+// --plot draws from the --metrics file, which holds a resumed run's earlier steps too; a device
+// given as --metrics is not read back (it failed after the whole run: /dev/null held no steps),
+// so the plot is the run's own, as without --metrics.
+TEST_CASE("outputs: --plot with --metrics /dev/null draws the run, as without --metrics") {
+  const fs::path dir = temp_dir("outputs-plot-device");
+  const fs::path alone = dir / "alone.svg", beside = dir / "beside.svg";
+  const Run a = run_train(quick(dir, "cpu:0", {"--steps", "2", "--plot", alone.string()}));
+  CAPTURE(a.output);
+  REQUIRE(a.status == 0);
+  const Run b = run_train(quick(dir, "cpu:0", {"--steps", "2", "--plot", beside.string(),
+                                               "--metrics", "/dev/null"}));
+  CAPTURE(b.output);
+  REQUIRE(b.status == 0);
+  CHECK(slurp(alone).find("<svg") != std::string::npos);
+  CHECK(slurp(beside) == slurp(alone));
+}
+
