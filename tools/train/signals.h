@@ -11,6 +11,11 @@
 
 namespace brigade::train {
 
+// Before the training loop: a stop signal ends the program at once, as by default, but first
+// removes the temporary of a file it was writing (--save-initial's, a metrics file cut back for
+// --resume), so that nothing half-written is left behind.
+void install_exit_handlers();
+// From the training loop on: the flag, checked between steps (above).
 void install_stop_handlers();
 // 0, or the number of the first signal received.
 int stop_signal();

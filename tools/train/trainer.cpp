@@ -30,6 +30,7 @@ namespace brigade::train {
 Training::Training(const Options& options, TrainingProcesses& processes, bool& first_step_began)
     : processes_(processes), reporter_(processes.is_reporter()),
       first_step_began_(first_step_began) {
+  install_exit_handlers();  // until the loop can stop between steps (install_stop_handlers)
   if (!options.trace.empty() && !options.trace.ends_with(".svg") &&
       !options.trace.ends_with(".json"))
     throw UsageError("--trace '" + options.trace + "': the name must end in .svg or .json");

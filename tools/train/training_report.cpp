@@ -25,8 +25,12 @@ void write_trace(const std::string& path, const pipeline::Timeline& t) {
 
 int Training::report() {
   if (const int sig = processes_.stop_requested()) return report_stop(sig);
-  // Stopped early by --steps: still say how good.
-  if (resume_point_.batch != 0) evaluate_now(resume_point_.epoch);
+  // Stopped early by --steps: still say how good. A stop asked for while that evaluation ran
+  // (a large test set takes a while) is a stop: the run says so and ends as stopped.
+  if (resume_point_.batch != 0) {
+    evaluate_now(resume_point_.epoch);
+    if (const int sig = processes_.stop_requested()) return report_stop(sig);
+  }
   checkpoint();
   metrics_.close();  // its last line written: synced and closed, checked
   const double wall = std::chrono::duration<double>(Clock::now() - started_).count();

@@ -69,6 +69,52 @@ void check_exact_resume(const std::string& devices, std::vector<std::string> ext
   CHECK(whole.back() < whole.front());  // and it learns
 }
 
+// A run of brigade-train with `args` that is sent `sig` once its output shows `marker`: its
+// output, and its wait status.
+struct Signalled {
+  std::string output;
+  int status = 0;
+};
+Signalled signal_when(const std::vector<std::string>& args, const std::string& marker, int sig) {
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    std::vector<std::string> argv_s = args;
+    argv_s.insert(argv_s.begin(), train_binary());
+    std::vector<char*> argv;
+    for (std::string& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  // Wait (with a deadline, no sleeping) for the child to print the marker.
+  Signalled run;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (run.output.find(marker) == std::string::npos) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                    "no '" << marker << "' from brigade-train within 120 s; it printed:\n"
+                           << run.output);
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    char buf[512];
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    REQUIRE_MESSAGE(n > 0, "brigade-train ended before '" << marker << "':\n" << run.output);
+    run.output.append(buf, static_cast<size_t>(n));
+  }
+  kill(child, sig);
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;)  // until it exits
+    run.output.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  waitpid(child, &run.status, 0);
+  return run;
+}
+
 // A Fashion-MNIST directory (the four IDX files, uncompressed) of `count` training and as
 // many test images: image i of class i mod 10, a bright row at a place of its class.
 std::string fashion_dir(const fs::path& dir, uint32_t count) {
@@ -245,43 +291,9 @@ TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exa
   std::vector<std::string> b = base;
   b.insert(b.end(), {"--metrics", (dir / "b.jsonl").string(), "--checkpoint-dir",
                      (dir / "ckpt").string(), "--checkpoint-every", "0"});
-  int out[2];
-  REQUIRE(pipe(out) == 0);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    std::vector<std::string> argv_s = b;
-    argv_s.insert(argv_s.begin(), train_binary());
-    std::vector<char*> argv;
-    for (std::string& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  // Wait (with a deadline, no sleeping) for the child to report its fifth step.
-  std::string seen;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (seen.find("step 5/") == std::string::npos) {
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
-                    "no 'step 5/' line from brigade-train within 120 s; it printed:\n" << seen);
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) continue;
-    char buf[512];
-    const ssize_t n = read(out[0], buf, sizeof buf);
-    REQUIRE_MESSAGE(n > 0, "brigade-train ended before step 5:\n" << seen);
-    seen.append(buf, static_cast<size_t>(n));
-  }
-  kill(child, SIGINT);
-  char buf[512];
-  while (read(out[0], buf, sizeof buf) > 0) {}  // drain until it exits
-  close(out[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  const Signalled stopped = signal_when(b, "step 5/", SIGINT);
+  REQUIRE(WIFEXITED(stopped.status));
+  CHECK(WEXITSTATUS(stopped.status) == 130);
   REQUIRE(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
   const size_t stopped_at = step_losses(dir / "b.jsonl").size();
   REQUIRE(stopped_at >= 5);
@@ -468,3 +480,19 @@ TEST_CASE("resume: a --metrics line cut short is dropped; a file not of --metric
   CHECK(std::string(std::istreambuf_iterator<char>(kept), {}) == foreign);
 }
 
+// --steps that ends in mid-epoch evaluates the test set before it reports; a SIGINT that comes
+// while it does (6,000 test samples of the question's network: seconds) is a stop, said and
+// reported so, not a "done" with status 0 (it was swallowed: nothing checked after the loop).
+TEST_CASE("resume: SIGINT during the last evaluation stops the run, status 130") {
+  const fs::path dir = temp_dir("signal-eval");
+  const Signalled r = signal_when({"--data", "synthetic", "--synthetic-count", "36000", "--batch",
+                                   "32", "--devices", "cpu:0", "--steps", "1", "--print-every",
+                                   "1", "--checkpoint-dir", (dir / "ckpt").string()},
+                                  "step 1/", SIGINT);
+  CAPTURE(r.output);
+  REQUIRE(WIFEXITED(r.status));
+  CHECK(WEXITSTATUS(r.status) == 130);
+  CHECK(r.output.find("stopped by SIGINT after step 1") != std::string::npos);
+  CHECK(r.output.find("done:") == std::string::npos);
+  CHECK(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
+}
