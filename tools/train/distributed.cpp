@@ -153,7 +153,7 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
   if (o.balance == "blocks" && p > blocks)
     throw UsageError(np + " but the model has " + std::to_string(blocks) + " device block" +
                      (blocks == 1 ? "" : "s") + ": run at most " + std::to_string(blocks * d) +
-                     " ranks, or cut the model by --balance params|memory");
+                     " ranks, or cut the model by --balance flops|params|memory");
   if (p * o.chunks > layers)
     throw UsageError(np + " x " + std::to_string(o.chunks) + " chunks = " +
                      std::to_string(p * o.chunks) + " stages, but the model has only " +

@@ -52,7 +52,7 @@ RunDevices choose_devices(const Options& o, const model::ModelSpec& model) {
                      std::to_string(blocks) + " device block" + (blocks == 1 ? "" : "s") +
                      ": give at most " + std::to_string(blocks) +
                      " devices, add `device K` lines to the model file, or cut it by cost "
-                     "with --balance params|memory|time");
+                     "with --balance flops|params|memory|time");
 
   RunDevices p;
   p.devices = devices;

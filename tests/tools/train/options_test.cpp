@@ -236,6 +236,18 @@ TEST_CASE("placement: impossible device lists") {
   };
   CHECK(error("cpu:0,cpu:1,cpu:2,cpu:3,cpu:4").find("only 4 layers") != std::string::npos);
   CHECK(error("cpu:0,cpu:1,cpu:2,cpu:3").find("3 device blocks") != std::string::npos);
+  // The refusal names every cost --balance cuts by (it once left out flops, the one the docs
+  // recommend), and each of them places the four devices.
+  const std::string hint = error("cpu:0,cpu:1,cpu:2,cpu:3");
+  REQUIRE(hint.find("--balance ") != std::string::npos);
+  const std::string costs = hint.substr(hint.find("--balance ") + 10);
+  for (const char* cost : {"flops", "params", "memory", "time"}) {
+    CAPTURE(cost);
+    CHECK(costs.find(cost) != std::string::npos);
+    o.balance = cost;
+    CHECK(error("cpu:0,cpu:1,cpu:2,cpu:3") == "(no error)");
+  }
+  o.balance = "blocks";
   CHECK(error("cpu:0,cpu:0").find("twice") != std::string::npos);
   CHECK(error("gpu0").find("gpu0") != std::string::npos);
   if (brigade::cuda_device_count() == 0)
