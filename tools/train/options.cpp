@@ -344,6 +344,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   if (app.count("--synthetic-count") && o.data != "synthetic")
     throw UsageError("--synthetic-count is the size of --data synthetic; this run reads " +
                      o.data);
+  if (app.count("--save-dtype") && o.save.empty())
+    throw UsageError("--save-dtype is the dtype --save writes; this run has no --save "
+                     "(--save-initial and checkpoints are always fp32)");
   if (app.count("--data-dir") && o.data == "synthetic")
     throw UsageError("--data-dir is where Fashion-MNIST is read from; --data synthetic reads "
                      "no files");

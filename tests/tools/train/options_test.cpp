@@ -126,13 +126,18 @@ TEST_CASE("options: each mistake gets its message") {
 
 TEST_CASE("options: a flag the rest of the command makes meaningless is refused, not ignored") {
   // Each was once taken and ignored: no checkpoint written, Fashion-MNIST read in full, the
-  // synthetic set made (and, with --synthetic-count, a recipe a later --resume refused).
+  // synthetic set made (and, with --synthetic-count, a recipe a later --resume refused), no
+  // bf16 file written.
   CHECK(usage_error({"--checkpoint-every", "100"}) ==
         "--checkpoint-every needs --checkpoint-dir (where checkpoints go)");
   CHECK(usage_error({"--synthetic-count", "1000"}) ==
         "--synthetic-count is the size of --data synthetic; this run reads fashion-mnist");
   CHECK(usage_error({"--data", "synthetic", "--data-dir", "/tmp"}) ==
         "--data-dir is where Fashion-MNIST is read from; --data synthetic reads no files");
+  CHECK(usage_error({"--save-dtype", "bf16", "--save-initial", "init.safetensors"}) ==
+        "--save-dtype is the dtype --save writes; this run has no --save (--save-initial and "
+        "checkpoints are always fp32)");
+  CHECK(parse({"--save", "final.safetensors", "--save-dtype", "bf16"})->save_dtype == "bf16");
   CHECK(parse({"--data", "synthetic", "--synthetic-count", "1000"})->synthetic_count == 1000);
   CHECK(parse({"--checkpoint-dir", "ckpt", "--checkpoint-every", "100"})->checkpoint_every == 100);
 }
