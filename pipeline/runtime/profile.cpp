@@ -3,12 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "engine/error.h"
 #include "kernels/ops.h"
 
 namespace brigade::pipeline {
+
+namespace {
+// CPU devices no run names (step_memory.cpp's probe is 1 << 20): this plus a thread count is
+// the profiling twin of the CPU devices with that many threads.
+constexpr int kProfileTwins = (1 << 20) + 1;
+}  // namespace
 
 std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor& x, int repeats) {
   BRIGADE_CHECK(repeats >= 1, "profile_layer_times: repeats " << repeats << " < 1");
@@ -52,10 +59,26 @@ DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Devi
       times.push_back(times[it->second]);
       continue;
     }
-    // The whole model on the device profiled, whatever blocks the spec names.
-    const auto model = layers::Sequential::placed(
-        spec, std::vector<Device>(spec.layers.size(), devices[d]), seed);
-    times.push_back(profile_layer_times(*model, Tensor::from_vector(probe, shape, devices[d])));
+    // The whole model on the device profiled, whatever blocks the spec names. A CPU device's
+    // speed is its threads': it is profiled on a twin with as many and no memory limit, since
+    // a --device-memory sized for a stage's share of a step need not hold the whole model.
+    Device on = devices[d];
+    if (on.is_cpu()) {
+      const int threads = cpu_device_options(on.index).threads;
+      const int twin = kProfileTwins + threads;
+      if (cpu_device_options(twin).threads != threads)  // else kept: a new pool per call is waste
+        configure_cpu_device(twin, {.threads = threads});
+      on = Device::cpu(twin);
+    }
+    try {
+      const auto model =
+          layers::Sequential::placed(spec, std::vector<Device>(spec.layers.size(), on), seed);
+      times.push_back(profile_layer_times(*model, Tensor::from_vector(probe, shape, on)));
+    } catch (const OutOfMemoryError& e) {  // a GPU: its own memory
+      throw OutOfMemoryError("profiling each layer's time on " + devices[d].str() +
+                             " (--balance time, or devices of different speeds), the whole "
+                             "model at " + std::to_string(shape[0]) + " rows: " + e.what());
+    }
     profiled[kind] = times.size() - 1;
   }
   return times;

@@ -21,8 +21,10 @@ std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor&
 
 // Each layer's forward + backward in ms on each device ([device][layer]): the whole model,
 // built from `seed`, on `probe` (rows, ...) row-major, on the device (a copy, thrown away
-// after). Devices of one kind and thread count (`threads`: [device], empty: one kind each)
-// share the first one's profile.
+// after; a CPU device's on a twin with its threads and no memory limit, so that its
+// --device-memory need not hold the whole model). Devices of one kind and thread count
+// (`threads`: [device], empty: one kind each) share the first one's profile. A GPU too small
+// for the whole model: OutOfMemoryError saying that the profile asked for it.
 DeviceCosts profile_devices(const model::ModelSpec& spec, const std::vector<Device>& devices,
                             const std::vector<int>& threads, const std::vector<float>& probe,
                             const Shape& shape, uint64_t seed);

@@ -231,3 +231,23 @@ TEST_CASE("outputs: --plot with --metrics /dev/null draws the run, as without --
   CHECK(slurp(beside) == slurp(alone));
 }
 
+// Profiling the layers' times (--balance time; devices of different speeds) ran the whole
+// model on each device, inside the --device-memory meant for its share of a step: a tight limit
+// gave a bare "out of memory" from the profile instead of the memory check's refusal, with
+// its estimate and what fits. A CPU device is now profiled on a twin of its threads.
+TEST_CASE("outputs: --balance time or unlike devices within a tight --device-memory: the check") {
+  const fs::path dir = temp_dir("oom-profiled");
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{"--balance", "time"},
+        std::vector<std::string>{"--threads-per-device", "2,1"}}) {
+    CAPTURE(how[0]);
+    std::vector<std::string> extra = {"--device-memory", "64KiB", "--steps", "1"};
+    extra.insert(extra.end(), how.begin(), how.end());
+    const Run r = run_train(quick(dir, "cpu:0,cpu:1", extra));
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("would hold about ") != std::string::npos);
+    CHECK(r.output.find("out of memory") == std::string::npos);
+  }
+}
+
