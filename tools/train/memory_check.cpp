@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "engine/allocator.h"
 #include "pipeline/schedule/validate.h"
 #include "tools/train/preflight.h"
 #include "tools/train/suggested_command.h"
@@ -88,6 +91,28 @@ std::optional<FittedStep> zb_auto_within_memory(const Options& o, const model::M
   return fitted;
 }
 
+// Why no step of the run fits, for its refusal: the parameters alone (with their gradients
+// and optimizer state) where they do not fit a device, else what its smallest step, one sample
+// per micro-batch, would hold (activations have a floor: a layer's workspace, one sample in
+// flight per stage and schedule slot).
+std::string why_nothing_fits(const Options& o, const model::ModelSpec& spec,
+                             const pipeline::Plan& plan,
+                             const std::vector<pipeline::DeviceLoad>& asked, int64_t step_rows,
+                             int m) {
+  for (const pipeline::DeviceLoad& l : loads_per_device(asked)) {
+    const uint64_t capacity = Allocator::of(l.device).stats().capacity;
+    if (capacity != 0 && l.parameter_bytes > capacity)
+      return "the parameters alone are too large: " + l.device.str() + " would hold " +
+             format_size(l.parameter_bytes) + " of parameters, gradients and optimizer state";
+  }
+  if (step_rows == m) return "not even one sample per micro-batch, as this step has";
+  const std::vector<pipeline::DeviceLoad> smallest = pipeline::step_loads(
+      spec, plan, m, optimizer_states(o), pipeline::stage_bytes(spec, plan, 1, o.seed));
+  if (const std::optional<std::string> refusal = step_refusal(smallest, m, m))
+    return "not even one sample per micro-batch: " + *refusal;
+  return "no smaller batch leaves every batch of the epoch one sample per micro-batch";
+}
+
 }  // namespace
 
 FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
@@ -135,8 +160,9 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
     how = "with a smaller batch it fits";
   }
   if (fix.flags.empty())
-    throw UsageError(*refusal + ": no batch or micro-batch count of this run fits (the " +
-                     "parameters alone are too large): use more devices or more memory");
+    throw UsageError(*refusal + ": no batch or micro-batch count of this run fits (" +
+                     why_nothing_fits(o, spec, plan, asked, batches.first_rows, m) +
+                     "): use more devices or more memory");
   throw UsageError(*refusal + "; " + how + ":\n  " + suggested_command(o, fix));
 }
 

@@ -251,3 +251,23 @@ TEST_CASE("outputs: --balance time or unlike devices within a tight --device-mem
   }
 }
 
+// Where no batch or micro-batch count fits, the refusal says why, as the estimate has it: the
+// parameters alone (with their gradients and optimizer state) where they exceed the device,
+// else the smallest step's need, one sample per micro-batch. It used to blame the parameters
+// whatever the cause (294 KiB of them beside 10 MiB, where a sample per micro-batch needs 18).
+TEST_CASE("outputs: where nothing fits, the refusal names the parameters or the smallest step") {
+  const std::string run = " --data synthetic --synthetic-count 240 --devices cpu:0,cpu:1,cpu:2"
+                          " --steps 1 --batch 12 --device-memory ";
+  const Run params = run_command(train_binary() + run + "200KiB");
+  CAPTURE(params.output);
+  CHECK(params.status == 2);
+  CHECK(params.output.find("(the parameters alone are too large: cpu:0 would hold ") !=
+        std::string::npos);
+  const Run floor = run_command(train_binary() + run + "4MiB");
+  CAPTURE(floor.output);
+  CHECK(floor.status == 2);
+  CHECK(floor.output.find("parameters alone") == std::string::npos);
+  CHECK(floor.output.find("(not even one sample per micro-batch: --batch 6: cpu:0 would hold") !=
+        std::string::npos);
+}
+
