@@ -52,13 +52,12 @@
 
 #include "engine/allocator.h"
 #include "engine/stream.h"
+#include "kernels/cuda/stream_workspace.h"
 #include "kernels/math_mode.h"
 
 namespace brigade::cuda::vendor {
 
-// Bytes of cuBLAS workspace a stream's calls share: NVIDIA's recommendation for Hopper
-// (32 MiB), which covers every earlier architecture's.
-inline constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
+using cuda::kCublasWorkspaceBytes;  // the workspace a stream's calls share (stream_workspace.h)
 
 class StreamHandles;  // what a stream keeps: its handles and workspace (vendor_handles.cpp)
 

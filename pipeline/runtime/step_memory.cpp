@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "engine/allocator.h"
+#include "kernels/cuda/path.h"
+#include "kernels/cuda/stream_workspace.h"
 #include "kernels/ops.h"
 #include "layers/sequential.h"
 #include "pipeline/schedule/simulator.h"
@@ -150,11 +152,28 @@ std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& pla
   if (plan.devices[device_of(0)].is_cuda()) loads[device_of(0)].staged_bytes += 2 * step * image;
   loads[device_of(plan.stages() - 1)].staged_bytes += 2 * 4 * step;      // int32 labels
   std::vector<double> stage_activations;  // [stage]: one micro-batch
+  std::vector<Device> evaluating;  // the GPUs whose default stream's workspace is counted
   for (int s = 0; s < plan.stages(); ++s) {
     const StageRange& r = plan.cut.stages[static_cast<size_t>(s)];
     stage_activations.push_back(static_cast<double>(bytes.at(static_cast<size_t>(s))));
-    loads[device_of(s)].parameter_bytes += parameter_bytes(shapes, r.begin, r.end,
-                                                           optimizer_states);
+    DeviceLoad& load = loads[device_of(s)];
+    load.parameter_bytes += parameter_bytes(shapes, r.begin, r.end, optimizer_states);
+    // On the vendor path a Dense layer's GEMMs are cuBLAS's, and a stream that runs them
+    // keeps cuBLAS's workspace from the first on: the pipeline device's stream, and the GPU's
+    // default stream, where an evaluation runs the model (tools/train/evaluate.cpp): once per
+    // pipeline device, and once more per GPU (on the first of its pipeline devices).
+    const bool calls_cublas =
+        cuda_path() == CudaPath::vendor &&
+        std::any_of(spec.layers.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                    spec.layers.begin() + static_cast<std::ptrdiff_t>(r.end),
+                    [](const model::LayerSpec& l) { return l.kind == model::LayerKind::dense; });
+    if (load.device.is_cuda() && calls_cublas && load.workspace_bytes == 0) {
+      load.workspace_bytes = cuda::kCublasWorkspaceBytes;
+      if (std::find(evaluating.begin(), evaluating.end(), load.device) == evaluating.end()) {
+        load.workspace_bytes += cuda::kCublasWorkspaceBytes;
+        evaluating.push_back(load.device);
+      }
+    }
   }
   // At the schedule's worst instant each device holds its micro-batches in flight; and on a
   // CPU device one more: the host thread issues the next action while the stream runs this

@@ -217,7 +217,7 @@ std::string describe_step(const FittedStep& step) {
   for (size_t i = 0; i < step.loads.size(); ++i) {
     const pipeline::DeviceLoad& l = step.loads[i];
     text += (i ? ", " : " ") + l.device.str() + " " +
-            format_size(l.activation_bytes + l.parameter_bytes + l.staged_bytes);
+            format_size(l.bytes());
   }
   if (step.bounds.empty()) return text;
   std::string bounds;

@@ -211,6 +211,7 @@ std::vector<pipeline::DeviceLoad> loads_per_device(const std::vector<pipeline::D
     same->activation_bytes += l.activation_bytes;
     same->parameter_bytes += l.parameter_bytes;
     same->staged_bytes += l.staged_bytes;
+    same->workspace_bytes += l.workspace_bytes;  // each stage's stream keeps its own
   }
   return per_device;
 }
@@ -226,13 +227,15 @@ std::optional<std::string> step_refusal(const std::vector<pipeline::DeviceLoad>&
   // memory.
   for (const pipeline::DeviceLoad& l : loads_per_device(loads)) {
     const uint64_t capacity = Allocator::of(l.device).stats().capacity;
-    const uint64_t need = l.activation_bytes + l.parameter_bytes + l.staged_bytes;
+    const uint64_t need = l.bytes();
     if (capacity != 0 && need > capacity)
       return batch + ": " + l.device.str() + " would hold about " + format_size(need) + " (" +
              format_size(l.activation_bytes) + " of activations, " +
              format_size(l.parameter_bytes) + " of parameters, gradients and optimizer state" +
              (l.staged_bytes ? ", " + format_size(l.staged_bytes) + " of staged batches"
                              : std::string()) +
+             (l.workspace_bytes ? ", " + format_size(l.workspace_bytes) + " of cuBLAS workspace"
+                                : std::string()) +
              ") but has " + format_size(capacity) + " (" +
              (l.device.is_cpu() ? "--device-memory" : "its memory") + ")";
   }

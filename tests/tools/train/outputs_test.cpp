@@ -271,3 +271,26 @@ TEST_CASE("outputs: where nothing fits, the refusal names the parameters or the 
         std::string::npos);
 }
 
+#if defined(BRIGADE_CUDA_EMULATED)
+// On the cuBLAS/cuDNN path a stream that runs a Dense layer keeps 32 MiB of cuBLAS workspace,
+// and an evaluation runs on the GPU's default stream, which keeps its own: the memory check
+// counts both, so a GPU too small for them is refused before the run, with what fits said,
+// where the run it passed used to fail at its first Dense layer (exit 1, "out of memory
+// allocating 32.0 MiB"). Emulated GPUs of a chosen memory, the child's own.
+TEST_CASE("outputs: on a GPU, the memory check counts cuBLAS's workspace: what it passes runs") {
+  const fs::path dir = temp_dir("oom-cublas");
+  const std::vector<std::string> args = quick(dir, "cuda:0", {"--steps", "1"});
+  const auto on_gpu_of = [&](const std::string& memory) {
+    return run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=vendor "
+                       "BRIGADE_EMULATED_GPU_MEMORY=" + memory + " " + train_command(args));
+  };
+  const Run small = on_gpu_of("60MiB");
+  CAPTURE(small.output);
+  CHECK(small.status == 2);
+  CHECK(small.output.find("64.0 MiB of cuBLAS workspace") != std::string::npos);
+  const Run enough = on_gpu_of("80MiB");
+  CAPTURE(enough.output);
+  CHECK(enough.status == 0);
+  CHECK(enough.output.find("out of memory") == std::string::npos);
+}
+#endif
