@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/error.h"
 #include "pipeline/schedule/pytorch_csv.h"
 #include "pipeline/schedule/validate.h"
 
@@ -62,8 +63,11 @@ ScheduleText parse_schedule_text(std::string_view text, const std::string& sourc
   std::istringstream in{std::string(text)};
   std::string line;
   int line_no = 0;
+  // `why` quotes the file's own text: a control byte or a byte that is no UTF-8 is shown as
+  // \xNN, and a long line cut (engine/error.h's printable), never sent to a terminal raw.
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(source + ":" + std::to_string(line_no) + ": " + why);
+    throw std::invalid_argument(source + ":" + std::to_string(line_no) + ": " +
+                                printable(why, 400));
   };
   auto number = [&](const std::string& key, const std::string& value) {
     size_t used = 0;

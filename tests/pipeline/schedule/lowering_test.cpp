@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "pipeline/schedule/generators/generators.h"
 #include "pipeline/schedule/lowering.h"
@@ -124,7 +126,7 @@ TEST_CASE("every generator: lowering adds 4 transfers per stage boundary and mic
 }
 
 TEST_CASE("schedule text: errors name the source and the line") {
-  auto error = [](const char* text) {
+  auto error = [](std::string_view text) {
     try {
       bp::parse_schedule_text(text, "my.schedule");
     } catch (const std::invalid_argument& e) {
@@ -154,6 +156,10 @@ TEST_CASE("schedule text: errors name the source and the line") {
         "my.schedule:4: header line 'chunks:' after the device lines");
   CHECK(error("devices: 1\n0F0\n") ==
         "my.schedule:2: expected 'key: value' or 'dN: actions', got '0F0'");
+  // The file's bytes are quoted printable: a control byte or one that is no UTF-8 as \xNN
+  // (they went to the terminal raw, a NUL ending the message mid-quote).
+  CHECK(error(std::string("\xff\x01junk\0more\n", 12)) ==
+        "my.schedule:1: expected 'key: value' or 'dN: actions', got '\\xff\\x01junk\\x00more'");
 }
 
 TEST_CASE("schedule files: validated, lowered, refused with the file, line and cycle") {
