@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,9 @@ Device Device::parse(std::string_view text, int cuda_devices) {
     const std::string_view digits = text.substr(colon + 1);
     const char* end = digits.data() + digits.size();
     auto [stop, ec] = std::from_chars(digits.data(), end, device.index);
+    if (ec == std::errc::result_out_of_range && stop == end && digits.find('-') == digits.npos)
+      throw Error(quoted + "the index after ':' is too large (at most " +
+                  std::to_string(std::numeric_limits<int>::max()) + ")");
     if (digits.empty() || ec != std::errc() || stop != end || device.index < 0)
       throw Error(quoted + "the index after ':' must be a non-negative integer");
   }

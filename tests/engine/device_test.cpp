@@ -36,10 +36,15 @@ TEST_CASE("bad device names are refused with a message that says what was expect
         "invalid device \"cpu:-1\": the index after ':' must be a non-negative integer");
   CHECK(parse_error("cpu:", 2) ==
         "invalid device \"cpu:\": the index after ':' must be a non-negative integer");
+  // A non-negative integer past int's range: said so (it was called not one).
+  CHECK(parse_error("cpu:99999999999", 2) ==
+        "invalid device \"cpu:99999999999\": the index after ':' is too large (at most "
+        "2147483647)");
+  CHECK(parse_error("cpu:-99999999999", 2) ==
+        "invalid device \"cpu:-99999999999\": the index after ':' must be a non-negative "
+        "integer");
   CHECK(parse_error("cpu:1x", 2) ==
         "invalid device \"cpu:1x\": the index after ':' must be a non-negative integer");
-  CHECK(parse_error("cpu:99999999999", 2) ==
-        "invalid device \"cpu:99999999999\": the index after ':' must be a non-negative integer");
   CHECK(parse_error("cuda:7", 2) ==
         "invalid device \"cuda:7\": this machine has 2 CUDA devices (cuda:0 to cuda:1)");
   CHECK(parse_error("cuda:1", 1) ==
