@@ -72,7 +72,8 @@ RunDevices choose_devices(const Options& o, const model::ModelSpec& model) {
                                              : std::max(1, cores / std::max(1, cpu_devices)));
   }
   if (o.device_memory != 0 && cpu_devices == 0)
-    throw UsageError("--device-memory limits CPU devices, and " + o.devices + " has none");
+    throw UsageError("--device-memory limits CPU devices, and " + o.devices +
+                     " names none (a GPU's memory is its own)");
   use_math_mode(o.math, devices);
   use_precision(o.precision);
   for (size_t i = 0; i < devices.size(); ++i)

@@ -305,10 +305,10 @@ void check_output_space(const Options& o, const model::ModelSpec& spec, const Re
   if (o.save.empty() && o.save_initial.empty()) return;
   if (!o.save.empty())
     check_space("--save", o.save,
-                safetensors::file_size(layers::parameter_layout(spec, save_dtype(o))), "the parameters");
+                safetensors::file_size(layers::parameter_layout(spec, save_dtype(o))), "the parameters' file");
   if (!o.save_initial.empty())
     check_space("--save-initial", o.save_initial,
-                safetensors::file_size(layers::parameter_layout(spec)), "the parameters");
+                safetensors::file_size(layers::parameter_layout(spec)), "the parameters' file");
 }
 
 }  // namespace brigade::train

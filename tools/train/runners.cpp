@@ -31,7 +31,8 @@ std::string PipelinedRunner::describe() const {
        << (s.microbatches == 1 ? " micro-batch" : " micro-batches accumulated");
   else
     os << "pipeline: schedule " << s.name << ", " << runtime_->partition().count()
-       << " stages on " << runtime_->devices().size() << " devices, " << s.microbatches
+       << " stages on " << runtime_->devices().size()
+       << (runtime_->devices().size() == 1 ? " device, " : " devices, ") << s.microbatches
        << " micro-batches";
   if (!runtime_->peer_access().empty()) os << "\n" << runtime_->peer_access();
   return os.str();

@@ -226,6 +226,13 @@ TEST_CASE("placement: auto on GPUs is the GPUs the cut can use") {
   // By cost: one GPU per layer at most (4 layers).
   o.balance = "flops";
   CHECK(choose_devices(o, three_blocks()).devices == first_gpus(std::min(gpus, 4)));
+  // --device-memory on GPUs alone limits nothing: refused, saying why (it said "has none").
+  o.devices = "cuda:0";
+  o.device_memory = 1 << 20;
+  CHECK_THROWS_WITH_AS(choose_devices(o, three_blocks()),
+                       "--device-memory limits CPU devices, and cuda:0 names none (a GPU's "
+                       "memory is its own)",
+                       UsageError);
 }
 
 TEST_CASE("placement: impossible device lists") {

@@ -127,8 +127,8 @@ TEST_CASE("preflight: space for a file is compared with what its file system has
   CHECK_NOTHROW(brigade::train::check_space("--save", (dir / "x").string(), 1024, "a file"));
   CHECK_THROWS_WITH_AS(
       brigade::train::check_space("--save", (dir / "x").string(), free + (uint64_t{1} << 40),
-                                  "the parameters"),
-      doctest::Contains("the parameters needs"), brigade::train::UsageError);
+                                  "the parameters' file"),
+      doctest::Contains("the parameters' file needs"), brigade::train::UsageError);
 }
 
 // What the check asks for is what the files take: a checkpoint of a 21 KB model once needed
