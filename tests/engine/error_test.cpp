@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "engine/device.h"
 #include "engine/error.h"
 #include "tests/support/stderr_capture.h"
 
@@ -55,7 +56,8 @@ TEST_CASE("BRIGADE_CUDA_REPORT, for destructors: the same text on stderr, no thr
   CHECK(text.find(" in cudaSetDevice(-1) at ") != std::string::npos);
   CHECK(text.find("error_test.cpp:") != std::string::npos);
   // ...reported, it is read, as BRIGADE_CUDA_CHECK reads it: the next check does not see it.
-  CHECK(cudaGetLastError() == cudaSuccess);
+  // (Without a usable GPU, no driver, every call fails anew, cudaGetLastError included.)
+  if (brigade::cuda_device_count() > 0) CHECK(cudaGetLastError() == cudaSuccess);
 }
 #endif
 
