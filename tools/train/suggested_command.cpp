@@ -18,8 +18,8 @@ bool starts_an_option(const std::string& word) {
 }
 }  // namespace
 
-std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
-                                     const std::string& value) {
+std::vector<std::string> with_option(const std::vector<std::string>& command,
+                                     const std::string& flag, const std::string& value) {
   // Every occurrence goes, with all its values: given twice, the last counts (CLI11), and a list
   // may come as several words (`--threads-per-device 1 1 1`); the new one takes the first's place.
   std::vector<std::string> out;

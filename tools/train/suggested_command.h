@@ -24,8 +24,8 @@ namespace brigade::train {
 
 // `command` with `flag VALUE` set: the first `flag X...` or `flag=X` replaced, any later one
 // removed (with all the words of a list given as several), else appended.
-std::vector<std::string> with_option(std::vector<std::string> command, const std::string& flag,
-                                     const std::string& value);
+std::vector<std::string> with_option(const std::vector<std::string>& command,
+                                     const std::string& flag, const std::string& value);
 
 // Words joined for a shell: a word of letters, digits and _@%+=:,./- alone bare, any other in
 // single quotes (a quote inside written '\'').
