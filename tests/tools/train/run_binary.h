@@ -65,6 +65,14 @@ inline Run run_train(const std::vector<std::string>& args) {
   return run_command(train_command(args));
 }
 
+// Runs brigade-train with `args`, a run that must succeed (its output shown if it does not).
+inline Run run_train_ok(const std::vector<std::string>& args) {
+  const Run r = run_train(args);
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  return r;
+}
+
 // A fresh, empty directory for a test's files, removed with the others when the test process
 // exits (tests/support/scratch_dir.h).
 inline std::filesystem::path temp_dir(const std::string& name) {

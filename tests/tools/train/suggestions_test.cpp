@@ -428,40 +428,32 @@ TEST_CASE("suggestions: --distributed without mpirun names the command to run: u
 
 // A list of one entry per device keeps the entries of the devices the command keeps: the
 // three devices' --threads-per-device 1,1,1 becomes 1,1 on two (given whole, the command was
-// refused for 3 counts on 2 devices).
+// refused for 3 counts on 2 devices), and so does 1 1 1, the list as several words (printed
+// once as `1,1 1 1`, refused for 4 counts).
 TEST_CASE("suggestions: on fewer devices, per-device lists keep the kept devices' entries") {
-  const Run r =
-      test::run_command(test::train_binary() + quick_args() + " --threads-per-device 1,1,1");
-  CAPTURE(r.output);
-  REQUIRE(r.status == 0);
-  const std::string fix = suggestion_in(r.output);
-  CHECK(fix == test::train_binary() + kQuick +
-                   " --devices cpu:0,cpu:1 --threads-per-device 1,1 --balance flops");
-  const Run balanced = test::run_command(fix);
-  CAPTURE(balanced.output);
-  CHECK(balanced.status == 0);
+  for (const char* list : {"1,1,1", "1 1 1"}) {
+    CAPTURE(list);
+    const Run r = test::run_command(test::train_binary() + quick_args() +
+                                    " --threads-per-device " + list);
+    CAPTURE(r.output);
+    REQUIRE(r.status == 0);
+    const std::string fix = suggestion_in(r.output);
+    CHECK(fix == test::train_binary() + kQuick +
+                     " --devices cpu:0,cpu:1 --threads-per-device 1,1 --balance flops");
+    const Run balanced = test::run_command(fix);
+    CAPTURE(balanced.output);
+    CHECK(balanced.status == 0);
+    CHECK(balanced.output.find("of the work") == std::string::npos);
+  }
 }
 
-// A flag given twice (the last counts) and a list given as several words: the command printed
-// is the one that runs on two devices, not the refused or warned run again (each was printed
-// with the old value left in, once).
-TEST_CASE("suggestions: a flag given twice, or a list as several words, is replaced whole") {
-  const std::string two = " --devices cpu:0,cpu:1 --balance flops";
+// A flag given twice (the last counts): the command printed is the one that runs on two
+// devices, not the warned run again (it was printed with the old value left in).
+TEST_CASE("suggestions: a flag given twice is replaced whole") {
   const Run twice = test::run_command(test::train_binary() + kQuick + " --devices cpu:0" +
                                       kThreeCpus);
   CAPTURE(twice.output);
   REQUIRE(twice.status == 0);
-  const std::string fix = suggestion_in(twice.output);
-  CHECK(fix == test::train_binary() + kQuick + two);
-  const Run words =
-      test::run_command(test::train_binary() + quick_args() + " --threads-per-device 1 1 1");
-  CAPTURE(words.output);
-  REQUIRE(words.status == 0);
-  const std::string fix_words = suggestion_in(words.output);
-  CHECK(fix_words == test::train_binary() + kQuick +
-                         " --devices cpu:0,cpu:1 --threads-per-device 1,1 --balance flops");
-  const Run balanced = test::run_command(fix_words);
-  CAPTURE(balanced.output);
-  CHECK(balanced.status == 0);
-  CHECK(balanced.output.find("of the work") == std::string::npos);
+  CHECK(suggestion_in(twice.output) ==
+        test::train_binary() + kQuick + " --devices cpu:0,cpu:1 --balance flops");
 }
