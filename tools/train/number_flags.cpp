@@ -26,7 +26,7 @@ Number number_of(const std::string& text) {
   errno = 0;
   const double v = std::strtod(begin, &end);
   const bool out_of_range = errno == ERANGE;
-  if (end == begin) return {0, ""};  // not a number: CLI11's own conversion error says so
+  if (end == begin) return {0, "must be a number, got '" + text + "'"};
   if (end != begin + text.size()) return {std::nan(""), ""};  // "1x": refused by the range
   if (out_of_range && v == 0) return {v, text + " is out of range: a double rounds it to 0"};
   if (out_of_range && std::isinf(v))
@@ -64,32 +64,42 @@ CLI::Validator in_zero_one() {
 }
 
 template <typename T>
-CLI::Validator within_type() {
+CLI::Validator whole_number(T most, const std::string& why) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const char* begin = text.c_str();
-        char* end = nullptr;
+      [most, why](std::string& text) -> std::string {
+        // Decimal digits after an optional sign: C's other bases ("010" is 8, "0x10" 16) would
+        // be a surprise, and "" is no number.
+        const size_t digits = text.starts_with('+') || text.starts_with('-') ? 1 : 0;
+        const bool decimal = text.size() > digits &&
+                             text.find_first_not_of("0123456789", digits) == std::string::npos &&
+                             (text[digits] != '0' || text.size() == digits + 1);
+        if (!decimal) return "must be a whole number in decimal, got '" + text + "'";
+        const bool negative = text[0] == '-';
+        if (std::is_unsigned_v<T> && negative) return "must not be negative, got " + text;
+        // The value CLI11 will store (the same digits in its base 0), read into the widest type
+        // of T's signedness: past that, strtoll and strtoull clamp and say so in errno.
+        using Wide = std::conditional_t<std::is_unsigned_v<T>, unsigned long long, long long>;
         errno = 0;
-        // strtoull, like strtoll, skips white space and takes a sign.
-        const size_t first = text.find_first_not_of(" \t\n\v\f\r");
-        const bool negative = first != std::string::npos && text[first] == '-';
-        if constexpr (std::is_unsigned_v<T>) {
-          if (negative) return "must not be negative, got " + text;
-          std::strtoull(begin, &end, 0);
-        } else {
-          std::strtoll(begin, &end, 0);
-        }
-        if (end != begin + text.size()) return "";  // not an integer: CLI11 says so
-        if (errno != ERANGE) return "";
-        if (negative)
+        Wide v = 0;
+        if constexpr (std::is_unsigned_v<T>)
+          v = std::strtoull(text.c_str(), nullptr, 10);
+        else
+          v = std::strtoll(text.c_str(), nullptr, 10);
+        const bool clamped = errno == ERANGE;
+        if (negative && (clamped || v < Wide{std::numeric_limits<T>::min()}))
           return text + " is out of range: at least " +
                  std::to_string(std::numeric_limits<T>::min());
-        return text + " is out of range: at most " + std::to_string(std::numeric_limits<T>::max());
+        if (clamped || v > Wide{most}) {
+          if (why.empty()) return text + " is out of range: at most " + std::to_string(most);
+          return "must be at most " + std::to_string(most) + " (" + why + "), got " + text;
+        }
+        return "";
       },
       "");
 }
 
-template CLI::Validator within_type<int64_t>();
-template CLI::Validator within_type<uint64_t>();
+template CLI::Validator whole_number<int>(int, const std::string&);
+template CLI::Validator whole_number<int64_t>(int64_t, const std::string&);
+template CLI::Validator whole_number<uint64_t>(uint64_t, const std::string&);
 
 }  // namespace brigade::train

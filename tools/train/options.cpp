@@ -65,20 +65,19 @@ std::string format_number(double v) {
 
 namespace {
 
-// --synthetic-count and --batch near their type's limits, refused by the flag's name before
-// anything is sized by them: past these, the data set's own bound (2^31 samples) or an
-// allocation fails without naming the flag, and a batch near 2^63 overflows the count of
-// batches per epoch to 0. Both data sets are 28x28 grey images with an int32 label.
-constexpr int64_t kSyntheticCountLimit = int64_t{1} << 31;  // tools/data/dataset.h
+// The bound of --synthetic-count and --batch, refused by the flag's name before anything is
+// sized by them: past it, the data set's own bound (tools/data/dataset.h) or an allocation
+// fails without naming the flag, and a batch near 2^63 overflows the count of batches per
+// epoch to 0.
+constexpr int64_t kLargestDataSet = int64_t{1} << 31;
+
+// Both data sets are 28x28 grey images with an int32 label.
 constexpr uint64_t kPixelsPerSample = 28 * 28;
 constexpr uint64_t kStoredSampleBytes = kPixelsPerSample + sizeof(int32_t);  // uint8 pixels
 
-void check_data_sizes(const Options& o) {
+// --synthetic-count within this machine's memory, refused by the flag's name.
+void check_synthetic_size(const Options& o) {
   const uint64_t memory = pipeline::machine_memory_bytes();
-  if (o.synthetic_count > kSyntheticCountLimit)
-    throw UsageError("--synthetic-count " + std::to_string(o.synthetic_count) +
-                     ": the synthetic data set holds at most 2^31 (" +
-                     std::to_string(kSyntheticCountLimit) + ") samples");
   // The training set and its test set (a sixth of it), held in memory as bytes.
   const uint64_t samples = static_cast<uint64_t>(o.synthetic_count);
   const uint64_t set_bytes = (samples + samples / 6) * kStoredSampleBytes;
@@ -87,13 +86,6 @@ void check_data_sizes(const Options& o) {
                      ": the synthetic training and test sets take " + format_size(set_bytes) +
                      " (" + std::to_string(kStoredSampleBytes) + " bytes a sample), more than " +
                      "this machine's " + format_size(memory) + " of memory");
-  // A batch larger than the training set is one batch of all of it, so any --batch up to the
-  // largest set is meaningful; past it, the count of batches per epoch overflows.
-  if (o.batch > kSyntheticCountLimit)
-    throw UsageError("--batch " + std::to_string(o.batch) + ": more than 2^31 (" +
-                     std::to_string(kSyntheticCountLimit) + "), the largest training set " +
-                     "brigade-train reads (a batch larger than the training set is one batch " +
-                     "of all of it)");
 }
 
 // --threads-per-device within check_threads_per_device's limit; a count above it is refused
@@ -139,8 +131,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->default_str("/usr/share/datasets/fashion-mnist");
   app.add_option("--synthetic-count", o.synthetic_count,
                  "training samples of --data synthetic (0: 60000, as Fashion-MNIST)")
-      ->check(at_least(0))
-      ->check(within_type<int64_t>());
+      ->check(whole_number<int64_t>(kLargestDataSet, "2^31, the most the data set holds"))
+      ->check(at_least(0));
 
   app.add_option("--devices", o.devices,
                  "auto (the GPUs, at most one per device block of the model, or per layer "
@@ -153,6 +145,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "cores shared evenly")
       ->default_str("0")
       ->delimiter(',')
+      ->check(whole_number<int>())
       ->check(at_least(0));
   app.add_option("--device-memory", device_memory,
                  "memory capacity of each CPU device, e.g. 256MiB (0: unlimited)");
@@ -189,7 +182,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "a count");
   app.add_option("--chunks", o.chunks,
                  "stages per device (interleaved-1f1b, looped-bfs, interleaved-zb: default 2; "
-                 "the V shapes have 2)");
+                 "the V shapes have 2)")
+      ->check(whole_number<int>());
   app.add_option("--max-activations", o.max_activations,
                  "at most this many micro-batches' activations on a device at once (from a "
                  "stage's forward to its weight gradient, in micro-batches of the device's share "
@@ -198,7 +192,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "holds more (0: no bound; zb-auto then plans within each device's memory)")
       ->default_str("0")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(whole_number<int>(1 << 20, "2^20"))
+      ->check(at_least(0));
   app.add_option("--balance", o.balance,
                  "how stages are cut: blocks (the model's device blocks), or by cost: flops "
                  "(forward FLOPs), time (measured), params, memory (activations)")
@@ -219,11 +214,17 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 
-  app.add_option("--batch", o.batch, "mini-batch size")->check(within_type<int64_t>());
-  app.add_option("--epochs", o.epochs, "epochs over the training set");
+  // A batch larger than the training set is one batch of all of it, so any --batch up to the
+  // largest set is meaningful; past it, the count of batches per epoch overflows.
+  app.add_option("--batch", o.batch, "mini-batch size")
+      ->check(whole_number<int64_t>(kLargestDataSet,
+                                    "2^31, the largest training set brigade-train reads: a "
+                                    "batch larger than the training set is one batch of all "
+                                    "of it"));
+  app.add_option("--epochs", o.epochs, "epochs over the training set")->check(whole_number<int>());
   app.add_option("--steps", o.steps, "stop after this many steps in all (0: no limit)")
-      ->check(at_least(0))
-      ->check(within_type<int64_t>());
+      ->check(whole_number<int64_t>())
+      ->check(at_least(0));
   app.add_option("--optimizer", o.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--lr", o.lr, "learning rate")->check(above_zero());
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(in_zero_one());
@@ -234,17 +235,17 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                  "(PyTorch's clip_grad_norm_); 0: no clipping")
       ->check(at_least(0));
   app.add_option("--seed", o.seed, "seed of the initial weights, data order and dropout masks")
-      ->check(within_type<uint64_t>());
+      ->check(whole_number<uint64_t>());
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order every epoch");
 
   app.add_option("--eval-every", o.eval_every,
                  "also evaluate on the test set every N steps (0: at the end of each epoch only)")
-      ->check(at_least(0))
-      ->check(within_type<int64_t>());
+      ->check(whole_number<int64_t>())
+      ->check(at_least(0));
   app.add_option("--print-every", o.print_every,
                  "off a terminal, print one progress line every N steps")
-      ->check(above_zero())
-      ->check(within_type<int64_t>());
+      ->check(whole_number<int64_t>())
+      ->check(above_zero());
   app.add_option("--trace", o.trace,
                  "timeline of the last step: FILE.svg (a picture) or FILE.json (Chrome trace)")
       ->default_str(cli::kNotGiven);
@@ -276,14 +277,15 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->default_str(cli::kNotGiven);
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "steps between checkpoints (0: only on a signal and at the end)")
-      ->check(at_least(0))
-      ->check(within_type<int64_t>());
+      ->check(whole_number<int64_t>())
+      ->check(at_least(0));
   app.add_flag("--resume", o.resume, "continue from the checkpoint in --checkpoint-dir");
 
   app.add_flag("--distributed", o.distributed,
                "one process per pipeline device under mpirun -np P (x D with --data-parallel)");
   app.add_option("--data-parallel", o.data_parallel,
-                 "replicas of the pipeline, each on 1/D of every mini-batch (with --distributed)");
+                 "replicas of the pipeline, each on 1/D of every mini-batch (with --distributed)")
+      ->check(whole_number<int>());
 
   if (!cli::parse(app, argc, argv)) return std::nullopt;  // --help
 
@@ -319,7 +321,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       throw UsageError("--microbatches " + microbatches + ": a step needs at least 1 micro-batch");
   }
   if (o.batch < 1) throw UsageError("--batch " + std::to_string(o.batch) + ": must be at least 1");
-  check_data_sizes(o);
+  check_synthetic_size(o);
   if (o.epochs < 1) throw UsageError("--epochs " + std::to_string(o.epochs) + ": must be at least 1");
   if (o.chunks < 1) throw UsageError("--chunks " + std::to_string(o.chunks) + ": must be at least 1");
   // A multi-chunk schedule with one chunk is plain 1F1B (or GPipe): without --chunks, 2, said.

@@ -43,15 +43,33 @@ TEST_CASE("number flags: each check says its rule in words, and what a double ca
         "1e400 is out of range: more than a double holds (1.8e+308)");
   CHECK(verdict(in_zero_one(), "0.9") == "");
   CHECK(verdict(in_zero_one(), "1") == "must be in [0, 1), got 1");
-  CHECK(verdict(within_type<int64_t>(), "9223372036854775807") == "");
-  CHECK(verdict(within_type<int64_t>(), "9223372036854775808") ==
+  CHECK(verdict(at_least(0), "x") == "must be a number, got 'x'");
+  CHECK(verdict(whole_number<int64_t>(), "9223372036854775807") == "");
+  CHECK(verdict(whole_number<int64_t>(), "9223372036854775808") ==
         "9223372036854775808 is out of range: at most 9223372036854775807");
-  CHECK(verdict(within_type<int64_t>(), "-9223372036854775809") ==
+  CHECK(verdict(whole_number<int64_t>(), "-9223372036854775809") ==
         "-9223372036854775809 is out of range: at least -9223372036854775808");
-  CHECK(verdict(within_type<uint64_t>(), "18446744073709551615") == "");
-  CHECK(verdict(within_type<uint64_t>(), "-1") == "must not be negative, got -1");
-  CHECK(verdict(within_type<uint64_t>(), "18446744073709551616") ==
+  CHECK(verdict(whole_number<uint64_t>(), "18446744073709551615") == "");
+  CHECK(verdict(whole_number<uint64_t>(), "-1") == "must not be negative, got -1");
+  CHECK(verdict(whole_number<uint64_t>(), "18446744073709551616") ==
         "18446744073709551616 is out of range: at most 18446744073709551615");
+  CHECK(verdict(whole_number<int>(), "-2147483648") == "");
+  CHECK(verdict(whole_number<int>(), "2147483648") ==
+        "2147483648 is out of range: at most 2147483647");
+  CHECK(verdict(whole_number<int>(), "-2147483649") ==
+        "-2147483649 is out of range: at least -2147483648");
+  // A smaller bound than the type's is said with its reason, for any text past it.
+  for (const char* past : {"1025", "99999999999999999999"})
+    CHECK(verdict(whole_number<int64_t>(1024, "a page"), past) ==
+          std::string("must be at most 1024 (a page), got ") + past);
+  CHECK(verdict(whole_number<int64_t>(1024, "a page"), "1024") == "");
+  // C would read "010" as octal 8 and "0x10" as 16, and CLI11 "" as 0.
+  for (const char* not_decimal : {"1.5", "010", "0x10", "", "-", "+-1", "1e3", " 7", "7 "})
+    CHECK(verdict(whole_number<int64_t>(), not_decimal) ==
+          std::string("must be a whole number in decimal, got '") + not_decimal + "'");
+  CHECK(verdict(whole_number<int64_t>(), "+7") == "");
+  CHECK(verdict(whole_number<int64_t>(), "0") == "");
+  CHECK(verdict(whole_number<int64_t>(), "-0") == "");
 }
 
 TEST_CASE("parse_size: units by hand") {
@@ -147,16 +165,20 @@ TEST_CASE("options: a flag the rest of the command makes meaningless is refused,
 TEST_CASE("options: --synthetic-count and --batch near their type's limits name the flag") {
   const std::string huge_count = usage_error(
       {"--data", "synthetic", "--synthetic-count", "9223372036854775807"});
-  CHECK(huge_count == "--synthetic-count 9223372036854775807: the synthetic data set holds at "
-                      "most 2^31 (2147483648) samples");
+  CHECK(huge_count == "--synthetic-count: must be at most 2147483648 (2^31, the most the data "
+                      "set holds), got 9223372036854775807 (see --help)");
   // 2^31 samples are within the data set's bound, but 1.8 TiB: more than this machine holds.
   const std::string big_count =
       usage_error({"--data", "synthetic", "--synthetic-count", "2147483648"});
   CHECK(big_count.starts_with("--synthetic-count 2147483648: the synthetic training and test "
                               "sets take 1.8 TiB (788 bytes a sample), more than this machine's"));
-  CHECK(usage_error({"--batch", "9223372036854775807"}) ==
-        "--batch 9223372036854775807: more than 2^31 (2147483648), the largest training set "
-        "brigade-train reads (a batch larger than the training set is one batch of all of it)");
+  // Past int64_t too, the bound said is the flag's own, not the type's.
+  for (const char* huge : {"2147483649", "9223372036854775807", "99999999999999999999"})
+    CHECK(usage_error({"--batch", huge}) ==
+          std::string("--batch: must be at most 2147483648 (2^31, the largest training set "
+                      "brigade-train reads: a batch larger than the training set is one batch of "
+                      "all of it), got ") +
+              huge + " (see --help)");
   // A batch larger than the training set is one batch of all of it, as before.
   CHECK(parse({"--batch", "100000000"})->batch == 100000000);
   CHECK(parse({"--batch", "2147483648"})->batch == 2147483648);
@@ -184,10 +206,37 @@ TEST_CASE("options: a number out of its type's range, not finite, or a negative 
   CHECK(usage_error({"--steps", "99999999999999999999"}) ==
         "--steps: 99999999999999999999 is out of range: at most 9223372036854775807 (see --help)");
   CHECK(usage_error({"--device-memory", "10q"}).starts_with("--device-memory: invalid size '10q'"));
+  CHECK(usage_error({"--epochs", "99999999999"}) ==
+        "--epochs: 99999999999 is out of range: at most 2147483647 (see --help)");
+  CHECK(usage_error({"--max-activations", "2,2000000"}) ==
+        "--max-activations: must be at most 1048576 (2^20), got 2000000 (see --help)");
   // What a double or an int64 holds is taken as it is.
   CHECK(parse({"--lr", "1e-300"})->lr == 1e-300);
   CHECK(parse({"--seed", "18446744073709551615"})->seed == 18446744073709551615u);
   CHECK(parse({"--steps", "9223372036854775807"})->steps == 9223372036854775807);
+}
+
+// CLI11's own message for a value it cannot convert listed every value of a flag given twice
+// ("Could not convert: --batch = 5,x"), and read "010" as octal: --batch 010 trained batches
+// of 8. Each number flag now says which text is not its number, in its own words.
+TEST_CASE("options: a number flag's text that is no number is named alone, in decimal") {
+  CHECK(usage_error({"--batch", "64", "--batch", "x"}) ==
+        "--batch: must be a whole number in decimal, got 'x' (see --help)");
+  CHECK(usage_error({"--lr", "0.1", "--lr", "fast"}) ==
+        "--lr: must be a number, got 'fast' (see --help)");
+  CHECK(usage_error({"--batch", "010"}) ==
+        "--batch: must be a whole number in decimal, got '010' (see --help)");
+  CHECK(usage_error({"--threads-per-device", "1,1.5"}) ==
+        "--threads-per-device: must be a whole number in decimal, got '1.5' (see --help)");
+  for (const char* flag : {"--epochs", "--chunks", "--data-parallel", "--seed", "--steps",
+                           "--eval-every", "--print-every", "--checkpoint-every",
+                           "--synthetic-count", "--max-activations"})
+    CHECK(usage_error({flag, "2", flag, "2.5"}) ==
+          std::string(flag) + ": must be a whole number in decimal, got '2.5' (see --help)");
+  // Every value given is checked, as the ranges were, not only the last (which counts).
+  CHECK(usage_error({"--batch", "x", "--batch", "64"}) ==
+        "--batch: must be a whole number in decimal, got 'x' (see --help)");
+  CHECK(parse({"--batch", "32", "--batch", "64"})->batch == 64);
 }
 
 namespace {
