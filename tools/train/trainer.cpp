@@ -23,9 +23,29 @@
 #include "tools/train/resume_end.h"
 #include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
+#include "tools/train/suggested_command.h"
 #include "tools/train/training.h"
 
 namespace brigade::train {
+
+namespace {
+
+// The batch size nearest `batch` (the larger on a tie) at which every batch of an epoch over
+// `count` samples, the last included, has at least `rows` samples (`count` itself does, one
+// batch of all), or nothing where the whole set has fewer.
+std::optional<int64_t> nearest_whole_batch(int64_t count, int64_t batch, int64_t rows) {
+  if (count < rows) return std::nullopt;
+  const auto whole = [&](int64_t b) {
+    return b >= rows && (b >= count || count % b == 0 || count % b >= rows);
+  };
+  for (int64_t d = 1; batch + d < count; ++d) {
+    if (whole(batch + d)) return batch + d;
+    if (batch - d >= 1 && whole(batch - d)) return batch - d;
+  }
+  return count;
+}
+
+}  // namespace
 
 Training::Training(const Options& options, TrainingProcesses& processes, bool& first_step_began)
     : processes_(processes), reporter_(processes.is_reporter()),
@@ -89,12 +109,20 @@ void Training::set_up_pipeline() {
   batcher_.emplace(train_, data::BatchOptions{
                                .batch_size = o_.batch, .shuffle = !o_.no_shuffle, .seed = o_.seed});
   batches_ = batcher_->batches_per_epoch();
-  if (batcher_->batch_rows(batches_ - 1) / replicas < m)
+  if (batcher_->batch_rows(batches_ - 1) / replicas < m) {
+    const std::optional<int64_t> whole =
+        nearest_whole_batch(train_.count, o_.batch, int64_t{m} * replicas);
+    Suggestion fix;
+    if (whole) fix.flags.emplace_back("--batch", std::to_string(*whole));
     throw UsageError("the last batch of an epoch has " +
                      std::to_string(batcher_->batch_rows(batches_ - 1)) + " samples (" +
                      std::to_string(train_.count) + " mod " + std::to_string(o_.batch) +
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
-                     (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : ""));
+                     (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : "") +
+                     (whole ? "; the nearest batch size whose every batch has a sample for "
+                              "each:\n  " + suggested_command(o_, fix)
+                            : std::string()));
+  }
 
   pipeline_ = build_pipeline(o_, spec_, devices_, m,
                              {.first_rows = batcher_->batch_rows(0), .samples = train_.count},

@@ -457,3 +457,21 @@ TEST_CASE("suggestions: a flag given twice is replaced whole") {
   CHECK(suggestion_in(twice.output) ==
         test::train_binary() + kQuick + " --devices cpu:0,cpu:1 --balance flops");
 }
+
+// Once a refusal with no way out: which batch sizes divide the set is arithmetic a user should
+// not have to do.
+TEST_CASE("suggestions: a short last batch names the nearest batch size whose batches all fit") {
+  // Two stages, 4 micro-batches a step; 98 samples in batches of 32 leave 98 - 3 x 32 = 2 for
+  // the last. 33 (98 = 2 x 33 + 32) and 31 (98 = 3 x 31 + 5) both leave at least 4: a tie,
+  // the larger is named.
+  const std::string run = test::train_binary() +
+                          " --data synthetic --synthetic-count 98 --steps 1 --devices cpu:0,cpu:1";
+  const Run r = test::run_command(run + " --batch 32");
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  const std::string fix = command_after(r.output, "fewer than the 4 micro-batches");
+  CHECK(fix == run + " --batch 33");
+  const Run fixed = test::run_command(fix);
+  CAPTURE(fixed.output);
+  CHECK(fixed.status == 0);
+}
