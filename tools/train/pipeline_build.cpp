@@ -31,6 +31,27 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
   }
 }
 
+// A schedule file is written for one shape of run: refused, in the flags that set each count,
+// where this run's differs (before the plan's own check, which says it in the plan's words).
+void check_schedule_file_shape(const Options& o, const pipeline::LoweredSchedule& file,
+                               int devices, int m) {
+  if (file.batch_units != 1)
+    throw UsageError("--schedule-file " + o.schedule_file + ": batch_units " +
+                     std::to_string(file.batch_units) + " (each micro-batch costed as " +
+                     std::to_string(file.batch_units) + ", for brigade-simulate); brigade-train "
+                     "runs files of batch_units 1");
+  if (file.devices == devices && file.chunks == o.chunks && file.microbatches == m) return;
+  const auto count = [](int n, const std::string& one) {
+    return std::to_string(n) + " " + one + (n == 1 ? "" : one.ends_with("h") ? "es" : "s");
+  };
+  throw UsageError("--schedule-file " + o.schedule_file + ": written for " +
+                   count(file.devices, "device") + ", " + count(file.chunks, "chunk") +
+                   " per device and " + count(file.microbatches, "micro-batch") +
+                   "; this run has " + count(devices, "device") + " (--devices), " +
+                   count(o.chunks, "chunk") + " (--chunks) and " + count(m, "micro-batch") +
+                   " (--microbatches)");
+}
+
 // The plan's request for a run of `o` on `devices` in `m` micro-batches (a schedule file's
 // lists are the caller's to add).
 pipeline::PlanRequest plan_request(const Options& o, const RunDevices& devices, int m,
@@ -112,7 +133,10 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   }
   pipeline::PlanRequest request = plan_request(o, devices, m, processes.distributed());
   // A schedule file's header says where it places the stages, and the cut follows it.
-  if (!o.schedule_file.empty()) request.lowered = schedule_from_file(o.schedule_file);
+  if (!o.schedule_file.empty()) {
+    request.lowered = schedule_from_file(o.schedule_file);
+    check_schedule_file_shape(o, *request.lowered, static_cast<int>(request.devices.size()), m);
+  }
   BuiltPipeline s;
   try {
     s.plan = pipeline::make_plan(spec, request);

@@ -4,6 +4,7 @@
 // named with the file and line, before anything trains (exit 2).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -80,4 +81,32 @@ TEST_CASE("schedule file: a receive whose send comes after it is refused with th
   CHECK(r.output.find("0RB0") != std::string::npos);
   CHECK(r.output.find("1SB0") != std::string::npos);
   CHECK(r.output.find("step 1") == std::string::npos);  // nothing trained
+}
+
+// Once in the plan's words ("lowered: lists of devices 2, ..., batch_units 1, but the plan
+// has ..."), naming no flag.
+TEST_CASE("schedule file: a file for another shape of run names the flags that differ") {
+  const fs::path dir = temp_dir("schedule-file-shape");
+  const std::string lists = "d0: 0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
+                            "d1: 1RF0 1F0 1BW0 1SB0 1RF1 1F1 1BW1 1SB1\n";
+  const std::string file = write_file(
+      dir / "two.schedule", "name: two\ndevices: 2\nchunks: 1\nmicrobatches: 2\n" + lists);
+  std::vector<std::string> four = two_devices(dir, {"--schedule-file", file});
+  four[std::find(four.begin(), four.end(), "--microbatches") - four.begin() + 1] = "4";
+  const Run r = run_train(four);
+  CAPTURE(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--schedule-file " + file +
+                      ": written for 2 devices, 1 chunk per device and 2 micro-batches; this run "
+                      "has 2 devices (--devices), 1 chunk (--chunks) and 4 micro-batches "
+                      "(--microbatches)") != std::string::npos);
+  const std::string costed = write_file(
+      dir / "costed.schedule",
+      "name: costed\ndevices: 2\nchunks: 1\nmicrobatches: 2\nbatch_units: 3\n" + lists);
+  const Run c = run_train(two_devices(dir, {"--schedule-file", costed}));
+  CAPTURE(c.output);
+  CHECK(c.status == 2);
+  CHECK(c.output.find("--schedule-file " + costed + ": batch_units 3 (each micro-batch costed as "
+                      "3, for brigade-simulate); brigade-train runs files of batch_units 1") !=
+        std::string::npos);
 }
