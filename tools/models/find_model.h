@@ -1,5 +1,6 @@
-// --model NAME|FILE, the same in every tool that takes a model: an existing file, or a path
-// (a '/' or a ".model" ending), else the shipped tools/models/NAME.model — found through the
+// --model NAME|FILE, the same in every tool that takes a model: an existing file, else the
+// shipped tools/models/NAME.model (NAME.model naming it too), else a path (a '/' or a
+// ".model" ending) that the reader says is missing — the shipped models found through the
 // directory the build was configured in (BRIGADE_MODELS_DIR), so a tool finds its models from
 // any working directory, not only from the repository root. load_model() reads it, with the
 // same message in every tool for a name that is neither.
@@ -18,13 +19,19 @@
 namespace brigade::models {
 
 // The file `name` means, or "" when it is a bare name that is no file and no shipped model.
+// A shipped model's file name ("tiny_cnn.model") finds it too, from any directory; a path
+// that is no file is returned as it is, for the reader to say so.
 inline std::string find_model(const std::string& name, const std::string& models_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(name, ec) || name.find('/') != std::string::npos || name.ends_with(".model"))
-    return name;
-  const fs::path file = fs::path(models_dir) / (name + ".model");
-  return fs::exists(file, ec) ? file.string() : std::string();
+  if (fs::exists(name, ec)) return name;
+  const bool path = name.find('/') != std::string::npos;
+  if (!path) {
+    const fs::path file =
+        fs::path(models_dir) / (name.ends_with(".model") ? name : name + ".model");
+    if (fs::exists(file, ec)) return file.string();
+  }
+  return path || name.ends_with(".model") ? name : std::string();
 }
 
 // The shipped models' names ("mlp", "seed_cnn", ...), sorted, for messages.

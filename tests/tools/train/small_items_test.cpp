@@ -79,3 +79,20 @@ TEST_CASE("small: brigade-bench finds models from any directory, refuses GPU ker
   CHECK(r.output.find("--impls handwritten needs a CUDA device, and this machine has none (" +
                       brigade::no_gpu_reason() + ";") != std::string::npos);
 }
+
+// `--model tiny_cnn.model`, the name as tools/models lists it, was read as a path in the
+// working directory ("cannot open tiny_cnn.model"), though `--model tiny_cnn` was found.
+TEST_CASE("small: a shipped model's file name finds it from any directory; a path does not") {
+  const std::string run = "cd / && " + train_binary() +
+                          " --data synthetic --synthetic-count 64 --batch 32 --steps 1 --model ";
+  const Run by_file_name = run_command(run + "tiny_cnn.model");
+  CAPTURE(by_file_name.output);
+  CHECK(by_file_name.status == 0);
+  CHECK(by_file_name.output.find("brigade-train: tiny_cnn.model (") != std::string::npos);
+  // A path names that file, and no other: one that is missing is refused as missing.
+  const Run by_path = run_command(run + "./tiny_cnn.model");
+  CAPTURE(by_path.output);
+  CHECK(by_path.status == 2);
+  CHECK(by_path.output.find("cannot open model file './tiny_cnn.model': No such file") !=
+        std::string::npos);
+}
