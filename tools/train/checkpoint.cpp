@@ -145,6 +145,19 @@ std::string model_difference(const std::string& checkpoint_model, const std::str
   return "";
 }
 
+std::string not_a_checkpoint(const std::string& path) {
+  st::File file;
+  try {
+    file = st::read_file(path);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  const auto it = file.metadata.find("brigade");
+  const std::string format = it == file.metadata.end() ? "(missing)" : it->second;
+  if (format == kFormat) return "";
+  return "its 'brigade' entry is '" + printable(format) + "', expected '" + kFormat + "'";
+}
+
 ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& model,
                             const Recipe& recipe, const std::vector<layers::Parameter*>& params,
                             const std::vector<layers::Optimizer*>& optimizers) {

@@ -159,10 +159,17 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
       throw UsageError(quoted("--checkpoint-dir", dir) +
                        " is a file, not a directory (checkpoints go into DIR/checkpoint.safetensors)");
     if (!writable(dir)) throw UsageError(quoted("--checkpoint-dir", dir) + " is not writable");
-    if (!resume && fs::exists(checkpoint_path(dir), ec))
+    if (!resume && fs::exists(checkpoint_path(dir), ec)) {
+      const std::string why = not_a_checkpoint(checkpoint_path(dir));
+      // A file that is none cannot be resumed, and is not this program's to replace.
+      if (!why.empty())
+        throw UsageError(quoted("--checkpoint-dir", dir) + " holds " + checkpoint_path(dir) +
+                         ", which is not a brigade-train checkpoint (" + why + "): a new run " +
+                         "would replace it; remove it, or give another directory");
       throw UsageError(quoted("--checkpoint-dir", dir) + " already holds a checkpoint (" +
                        checkpoint_path(dir) + "): add --resume to continue that run, or give "
                        "another directory; a new run would replace it");
+    }
     return;
   }
   const fs::path base = existing_ancestor(dir);

@@ -174,6 +174,23 @@ TEST_CASE("bad input: a checkpoint directory that holds a checkpoint, without --
   CHECK(again.status == 0);
 }
 
+// An empty checkpoint.safetensors (a `touch`, a copy cut short) was called a checkpoint, and
+// the --resume the message suggested was then refused as corrupt.
+TEST_CASE("bad input: a checkpoint directory whose checkpoint file is none names no --resume") {
+  const fs::path dir = temp_dir("ckpt-empty");
+  const fs::path file = dir / "ckpt" / "checkpoint.safetensors";
+  fs::create_directories(file.parent_path());
+  write_file(file, "");
+  const Run r = run_train(quick(dir, {"--checkpoint-dir", (dir / "ckpt").string()}));
+  check_refused(r, 2,
+                "--checkpoint-dir '" + (dir / "ckpt").string() + "' holds " + file.string() +
+                    ", which is not a brigade-train checkpoint (");
+  CHECK(r.output.find("a new run would replace it; remove it, or give another directory") !=
+        std::string::npos);
+  CHECK(r.output.find("--resume") == std::string::npos);
+  CHECK(fs::file_size(file) == 0);  // left as it was
+}
+
 TEST_CASE("bad input: cuda:0 without a GPU") {
   if (brigade::cuda_device_count() > 0) return;  // it exists here
   check_refused(run_train({"--devices", "cuda:0"}), 2, "cuda:0");
