@@ -189,6 +189,13 @@ uint64_t free_bytes(const std::string& path) {
 
 void check_space(const std::string& flag, const std::string& path, uint64_t bytes,
                  const std::string& what) {
+  // The kernel's views (/proc, /sys) have no blocks at all: no file is written there, whatever
+  // their 0 bytes free would suggest.
+  const fs::path where = existing_ancestor(path);
+  struct statvfs s {};
+  if (::statvfs(where.c_str(), &s) == 0 && s.f_blocks == 0)
+    throw UsageError(quoted(flag, path) + ": '" + where.string() + "' is on a file system " +
+                     "without storage (as /proc and /sys are): no file can be written there");
   const uint64_t free = free_bytes(path);
   if (bytes > free)
     throw UsageError(quoted(flag, path) + ": " + what + " needs " + format_size(bytes) +

@@ -131,6 +131,16 @@ TEST_CASE("preflight: space for a file is compared with what its file system has
       doctest::Contains("the parameters' file needs"), brigade::train::UsageError);
 }
 
+// /proc has no blocks, so 0 bytes free: --save /proc/x (as root, for whom /proc is writable)
+// was refused for want of space, which no cleaning up would find.
+TEST_CASE("preflight: a file system without storage is named so, not as full") {
+  for (const char* path : {"/proc/brigade.safetensors", "/sys/brigade/ckpt"})
+    CHECK_THROWS_WITH_AS(brigade::train::check_space("--save", path, 1, "the parameters' file"),
+                         doctest::Contains("' is on a file system without storage (as /proc and "
+                                           "/sys are): no file can be written there"),
+                         brigade::train::UsageError);
+}
+
 // What the check asks for is what the files take: a checkpoint of a 21 KB model once needed
 // "1.0 MiB" (a fixed margin for the header), so runs that fit were refused.
 TEST_CASE("preflight: the space asked for a checkpoint and for --save is what the files take") {
