@@ -290,22 +290,29 @@ void MpiRanks::agree_on_step(pipeline::StepResult& result) {
   // On the heap: MPI's until the calls complete (poll.h, wait_for_request).
   struct Words {
     double mine[2], summed[2];  // {loss, correct}: this rank's, every rank's sum
-    double stop, any_stop;      // the signal this rank caught, the greatest caught
   };
-  const auto w = std::make_shared<Words>(Words{{result.loss, static_cast<double>(result.correct)},
-                                               {0, 0},
-                                               static_cast<double>(stop_signal()),
-                                               0});
+  const auto w = std::make_shared<Words>(
+      Words{{result.loss, static_cast<double>(result.correct)}, {0, 0}});
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine, w->summed, 2, MPI_DOUBLE, MPI_SUM,
                                    state_->control.get(), &request));
   state_->wait(request, w, "adding up the step's loss");
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(&w->stop, &w->any_stop, 1, MPI_DOUBLE, MPI_MAX,
-                                   state_->control.get(), &request));
-  state_->wait(request, w, "agreeing on a stop signal");
   result.loss = w->summed[0];
   result.correct = static_cast<int64_t>(w->summed[1]);
-  agreed_stop_ = static_cast<int>(w->any_stop);
+  agree_on_stop();
+}
+
+void MpiRanks::agree_on_stop() {
+  // On the heap, as above.
+  struct Words {
+    int stop, any_stop;  // the signal this rank caught, the greatest caught
+  };
+  const auto w = std::make_shared<Words>(Words{stop_signal(), 0});
+  MPI_Request request = MPI_REQUEST_NULL;
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(&w->stop, &w->any_stop, 1, MPI_INT, MPI_MAX,
+                                   state_->control.get(), &request));
+  state_->wait(request, w, "agreeing on a stop signal");
+  agreed_stop_ = w->any_stop;
 }
 
 void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) {

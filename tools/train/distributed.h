@@ -81,8 +81,9 @@ class MpiRanks final : public TrainingProcesses {
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
 
   // The ranks add up the step's loss and correct count, and agree on the largest stop signal
-  // any of them caught: stop_requested() returns it until the next step.
+  // any of them caught (agree_on_stop): stop_requested() returns it until the next agreement.
   void agree_on_step(pipeline::StepResult& result) override;
+  void agree_on_stop() override;
   int stop_requested() const override { return agreed_stop_; }
 
   // Each rank's busy time per device (its own device's) summed over the ranks and averaged

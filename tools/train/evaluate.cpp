@@ -8,7 +8,8 @@
 
 namespace brigade::train {
 
-Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_t batch) {
+std::optional<Evaluation> evaluate(layers::Sequential& model, const data::Dataset& test,
+                                   int64_t batch, const std::function<bool()>& stopped) {
   batch = std::min(batch, test.count);  // a --batch larger than the test set: one batch of it
   data::Batcher batches(test, {.batch_size = batch, .shuffle = false, .drop_last = false});
   std::vector<float> x(static_cast<size_t>(batch * test.sample_size()));  // (B, C, H, W)
@@ -19,6 +20,7 @@ Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t k = 0; k < batches.batches_per_epoch(); ++k) {
+    if (stopped && stopped()) return std::nullopt;
     const int64_t rows = batches.fill(0, k, x, y);
     x.resize(static_cast<size_t>(rows * test.sample_size()));  // shrinks only: no allocation
     y.resize(static_cast<size_t>(rows));
@@ -33,7 +35,7 @@ Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_
     correct += ops::accuracy_count(logits, labels, out);
   }
   const double n = static_cast<double>(test.count);
-  return {loss_sum / n, static_cast<double>(correct) / n};
+  return Evaluation{loss_sum / n, static_cast<double>(correct) / n};
 }
 
 }  // namespace brigade::train

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "layers/sequential.h"
 #include "tools/data/dataset.h"
@@ -16,6 +18,9 @@ struct Evaluation {
   double accuracy = 0;  // fraction right, in [0, 1]
 };
 
-Evaluation evaluate(layers::Sequential& model, const data::Dataset& test, int64_t batch);
+// Nothing when `stopped` says so before a batch (a stop signal: a large test set takes a
+// while, and a stop is not made to wait for it).
+std::optional<Evaluation> evaluate(layers::Sequential& model, const data::Dataset& test,
+                                   int64_t batch, const std::function<bool()>& stopped = {});
 
 }  // namespace brigade::train

@@ -24,6 +24,7 @@ class LoneProcess final : public TrainingProcesses {
   void on_reporter(const std::function<void()>& fn, const std::string&) override { fn(); }
 
   void agree_on_step(pipeline::StepResult&) override {}
+  void agree_on_stop() override {}
   int stop_requested() const override;
 
   void combine_busy_times(std::vector<double>&, double&) override {}

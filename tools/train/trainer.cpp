@@ -335,7 +335,11 @@ void Training::evaluate_now(int64_t epoch) {
   processes_.gather_model(model(), runner());
   processes_.on_reporter(
       [&] {
-        const Evaluation e = evaluate(model(), test_, evaluation_rows_);
+        // A stop signal this process caught abandons it (the processes agree on it after).
+        const std::optional<Evaluation> evaluated =
+            evaluate(model(), test_, evaluation_rows_, [] { return stop_signal() != 0; });
+        if (!evaluated) return;
+        const Evaluation& e = *evaluated;
         if (!std::isfinite(e.loss))
           throw std::runtime_error(
               diverged(resume_point_.step, "the test loss after it is " + format_value(e.loss)));
@@ -350,6 +354,7 @@ void Training::evaluate_now(int64_t epoch) {
         last_eval_ = e;
       },
       "evaluating");
+  processes_.agree_on_stop();
 }
 
 int run_training(const Options& options, TrainingProcesses& processes) {

@@ -74,9 +74,12 @@ class TrainingProcesses {
   // After each step: the step's loss and correct count over every process (each replica's
   // last stage holds its share), and whether any process caught a stop signal.
   virtual void agree_on_step(pipeline::StepResult& result) = 0;
-  // The signal (SIGINT or SIGTERM) that stops the run between steps, 0 for none: the one this
-  // process caught, or under mpirun the one the ranks agreed on after the last step, so that
-  // every rank stops after the same step.
+  // After an evaluation: whether any process caught a stop signal while it ran (the reporter
+  // abandons it for its own), so that every process stops after it, or none.
+  virtual void agree_on_stop() = 0;
+  // The signal (SIGINT or SIGTERM) that stops the run, 0 for none: the one this process
+  // caught, or under mpirun the one the ranks agreed on after the last step or evaluation, so
+  // that every rank stops at the same point.
   virtual int stop_requested() const = 0;
 
   // At the end, per pipeline device: its busy time (each rank timed its own device; the mean

@@ -5,8 +5,8 @@
 // handlers, starts the file exactly as save_checkpoint does, and signals itself twice in the
 // middle of it. Before the training loop one signal does the same (--save-initial's file).
 // And a first SIGINT sent to brigade-train itself (signal_when: once its output shows a
-// marker): between steps it stops the run, whose checkpoint resumes exactly; during the
-// evaluation after the last step it stops it too (status 130, no "done").
+// marker): between steps it stops the run, whose checkpoint resumes exactly; during an
+// evaluation it abandons it and stops too (status 130, no "done").
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -47,13 +48,17 @@ int interrupted_writer(const fs::path& dir, int first, int second) {
   return status;
 }
 
-// A run of brigade-train with `args` that is sent `sig` once its output shows `marker`: its
-// output, and its wait status.
+// A run of `command` (a program found on PATH, and its arguments) that is sent `sig` once its
+// output shows `marker`: its output, and its wait status.
 struct Signalled {
   std::string output;
   int status = 0;
 };
-Signalled signal_when(const std::vector<std::string>& args, const std::string& marker, int sig) {
+Signalled signal_command_when(std::vector<std::string> command, const std::string& marker,
+                              int sig) {
+  std::vector<char*> argv;  // made before the fork: only async-signal-safe calls after it
+  for (std::string& s : command) argv.push_back(s.data());
+  argv.push_back(nullptr);
   int out[2];
   REQUIRE(pipe(out) == 0);
   const pid_t child = fork();
@@ -61,12 +66,7 @@ Signalled signal_when(const std::vector<std::string>& args, const std::string& m
   if (child == 0) {
     dup2(out[1], 1);
     close(out[0]);
-    std::vector<std::string> argv_s = args;
-    argv_s.insert(argv_s.begin(), train_binary());
-    std::vector<char*> argv;
-    for (std::string& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   close(out[1]);
@@ -91,6 +91,13 @@ Signalled signal_when(const std::vector<std::string>& args, const std::string& m
   close(out[0]);
   waitpid(child, &run.status, 0);
   return run;
+}
+
+// signal_command_when for brigade-train with `args`.
+Signalled signal_when(const std::vector<std::string>& args, const std::string& marker, int sig) {
+  std::vector<std::string> command = {train_binary()};
+  command.insert(command.end(), args.begin(), args.end());
+  return signal_command_when(command, marker, sig);
 }
 
 std::vector<std::string> names_in(const fs::path& dir) {
@@ -171,16 +178,48 @@ TEST_CASE("resume: SIGINT stops between steps, saves, and the resumed run is exa
 // --steps that ends in mid-epoch evaluates the test set before it reports; a SIGINT that comes
 // while it does (6,000 test samples of the question's network: seconds) is a stop, said and
 // reported so, not a "done" with status 0 (it was swallowed: nothing checked after the loop).
-TEST_CASE("resume: SIGINT during the last evaluation stops the run, status 130") {
-  const fs::path dir = temp_dir("signal-eval");
-  const Signalled r = signal_when({"--data", "synthetic", "--synthetic-count", "36000", "--batch",
-                                   "32", "--devices", "cpu:0", "--steps", "1", "--print-every",
-                                   "1", "--checkpoint-dir", (dir / "ckpt").string()},
-                                  "step 1/", SIGINT);
+// And an evaluation a signal comes during, the last or one of --eval-every, is abandoned: the
+// stop once waited for its end (and printed its test line).
+TEST_CASE("resume: SIGINT during an evaluation stops the run at once, status 130") {
+  // The evaluation after the last step; one of --eval-every, mid-run.
+  for (const char* eval_every : {"0", "1"}) {
+    CAPTURE(eval_every);
+    const fs::path dir = temp_dir("signal-eval");
+    const Signalled r =
+        signal_when({"--data", "synthetic", "--synthetic-count", "36000", "--batch", "32",
+                     "--devices", "cpu:0", "--steps", eval_every[0] == '0' ? "1" : "3",
+                     "--eval-every", eval_every, "--print-every", "1", "--checkpoint-dir",
+                     (dir / "ckpt").string()},
+                    "step 1/", SIGINT);
+    CAPTURE(r.output);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == 130);
+    CHECK(r.output.find("stopped by SIGINT after step 1") != std::string::npos);
+    CHECK(r.output.find("test loss") == std::string::npos);  // abandoned
+    CHECK(r.output.find("done:") == std::string::npos);
+    CHECK(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
+  }
+}
+
+// Under mpirun the ranks agreed on a stop after each step only: a SIGTERM (mpirun forwards one
+// to every rank) during the evaluation after the last step was not seen, and the job said
+// "done". They agree after each evaluation too, which rank 0 abandons.
+TEST_CASE("resume: under mpirun, SIGTERM during the last evaluation stops every rank") {
+  const char* mpi = std::getenv("BRIGADE_HAVE_MPI");
+  if (mpi == nullptr || std::string(mpi) != "true") {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  const fs::path dir = temp_dir("signal-eval-mpi");
+  const Signalled r = signal_command_when(
+      {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", train_binary(),
+       "--distributed", "--balance", "flops", "--data", "synthetic", "--synthetic-count",
+       "36000", "--batch", "32", "--steps", "1", "--print-every", "1", "--checkpoint-dir",
+       (dir / "ckpt").string()},
+      "step 1/", SIGTERM);
   CAPTURE(r.output);
-  REQUIRE(WIFEXITED(r.status));
-  CHECK(WEXITSTATUS(r.status) == 130);
-  CHECK(r.output.find("stopped by SIGINT after step 1") != std::string::npos);
+  CHECK(r.output.find("stopped by SIGTERM after step 1") != std::string::npos);
+  CHECK(r.output.find("test loss") == std::string::npos);  // abandoned
   CHECK(r.output.find("done:") == std::string::npos);
   CHECK(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
 }
