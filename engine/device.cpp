@@ -51,9 +51,17 @@ Device Device::parse(std::string_view text, int cuda_devices) {
     const std::string_view digits = text.substr(colon + 1);
     const char* end = digits.data() + digits.size();
     auto [stop, ec] = std::from_chars(digits.data(), end, device.index);
-    if (ec == std::errc::result_out_of_range && stop == end && digits.find('-') == digits.npos)
-      throw Error(quoted + "the index after ':' is too large (at most " +
-                  std::to_string(std::numeric_limits<int>::max()) + ")");
+    // The largest index a run may name: a CPU device's is below the runtime's own.
+    const std::string most =
+        device.is_cpu() ? std::to_string(kFirstInternalCpuDevice - 1) +
+                              ": CPU devices from cpu:" +
+                              std::to_string(kFirstInternalCpuDevice) + " on are Brigade's own"
+                        : std::to_string(std::numeric_limits<int>::max());
+    const bool out_of_range = ec == std::errc::result_out_of_range ||
+                              (ec == std::errc() && device.is_cpu() &&
+                               device.index >= kFirstInternalCpuDevice);
+    if (out_of_range && stop == end && digits.find('-') == digits.npos)
+      throw Error(quoted + "the index after ':' is too large (at most " + most + ")");
     if (digits.empty() || ec != std::errc() || stop != end || device.index < 0)
       throw Error(quoted + "the index after ':' must be a non-negative integer");
   }

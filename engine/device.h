@@ -25,6 +25,12 @@ class ThreadPool;
 
 enum class DeviceKind : uint8_t { cpu, cuda };
 
+// CPU devices from this index on are the runtime's own scratch devices, for its measurements
+// (the memory probe of pipeline/runtime/step_memory.cpp, the profiling twins of profile.cpp):
+// a measurement configures its device as it needs, and must never reconfigure one a run
+// names. Device::parse refuses them.
+inline constexpr int kFirstInternalCpuDevice = 1 << 20;
+
 struct Device {
   DeviceKind kind = DeviceKind::cpu;
   int index = 0;

@@ -12,9 +12,9 @@
 namespace brigade::pipeline {
 
 namespace {
-// CPU devices no run names (step_memory.cpp's probe is 1 << 20): this plus a thread count is
-// the profiling twin of the CPU devices with that many threads.
-constexpr int kProfileTwins = (1 << 20) + 1;
+// CPU devices no run names (step_memory.cpp's probe is the first): this plus a thread count
+// is the profiling twin of the CPU devices with that many threads.
+constexpr int kProfileTwins = kFirstInternalCpuDevice + 1;
 }  // namespace
 
 std::vector<double> profile_layer_times(layers::Sequential& model, const Tensor& x, int repeats) {

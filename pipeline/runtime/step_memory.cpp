@@ -46,7 +46,7 @@ std::vector<uint64_t> measured_stage_bytes(const model::ModelSpec& spec, const P
       parameter_bytes(shapes, 0, n, 0) > budget)
     return {};
   // A CPU device no run uses, with the whole model on it; its memory is given back after.
-  constexpr int kScratch = 1 << 20;
+  constexpr int kScratch = kFirstInternalCpuDevice;
   const Device scratch = Device::cpu(kScratch);
   configure_cpu_device(kScratch, {.threads = static_cast<int>(std::max(
                                       1u, std::thread::hardware_concurrency()))});

@@ -39,7 +39,13 @@ TEST_CASE("bad device names are refused with a message that says what was expect
   // A non-negative integer past int's range: said so (it was called not one).
   CHECK(parse_error("cpu:99999999999", 2) ==
         "invalid device \"cpu:99999999999\": the index after ':' is too large (at most "
-        "2147483647)");
+        "1048575: CPU devices from cpu:1048576 on are Brigade's own)");
+  // The runtime's own scratch devices (a memory probe, a profiling twin) are no run's: a run
+  // that named cpu:1048576 had its device reconfigured by the memory check.
+  CHECK(parse_error("cpu:1048576", 2) ==
+        "invalid device \"cpu:1048576\": the index after ':' is too large (at most "
+        "1048575: CPU devices from cpu:1048576 on are Brigade's own)");
+  CHECK(Device::parse("cpu:1048575", 2).index == 1048575);
   CHECK(parse_error("cpu:-99999999999", 2) ==
         "invalid device \"cpu:-99999999999\": the index after ':' must be a non-negative "
         "integer");
