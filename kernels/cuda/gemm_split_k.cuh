@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemm_args.h"
+#include "kernels/cuda/stream_workspace.h"
 
 namespace brigade {
 class Stream;
@@ -54,6 +55,9 @@ constexpr int64_t kSplitBlocks = 128, kMinSplitDepth = 64;
 // M, N) with S · tiles <= kSplitBlocks, never exceed kSplitBlocks tiles of it: 8 MiB.
 constexpr int64_t kLargestSplitTile = 128 * 128;
 constexpr int64_t kMostPartialFloats = kSplitBlocks * kLargestSplitTile;
+static_assert(cuda::kSplitKScratchBytes ==
+                  kMostPartialFloats * sizeof(float) + kSplitBlocks * sizeof(unsigned),
+              "the memory check's count of a stream's split-K scratch (stream_workspace.h)");
 
 // S for a product of (M, N) over K (gemm_args.h's batch: one C per product, or summed) in a
 // kernel whose tiles of C are block_m × block_n and whose slices of K are slice_depth deep.

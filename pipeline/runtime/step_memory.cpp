@@ -158,19 +158,26 @@ std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& pla
     stage_activations.push_back(static_cast<double>(bytes.at(static_cast<size_t>(s))));
     DeviceLoad& load = loads[device_of(s)];
     load.parameter_bytes += parameter_bytes(shapes, r.begin, r.end, optimizer_states);
-    // On the vendor path a Dense layer's GEMMs are cuBLAS's, and a stream that runs them
-    // keeps cuBLAS's workspace from the first on: the pipeline device's stream, and the GPU's
-    // default stream, where an evaluation runs the model (tools/train/evaluate.cpp): once per
-    // pipeline device, and once more per GPU (on the first of its pipeline devices).
-    const bool calls_cublas =
-        cuda_path() == CudaPath::vendor &&
+    // A stream that runs GEMMs keeps a workspace for them from the first on: on the vendor
+    // path cuBLAS's, for a Dense layer's (a convolution's are cuDNN's); on the hand-written
+    // path the split-K scratch, for a Dense or Conv2D layer's (made at the first launch that
+    // splits, which the shapes decide; a conv's filter gradient, summed over the batch, and a
+    // narrow Dense do). Kept by the pipeline device's stream, and by the GPU's default stream,
+    // where an evaluation runs the model (tools/train/evaluate.cpp): once per pipeline
+    // device, and once more per GPU (on the first of its pipeline devices).
+    const bool vendor = cuda_path() == CudaPath::vendor;
+    const bool runs_gemms =
         std::any_of(spec.layers.begin() + static_cast<std::ptrdiff_t>(r.begin),
                     spec.layers.begin() + static_cast<std::ptrdiff_t>(r.end),
-                    [](const model::LayerSpec& l) { return l.kind == model::LayerKind::dense; });
-    if (load.device.is_cuda() && calls_cublas && load.workspace_bytes == 0) {
-      load.workspace_bytes = cuda::kCublasWorkspaceBytes;
+                    [&](const model::LayerSpec& l) {
+                      return l.kind == model::LayerKind::dense ||
+                             (!vendor && l.kind == model::LayerKind::conv2d);
+                    });
+    const uint64_t kept = vendor ? cuda::kCublasWorkspaceBytes : cuda::kSplitKScratchBytes;
+    if (load.device.is_cuda() && runs_gemms && load.workspace_bytes == 0) {
+      load.workspace_bytes = kept;
       if (std::find(evaluating.begin(), evaluating.end(), load.device) == evaluating.end()) {
-        load.workspace_bytes += cuda::kCublasWorkspaceBytes;
+        load.workspace_bytes += kept;
         evaluating.push_back(load.device);
       }
     }

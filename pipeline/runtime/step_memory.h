@@ -51,9 +51,9 @@ struct DeviceLoad {
   uint64_t parameter_bytes = 0;   // its parameters, their gradients, the optimizer state
   uint64_t staged_bytes = 0;      // the staging area's two mini-batches (images or labels;
                                   // on a GPU the images' bytes too, decoded there)
-  uint64_t workspace_bytes = 0;   // what its streams keep for a library (a GPU's cuBLAS
-                                  // workspace where its stages call cuBLAS, its stream's and
-                                  // an evaluation's: stream_workspace.h)
+  uint64_t workspace_bytes = 0;   // what its streams keep for GEMMs (a GPU's cuBLAS workspace,
+                                  // or the hand-written split-K scratch, where its stages run
+                                  // GEMMs: its stream's and an evaluation's; stream_workspace.h)
   uint64_t bytes() const {
     return activation_bytes + parameter_bytes + staged_bytes + workspace_bytes;
   }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/allocator.h"
+#include "kernels/cuda/path.h"
 #include "layers/model/safetensors.h"
 #include "layers/optimizers.h"
 #include "layers/param_file.h"
@@ -248,8 +249,11 @@ std::optional<std::string> step_refusal(const std::vector<pipeline::DeviceLoad>&
              format_size(l.parameter_bytes) + " of parameters, gradients and optimizer state" +
              (l.staged_bytes ? ", " + format_size(l.staged_bytes) + " of staged batches"
                              : std::string()) +
-             (l.workspace_bytes ? ", " + format_size(l.workspace_bytes) + " of cuBLAS workspace"
-                                : std::string()) +
+             (l.workspace_bytes
+                  ? ", " + format_size(l.workspace_bytes) +
+                        (cuda_path() == CudaPath::vendor ? " of cuBLAS workspace"
+                                                         : " of split-K scratch")
+                  : std::string()) +
              ") but has " + format_size(capacity) + " (" +
              (l.device.is_cpu() ? "--device-memory" : "its memory") + ")";
   }

@@ -293,4 +293,25 @@ TEST_CASE("outputs: on a GPU, the memory check counts cuBLAS's workspace: what i
   CHECK(enough.status == 0);
   CHECK(enough.output.find("out of memory") == std::string::npos);
 }
+
+// The same on the hand-written path, whose GEMMs split a deep K across blocks (a conv's filter
+// gradient, a narrow Dense): a stream keeps 8 MiB of split-K scratch from its first split
+// launch, uncounted until now, so a 12 MiB GPU passed the check (1.1 MiB) and ran out of
+// memory at the first step (exit 1).
+TEST_CASE("outputs: on a GPU, the memory check counts the split-K scratch: what it passes runs") {
+  const fs::path dir = temp_dir("oom-split-k");
+  const std::vector<std::string> args = quick(dir, "cuda:0", {"--steps", "1"});
+  const auto on_gpu_of = [&](const std::string& memory) {
+    return run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=handwritten "
+                       "BRIGADE_EMULATED_GPU_MEMORY=" + memory + " " + train_command(args));
+  };
+  const Run small = on_gpu_of("12MiB");
+  CAPTURE(small.output);
+  CHECK(small.status == 2);
+  CHECK(small.output.find("16.0 MiB of split-K scratch") != std::string::npos);
+  const Run enough = on_gpu_of("20MiB");
+  CAPTURE(enough.output);
+  CHECK(enough.status == 0);
+  CHECK(enough.output.find("out of memory") == std::string::npos);
+}
 #endif
