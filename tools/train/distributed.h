@@ -107,7 +107,7 @@ class MpiRanks final : public TrainingProcesses {
   int schedule_device() const;   // this rank's device of the schedule: 0 .. P-1
 
   std::unique_ptr<State> state_;
-  int agreed_stop_ = 0;  // the stop signal agreed after the last step
+  int agreed_stop_ = 0;  // the stop signal agreed after the last step or evaluation
 };
 
 }  // namespace brigade::train

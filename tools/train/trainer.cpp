@@ -206,6 +206,9 @@ void Training::epochs() {
     if (processes_.stop_requested()) break;
     if (resume_point_.batch == batches_) {  // the epoch is complete
       evaluate_now(e);
+      // A stop abandoned that evaluation: the checkpoint stays at the epoch's end, as for a
+      // stop before it, so that a --resume evaluates it first.
+      if (processes_.stop_requested()) break;
       resume_point_.epoch = e + 1;
       resume_point_.batch = 0;
     }

@@ -52,8 +52,8 @@ int Training::report() {
   return 0;
 }
 
-// Stopped by SIGINT or SIGTERM between steps: the checkpoint, then 128 + the signal, as a
-// shell reports a killed program.
+// Stopped by SIGINT or SIGTERM between steps or during an evaluation: the checkpoint, then
+// 128 + the signal, as a shell reports a killed program.
 int Training::report_stop(int sig) {
   checkpoint();
   metrics_.close();
