@@ -4,7 +4,8 @@
 // (pipeline/runtime/step_memory.h) weighs them in every build, a CPU-only one included, and a
 // run it passes does not then fail at its first GEMM for want of them.
 //
-// Not counted there: cuDNN's workspace, taken for each call and given back (cudnn_conv.cpp).
+// Not counted there: what a call takes and gives back, cuDNN's workspace (cudnn_conv.cpp) and
+// the hand-written convolution's im2col buffer (conv2d.cu).
 #pragma once
 
 #include <cstdint>

@@ -53,9 +53,9 @@ using Recipe = std::map<std::string, std::string>;
 
 std::string checkpoint_path(const std::string& dir);  // DIR/checkpoint.safetensors
 
-// Why the file at `path` is no brigade-train checkpoint (it does not read as safetensors, or
-// its metadata is another program's), or "" when it is one: what --resume would go on to check
-// against this run (the model, the recipe, the tensors) is not looked at.
+// Why the file at `path` does not read as a brigade-train checkpoint (it cannot be read, is no
+// safetensors file, or its metadata is another program's), or "" when it does: what --resume
+// would go on to check against this run (the model, the recipe, the tensors) is not looked at.
 std::string not_a_checkpoint(const std::string& path);
 
 // `optimizers`: one per pipeline stage (or one), together covering the parameters.

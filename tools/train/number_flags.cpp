@@ -95,7 +95,8 @@ CLI::Validator whole_number(T most, const std::string& why) {
         }
         return "";
       },
-      "");
+      // --help shows a bound of the flag's own: "INT:<= 2147483648".
+      most == std::numeric_limits<T>::max() ? "" : "<= " + std::to_string(most));
 }
 
 template CLI::Validator whole_number<int>(int, const std::string&);

@@ -31,10 +31,11 @@ pipeline::LoweredSchedule schedule_from_file(const std::string& path) {
   }
 }
 
-// A schedule file is written for one shape of run: refused, in the flags that set each count,
-// where this run's differs (before the plan's own check, which says it in the plan's words).
+// A schedule file is written for one shape of run: refused, in the flags that set each count
+// (under mpirun the devices are its ranks), where this run's differs (before the plan's own
+// check, which says it in the plan's words).
 void check_schedule_file_shape(const Options& o, const pipeline::LoweredSchedule& file,
-                               int devices, int m) {
+                               int devices, int m, bool distributed) {
   if (file.batch_units != 1)
     throw UsageError("--schedule-file " + o.schedule_file + ": batch_units " +
                      std::to_string(file.batch_units) + " (each micro-batch costed as " +
@@ -47,7 +48,8 @@ void check_schedule_file_shape(const Options& o, const pipeline::LoweredSchedule
   throw UsageError("--schedule-file " + o.schedule_file + ": written for " +
                    count(file.devices, "device") + ", " + count(file.chunks, "chunk") +
                    " per device and " + count(file.microbatches, "micro-batch") +
-                   "; this run has " + count(devices, "device") + " (--devices), " +
+                   "; this run has " + count(devices, "device") +
+                   (distributed ? " (mpirun's -np)" : " (--devices)") + ", " +
                    count(o.chunks, "chunk") + " (--chunks) and " + count(m, "micro-batch") +
                    " (--microbatches)");
 }
@@ -135,7 +137,8 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
   // A schedule file's header says where it places the stages, and the cut follows it.
   if (!o.schedule_file.empty()) {
     request.lowered = schedule_from_file(o.schedule_file);
-    check_schedule_file_shape(o, *request.lowered, static_cast<int>(request.devices.size()), m);
+    check_schedule_file_shape(o, *request.lowered, static_cast<int>(request.devices.size()), m,
+                              processes.distributed());
   }
   BuiltPipeline s;
   try {

@@ -165,8 +165,8 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
       // A file that is none cannot be resumed, and is not this program's to replace.
       if (!why.empty())
         throw UsageError(quoted("--checkpoint-dir", dir) + " holds " + checkpoint_path(dir) +
-                         ", which is not a brigade-train checkpoint (" + why + "): a new run " +
-                         "would replace it; remove it, or give another directory");
+                         ", which does not read as a brigade-train checkpoint (" + why +
+                         "): a new run would replace it; remove it, or give another directory");
       throw UsageError(quoted("--checkpoint-dir", dir) + " already holds a checkpoint (" +
                        checkpoint_path(dir) + "): add --resume to continue that run, or give "
                        "another directory; a new run would replace it");
@@ -190,13 +190,13 @@ uint64_t free_bytes(const std::string& path) {
 
 void check_space(const std::string& flag, const std::string& path, uint64_t bytes,
                  const std::string& what) {
-  // The kernel's views (/proc, /sys) have no blocks at all: no file is written there, whatever
+  // The kernel's views (/proc, /sys) report no blocks at all: no file is written there, whatever
   // their 0 bytes free would suggest.
   const fs::path where = existing_ancestor(path);
   struct statvfs s {};
   if (::statvfs(where.c_str(), &s) == 0 && s.f_blocks == 0)
-    throw UsageError(quoted(flag, path) + ": '" + where.string() + "' is on a file system " +
-                     "without storage (as /proc and /sys are): no file can be written there");
+    throw UsageError(quoted(flag, path) + ": '" + where.string() + "' is on a file system that " +
+                     "reports no storage at all (as /proc and /sys do, where no file is written)");
   const uint64_t free = free_bytes(path);
   if (bytes > free)
     throw UsageError(quoted(flag, path) + ": " + what + " needs " + format_size(bytes) +

@@ -184,7 +184,7 @@ TEST_CASE("bad input: a checkpoint directory whose checkpoint file is none names
   const Run r = run_train(quick(dir, {"--checkpoint-dir", (dir / "ckpt").string()}));
   check_refused(r, 2,
                 "--checkpoint-dir '" + (dir / "ckpt").string() + "' holds " + file.string() +
-                    ", which is not a brigade-train checkpoint (");
+                    ", which does not read as a brigade-train checkpoint (");
   CHECK(r.output.find("a new run would replace it; remove it, or give another directory") !=
         std::string::npos);
   CHECK(r.output.find("--resume") == std::string::npos);

@@ -133,11 +133,11 @@ TEST_CASE("preflight: space for a file is compared with what its file system has
 
 // /proc has no blocks, so 0 bytes free: --save /proc/x (as root, for whom /proc is writable)
 // was refused for want of space, which no cleaning up would find.
-TEST_CASE("preflight: a file system without storage is named so, not as full") {
+TEST_CASE("preflight: a file system that reports no storage is named so, not as full") {
   for (const char* path : {"/proc/brigade.safetensors", "/sys/brigade/ckpt"})
     CHECK_THROWS_WITH_AS(brigade::train::check_space("--save", path, 1, "the parameters' file"),
-                         doctest::Contains("' is on a file system without storage (as /proc and "
-                                           "/sys are): no file can be written there"),
+                         doctest::Contains("' is on a file system that reports no storage at all "
+                                           "(as /proc and /sys do, where no file is written)"),
                          brigade::train::UsageError);
 }
 
