@@ -272,46 +272,46 @@ TEST_CASE("outputs: where nothing fits, the refusal names the parameters or the 
 }
 
 #if defined(BRIGADE_CUDA_EMULATED)
+namespace {
+// A one-step run on one emulated GPU of a chosen memory (the child's own) on CUDA path `path`:
+// at `small` refused before the run (status 2), the refusal naming `counted`; at `enough` it
+// runs, never out of memory.
+void check_kept_workspace_counted(const std::string& dir_name, const std::string& path,
+                                  const std::string& small_memory, const std::string& counted,
+                                  const std::string& enough_memory) {
+  const fs::path dir = temp_dir(dir_name);
+  const std::vector<std::string> args = quick(dir, "cuda:0", {"--steps", "1"});
+  const auto on_gpu_of = [&](const std::string& memory) {
+    return run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=" + path +
+                       " BRIGADE_EMULATED_GPU_MEMORY=" + memory + " " + train_command(args));
+  };
+  const Run small = on_gpu_of(small_memory);
+  CAPTURE(small.output);
+  CHECK(small.status == 2);
+  CHECK(small.output.find(counted) != std::string::npos);
+  const Run enough = on_gpu_of(enough_memory);
+  CAPTURE(enough.output);
+  CHECK(enough.status == 0);
+  CHECK(enough.output.find("out of memory") == std::string::npos);
+}
+}  // namespace
+
 // On the cuBLAS/cuDNN path a stream that runs a Dense layer keeps 32 MiB of cuBLAS workspace,
 // and an evaluation runs on the GPU's default stream, which keeps its own: the memory check
 // counts both, so a GPU too small for them is refused before the run, with what fits said,
 // where the run it passed used to fail at its first Dense layer (exit 1, "out of memory
-// allocating 32.0 MiB"). Emulated GPUs of a chosen memory, the child's own.
+// allocating 32.0 MiB").
 TEST_CASE("outputs: on a GPU, the memory check counts cuBLAS's workspace: what it passes runs") {
-  const fs::path dir = temp_dir("oom-cublas");
-  const std::vector<std::string> args = quick(dir, "cuda:0", {"--steps", "1"});
-  const auto on_gpu_of = [&](const std::string& memory) {
-    return run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=vendor "
-                       "BRIGADE_EMULATED_GPU_MEMORY=" + memory + " " + train_command(args));
-  };
-  const Run small = on_gpu_of("60MiB");
-  CAPTURE(small.output);
-  CHECK(small.status == 2);
-  CHECK(small.output.find("64.0 MiB of cuBLAS workspace") != std::string::npos);
-  const Run enough = on_gpu_of("80MiB");
-  CAPTURE(enough.output);
-  CHECK(enough.status == 0);
-  CHECK(enough.output.find("out of memory") == std::string::npos);
+  check_kept_workspace_counted("oom-cublas", "vendor", "60MiB", "64.0 MiB of cuBLAS workspace",
+                               "80MiB");
 }
 
 // The same on the hand-written path, whose GEMMs split a deep K across blocks (a conv's filter
 // gradient, a narrow Dense): a stream keeps 8 MiB of split-K scratch from its first split
 // launch, uncounted until now, so a 12 MiB GPU passed the check (1.1 MiB) and ran out of
-// memory at the first step (exit 1).
+// memory at the first evaluation (exit 1).
 TEST_CASE("outputs: on a GPU, the memory check counts the split-K scratch: what it passes runs") {
-  const fs::path dir = temp_dir("oom-split-k");
-  const std::vector<std::string> args = quick(dir, "cuda:0", {"--steps", "1"});
-  const auto on_gpu_of = [&](const std::string& memory) {
-    return run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=handwritten "
-                       "BRIGADE_EMULATED_GPU_MEMORY=" + memory + " " + train_command(args));
-  };
-  const Run small = on_gpu_of("12MiB");
-  CAPTURE(small.output);
-  CHECK(small.status == 2);
-  CHECK(small.output.find("16.0 MiB of split-K scratch") != std::string::npos);
-  const Run enough = on_gpu_of("20MiB");
-  CAPTURE(enough.output);
-  CHECK(enough.status == 0);
-  CHECK(enough.output.find("out of memory") == std::string::npos);
+  check_kept_workspace_counted("oom-split-k", "handwritten", "12MiB",
+                               "16.0 MiB of split-K scratch", "20MiB");
 }
 #endif

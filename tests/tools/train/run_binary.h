@@ -32,6 +32,12 @@ inline std::string tool_binary(const std::string& variable) {
 
 inline std::string train_binary() { return tool_binary("BRIGADE_TRAIN"); }
 
+// Whether this build has --distributed (MPI), for the tests that run mpirun themselves.
+inline bool have_mpi() {
+  const char* v = std::getenv("BRIGADE_HAVE_MPI");
+  return v != nullptr && std::string(v) == "true";
+}
+
 // Runs a shell command line, stdin empty, stdout not a terminal.
 inline Run run_command(const std::string& line) {
   const std::string command = line + " 2>&1 </dev/null";

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -220,8 +219,7 @@ TEST_CASE("resume: SIGINT during an evaluation stops the run at once, status 130
 // long after (tools/train/README.md): 5 s, within an evaluation of 20,000 test samples in
 // batches of a micro-batch's 2 rows (about 13 s), and time enough for a sanitizer's slower stop.
 TEST_CASE("resume: under mpirun, SIGTERM during the last evaluation stops every rank") {
-  const char* mpi = std::getenv("BRIGADE_HAVE_MPI");
-  if (mpi == nullptr || std::string(mpi) != "true") {
+  if (!have_mpi()) {
     MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
     return;
   }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -49,11 +48,6 @@ const std::string kQuick = " --data synthetic --synthetic-count 128 --batch 32 -
 // each rank's device is a CPU device unless --devices cuda says otherwise.)
 const std::string kThreeCpus = " --devices cpu:0,cpu:1,cpu:2";
 std::string quick_args() { return kQuick + kThreeCpus; }
-
-bool have_mpi() {
-  const char* v = std::getenv("BRIGADE_HAVE_MPI");
-  return v != nullptr && std::string(v) == "true";
-}
 
 }  // namespace
 
@@ -185,7 +179,7 @@ TEST_CASE("suggestions: --init-from of a checkpoint under another name says how 
 }
 
 TEST_CASE("suggestions: under mpirun, the command keeps mpirun, one rank per device, no --devices") {
-  if (!have_mpi()) {
+  if (!test::have_mpi()) {
     MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
     return;
   }
@@ -406,7 +400,7 @@ TEST_CASE("suggestions: shell_words' words reach the program as they were, throu
 // program as it was invoked (not a `brigade-train` looked up on PATH), with the flag Open MPI
 // needs as root, and it runs as printed.
 TEST_CASE("suggestions: --distributed without mpirun names the command to run: under mpirun") {
-  if (!have_mpi()) {
+  if (!test::have_mpi()) {
     MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
     return;
   }
