@@ -35,11 +35,12 @@
 // of columns.
 //
 // Workspace and chunks. The launchers lower as many samples per pass as the caller's
-// workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to
-// kWorkspaceBudgetFloats (256 MiB), so a call makes a fixed number of launches (2 for each of
-// forward, backward-data and backward-filter, 1 for backward-bias) up to that budget — the
-// question's network at batch 128 needs at most 85 MB (conv2d_2's columns) — and as many per
-// pass beyond it.
+// workspace holds: conv2d_workspace_floats(s) asks for every sample's columns up to a budget
+// of 256 MiB (kConvLoweringBudgetFloats, stream_workspace.h, where a step's memory check
+// counts them), so a call makes a fixed number of launches (2 for each of forward,
+// backward-data and backward-filter, 1 for backward-bias) up to that budget — the question's
+// network at batch 128 needs at most 85 MB (conv2d_2's columns) — and as many per pass beyond
+// it.
 //
 // Precision bf16 (the *_bf16 launchers): x, w and dy arrive narrowed to bfloat16 storage, and
 // the same passes run with bf16 columns and gemm_mma_bf16 (tensor cores) for the products.
@@ -65,6 +66,7 @@
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/stream_workspace.h"
 #include "kernels/cuda/window_sizes.cuh"
 
 namespace brigade::BRIGADE_KERNEL_NAMESPACE {
@@ -125,8 +127,6 @@ __global__ void bias_grad_kernel(const float* dy /* (N, K, P, Q) */, float* db /
 }
 
 namespace {
-constexpr int64_t kWorkspaceBudgetFloats = int64_t(1) << 26;  // 256 MiB
-
 // One sample's columns: (C·R·S, P·Q), its share of the workspace.
 int64_t sample_columns(const Conv2dShape& s) { return s.C * s.R * s.S * s.P * s.Q; }
 
@@ -167,9 +167,7 @@ Conv2dShape samples(const Conv2dShape& s, int64_t count) {
 }  // namespace
 
 int64_t conv2d_workspace_floats(const Conv2dShape& s) {
-  const int64_t per_sample = sample_columns(s);
-  return std::clamp<int64_t>(kWorkspaceBudgetFloats / per_sample, 1, std::max<int64_t>(s.N, 1)) *
-         per_sample;
+  return ::brigade::cuda::conv_lowering_floats(sample_columns(s), s.N);
 }
 
 namespace {

@@ -128,18 +128,41 @@ std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan
   return out;
 }
 
+namespace {
+// Rows of a step's largest micro-batch: `step_rows` cut into the plan's micro-batches.
+int64_t largest_microbatch(const Plan& plan, int64_t step_rows) {
+  const int m = plan.schedule.microbatches;
+  return (step_rows + m - 1) / m;
+}
+
+// Bytes of the largest im2col columns a hand-written convolution of stage `r` lowers for a
+// micro-batch of `rows` (stream_workspace.h): a sample's columns are (C·R·S, P·Q).
+uint64_t lowering_bytes(const model::ModelSpec& spec, const model::ModelShapes& shapes,
+                        const StageRange& r, int64_t rows) {
+  uint64_t largest = 0;
+  for (size_t i = r.begin; i < r.end; ++i) {
+    if (spec.layers[i].kind != model::LayerKind::conv2d) continue;
+    const model::LayerShape& l = shapes.layers[i];  // input (1, C, H, W), output (1, K, P, Q)
+    const int64_t sample_columns =
+        l.input[1] * spec.layers[i].kernel_h * spec.layers[i].kernel_w * l.output[2] * l.output[3];
+    largest = std::max(largest, sizeof(float) * static_cast<uint64_t>(cuda::conv_lowering_floats(
+                                                    sample_columns, rows)));
+  }
+  return largest;
+}
+}  // namespace
+
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed) {
-  const int m = plan.schedule.microbatches;
-  const int64_t rows = (step_rows + m - 1) / m;  // the largest micro-batch
   return step_loads(spec, plan, step_rows, optimizer_states,
-                    stage_bytes(spec, plan, rows, seed));
+                    stage_bytes(spec, plan, largest_microbatch(plan, step_rows), seed));
 }
 
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states,
                                    const std::vector<uint64_t>& bytes) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
+  const int64_t rows = largest_microbatch(plan, step_rows);
   std::vector<DeviceLoad> loads;
   for (const Device& d : plan.devices) loads.push_back({.device = d});
   uint64_t image = 1;  // floats per sample
@@ -181,6 +204,11 @@ std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& pla
         evaluating.push_back(load.device);
       }
     }
+    // A hand-written convolution takes its lowered input (im2col's columns) from the stream
+    // and gives it back after: the stream's largest, beside the activations it holds. (An
+    // evaluation lowers a micro-batch's rows too, after the step has given its tensors back.)
+    if (load.device.is_cuda() && !vendor)
+      load.lowering_bytes = std::max(load.lowering_bytes, lowering_bytes(spec, shapes, r, rows));
   }
   // At the schedule's worst instant each device holds its micro-batches in flight; and on a
   // CPU device one more: the host thread issues the next action while the stream runs this

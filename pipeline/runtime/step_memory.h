@@ -10,10 +10,13 @@
 //   parameters   its stages' values and gradients, and the optimizer's state for each
 //   staged       the staging area's two mini-batches: images on the first stage's device,
 //                labels on the last's
+//   workspace    on a GPU, what its streams keep for GEMMs, and on the hand-written path the
+//                largest convolution lowering a call takes (kernels/cuda/stream_workspace.h)
 //
 // On CPU devices an upper bound of the step's peak (tests/tools/train/memory_test.cpp holds it
 // against the measured peaks, within a factor of 3); on GPUs alone a lower bound (the layers'
-// outputs only: a run close to a GPU's limit may still fail, naming the device).
+// outputs and the workspaces above, not cuDNN's: a run close to a GPU's limit may still fail,
+// naming the device).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -54,8 +57,11 @@ struct DeviceLoad {
   uint64_t workspace_bytes = 0;   // what its streams keep for GEMMs (a GPU's cuBLAS workspace,
                                   // or the hand-written split-K scratch, where its stages run
                                   // GEMMs: its stream's and an evaluation's; stream_workspace.h)
+  uint64_t lowering_bytes = 0;    // on a GPU's hand-written path, the largest im2col columns a
+                                  // convolution call of its stream takes for a micro-batch
+                                  // (stream_workspace.h); a CPU's are in its probed activations
   uint64_t bytes() const {
-    return activation_bytes + parameter_bytes + staged_bytes + workspace_bytes;
+    return activation_bytes + parameter_bytes + staged_bytes + workspace_bytes + lowering_bytes;
   }
 };
 

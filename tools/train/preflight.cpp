@@ -227,6 +227,7 @@ std::vector<pipeline::DeviceLoad> loads_per_device(const std::vector<pipeline::D
     same->parameter_bytes += l.parameter_bytes;
     same->staged_bytes += l.staged_bytes;
     same->workspace_bytes += l.workspace_bytes;  // each stage's stream keeps its own
+    same->lowering_bytes += l.lowering_bytes;    // and lowers beside the others
   }
   return per_device;
 }
@@ -253,6 +254,9 @@ std::optional<std::string> step_refusal(const std::vector<pipeline::DeviceLoad>&
                   ? ", " + format_size(l.workspace_bytes) +
                         (cuda_path() == CudaPath::vendor ? " of cuBLAS workspace"
                                                          : " of split-K scratch")
+                  : std::string()) +
+             (l.lowering_bytes
+                  ? ", " + format_size(l.lowering_bytes) + " of a convolution's im2col columns"
                   : std::string()) +
              ") but has " + format_size(capacity) + " (" +
              (l.device.is_cpu() ? "--device-memory" : "its memory") + ")";

@@ -3,6 +3,8 @@
 // micro-batches at its worst instant (and a CPU device one more, issued ahead).
 #include <doctest/doctest.h>
 
+#include "kernels/cuda/path.h"
+#include "kernels/cuda/stream_workspace.h"
 #include "layers/model/model_file.h"
 #include "pipeline/runtime/plan.h"
 #include "pipeline/runtime/step_memory.h"
@@ -62,6 +64,55 @@ TEST_CASE("step memory: each device's load under 1F1B on two devices") {
   CHECK(loads[1].activation_bytes == (1 + 1) * bytes[1]);
   // The probe holds every tensor of the step at once: the same bytes in every run.
   CHECK(stage_bytes(spec, plan, 2, /*seed=*/1) == bytes);
+}
+
+// The hand-written convolution lowers every sample's columns at once up to its 256 MiB budget,
+// then as many samples as fit it, and always at least one.
+TEST_CASE("step memory: a hand-written convolution's im2col columns, by hand") {
+  CHECK(cuda::conv_lowering_floats(144, 4) == 4 * 144);
+  CHECK(cuda::conv_lowering_floats(144, 0) == 144);
+  CHECK(cuda::conv_lowering_floats(int64_t{1} << 24, 16) == int64_t{1} << 26);  // 4 of 16 fit
+  CHECK(cuda::conv_lowering_floats(int64_t{3} << 24, 16) == int64_t{3} << 24);  // 1: 48 MiB
+  CHECK(cuda::conv_lowering_floats(int64_t{1} << 27, 16) == int64_t{1} << 27);  // over: still 1
+}
+
+// On GPUs' hand-written path each stream takes its stage's largest convolution lowering for a
+// micro-batch beside its activations; on the vendor path (cuDNN) and on CPU devices (whose
+// probe measures it) the field stays 0.
+TEST_CASE("step memory: a GPU stage's largest im2col columns on the hand-written path") {
+  const model::ModelSpec spec = model::parse_model(
+      "input 6x6x1\n"
+      "device 0\n"
+      "conv2d filters=2 kernel=3x3 activation=relu\n"  // 1x6x6 -> 2x4x4: 1·3·3 x 4·4 = 144
+      "device 1\n"
+      "conv2d filters=3 kernel=3x3 activation=relu\n"  // 2x4x4 -> 3x2x2: 2·3·3 x 2·2 = 72
+      "conv2d filters=2 kernel=1x1\n"                  // 3x2x2 -> 2x2x2: 3·1·1 x 2·2 = 12
+      "flatten\ndense units=3 activation=softmax\n",
+      "three_convs.model");
+  const auto loads_on = [&](std::vector<Device> devices, CudaPath path) {
+    const CudaPath before = cuda_path();
+    set_cuda_path(path);
+    const Plan plan = make_plan(spec, {.devices = std::move(devices), .microbatches = 2});
+    REQUIRE(plan.cut.stages.size() == 2);
+    // 2 micro-batches of a 7-row step: the larger has 4 rows.
+    std::vector<DeviceLoad> loads = step_loads(spec, plan, 7, 0, std::vector<uint64_t>{0, 0});
+    set_cuda_path(before);
+    return loads;
+  };
+  const auto lowering = [](const std::vector<DeviceLoad>& loads) {
+    std::vector<uint64_t> bytes;
+    for (const DeviceLoad& l : loads) bytes.push_back(l.lowering_bytes);
+    return bytes;
+  };
+  const std::vector<DeviceLoad> gpus =
+      loads_on({Device::cuda(0), Device::cuda(1)}, CudaPath::handwritten);
+  CHECK(lowering(gpus) == std::vector<uint64_t>{4 * 144 * 4, 4 * 72 * 4});
+  CHECK(gpus[0].bytes() == gpus[0].activation_bytes + gpus[0].parameter_bytes +
+                               gpus[0].staged_bytes + gpus[0].workspace_bytes + 4 * 144 * 4);
+  CHECK(lowering(loads_on({Device::cuda(0), Device::cuda(1)}, CudaPath::vendor)) ==
+        std::vector<uint64_t>{0, 0});
+  CHECK(lowering(loads_on({Device::cpu(0), Device::cpu(1)}, CudaPath::handwritten)) ==
+        std::vector<uint64_t>{0, 0});
 }
 
 }  // namespace

@@ -314,4 +314,26 @@ TEST_CASE("outputs: on a GPU, the memory check counts the split-K scratch: what 
   check_kept_workspace_counted("oom-split-k", "handwritten", "12MiB",
                                "16.0 MiB of split-K scratch", "20MiB");
 }
+
+// A hand-written convolution lowers its input into im2col's columns, the step's largest tensor
+// for the question's network: 81 MiB for conv2d_2 at batch 128, once uncounted, so a 120 MiB
+// GPU passed the check (82.3 MiB) and ran out of memory at the first forward (exit 1). Counted
+// now: refused, and the command it suggests (the columns of smaller micro-batches) runs.
+// (Its name leaves out "GPU": it sets its GPU itself, so the GPU matrix's runs would repeat it.)
+TEST_CASE("outputs: the memory check counts a hand-written conv's im2col columns; its fix runs") {
+  const std::string gpu = "BRIGADE_EMULATED_GPUS=1 BRIGADE_CUDA_PATH=handwritten "
+                          "BRIGADE_EMULATED_GPU_MEMORY=120MiB ";
+  const Run r = run_command(gpu + train_command({"--data", "synthetic", "--synthetic-count", "128",
+                                                 "--batch", "128", "--devices", "cuda:0",
+                                                 "--steps", "1"}));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 2);
+  CHECK(r.output.find("81.0 MiB of a convolution's im2col columns") != std::string::npos);
+  const std::string fix = command_after(r.output, "it fits:");
+  REQUIRE(fix.find("--microbatches ") != std::string::npos);
+  const Run fits = run_command(gpu + fix);
+  CAPTURE(fits.output);
+  CHECK(fits.status == 0);
+  CHECK(fits.output.find("out of memory") == std::string::npos);
+}
 #endif

@@ -51,6 +51,16 @@ inline Run run_command(const std::string& line) {
   return r;
 }
 
+// The command a message of `output` prints, indented, on the line right after the words
+// `marker` ("" when that line is not one: a later indented line is another message's).
+inline std::string command_after(const std::string& output, const std::string& marker) {
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = output.find('\n', at);
+  if (start == std::string::npos || output.compare(start, 3, "\n  ") != 0) return "";
+  return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
+}
+
 // `word` for a shell, in single quotes (a quote inside written '\'').
 inline std::string shell_quoted(const std::string& word) {
   std::string out = "'";

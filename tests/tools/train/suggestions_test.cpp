@@ -21,22 +21,13 @@
 #include "tools/train/suggested_command.h"
 
 using namespace brigade::train;
+using brigade::train::test::command_after;
 using brigade::train::test::Run;
 namespace fs = std::filesystem;
 
 namespace {
 
 const char* kImbalance = "warning: cpu:2 has 0.6 % of the work";
-
-// The command printed, indented, on the line right after the message that says `marker` ("" when
-// that line is not one: a later indented line is another message's).
-std::string command_after(const std::string& output, const std::string& marker) {
-  const size_t at = output.find(marker);
-  if (at == std::string::npos) return "";
-  const size_t start = output.find('\n', at);
-  if (start == std::string::npos || output.compare(start, 3, "\n  ") != 0) return "";
-  return output.substr(start + 3, output.find('\n', start + 3) - (start + 3));
-}
 
 // The command printed on the line after the imbalance warning ("" when there is none).
 std::string suggestion_in(const std::string& output) { return command_after(output, kImbalance); }
