@@ -151,7 +151,7 @@ void Training::announce() {
                                      [](const Device& d) { return d.is_cuda(); });
   progress_->line("placement (" + (gpu_ranks ? "GPUs only" : devices_.describe_threads()) +
                   (o_.balance == "blocks" ? "" : ", cut by --balance " + o_.balance) +
-                  "): " + pipeline_.placement);
+                  "):" + pipeline_.placement);
   if (!pipeline_.memory.empty()) progress_->line(pipeline_.memory);
   if (!pipeline_.warning.empty() && reporter_) {
     std::fflush(stdout);

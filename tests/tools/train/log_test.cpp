@@ -62,6 +62,8 @@ TEST_CASE("log: a short run off a terminal prints its first and last step, loss 
   CHECK(r.output.find("step 2/10") == std::string::npos);
   CHECK(r.output.find('\r') == std::string::npos);
   CHECK(r.output.find('\033') == std::string::npos);
+  // No line ends in a blank (the placement's heading once did, its stages on the lines below).
+  CHECK(r.output.find(" \n") == std::string::npos);
 }
 
 TEST_CASE("log: the last line is the run's summary, as the metrics have it") {
