@@ -73,27 +73,6 @@ void check_exact_resume(const std::string& devices, std::vector<std::string> ext
   CHECK(whole.back() < whole.front());  // and it learns
 }
 
-// A Fashion-MNIST directory (the four IDX files, uncompressed) of `count` training and as
-// many test images: image i of class i mod 10, a bright row at a place of its class.
-std::string fashion_dir(const fs::path& dir, uint32_t count) {
-  const auto be32 = [](uint32_t v) {
-    return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
-  };
-  std::string pixels(size_t{count} * 28 * 28, '\0'), labels(count, '\0');
-  for (uint32_t i = 0; i < count; ++i) {
-    labels[i] = static_cast<char>(i % 10);
-    pixels.replace(size_t{i} * 28 * 28 + (2 + 2 * (i % 10)) * 28, 28, 28, static_cast<char>(200));
-  }
-  const std::string images = be32(0x803) + be32(count) + be32(28) + be32(28) + pixels;
-  fs::create_directories(dir);
-  for (const char* split : {"train", "t10k"}) {
-    write_file(dir / (std::string(split) + "-images-idx3-ubyte"), images);
-    write_file(dir / (std::string(split) + "-labels-idx1-ubyte"),
-               be32(0x801) + be32(count) + labels);
-  }
-  return dir.string();
-}
-
 }  // namespace
 
 TEST_CASE("resume: stopped by --steps and resumed, the losses are bit for bit the same") {
@@ -314,7 +293,8 @@ TEST_CASE("resume: a checkpoint of another training set is refused, naming both 
   const std::string ckpt = (dir / "ckpt").string();
   const fs::path file = dir / "ckpt" / "checkpoint.safetensors";
   const std::string model = write_file(dir / "small.model", kSmallModel);
-  const std::string larger = fashion_dir(dir / "d128", 128), smaller = fashion_dir(dir / "d64", 64);
+  const std::string larger = fashion_dir(dir / "d128", 128, 128),
+                    smaller = fashion_dir(dir / "d64", 64, 64);
   const auto args = [&](const std::string& data, const std::string& steps, bool resume) {
     std::vector<std::string> a = {"--model", model, "--data-dir", data, "--batch", "32",
                                   "--devices", "cpu:0", "--checkpoint-dir", ckpt, "--steps", steps};

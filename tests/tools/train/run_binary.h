@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/scratch_dir.h"
@@ -104,6 +106,29 @@ inline std::string write_file(const std::filesystem::path& path, const std::stri
 inline std::string slurp(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A Fashion-MNIST directory (the four IDX files, uncompressed, for --data-dir) of `train`
+// training and `test` test images: image i of class i mod 10, a bright row at a place of its
+// class.
+inline std::string fashion_dir(const std::filesystem::path& dir, uint32_t train, uint32_t test) {
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
+  };
+  std::filesystem::create_directories(dir);
+  for (const auto& [split, count] : {std::pair{"train", train}, {"t10k", test}}) {
+    std::string pixels(size_t{count} * 28 * 28, '\0'), labels(count, '\0');
+    for (uint32_t i = 0; i < count; ++i) {
+      labels[i] = static_cast<char>(i % 10);
+      pixels.replace(size_t{i} * 28 * 28 + (2 + 2 * (i % 10)) * 28, 28, 28,
+                     static_cast<char>(200));
+    }
+    write_file(dir / (std::string(split) + "-images-idx3-ubyte"),
+               be32(0x803) + be32(count) + be32(28) + be32(28) + pixels);
+    write_file(dir / (std::string(split) + "-labels-idx1-ubyte"),
+               be32(0x801) + be32(count) + labels);
+  }
+  return dir.string();
 }
 
 // A small model for quick runs on synthetic data, in two device blocks: 40 + 1,450 = 1,490 parameters.

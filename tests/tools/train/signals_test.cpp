@@ -16,7 +16,10 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/tools/train/metrics_file.h"
@@ -210,6 +213,52 @@ TEST_CASE("resume: SIGINT during an evaluation stops the run at once, status 130
     CHECK(r.output.find("done:") == std::string::npos);
     CHECK(fs::exists(dir / "ckpt" / "checkpoint.safetensors"));
   }
+}
+
+namespace {
+// The evaluations of a --metrics file, in order: (step, test loss, test accuracy).
+std::vector<std::tuple<int64_t, double, double>> evaluations(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  REQUIRE_MESSAGE(in.good(), "no metrics file " << metrics);
+  std::vector<std::tuple<int64_t, double, double>> out;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == "eval")
+      out.emplace_back(j["step"].get<int64_t>(), j["test_loss"].get<double>(),
+                       j["test_accuracy"].get<double>());
+  }
+  return out;
+}
+}  // namespace
+
+// A stop at an epoch's end keeps the checkpoint there, its evaluation still due, so that a
+// --resume evaluates that epoch first: the stopped and resumed run evaluates as a whole run
+// does. Epochs of one step; the signal, sent once the first step's line is out, lands just
+// before the epoch's evaluation or during it (which it abandons; trainer.cpp's epochs() takes
+// both to the same place), or on a loaded machine after it: which, the timing decides, so this
+// is no test of one of them alone. Two epochs more leave the signal time to land in the run.
+TEST_CASE("resume: a stop at an epoch's end evaluates that epoch on --resume") {
+  const fs::path dir = temp_dir("signal-epoch-end");
+  const std::vector<std::string> recipe = {
+      "--model", write_file(dir / "small.model", kSmallModel), "--data-dir",
+      fashion_dir(dir / "data", 32, 5000), "--batch", "32", "--microbatches", "8",
+      "--devices", "cpu:0", "--epochs", "3", "--print-every", "1"};
+  std::vector<std::string> whole = recipe;
+  whole.insert(whole.end(), {"--metrics", (dir / "whole.jsonl").string()});
+  run_train_ok(whole);
+  std::vector<std::string> pieces = recipe;
+  pieces.insert(pieces.end(), {"--metrics", (dir / "pieces.jsonl").string(), "--checkpoint-dir",
+                               (dir / "ckpt").string()});
+  const Signalled stopped = signal_when(pieces, "step 1/1", SIGINT);
+  CAPTURE(stopped.output);
+  REQUIRE(WIFEXITED(stopped.status));
+  CHECK(WEXITSTATUS(stopped.status) == 130);
+  CHECK(stopped.output.find("stopped by SIGINT after step 1") != std::string::npos);
+  pieces.push_back("--resume");
+  run_train_ok(pieces);
+  const auto expected = evaluations(dir / "whole.jsonl");
+  REQUIRE(expected.size() == 3);  // one at each epoch's end, steps 1, 2 and 3
+  CHECK(evaluations(dir / "pieces.jsonl") == expected);
 }
 
 // Under mpirun the ranks agreed on a stop after each step only: a SIGTERM during the evaluation
