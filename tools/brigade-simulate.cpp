@@ -23,6 +23,9 @@
 // Beside each makespan: the lower bound (pipeline/schedule/lower_bound.h), the best any order
 // of the schedule's actions could reach within the memory it holds, and the gap to it.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -64,6 +67,15 @@ struct Options {
   std::optional<int> max_live;
 };
 
+// The largest cost or weight taken: the simulator sums costs over every action of a schedule,
+// and its lower bound subtracts such sums, which stay exact far below a double's range (a
+// cost of 1e308 summed to infinity, and infinity minus infinity never ended a loop).
+constexpr double kMostCost = 1e15;
+
+// The most (stage, micro-batch) pairs a generated schedule may have: p x v x m of 2^20 takes
+// seconds and half a GiB (1f1b at p = m = 1024: 17 s, 0.5 GB); past it, minutes and gigabytes.
+constexpr int64_t kMostStageMicrobatches = int64_t{1} << 20;
+
 // "f=1,b=2,w=1,comm=0.5,act=1" -> the device-share costs; unknown keys are an error (a
 // malformed flag: cli::UsageError, exit 2, as CLI11's own).
 bp::StageCost parse_cost(const std::string& text, double& comm) {
@@ -82,7 +94,8 @@ bp::StageCost parse_cost(const std::string& text, double& comm) {
     } catch (const std::exception&) {
       throw brigade::cli::UsageError("--cost: '" + item + "' has no number after '='");
     }
-    if (value < 0) throw brigade::cli::UsageError("--cost: '" + item + "' is negative");
+    if (!std::isfinite(value) || value < 0 || value > kMostCost)
+      throw brigade::cli::UsageError("--cost: '" + item + "' is not a number from 0 to 1e15");
     if (key == "f") c.f = value;
     else if (key == "b") c.b = value;
     else if (key == "w") c.w = value;
@@ -97,8 +110,8 @@ bp::StageCost parse_cost(const std::string& text, double& comm) {
 bp::CostModel cost_model(const bp::Schedule& s, const bp::StageCost& share, double comm,
                          const std::vector<double>& weights) {
   if (!weights.empty() && static_cast<int>(weights.size()) != s.devices)
-    throw std::invalid_argument("--device-weights has " + std::to_string(weights.size()) +
-                                " values for " + std::to_string(s.devices) + " devices");
+    throw brigade::cli::UsageError("--device-weights has " + std::to_string(weights.size()) +
+                                   " values for " + std::to_string(s.devices) + " devices");
   bp::CostModel model;
   model.comm = comm;
   for (int st = 0; st < s.stages(); ++st) {
@@ -188,10 +201,19 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
   report.timelines.push_back(std::move(t));
 }
 
+// Each weight a positive number of at most kMostCost (0 or less is no device's speed).
+void check_device_weights(const std::vector<double>& weights) {
+  for (double w : weights)
+    if (!std::isfinite(w) || w <= 0 || w > kMostCost)
+      throw brigade::cli::UsageError("--device-weights: " + fmt("%g", w) +
+                                     " is not a number above 0 and at most 1e15");
+}
+
 // The schedules to report: the file's, or the generators' by name.
 int run(const Options& o) {
   double comm = 0;
   const bp::StageCost share = parse_cost(o.cost, comm);
+  check_device_weights(o.device_weights);
   Report report;
   char line[256];
   std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %8s %6s %9s %9s  %-22s %s\n",
@@ -203,6 +225,13 @@ int run(const Options& o) {
   std::vector<std::string> names;
   if (o.schedule_file.empty())
     names = o.schedule == "all" ? bp::schedule_names() : split(o.schedule);
+  if (o.schedule_file.empty() && names.empty())
+    throw brigade::cli::UsageError("--schedule: name a schedule, several joined by commas, or all");
+  const std::vector<std::string> known = bp::schedule_names();
+  for (const std::string& name : names)  // all of them, before the first is simulated
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw brigade::cli::UsageError("--schedule: unknown schedule '" + name + "'; known: " +
+                                     join(known, " "));
   if (o.print_schedule && o.schedule_file.empty() && names.size() != 1)
     throw brigade::cli::UsageError("--print-schedule writes one schedule: name it with --schedule");
 
@@ -215,25 +244,42 @@ int run(const Options& o) {
     }
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
   }
+  // Under all, a schedule that cannot be made for these counts, or not within --max-live, is a
+  // row that says why, in the first line of it (the second draws where); the others still run.
+  const auto skip = [&](const std::string& name, const std::string& why) {
+    std::snprintf(line, sizeof line, "%-17s ", name.c_str());
+    report.table += std::string(line) + "skipped: " + why.substr(0, why.find('\n')) + "\n";
+  };
   for (const std::string& name : names) {
     // --chunks is for the schedules that take any v; the V shapes have two, the others one.
     const bool v_shape = bp::placement_of(name) == bp::Placement::v_shape;
     const int v = v_shape ? 2 : bp::default_chunks(name) > 1 ? o.chunks : 1;
+    if (int64_t{o.devices} * v * o.microbatches > kMostStageMicrobatches)
+      throw brigade::cli::UsageError(
+          name + ": " + std::to_string(o.devices) + " stages x " + std::to_string(v) +
+          (v == 1 ? " chunk x " : " chunks x ") + std::to_string(o.microbatches) +
+          " micro-batches is over 2^20 " +
+          "(stage, micro-batch) pairs, the most this tool simulates in seconds");
     bp::Schedule s;
     try {
       s = bp::make_schedule(name, o.devices, o.microbatches, v);
       if (bp::schedule_kind(name).needs_costs)  // planned for the costs given, not unit ones
         s = bp::make_schedule(name, o.devices, o.microbatches, v,
                               cost_model(s, share, comm, o.device_weights));
-    } catch (const std::invalid_argument& e) {
-      if (o.schedule != "all") throw;
-      std::snprintf(line, sizeof line, "%-17s ", name.c_str());
-      report.table += line + std::string("skipped: ") + e.what() + "\n";
+    } catch (const std::invalid_argument& e) {  // a name, or counts it cannot take
+      if (o.schedule != "all") throw brigade::cli::UsageError(e.what());
+      skip(name, e.what());
       continue;
     }
     bp::validate(s);
     const bp::LoweredSchedule lowered = bp::lower(s);
-    if (o.lowered || o.max_live) bp::validate(lowered, o.max_live);
+    try {
+      if (o.lowered || o.max_live) bp::validate(lowered, o.max_live);
+    } catch (const bp::ScheduleError& e) {  // over --max-live: under all, the others still run
+      if (o.schedule != "all" || !o.max_live) throw;
+      skip(name, e.what());
+      continue;
+    }
     if (o.print_schedule) {
       std::cout << (o.lowered ? file_form(lowered, o) : file_form(s, o));
       return 0;

@@ -1,5 +1,6 @@
 #include "pipeline/schedule/schedule_text.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -131,6 +132,21 @@ ScheduleText parse_schedule_text(std::string_view text, const std::string& sourc
   if (static_cast<int>(s.lists.size()) != s.devices)
     throw std::invalid_argument(source + ": " + std::to_string(s.lists.size()) +
                                 " device lines for 'devices: " + std::to_string(s.devices) + "'");
+  // Every stage runs a forward and a backward of every micro-batch: lists shorter than that
+  // are refused here, before validation sizes its tables by the header's counts (a header of
+  // 'microbatches: 100000000' over two short lines once took 2.3 GB to be refused).
+  size_t actions = 0;
+  for (const auto& list : s.lists) actions += list.size();
+  const double least = 2.0 * s.devices * s.chunks * s.microbatches;  // in a double: no overflow
+  if (static_cast<double>(actions) < least) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.0f", least);
+    throw std::invalid_argument(
+        source + ": " + std::to_string(s.devices) + " devices x " + std::to_string(s.chunks) +
+        " chunks x " + std::to_string(s.microbatches) + " micro-batches need at least " + count +
+        " actions (a forward and a backward of each stage and micro-batch); the device lines " +
+        "hold " + std::to_string(actions));
+  }
   return out;
 }
 
