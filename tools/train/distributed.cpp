@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -34,6 +35,7 @@ struct MpiRanks::State {
   std::unique_ptr<dist::MpiSession> session;
   std::optional<dist::Topology> topology;
   dist::Communicator control;  // this file's own: agreement, gather, broadcast
+  dist::Communicator refusals;  // agree_on_refusal's alone: no other call can match its barrier
   std::chrono::milliseconds timeout = dist::default_timeout();
 
   // Waits for `request`, a call on memory inside `buffers`, without spinning a core and
@@ -121,9 +123,11 @@ std::unique_ptr<MpiRanks> MpiRanks::start(int* argc, char*** argv) {
   }
   auto state = std::make_unique<State>();
   state->session = std::make_unique<dist::MpiSession>(argc, argv);
-  MPI_Comm control = MPI_COMM_NULL;
+  MPI_Comm control = MPI_COMM_NULL, refusals = MPI_COMM_NULL;
   BRIGADE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control));
   state->control = dist::Communicator(control);
+  BRIGADE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &refusals));
+  state->refusals = dist::Communicator(refusals);
   return std::unique_ptr<MpiRanks>(new MpiRanks(std::move(state)));
 }
 
@@ -267,23 +271,51 @@ void MpiRanks::broadcast_model(layers::Sequential& /*model*/, const StepRunner& 
 
 void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& what) {
   std::string error;
+  bool usage = false;  // a refusal of the command line: a UsageError on every rank
   if (rank() == 0) try {
       fn();
+    } catch (const UsageError& e) {
+      error = e.what(), usage = true;
     } catch (const std::exception& e) {
       error = e.what();
       if (error.empty()) error = what + " failed";
     }
-  const auto length = std::make_shared<int>(static_cast<int>(error.size()));
+  // {the message's length, whether it is a usage error}
+  const auto words = std::make_shared<std::array<int, 2>>(
+      std::array<int, 2>{static_cast<int>(error.size()), usage ? 1 : 0});
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Ibcast(length.get(), 1, MPI_INT, 0, state_->control.get(), &request));
-  state_->wait(request, length, what + ": rank 0's outcome");
-  if (*length == 0) return;
-  const auto text = std::make_shared<std::string>(std::move(error));
-  text->resize(static_cast<size_t>(*length));
   BRIGADE_MPI_CHECK(
-      MPI_Ibcast(text->data(), *length, MPI_CHAR, 0, state_->control.get(), &request));
+      MPI_Ibcast(words->data(), 2, MPI_INT, 0, state_->control.get(), &request));
+  state_->wait(request, words, what + ": rank 0's outcome");
+  const int length = (*words)[0];
+  if (length == 0) return;
+  const auto text = std::make_shared<std::string>(std::move(error));
+  text->resize(static_cast<size_t>(length));
+  BRIGADE_MPI_CHECK(
+      MPI_Ibcast(text->data(), length, MPI_CHAR, 0, state_->control.get(), &request));
   state_->wait(request, text, what + ": rank 0's message");
+  if ((*words)[1] != 0) throw UsageError(*text);
   throw AllRanksError(*text, 1);
+}
+
+bool MpiRanks::agree_on_refusal() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  BRIGADE_MPI_CHECK(MPI_Ibarrier(state_->refusals.get(), &request));
+  const auto until = std::chrono::steady_clock::now() +
+                     std::min<std::chrono::milliseconds>(state_->timeout, kRefusalAgreement);
+  try {
+    return dist::poll_until(
+        state_->session->faults(),
+        [&] {
+          int done = 0;
+          BRIGADE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+          return done != 0;
+        },
+        [&] { return std::chrono::steady_clock::now() >= until; }, state_->timeout,
+        [] { return std::string("the other ranks' refusals"); });
+  } catch (const std::exception&) {  // another rank's failure heard: this one ends too
+    return false;
+  }
 }
 
 void MpiRanks::agree_on_step(pipeline::StepResult& result) {

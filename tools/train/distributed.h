@@ -23,10 +23,13 @@
 // Agreement: after every step all ranks all-reduce (loss, correct, stop): the global loss
 // for rank 0's progress, and a SIGINT/SIGTERM seen by any rank stops every rank after the
 // same step. Errors: a mistake every rank makes alike (a usage error, a refused checkpoint)
-// is an AllRanksError: rank 0 prints it, every rank exits non-zero; anything else ends the
-// job through pipeline/distributed/faults.h (the failed rank is named, every rank aborts).
+// is an AllRanksError, or a refusal every rank meets and agrees on (agree_on_refusal): rank 0
+// prints it, every rank exits non-zero; anything else, a refusal of one rank alone included,
+// ends the job through pipeline/distributed/faults.h (the failed rank is named, every rank
+// aborts).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +45,12 @@
 #include "tools/train/training_processes.h"
 
 namespace brigade::train {
+
+// The longest a rank that refused to start waits for the others to refuse too (when
+// BRIGADE_MPI_TIMEOUT_S is not shorter): ranks that refuse alike do so at the same point of
+// the same work, seconds apart at most even on a loaded machine; past it the refusal is this
+// rank's alone, and it ends the job naming itself.
+inline constexpr std::chrono::seconds kRefusalAgreement{30};
 
 // True when argv asks for --distributed (checked before MPI is started).
 bool wants_distributed(int argc, const char* const* argv);
@@ -93,6 +102,10 @@ class MpiRanks final : public TrainingProcesses {
   // by the ranks of every replica, whose mean the line shows: "rank 1", "ranks 1+2k".
   std::string device_label(size_t d, const Device& placed) const override;
 
+  // Every rank that refused joins a barrier of its own communicator; true once all have, false
+  // after min(BRIGADE_MPI_TIMEOUT_S, kRefusalAgreement) without them or when another rank's
+  // failure is heard (the ranks that did not refuse wait elsewhere, in a collective of theirs).
+  bool agree_on_refusal() override;
   // Ends the job (faults.h); never returns.
   [[noreturn]] void end_job_for_own_error(const std::string& what) override;
 

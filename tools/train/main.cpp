@@ -10,8 +10,9 @@
 //   130/143  stopped by SIGINT/SIGTERM between steps, after writing a checkpoint
 //
 // --distributed (under mpirun): MPI starts before anything else. An error every rank meets
-// alike (a usage error, a refused checkpoint) is printed by rank 0 and every rank exits with
-// its status; an error of one rank ends the whole job naming that rank (distributed.h).
+// alike (a usage error, a refused checkpoint, a missing data set) is printed by rank 0 and
+// every rank exits with its status; an error of one rank, a refusal of its own host or
+// environment included, ends the whole job naming that rank (distributed.h).
 // Whether this process trains alone or as a rank is chosen once, in start_processes().
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,14 @@ std::unique_ptr<TrainingProcesses> start_processes([[maybe_unused]] int* argc,
   return std::make_unique<brigade::train::LoneProcess>();
 }
 
+// A refusal before the first step (status 2), said once: by the reporter where every process
+// refused, else, under mpirun, by the rank that alone refused as it ends the job.
+int refused(TrainingProcesses& processes, const char* what, const char* kind) {
+  if (!processes.agree_on_refusal()) processes.end_job_for_own_error(what);
+  if (processes.is_reporter()) std::fprintf(stderr, "brigade-train: %s%s\n", kind, what);
+  return 2;
+}
+
 int run(int argc, char** argv, TrainingProcesses& processes) {
   using namespace brigade::train;
   try {
@@ -50,12 +59,9 @@ int run(int argc, char** argv, TrainingProcesses& processes) {
     if (!options) return 0;  // --help
     return run_training(*options, processes);
   } catch (const UsageError& e) {
-    if (processes.is_reporter()) std::fprintf(stderr, "brigade-train: %s\n", e.what());
-    return 2;
+    return refused(processes, e.what(), "");
   } catch (const InputError& e) {  // refused before the first step
-    processes.end_job_for_own_error(e.what());
-    std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
-    return 2;
+    return refused(processes, e.what(), "error: ");
   } catch (const AllRanksError& e) {
     if (processes.is_reporter()) std::fprintf(stderr, "brigade-train: error: %s\n", e.what());
     return e.status();

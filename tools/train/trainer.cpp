@@ -58,7 +58,8 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
     throw UsageError(
         "--distributed: this brigade-train was built without MPI (install libopenmpi-dev, "
         "then reconfigure with -Dmpi=enabled)");
-  if (reporter_) check_outputs(options);  // the reporter writes every file
+  // The reporter writes every file: its refusal of one is every process's.
+  processes.on_reporter([&] { check_outputs(options); }, "checking the output files");
   // The CPU kernels read BRIGADE_CPU_ISA on a device's thread, where a bad value would fail
   // as a task of a stream: read here first, a refusal naming the variable.
   try {
@@ -97,9 +98,12 @@ void Training::set_up_pipeline() {
                      ": every micro-batch needs a sample");
 
   // Before the data is read: the training set's size, a recipe entry, at its widest.
-  if (reporter_)
-    check_output_space(o_, spec_,
-                       recipe_of(o_, m, replicas, std::numeric_limits<int64_t>::max()));
+  processes_.on_reporter(
+      [&] {
+        check_output_space(o_, spec_,
+                           recipe_of(o_, m, replicas, std::numeric_limits<int64_t>::max()));
+      },
+      "checking the output files' space");
 
   train_ = load_split(o_, data::Split::train);
   test_ = load_split(o_, data::Split::test);

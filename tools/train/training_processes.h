@@ -68,7 +68,8 @@ class TrainingProcesses {
   // parameters, optimizer state and `resume_point`.
   virtual void broadcast_model(layers::Sequential& model, const StepRunner& runner,
                                ResumePoint& resume_point) = 0;
-  // Runs `fn` on the reporter alone; an error it throws becomes every process's.
+  // Runs `fn` on the reporter alone; an error it throws becomes every process's (a
+  // UsageError stays one: a check of the reporter's files is a refusal on every process).
   virtual void on_reporter(const std::function<void()>& fn, const std::string& what) = 0;
 
   // After each step: the step's loss and correct count over every process (each replica's
@@ -88,6 +89,12 @@ class TrainingProcesses {
   // How the busy lines name pipeline device d, placed on `placed`.
   virtual std::string device_label(size_t d, const Device& placed) const = 0;
 
+  // A refusal this process met before the first step (a usage error, a bad input): whether
+  // every process met one, so that the reporter alone says it and each exits 2 (true alone).
+  // Most are met alike (the same command line, model and data on every rank), at about the
+  // same point; one that depends on a rank's own host or environment may be met by it alone,
+  // while the others wait for it in a collective: false, and the caller ends the job.
+  virtual bool agree_on_refusal() = 0;
   // An error this process alone met (not one every process met alike): a rank ends the whole
   // job naming itself and does not return; a lone process has no one to tell.
   virtual void end_job_for_own_error(const std::string& what) = 0;

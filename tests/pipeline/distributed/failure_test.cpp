@@ -226,6 +226,25 @@ TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no ha
     CHECK_MESSAGE(run.status != 0, run.output);
     CHECK_MESSAGE(count(run.output, c.message) == 1, run.output);
   }
+  // Refusals of the reporter's own checks (its output files): every rank refuses with it,
+  // exit 2, once said. The ranks that did not check went on into a collective of theirs and
+  // the job hung until killed.
+  for (const auto& output : {std::vector<std::string>{"--save", (dir / "no" / "x.st").string()},
+                             std::vector<std::string>{"--plot", (dir / "p.png").string()}}) {
+    CAPTURE(output[0]);
+    const Run run = train_mpi(2, with(base, with({"--distributed", "--balance", "flops"}, output)));
+    CHECK_MESSAGE(run.status == 2, run.output);
+    CHECK_MESSAGE(count(run.output, "brigade-train: " + output[0] + " '") == 1, run.output);
+  }
+  // An input every rank misses alike (the data set): said once, by rank 0, exit 2 (each rank
+  // once said it as its own failure, exit 1).
+  {
+    const Run run = train_mpi(3, {"--distributed", "--model", base[1], "--data-dir",
+                                  (dir / "none").string(), "--batch", "24", "--steps", "1"});
+    CHECK_MESSAGE(run.status == 2, run.output);
+    CHECK_MESSAGE(count(run.output, "Fashion-MNIST not found") == 1, run.output);
+    CHECK_MESSAGE(count(run.output, "brigade: rank") == 0, run.output);
+  }
   SUBCASE("--distributed without mpirun") {
     const Run run = train(with(base, {"--distributed"}));
     CHECK(run.status == 2);
@@ -236,6 +255,24 @@ TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no ha
     CHECK(run.status == 2);
     CHECK_MESSAGE(run.output.find("needs --distributed") != std::string::npos, run.output);
   }
+}
+
+// A refusal of one rank alone (its own environment, here a bad BRIGADE_CPU_ISA on rank 1):
+// the others went on into a collective, and it waited for them at MPI_Finalize, the job hung
+// without a word. It waits for the others to refuse too (min(BRIGADE_MPI_TIMEOUT_S, 30 s),
+// here 5 s), then ends the job naming itself.
+TEST_CASE("a refusal of one rank alone ends the job, naming that rank and why") {
+  const fs::path dir = temp_dir("alone");
+  const std::string args =
+      quoted(with(recipe(dir, 4), {"--distributed", "--balance", "flops"}));
+  const Run run = run_command(std::string("BRIGADE_MPI_TIMEOUT_S=5 timeout 60 ") +
+                              BRIGADE_MPIRUN + " --oversubscribe --allow-run-as-root -np 1 " +
+                              BRIGADE_TRAIN + args + " : -np 1 -x BRIGADE_CPU_ISA=bogus " +
+                              BRIGADE_TRAIN + args);
+  CAPTURE(run.output);
+  CHECK(run.status != 0);
+  CHECK(run.status != 124);  // not the hang detector
+  CHECK(ending_line(run.output, 1).starts_with("brigade: rank 1 failed: BRIGADE_CPU_ISA=bogus"));
 }
 
 }  // namespace
