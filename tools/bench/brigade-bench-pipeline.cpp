@@ -207,6 +207,43 @@ void print_summary(const std::vector<Row>& rows) {
               "points (target 5)\n", within, rows.size(), worst_gap);
 }
 
+// Why schedule `name` cannot run p devices at m micro-batches (its generator's refusal: an
+// interleaved schedule wants m a multiple of p, a V at least 2p), or nothing.
+std::optional<std::string> cannot_make(const std::string& name, int p, int m) {
+  try {
+    make_schedule(name, p, Bench::pieces(name, m), default_chunks(name));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
+// Why the table cannot be measured as asked, before any layer is profiled: a schedule that
+// does not exist, one with more stages than the model has layers, or no (schedule, m) that
+// runs at all; else nothing. (A row a schedule cannot make at one m is skipped, said in it.)
+std::optional<std::string> unrunnable(const model::ModelSpec& spec, int p,
+                                      const std::vector<std::string>& schedules,
+                                      const std::vector<int>& ms) {
+  const std::vector<std::string>& known = schedule_names();
+  bool any = false;
+  for (const std::string& name : schedules) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += " " + k;
+      return "--schedules: unknown schedule '" + name + "'; known:" + list;
+    }
+    const int stages = p * default_chunks(name);
+    if (stages > static_cast<int>(spec.layers.size()))
+      return "--schedules " + name + " on --devices " + std::to_string(p) + ": " +
+             std::to_string(stages) + " stages, but the model has " +
+             std::to_string(spec.layers.size()) + " layers";
+    for (int m : ms) any = any || !cannot_make(name, p, m);
+  }
+  if (!any) return "no schedule of --schedules runs at any --microbatches count (" +
+                   *cannot_make(schedules.empty() ? "" : schedules.front(), p, ms.front()) + ")";
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,8 +274,10 @@ int main(int argc, char** argv) {
   app.add_option("--train", train_steps,
                  "instead: train the model file's own placement N steps (0: measure)")
       ->check(CLI::Range(0, 1000000));
+  auto* train_option = app.get_option("--train");
   app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step")
-      ->default_str(cli::kNotGiven);
+      ->default_str(cli::kNotGiven)
+      ->needs(train_option);
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench-pipeline"))
     return *status;
   for (int m : ms)
@@ -256,6 +295,15 @@ int main(int argc, char** argv) {
       models::load_model_or_say_why(model_path, BRIGADE_MODELS_DIR, "brigade-bench-pipeline");
   if (!model_spec) return cli::kUsageStatus;
   const model::ModelSpec& spec = *model_spec;
+  if (train_steps == 0) {
+    if (const std::optional<std::string> why = unrunnable(spec, p, schedules, ms)) {
+      std::fprintf(stderr, "brigade-bench-pipeline: %s\n", why->c_str());
+      return cli::kUsageStatus;
+    }
+    // naive first at each m: every row's xnaive is against it.
+    std::stable_partition(schedules.begin(), schedules.end(),
+                          [](const std::string& n) { return n == "naive"; });
+  }
   try {
     if (train_steps > 0) return train(spec, train_steps, trace);
     std::string command;
@@ -289,12 +337,17 @@ int main(int argc, char** argv) {
     for (int m : ms)
       for (const std::string& name : schedules)
         for (int recompute = 0; recompute < 2; ++recompute) {
-          if (name == "interleaved-1f1b" && m % p != 0) continue;
+          if (const std::optional<std::string> why = cannot_make(name, p, m)) {
+            if (recompute == 0) std::printf("%-17s %3d skipped: %s\n", name.c_str(), m, why->c_str());
+            continue;
+          }
           const Row r = bench.run(name, m, recompute == 1);
           if (name == "naive" && !r.recompute) naive[m] = r.rate;
-          std::printf("%-17s %3d %5s %10.1f %7.2f %10.1f %8.2f %9.1f %9.1f\n", name.c_str(), m,
-                      recompute ? "yes" : "no", r.rate, naive.count(m) ? r.rate / naive[m] : 0.0,
-                      r.sim_rate, r.rate / r.sim_rate, 100 * r.bubble, 100 * r.sim_bubble);
+          char against[16] = "      -";  // no naive row at this m
+          if (naive.count(m)) std::snprintf(against, sizeof against, "%7.2f", r.rate / naive[m]);
+          std::printf("%-17s %3d %5s %10.1f %s %10.1f %8.2f %9.1f %9.1f\n", name.c_str(), m,
+                      recompute ? "yes" : "no", r.rate, against, r.sim_rate, r.rate / r.sim_rate,
+                      100 * r.bubble, 100 * r.sim_bubble);
           std::fflush(stdout);
           rows.push_back(r);
         }

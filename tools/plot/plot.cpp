@@ -1,17 +1,41 @@
 #include "tools/plot/plot.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 namespace brigade::plot {
 
+namespace {
+
+// The largest step number taken: a double holds every whole number up to it exactly, and the
+// plot's x axis is drawn in doubles.
+constexpr int64_t kLastStep = int64_t{1} << 53;
+
+// Field `key` of line j: a step number (a whole number from 1 to 2^53), else a JSON type
+// error, which read_metrics names with the line.
+int64_t step_of(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > kLastStep) ||
+      v.get<int64_t>() < 1 || v.get<int64_t>() > kLastStep)
+    throw std::invalid_argument(std::string("\"") + key + "\" is " + v.dump() +
+                                ", not a step number from 1 to 2^53");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
 Series read_metrics(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw MetricsError("metrics file '" + path + "' is a directory");
   std::ifstream in(path);
   if (!in) throw MetricsError("cannot open metrics file '" + path + "'");
   std::map<int64_t, StepPoint> steps;  // by step: a resumed run's repeat replaces the first
@@ -27,22 +51,26 @@ Series read_metrics(const std::string& path) {
     } catch (const nlohmann::json::exception&) {
       throw MetricsError(where + "not a JSON line (expected --metrics output of brigade-train)");
     }
+    if (!j.is_object() || (j.contains("kind") && !j["kind"].is_string()))
+      throw MetricsError(where + "not a line of brigade-train's --metrics (a JSON object whose "
+                         "\"kind\" is a string)");
+    const std::string kind = j.value("kind", "");
     try {
-      const std::string kind = j.value("kind", "");
       if (kind == "step") {
-        StepPoint p{j.at("step").get<int64_t>(), j.at("loss").get<double>(), std::nullopt};
+        StepPoint p{step_of(j, "step"), j.at("loss").get<double>(), std::nullopt};
         if (j.contains("accuracy") && !j["accuracy"].is_null()) p.accuracy = j["accuracy"].get<double>();
         steps[p.step] = p;
       } else if (kind == "eval") {
-        const EvalPoint e{j.at("step").get<int64_t>(), j.at("test_loss").get<double>(),
+        const EvalPoint e{step_of(j, "step"), j.at("test_loss").get<double>(),
                           j.at("test_accuracy").get<double>()};
         evals[e.step] = e;
       }
-    } catch (const nlohmann::json::exception& e) {
-      throw MetricsError(where + "a " + j.value("kind", std::string("?")) +
-                         " line without the expected fields (" + e.what() + ")");
+    } catch (const std::exception& e) {  // a field missing, of another type, out of range
+      throw MetricsError(where + "a " + kind + " line without the expected fields (" +
+                         e.what() + ")");
     }
   }
+  if (in.bad()) throw MetricsError("cannot read metrics file '" + path + "'");
   Series s;
   s.name = std::filesystem::path(path).stem().string();
   for (const auto& [step, p] : steps) s.steps.push_back(p);
@@ -53,16 +81,20 @@ Series read_metrics(const std::string& path) {
 std::vector<double> moving_mean(const std::vector<double>& values, size_t window) {
   window = std::max<size_t>(window, 1);
   std::vector<double> out(values.size());
-  double sum = 0;
+  // Summed in a long double: a window of values near a double's largest (a diverging loss)
+  // would overflow a double's sum to infinity, and its mean with it.
+  long double sum = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     sum += values[i];
     if (i >= window) sum -= values[i - window];
-    out[i] = sum / static_cast<double>(std::min(i + 1, window));
+    out[i] = static_cast<double>(sum / static_cast<long double>(std::min(i + 1, window)));
   }
   return out;
 }
 
 std::vector<double> nice_ticks(double lo, double hi, int count) {
+  if (!std::isfinite(lo) || !std::isfinite(hi))  // no tick would end the loop below
+    throw std::invalid_argument("nice_ticks: the range must be finite");
   if (!(hi > lo)) hi = lo + 1;
   const double raw = (hi - lo) / std::max(count, 1);
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
@@ -192,7 +224,9 @@ std::string render_svg(const std::vector<Series>& runs, const std::string& title
   }
   const double x0 = first <= 1 ? 0 : static_cast<double>(first - 1), x1 = static_cast<double>(last);
   const std::vector<double> xticks = nice_ticks(x0, x1, 8);
-  const double y_loss = std::max(nice_ticks(0, top_loss * 1.05, 5).back(), top_loss * 1.05);
+  // 5 % of room above the highest loss, where a double has it (a diverging loss may not).
+  const double headroom = top_loss < DBL_MAX / 1.05 ? top_loss * 1.05 : top_loss;
+  const double y_loss = std::max(nice_ticks(0, headroom, 5).back(), headroom);
   const Panel loss{x0, x1, 0, y_loss > 0 ? y_loss : 1, kTop};
   const Panel acc{x0, x1, 0, 1, kTop + kPanel + kGap};
   const double height = acc.top + kPanel + kBottom;

@@ -53,7 +53,7 @@ Series read_metrics(const std::string& path);
 // The moving mean of `values` over `window` points ending at each point (fewer at the start).
 std::vector<double> moving_mean(const std::vector<double>& values, size_t window);
 
-// 1, 2, 5 x 10^k ticks covering [lo, hi]: about `count` of them.
+// 1, 2, 5 x 10^k ticks covering [lo, hi], both finite: about `count` of them.
 std::vector<double> nice_ticks(double lo, double hi, int count);
 
 // The SVG text. Throws std::invalid_argument when no run has a step.

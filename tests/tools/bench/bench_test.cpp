@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -109,16 +110,60 @@ TEST_CASE("bench: the old switches are refused, and a model file that is no mode
 // and a negative --train taken as "measure": each is refused with exit status 2, by its name.
 TEST_CASE("bench: brigade-bench-pipeline refuses micro-batch and step counts it cannot run") {
   const std::string bench = tool_binary("BRIGADE_BENCH_PIPELINE");
+  // Schedules, device counts and flags it cannot run: refused before any layer is profiled
+  // (they were found after it, exit 1, or never: a table of no row, a --trace not written).
   const std::pair<std::string, std::string> refused[] = {
       {" --microbatches 0", "--microbatches"},
       {" --train -1", "--train"},
-      {" --batch 8 --microbatches 4,16", "--microbatches 16 is more than the --batch 8 samples"}};
+      {" --batch 8 --microbatches 4,16", "--microbatches 16 is more than the --batch 8 samples"},
+      {" --schedules 1f1b,nosuch", "--schedules: unknown schedule 'nosuch'; known: naive"},
+      {" --model tiny_cnn --devices 8", "--schedules naive on --devices 8: 8 stages, but the "
+                                        "model has 6 layers"},
+      {" --model tiny_cnn --microbatches 3 --schedules interleaved-1f1b",
+       "no schedule of --schedules runs at any --microbatches count (interleaved-1f1b: "
+       "micro-batches must be a multiple of the devices"},
+      {" --trace t", "--trace requires --train"}};
   for (const auto& [args, says] : refused) {
+    CAPTURE(args);
     const Run r = run_command(bench + args);
     CAPTURE(r.output);
     CHECK(r.status == 2);
     CHECK(r.output.find(says) != std::string::npos);
+    CHECK(r.output.find("stages by profiled time") == std::string::npos);  // before profiling
   }
+}
+
+// A row a schedule cannot make at one m says so in the table, and every row's xnaive is
+// against naive at its m, measured first whatever the order asked (a row before naive read
+// 0.00 there, and a table without naive 0.00 in every row).
+TEST_CASE("bench: brigade-bench-pipeline's rows: skipped ones said, xnaive against naive") {
+  const std::string bench = tool_binary("BRIGADE_BENCH_PIPELINE") +
+                            " --model tiny_cnn --batch 8 --microbatches 2 --steps 1";
+  const Run r = run_command(bench + " --schedules 1f1b,dualpipe-v,naive");
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const size_t naive = r.output.find("\nnaive               2    no "),
+               one_f_one_b = r.output.find("\n1f1b                2    no ");
+  REQUIRE(naive != std::string::npos);
+  REQUIRE(one_f_one_b != std::string::npos);
+  CHECK(naive < one_f_one_b);
+  CHECK(r.output.find("\ndualpipe-v          2 skipped: dualpipe-v: needs at least 2p = 4 "
+                      "micro-batches") != std::string::npos);
+  // naive against itself: 1.00; 1f1b's xnaive is its samples/s over naive's.
+  const auto field = [&](size_t at, int column) {  // the row's whitespace-separated fields
+    std::istringstream row(r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1));
+    std::string word;
+    for (int i = 0; i <= column; ++i) row >> word;
+    return std::stod(word);
+  };
+  CHECK(field(naive, 4) == 1.0);
+  CHECK(field(one_f_one_b, 4) == doctest::Approx(field(one_f_one_b, 3) / field(naive, 3))
+                                     .epsilon(0.01));
+  const Run alone = run_command(bench + " --schedules 1f1b");
+  CAPTURE(alone.output);
+  REQUIRE(alone.status == 0);
+  CHECK(alone.output.find("\n1f1b                2    no ") != std::string::npos);
+  CHECK(alone.output.find("      -   ") != std::string::npos);  // no naive: no ratio
 }
 
 // --count-calls reads the emulated CUDA runtime's counts (kernels/emu/cudart/README.md,

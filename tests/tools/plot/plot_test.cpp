@@ -3,6 +3,8 @@
 // brigade-train --plot.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -58,6 +60,51 @@ TEST_CASE("plot: metrics read back; a step written twice (a resume) keeps the la
                        plot::MetricsError);
   CHECK_THROWS_WITH_AS(plot::read_metrics(write_file(dir / "text.jsonl", "epoch 1\n")),
                        doctest::Contains("text.jsonl:1: not a JSON line"), plot::MetricsError);
+}
+
+// JSON that is no --metrics line, and step numbers a run cannot have, are refused naming the
+// file and line: they once aborted brigade-plot (an array, a kind that is a number: an
+// exception thrown from the handler of another) or drew nonsense (1.5 as step 1, 1e30 at an
+// x of -3.7e21, 2^64 - 1 as step -1).
+TEST_CASE("plot: lines that are no --metrics output are refused with their file and line") {
+  const fs::path dir = temp_dir("plot-bad-lines");
+  const auto refusal = [&](const std::string& line) {
+    const std::string file = write_file(dir / "m.jsonl", line + "\n");
+    try {
+      plot::read_metrics(file);
+    } catch (const plot::MetricsError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  const std::string where = (dir / "m.jsonl").string() + ":1: ";
+  for (const char* line : {"[1,2]", "\"x\"", "3", "{\"kind\":5,\"step\":1,\"loss\":1}"}) {
+    CAPTURE(line);
+    CHECK(refusal(line) == where + "not a line of brigade-train's --metrics (a JSON object whose "
+                                   "\"kind\" is a string)");
+  }
+  for (const char* step : {"1.5", "1e30", "18446744073709551615", "0", "-3", "\"2\""}) {
+    CAPTURE(step);
+    const std::string why = refusal(std::string("{\"kind\":\"step\",\"step\":") + step +
+                                     ",\"loss\":1}");
+    CHECK(why.starts_with(where + "a step line without the expected fields"));
+    CHECK(why.find("not a step number from 1 to 2^53") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(plot::read_metrics(dir.string()), doctest::Contains("is a directory"),
+                       plot::MetricsError);
+}
+
+// A diverging run's losses near a double's largest: the moving mean once overflowed to
+// infinity, the y axis had no tick, and brigade-plot read past an empty vector (SIGSEGV).
+TEST_CASE("plot: losses near a double's largest draw a finite plot") {
+  CHECK(plot::moving_mean({1e308, 1e308, 1e308}, 2) == std::vector<double>{1e308, 1e308, 1e308});
+  plot::Series run;
+  run.name = "diverged";
+  run.steps = {{1, 1e308, std::nullopt}, {2, 1.7e308, std::nullopt}};
+  const std::string svg = plot::render_svg({run}, "diverged");
+  CHECK(svg.find("inf") == std::string::npos);
+  CHECK(svg.find("nan") == std::string::npos);
+  CHECK_THROWS_AS(plot::nice_ticks(0, HUGE_VAL, 5), std::invalid_argument);
 }
 
 TEST_CASE("plot: moving means and ticks by hand") {
