@@ -18,6 +18,7 @@
 #include "pipeline/distributed/poll.h"
 #include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
+#include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
 #include "tools/train/suggested_command.h"
 
@@ -95,18 +96,25 @@ const DistributedRunner& distributed_runner(const StepRunner& runner) {
   return *r;
 }
 
-// This command under mpirun with two ranks per replica, written as every suggestion is
-// (suggested_command.h: this program as it was invoked, not one looked up on PATH, and
-// --allow-run-as-root as root); empty for a --help. A command line brigade-train refuses
-// throws its UsageError: mpirun would not mend it.
+// This command under mpirun with two ranks per replica (one where the model, cut by its
+// device blocks, has one), written as every suggestion is (suggested_command.h: this program as
+// it was invoked, not one looked up on PATH, --allow-run-as-root as root, --devices of one
+// kind); empty for a --help. A command line brigade-train refuses throws its UsageError:
+// mpirun would not mend it.
 std::string under_mpirun(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return "";
   const std::optional<Options> options = parse_options(argc, argv);
   if (!options) return "";
-  Suggestion two_ranks;
-  two_ranks.pipeline_devices = 2;
-  return suggested_command(*options, two_ranks);
+  Suggestion ranks;
+  ranks.pipeline_devices = 2;
+  if (options->balance == "blocks") {
+    try {
+      ranks.pipeline_devices = std::min(2, load_model(options->model).device_count);
+    } catch (const std::exception&) {  // a model it cannot read: the run will say so
+    }
+  }
+  return suggested_command(*options, ranks);
 }
 
 }  // namespace
@@ -157,7 +165,8 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
   if (o.balance == "blocks" && p > blocks)
     throw UsageError(np + " but the model has " + std::to_string(blocks) + " device block" +
                      (blocks == 1 ? "" : "s") + ": run at most " + std::to_string(blocks * d) +
-                     " ranks, or cut the model by --balance flops|params|memory");
+                     (blocks * d == 1 ? " rank" : " ranks") +
+                     ", or cut the model by --balance flops|params|memory");
   if (p * o.chunks > layers)
     throw UsageError(np + " x " + std::to_string(o.chunks) + " chunks = " +
                      std::to_string(p * o.chunks) + " stages, but the model has only " +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string_view>
 
 #include "tools/train/preflight.h"
@@ -76,6 +77,29 @@ std::string shell_words(const std::vector<std::string>& words) {
 
 namespace {
 
+// The value the words give `flag` (its last, as CLI11 takes it), or nothing.
+std::optional<std::string> value_of(const std::vector<std::string>& words, const std::string& flag) {
+  std::optional<std::string> value;
+  for (size_t i = 1; i < words.size(); ++i) {
+    if (words[i] == flag && i + 1 < words.size()) value = words[i + 1];
+    if (words[i].starts_with(flag + "=")) value = words[i].substr(flag.size() + 1);
+  }
+  return value;
+}
+
+// --distributed's --devices for a list of devices (which it refuses: each rank runs one device
+// of its own, of one kind): cuda where every one is a GPU, else cpu.
+std::string kind_of_devices(const std::string& list) {
+  if (list == "auto" || list == "cpu" || list == "cuda") return list;
+  bool gpus = true;
+  for (size_t at = 0; at != std::string::npos && gpus;) {
+    gpus = list.compare(at, 5, "cuda:") == 0;
+    at = list.find(',', at);
+    if (at != std::string::npos) ++at;
+  }
+  return gpus ? "cuda" : "cpu";
+}
+
 // This run's words with the suggestion's changes (without mpirun's launcher).
 std::vector<std::string> suggested_words(const Options& o, const Suggestion& s) {
   std::vector<std::string> words = o.command;
@@ -84,17 +108,24 @@ std::vector<std::string> suggested_words(const Options& o, const Suggestion& s) 
     std::string list;
     for (const Device& d : *s.fewer_devices) list += (list.empty() ? "" : ",") + d.str();
     words = with_option(words, "--devices", list);
-    // A list given one entry per device keeps the entries of the devices kept (a prefix).
-    const auto prefix = [&](const char* flag, const std::vector<int>& per_device) {
-      if (per_device.size() <= 1) return;
-      std::string kept;
-      for (size_t d = 0; d < s.fewer_devices->size() && d < per_device.size(); ++d)
-        kept += (kept.empty() ? "" : ",") + std::to_string(per_device[d]);
-      words = with_option(words, flag, kept);
-    };
-    prefix("--threads-per-device", o.threads_per_device);
-    prefix("--max-activations", o.max_activations);
   }
+  // (The words as given: a rank's own options hold the list its rank made, never refused.)
+  if (const std::optional<std::string> devices = value_of(o.command, "--devices");
+      o.distributed && devices && kind_of_devices(*devices) != *devices)
+    words = with_option(words, "--devices", kind_of_devices(*devices));
+  // A list given one entry per device keeps the entries of the devices kept (a prefix).
+  const size_t devices = s.fewer_devices   ? s.fewer_devices->size()
+                         : o.distributed ? static_cast<size_t>(s.pipeline_devices)
+                                         : 0;
+  const auto prefix = [&](const char* flag, const std::vector<int>& per_device) {
+    if (per_device.size() <= 1 || devices == 0 || per_device.size() == devices) return;
+    std::string kept;
+    for (size_t d = 0; d < devices && d < per_device.size(); ++d)
+      kept += (kept.empty() ? "" : ",") + std::to_string(per_device[d]);
+    words = with_option(words, flag, kept);
+  };
+  prefix("--threads-per-device", o.threads_per_device);
+  prefix("--max-activations", o.max_activations);
   if (o.resume && s.microbatches > 0)
     words = with_option(words, "--microbatches", std::to_string(s.microbatches));
   return words;

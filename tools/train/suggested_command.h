@@ -5,7 +5,10 @@
 // - A --distributed run keeps its launcher: `mpirun -np N brigade-train --distributed ...`, one
 //   rank per device (times --data-parallel's replicas), with the flags Open MPI needs on this
 //   machine (--allow-run-as-root as root, --oversubscribe for more ranks than cores), and never
-//   a --devices list, which --distributed refuses.
+//   a --devices list, which --distributed refuses (a list becomes cuda where every device is a
+//   GPU, else cpu).
+// - A list of one entry per device (--threads-per-device, --max-activations) keeps the entries
+//   of the devices the command keeps.
 // - A --resume keeps the micro-batch count its checkpoint fixes (`--microbatches auto` would
 //   change it with the device count, and the checkpoint would be refused).
 // Before it is printed, the suggestion is parsed by parse_options(), the code that will parse

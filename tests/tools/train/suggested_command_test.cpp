@@ -3,6 +3,7 @@
 // they were. suggestions_test.cpp runs the commands themselves.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,4 +50,28 @@ TEST_CASE("suggested command: shell_words' words reach the program as they were,
   for (const std::string& w : words) expected += "[" + w + "]\n";
   CHECK(r.status == 0);
   CHECK(r.output == expected);
+}
+
+// Under --distributed each rank runs one device of one kind: a device list (which it refuses)
+// becomes cuda where every device is a GPU, else cpu; a list per device keeps the ranks'
+// entries. (suggestions_test.cpp runs such a command under mpirun.)
+TEST_CASE("suggested command: under --distributed, --devices of one kind, lists per rank") {
+  const auto command_for = [](std::vector<const char*> argv, int ranks) {
+    argv.insert(argv.begin(), "brigade-train");
+    const std::optional<Options> options =
+        parse_options(static_cast<int>(argv.size()), argv.data());
+    REQUIRE(options);
+    Suggestion s;
+    s.pipeline_devices = ranks;
+    return suggested_command(*options, s);
+  };
+  const std::string gpus = command_for({"--distributed", "--devices", "cuda:0,cuda:1"}, 2);
+  CAPTURE(gpus);
+  CHECK(gpus.ends_with(" -np 2 brigade-train --distributed --devices cuda"));
+  const std::string cpus =
+      command_for({"--distributed", "--devices", "cuda:0,cpu:1", "--max-activations", "3,2,1"}, 2);
+  CAPTURE(cpus);
+  CHECK(cpus.ends_with(" -np 2 brigade-train --distributed --devices cpu --max-activations 3,2"));
+  const std::string kept = command_for({"--distributed", "--devices", "cpu"}, 3);
+  CHECK(kept.ends_with(" -np 3 brigade-train --distributed --devices cpu"));
 }

@@ -371,6 +371,39 @@ TEST_CASE("suggestions: --distributed without mpirun names the command to run: u
   CHECK(ran.output.find("2 stages on 2 ranks") != std::string::npos);
 }
 
+// The command under mpirun runs as printed where the run named devices (a list --distributed
+// refuses: the command says cpu, one per rank) with a count per device (kept for the ranks
+// that run), and for a model of one device block (one rank: two were refused, "the model has
+// 1 device block").
+TEST_CASE("suggestions: --distributed with a device list, or one block: under mpirun, as printed") {
+  if (!test::have_mpi()) {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  const fs::path dir = test::temp_dir("suggest-mpirun");
+  const std::string one_block = test::write_file(
+      dir / "one.model", "input 28x28x1\ndevice 0\nflatten\ndense units=10 activation=softmax\n");
+  const struct {
+    std::string flags, expected, ranks;
+  } cases[] = {
+      {" --devices cpu:0,cpu:1,cpu:2 --max-activations 2,1,1",
+       " --devices cpu --max-activations 2,1", "-np 2 "},
+      {" --model " + one_block, " --model " + one_block, "-np 1 "},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.flags);
+    const std::string train = test::train_binary() + " --distributed" + kQuick;
+    const Run r = test::run_command(train + c.flags);
+    CAPTURE(r.output);
+    REQUIRE(r.status == 2);
+    const std::string fix = command_after(r.output, "not started by mpirun");
+    CHECK(fix.find(c.ranks + train + c.expected) != std::string::npos);
+    const Run ran = test::run_command(fix);
+    CAPTURE(ran.output);
+    CHECK(ran.status == 0);
+  }
+}
+
 // A list of one entry per device keeps the entries of the devices the command keeps: the
 // three devices' --threads-per-device 1,1,1 becomes 1,1 on two (given whole, the command was
 // refused for 3 counts on 2 devices), and so does 1 1 1, the list as several words (printed
