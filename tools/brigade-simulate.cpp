@@ -214,6 +214,8 @@ int run(const Options& o) {
   double comm = 0;
   const bp::StageCost share = parse_cost(o.cost, comm);
   check_device_weights(o.device_weights);
+  if (!o.svg.empty()) brigade::cli::check_output_file("--svg", o.svg);
+  if (!o.trace.empty()) brigade::cli::check_output_file("--trace", o.trace);  // FILE-NAME beside
   Report report;
   char line[256];
   std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %8s %6s %9s %9s  %-22s %s\n",

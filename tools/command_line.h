@@ -11,7 +11,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -63,6 +66,25 @@ inline std::optional<int> parse_or_exit_status(CLI::App& app, int argc, const ch
     return kUsageStatus;
   }
   return std::nullopt;
+}
+
+// Refuses an output file of `flag` that cannot be written, before any work is done for it: a
+// name that is a directory, or one whose directory does not exist or does not allow creating
+// a file (the file is written to a temporary name beside it, then renamed:
+// engine/output_file.h). brigade-train's own check says more (tools/train/preflight.h).
+inline void check_output_file(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) throw UsageError(flag + ": an empty file name");
+  if (path.ends_with('/') || fs::is_directory(path, ec))
+    throw UsageError(flag + " '" + path + "' is a directory: give a file name in it");
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(flag + " '" + path + "': the directory '" + dir.string() +
+                     "' does not exist (checked before any work, rather than fail after it)");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(flag + " '" + path + "': the directory '" + dir.string() +
+                     "' does not allow creating a file");
 }
 
 }  // namespace brigade::cli

@@ -126,6 +126,37 @@ TEST_CASE("command line: an unknown or malformed flag exits 2 with CLI11's messa
   CHECK(cost.output == "brigade-simulate: --cost: 'f=x' has no number after '='\n");
 }
 
+// An output in a directory that does not exist is refused before the work it would record:
+// brigade-bench measured for minutes, brigade-simulate simulated every schedule, and only then
+// failed to write (exit 1).
+TEST_CASE("command line: an output no directory can take is refused before any work, exit 2") {
+  const fs::path dir = temp_dir("outputs-nowhere");
+  const std::string metrics = write_file(
+      dir / "m.jsonl", "{\"kind\":\"step\",\"step\":1,\"loss\":1}\n");
+  const std::string nowhere = (dir / "no" / "out").string();
+  const struct {
+    const char* variable;
+    std::string args, flag, work;  // `work`: what the run prints once it has started
+  } runs[] = {
+      {"BRIGADE_BENCH", " --model tiny_cnn --level gemm --quick --json " + nowhere + ".json",
+       "--json", "GFLOP"},
+      {"BRIGADE_SIMULATE", " --schedule all --no-grid --svg " + nowhere + ".svg", "--svg", "=="},
+      {"BRIGADE_SIMULATE", " --schedule 1f1b --trace " + nowhere + ".json", "--trace", "=="},
+      {"BRIGADE_PLOT", " " + metrics + " -o " + nowhere + ".svg", "-o", "wrote"},
+      {"BRIGADE_BENCH_PIPELINE", " --model tiny_cnn --train 1 --trace " + nowhere, "--trace",
+       "step"},
+  };
+  for (const auto& r : runs) {
+    CAPTURE(r.args);
+    const Run run = run_command(tool_binary(r.variable) + r.args);
+    CAPTURE(run.output);
+    CHECK(run.status == cli::kUsageStatus);
+    CHECK(run.output.find(r.flag + " '" + nowhere) != std::string::npos);
+    CHECK(run.output.find("' does not exist") != std::string::npos);
+    CHECK(run.output.find(r.work) == std::string::npos);
+  }
+}
+
 TEST_CASE("command line: --help shows every option's default, in every tool") {
   for (const Tool& tool : kTools) {
     CAPTURE(tool.name);

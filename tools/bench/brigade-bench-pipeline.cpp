@@ -295,6 +295,14 @@ int main(int argc, char** argv) {
       models::load_model_or_say_why(model_path, BRIGADE_MODELS_DIR, "brigade-bench-pipeline");
   if (!model_spec) return cli::kUsageStatus;
   const model::ModelSpec& spec = *model_spec;
+  if (!trace.empty()) {  // PREFIX.svg and PREFIX.json, written after the training
+    try {
+      cli::check_output_file("--trace", trace + ".svg");
+    } catch (const cli::UsageError& e) {
+      std::fprintf(stderr, "brigade-bench-pipeline: %s\n", e.what());
+      return cli::kUsageStatus;
+    }
+  }
   if (train_steps == 0) {
     if (const std::optional<std::string> why = unrunnable(spec, p, schedules, ms)) {
       std::fprintf(stderr, "brigade-bench-pipeline: %s\n", why->c_str());

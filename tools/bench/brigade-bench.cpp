@@ -145,7 +145,9 @@ int main(int argc, char** argv) {
                  "--batch)")
       ->delimiter(',')
       ->check(CLI::IsMember({"ops", "model", "both", "runtime", "gemm"}));
-  app.add_flag("--quick", quick, "fewer repetitions, batch 128 only, reference on batch 2");
+  app.add_flag("--quick", quick,
+               "where not given: at most 3 repetitions and 2 steps, --batches 128; the reference "
+               "on batch 2");
   app.add_option("--batch", op.batch, "op level: batch")->check(CLI::Range(1, 4096));
   app.add_option("--batches", mo.batches, "model and runtime levels: batches")->delimiter(',')->check(CLI::Range(1, 4096));
   app.add_option("--threads", threads, "CPU thread counts")->delimiter(',')->check(CLI::Range(1, 256));
@@ -189,11 +191,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench"))
     return *status;
-  if (quick) {
-    reps = std::min(reps, 3);
+  if (!json_path.empty()) {  // before minutes of measurement, not after them
+    try {
+      cli::check_output_file("--json", json_path);
+    } catch (const cli::UsageError& e) {
+      std::fprintf(stderr, "brigade-bench: %s\n", e.what());
+      return cli::kUsageStatus;
+    }
+  }
+  if (quick) {  // fewer repetitions, steps and batches, where not given
+    if (app.count("--reps") == 0) reps = std::min(reps, 3);
     op.warmup = 1, op.reference_batch = 2, op.min_repetition_s = 0.02;
     if (app.count("--batches") == 0) mo.batches = {128};
-    mo.warmup = 1, mo.steps = std::min(mo.steps, 2);
+    mo.warmup = 1;
+    if (app.count("--steps") == 0) mo.steps = std::min(mo.steps, 2);
   }
   const auto asked = [&](const char* level) {
     return std::find(levels.begin(), levels.end(), level) != levels.end();

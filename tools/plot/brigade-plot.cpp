@@ -31,6 +31,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "brigade-plot: -o '%s': the name must end in .svg\n", output.c_str());
     return 2;
   }
+  try {
+    brigade::cli::check_output_file("-o", output);
+  } catch (const brigade::cli::UsageError& e) {
+    std::fprintf(stderr, "brigade-plot: %s\n", e.what());
+    return 2;
+  }
   std::vector<brigade::plot::Series> runs;
   try {
     for (const std::string& f : files) runs.push_back(brigade::plot::read_metrics(f));
