@@ -77,8 +77,9 @@ ThreadPool& cpu_thread_pool(const Device& device);
 // devices itself (brigade-train --devices auto) says what it chose.
 int cuda_device_count();
 
-// Why cuda_device_count() is 0, in a few words: the CUDA runtime's error name
-// ("cudaErrorInsufficientDriver", "cudaErrorNoDevice", ...), or that the build has no CUDA.
+// Why cuda_device_count() is 0, in a few words: the CUDA runtime's error name and its words
+// ("cudaErrorNoDevice: no CUDA-capable device is detected", ...), or that the build has no
+// CUDA.
 // Empty where there are GPUs.
 const std::string& no_gpu_reason();
 

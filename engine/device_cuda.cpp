@@ -36,7 +36,9 @@ int probe_cuda_devices(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    *why = cudaGetErrorName(status);  // the name says it: cudaErrorInsufficientDriver, ...
+    // The name and the runtime's words ("cudaErrorInsufficientDriver: CUDA driver version is
+    // insufficient for CUDA runtime version"; on emulated GPUs, the variable set wrong).
+    *why = std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
     (void)cudaGetLastError();  // clear the error so that later calls do not report it
     return 0;
   }
