@@ -240,6 +240,15 @@ TEST_CASE("bench: --count-calls counts a GPU step's calls on emulated GPUs, and 
   CHECK(calls_prec[1]["precision"] == "bf16");
   CHECK(calls_prec[0]["library_calls"].get<double>() > 0);
   CHECK(calls_prec[1]["library_calls"] == calls_prec[0]["library_calls"]);
+  // Emulated GPUs set up wrong: the refusal names the variable (it said only
+  // cudaErrorInitializationError), and --impls vendor is --count-calls' to refuse, not the op
+  // level's, whose suggested --impls reference,cpu --count-calls refused.
+  const Run wrong = run_command("BRIGADE_EMULATED_GPUS=abc " + bench +
+                                " --model tiny_cnn --count-calls --batches 4 --impls vendor");
+  CAPTURE(wrong.output);
+  CHECK(wrong.status == 2);
+  CHECK(wrong.output.find("BRIGADE_EMULATED_GPUS=\"abc\"") != std::string::npos);
+  CHECK(wrong.output.find("here: --impls reference,cpu") == std::string::npos);
 #else
   CHECK(r.status == 2);
   CHECK(r.output.find("--count-calls needs a build on emulated GPUs") != std::string::npos);
