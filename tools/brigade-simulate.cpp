@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -246,6 +247,33 @@ int run(const Options& o) {
     }
     simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
   }
+  // --chunks is for the schedules that take any v; the V shapes have two, the others one.
+  const auto chunks_of = [&](const std::string& name) {
+    if (bp::placement_of(name) == bp::Placement::v_shape) return 2;
+    return bp::default_chunks(name) > 1 ? o.chunks : 1;
+  };
+  // Why each schedule cannot be made for these counts, found before any is simulated: named
+  // alone or in a list, that is the command's refusal; under all, its row says it.
+  std::map<std::string, std::string> cannot;
+  for (const std::string& name : names) {
+    const int v = chunks_of(name);
+    std::string why;
+    if (int64_t{o.devices} * v * o.microbatches > kMostStageMicrobatches) {
+      why = name + ": " + std::to_string(o.devices) + " stages x " + std::to_string(v) +
+            (v == 1 ? " chunk x " : " chunks x ") + std::to_string(o.microbatches) +
+            " micro-batches is over 2^20 (stage, micro-batch) pairs, the most this tool " +
+            "simulates in seconds";
+    } else {
+      try {
+        bp::make_schedule(name, o.devices, o.microbatches, v);
+      } catch (const std::invalid_argument& e) {
+        why = e.what();
+      }
+    }
+    if (why.empty()) continue;
+    if (o.schedule != "all") throw brigade::cli::UsageError(why);
+    cannot[name] = why;
+  }
   // Under all, a schedule that cannot be made for these counts, or not within --max-live, is a
   // row that says why, in the first line of it (the second draws where); the others still run.
   const auto skip = [&](const std::string& name, const std::string& why) {
@@ -253,26 +281,15 @@ int run(const Options& o) {
     report.table += std::string(line) + "skipped: " + why.substr(0, why.find('\n')) + "\n";
   };
   for (const std::string& name : names) {
-    // --chunks is for the schedules that take any v; the V shapes have two, the others one.
-    const bool v_shape = bp::placement_of(name) == bp::Placement::v_shape;
-    const int v = v_shape ? 2 : bp::default_chunks(name) > 1 ? o.chunks : 1;
-    if (int64_t{o.devices} * v * o.microbatches > kMostStageMicrobatches)
-      throw brigade::cli::UsageError(
-          name + ": " + std::to_string(o.devices) + " stages x " + std::to_string(v) +
-          (v == 1 ? " chunk x " : " chunks x ") + std::to_string(o.microbatches) +
-          " micro-batches is over 2^20 " +
-          "(stage, micro-batch) pairs, the most this tool simulates in seconds");
-    bp::Schedule s;
-    try {
-      s = bp::make_schedule(name, o.devices, o.microbatches, v);
-      if (bp::schedule_kind(name).needs_costs)  // planned for the costs given, not unit ones
-        s = bp::make_schedule(name, o.devices, o.microbatches, v,
-                              cost_model(s, share, comm, o.device_weights));
-    } catch (const std::invalid_argument& e) {  // a name, or counts it cannot take
-      if (o.schedule != "all") throw brigade::cli::UsageError(e.what());
-      skip(name, e.what());
+    if (cannot.count(name)) {
+      skip(name, cannot.at(name));
       continue;
     }
+    const int v = chunks_of(name);
+    bp::Schedule s = bp::make_schedule(name, o.devices, o.microbatches, v);
+    if (bp::schedule_kind(name).needs_costs)  // planned for the costs given, not unit ones
+      s = bp::make_schedule(name, o.devices, o.microbatches, v,
+                            cost_model(s, share, comm, o.device_weights));
     bp::validate(s);
     const bp::LoweredSchedule lowered = bp::lower(s);
     try {

@@ -142,8 +142,9 @@ ScheduleText parse_schedule_text(std::string_view text, const std::string& sourc
     char count[32];
     std::snprintf(count, sizeof count, "%.0f", least);
     throw std::invalid_argument(
-        source + ": " + std::to_string(s.devices) + " devices x " + std::to_string(s.chunks) +
-        " chunks x " + std::to_string(s.microbatches) + " micro-batches need at least " + count +
+        source + ": " + std::to_string(s.devices) +
+        (s.devices == 1 ? " device x " : " devices x ") + std::to_string(s.chunks) + (s.chunks == 1 ? " chunk x " : " chunks x ") +
+        std::to_string(s.microbatches) + " micro-batches need at least " + count +
         " actions (a forward and a backward of each stage and micro-batch); the device lines " +
         "hold " + std::to_string(actions));
   }

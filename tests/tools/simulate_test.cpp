@@ -1,8 +1,9 @@
 // brigade-simulate's own values (tools/brigade-simulate.cpp), refused before anything is
 // simulated, exit 2, one line each: costs and device weights that are not finite numbers in
 // range (NaN and infinity once crashed the lower bound's sort or never ended its loop), a
-// schedule list with an empty or unknown name (refused after the names before it had run),
-// counts a generator cannot take, and sizes past what it simulates in seconds (p = m = 65536,
+// schedule list with an empty or unknown name, counts a generator cannot take, and sizes past
+// what it simulates in seconds (each of the last three refused after the names before it had
+// run) (p = m = 65536,
 // both in the flags' ranges, took gigabytes). Under all, a schedule over --max-live is a row
 // of the table that says why, and the others run.
 #include <doctest/doctest.h>
@@ -39,6 +40,10 @@ TEST_CASE("brigade-simulate: values it cannot simulate are refused, exit 2, befo
       {"--schedule gpipe,nosuch", "--schedule: unknown schedule 'nosuch'"},
       {"--schedule interleaved-1f1b --stages 4 --microbatches 3",
        "micro-batches must be a multiple of the devices"},
+      {"--schedule gpipe,interleaved-1f1b --stages 4 --microbatches 3",
+       "micro-batches must be a multiple of the devices"},
+      {"--schedule gpipe,looped-bfs --stages 1024 --chunks 2 --microbatches 1024",
+       "looped-bfs: 1024 stages x 2 chunks x 1024 micro-batches is over 2^20"},
       {"--schedule gpipe --stages 65536 --microbatches 65536",
        "gpipe: 65536 stages x 1 chunk x 65536 micro-batches is over 2^20"},
       {"--schedule looped-bfs --stages 1024 --chunks 2 --microbatches 1024",

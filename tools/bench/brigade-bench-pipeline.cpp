@@ -274,10 +274,8 @@ int main(int argc, char** argv) {
   app.add_option("--train", train_steps,
                  "instead: train the model file's own placement N steps (0: measure)")
       ->check(CLI::Range(0, 1000000));
-  auto* train_option = app.get_option("--train");
   app.add_option("--trace", trace, "with --train: write PREFIX.svg and PREFIX.json of the last step")
-      ->default_str(cli::kNotGiven)
-      ->needs(train_option);
+      ->default_str(cli::kNotGiven);
   if (const auto status = cli::parse_or_exit_status(app, argc, argv, "brigade-bench-pipeline"))
     return *status;
   for (int m : ms)
@@ -295,6 +293,11 @@ int main(int argc, char** argv) {
       models::load_model_or_say_why(model_path, BRIGADE_MODELS_DIR, "brigade-bench-pipeline");
   if (!model_spec) return cli::kUsageStatus;
   const model::ModelSpec& spec = *model_spec;
+  if (!trace.empty() && train_steps == 0) {  // measuring writes no trace
+    std::fprintf(stderr, "brigade-bench-pipeline: --trace is for --train N: measuring the "
+                 "schedules writes none\n");
+    return cli::kUsageStatus;
+  }
   if (!trace.empty()) {  // PREFIX.svg and PREFIX.json, written after the training
     try {
       cli::check_output_file("--trace", trace + ".svg");
@@ -346,7 +349,8 @@ int main(int argc, char** argv) {
       for (const std::string& name : schedules)
         for (int recompute = 0; recompute < 2; ++recompute) {
           if (const std::optional<std::string> why = cannot_make(name, p, m)) {
-            if (recompute == 0) std::printf("%-17s %3d skipped: %s\n", name.c_str(), m, why->c_str());
+            if (recompute == 0)
+              std::printf("%-17s %3d skipped: %s\n", name.c_str(), m, why->c_str());
             continue;
           }
           const Row r = bench.run(name, m, recompute == 1);

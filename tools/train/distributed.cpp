@@ -310,8 +310,10 @@ void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& w
 bool MpiRanks::agree_on_refusal() {
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Ibarrier(state_->refusals.get(), &request));
+  // Half the others' deadline at most: a rank waiting for this one in a collective of its own
+  // would otherwise give up first, and name this rank as one that died.
   const auto until = std::chrono::steady_clock::now() +
-                     std::min<std::chrono::milliseconds>(state_->timeout, kRefusalAgreement);
+                     std::min<std::chrono::milliseconds>(state_->timeout / 2, kRefusalAgreement);
   try {
     return dist::poll_until(
         state_->session->faults(),

@@ -46,7 +46,7 @@
 
 namespace brigade::train {
 
-// The longest a rank that refused to start waits for the others to refuse too (when
+// The longest a rank that refused to start waits for the others to refuse too (when half
 // BRIGADE_MPI_TIMEOUT_S is not shorter): ranks that refuse alike do so at the same point of
 // the same work, seconds apart at most even on a loaded machine; past it the refusal is this
 // rank's alone, and it ends the job naming itself.
@@ -86,7 +86,8 @@ class MpiRanks final : public TrainingProcesses {
   // Every rank receives rank 0's parameters, optimizer state and `resume_point`.
   void broadcast_model(layers::Sequential& model, const StepRunner& runner,
                        ResumePoint& resume_point) override;
-  // Rank 0 runs `fn` (which may throw); every rank then throws AllRanksError with its message.
+  // Rank 0 runs `fn` (which may throw); every rank then throws its message: as a UsageError
+  // where fn threw one, else as an AllRanksError (status 1).
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
 
   // The ranks add up the step's loss and correct count, and agree on the largest stop signal
@@ -103,7 +104,7 @@ class MpiRanks final : public TrainingProcesses {
   std::string device_label(size_t d, const Device& placed) const override;
 
   // Every rank that refused joins a barrier of its own communicator; true once all have, false
-  // after min(BRIGADE_MPI_TIMEOUT_S, kRefusalAgreement) without them or when another rank's
+  // after min(BRIGADE_MPI_TIMEOUT_S / 2, kRefusalAgreement) without them or when another rank's
   // failure is heard (the ranks that did not refuse wait elsewhere, in a collective of theirs).
   bool agree_on_refusal() override;
   // Ends the job (faults.h); never returns.

@@ -78,7 +78,8 @@ std::string shell_words(const std::vector<std::string>& words) {
 namespace {
 
 // The value the words give `flag` (its last, as CLI11 takes it), or nothing.
-std::optional<std::string> value_of(const std::vector<std::string>& words, const std::string& flag) {
+std::optional<std::string> value_of(const std::vector<std::string>& words,
+                                    const std::string& flag) {
   std::optional<std::string> value;
   for (size_t i = 1; i < words.size(); ++i) {
     if (words[i] == flag && i + 1 < words.size()) value = words[i + 1];
@@ -91,11 +92,12 @@ std::optional<std::string> value_of(const std::vector<std::string>& words, const
 // of its own, of one kind): cuda where every one is a GPU, else cpu.
 std::string kind_of_devices(const std::string& list) {
   if (list == "auto" || list == "cpu" || list == "cuda") return list;
-  bool gpus = true;
+  bool gpus = true;  // every entry `cuda` or `cuda:N` (read as written: no driver asked)
   for (size_t at = 0; at != std::string::npos && gpus;) {
-    gpus = list.compare(at, 5, "cuda:") == 0;
-    at = list.find(',', at);
-    if (at != std::string::npos) ++at;
+    const size_t comma = list.find(',', at);
+    const std::string entry = list.substr(at, comma == std::string::npos ? comma : comma - at);
+    gpus = entry == "cuda" || entry.starts_with("cuda:");
+    at = comma == std::string::npos ? comma : comma + 1;
   }
   return gpus ? "cuda" : "cpu";
 }

@@ -116,7 +116,9 @@ void Training::set_up_pipeline() {
   if (batcher_->batch_rows(batches_ - 1) / replicas < m) {
     const std::optional<int64_t> whole =
         nearest_whole_batch(train_.count, o_.batch, int64_t{m} * replicas);
-    Suggestion fix;
+    Suggestion fix;  // this run's devices (under mpirun, ranks) and micro-batches
+    fix.pipeline_devices = static_cast<int>(devices_.devices.size());
+    fix.microbatches = m;
     if (whole) fix.flags.emplace_back("--batch", std::to_string(*whole));
     throw UsageError("the last batch of an epoch has " +
                      std::to_string(batcher_->batch_rows(batches_ - 1)) + " samples (" +

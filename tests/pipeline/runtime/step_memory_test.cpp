@@ -72,7 +72,7 @@ TEST_CASE("step memory: a hand-written convolution's im2col columns, by hand") {
   CHECK(cuda::conv_lowering_floats(144, 4) == 4 * 144);
   CHECK(cuda::conv_lowering_floats(144, 0) == 144);
   CHECK(cuda::conv_lowering_floats(int64_t{1} << 24, 16) == int64_t{1} << 26);  // 4 of 16 fit
-  CHECK(cuda::conv_lowering_floats(int64_t{3} << 24, 16) == int64_t{3} << 24);  // 1: 48 MiB
+  CHECK(cuda::conv_lowering_floats(int64_t{3} << 24, 16) == int64_t{3} << 24);  // 1 (192 MiB)
   CHECK(cuda::conv_lowering_floats(int64_t{1} << 27, 16) == int64_t{1} << 27);  // over: still 1
 }
 
@@ -90,14 +90,15 @@ TEST_CASE("step memory: a GPU stage's largest im2col columns on the hand-written
       "flatten\ndense units=3 activation=softmax\n",
       "three_convs.model");
   const auto loads_on = [&](std::vector<Device> devices, CudaPath path) {
-    const CudaPath before = cuda_path();
+    struct Restore {  // the process's path as it was, however this returns
+      CudaPath before = cuda_path();
+      ~Restore() { set_cuda_path(before); }
+    } restore;
     set_cuda_path(path);
     const Plan plan = make_plan(spec, {.devices = std::move(devices), .microbatches = 2});
     REQUIRE(plan.cut.stages.size() == 2);
     // 2 micro-batches of a 7-row step: the larger has 4 rows.
-    std::vector<DeviceLoad> loads = step_loads(spec, plan, 7, 0, std::vector<uint64_t>{0, 0});
-    set_cuda_path(before);
-    return loads;
+    return step_loads(spec, plan, 7, 0, std::vector<uint64_t>{0, 0});
   };
   const auto lowering = [](const std::vector<DeviceLoad>& loads) {
     std::vector<uint64_t> bytes;

@@ -159,7 +159,7 @@ TEST_CASE("schedule text: errors name the source and the line") {
   // Counts the lists cannot hold are refused before validation sizes its tables by them (it
   // once took 2.3 GB to find two actions missing 399,999,998).
   CHECK(error("devices: 2\nmicrobatches: 100000000\nd0: 0F0\nd1: 1F0\n") ==
-        "my.schedule: 2 devices x 1 chunks x 100000000 micro-batches need at least 400000000 "
+        "my.schedule: 2 devices x 1 chunk x 100000000 micro-batches need at least 400000000 "
         "actions (a forward and a backward of each stage and micro-batch); the device lines "
         "hold 2");
   // The file's bytes are quoted printable: a control byte or one that is no UTF-8 as \xNN

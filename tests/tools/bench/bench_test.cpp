@@ -122,7 +122,8 @@ TEST_CASE("bench: brigade-bench-pipeline refuses micro-batch and step counts it 
       {" --model tiny_cnn --microbatches 3 --schedules interleaved-1f1b",
        "no schedule of --schedules runs at any --microbatches count (interleaved-1f1b: "
        "micro-batches must be a multiple of the devices"},
-      {" --trace t", "--trace requires --train"}};
+      {" --trace t", "--trace is for --train N"},
+      {" --train 0 --trace t", "--trace is for --train N"}};
   for (const auto& [args, says] : refused) {
     CAPTURE(args);
     const Run r = run_command(bench + args);

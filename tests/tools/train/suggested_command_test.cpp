@@ -65,7 +65,7 @@ TEST_CASE("suggested command: under --distributed, --devices of one kind, lists 
     s.pipeline_devices = ranks;
     return suggested_command(*options, s);
   };
-  const std::string gpus = command_for({"--distributed", "--devices", "cuda:0,cuda:1"}, 2);
+  const std::string gpus = command_for({"--distributed", "--devices", "cuda,cuda:1"}, 2);
   CAPTURE(gpus);
   CHECK(gpus.ends_with(" -np 2 brigade-train --distributed --devices cuda"));
   const std::string cpus =
