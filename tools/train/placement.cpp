@@ -26,9 +26,12 @@ std::vector<Device> resolve_devices(const std::string& list, int model_blocks) {
     for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
   } else {
 #if defined(BRIGADE_HAVE_CUDA)
-    // auto is the one place a CUDA build goes on without a GPU: it says so, once, and why.
+    // auto is the one place a CUDA build goes on without a GPU: it says so, once, and why, in
+    // one short line: the reason's first words, the runtime's name for it (a refusal of a GPU
+    // asked for by name gives the rest).
+    const std::string& why = no_gpu_reason();
     std::fprintf(stderr, "brigade: no GPU here (%s); CPU devices only\n",
-                 no_gpu_reason().c_str());
+                 why.substr(0, why.find(": ")).c_str());
 #endif
     for (int i = 0; i < model_blocks; ++i) devices.push_back(Device::cpu(i));
   }
