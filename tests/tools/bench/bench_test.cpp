@@ -125,8 +125,9 @@ TEST_CASE("bench: brigade-bench-pipeline refuses micro-batch and step counts it 
       {" --trace t", "--trace is for --train N"},
       {" --train 0 --trace t", "--trace is for --train N"}};
   for (const auto& [args, says] : refused) {
-    CAPTURE(args);
-    const Run r = run_command(bench + args);
+    const std::string line = bench + args;  // (clang's lambdas do not capture a binding)
+    CAPTURE(line);
+    const Run r = run_command(line);
     CAPTURE(r.output);
     CHECK(r.status == 2);
     CHECK(r.output.find(says) != std::string::npos);
