@@ -32,6 +32,11 @@ std::vector<int64_t> microbatch_rows(int64_t n, int m) {
   return rows;
 }
 
+int64_t largest_microbatch_rows(int64_t n, int m) {
+  BRIGADE_CHECK(m >= 1, "runtime: " << m << " micro-batches; there must be at least one");
+  return (n + m - 1) / m;
+}
+
 std::optional<StepResult> Runtime::submit(const HostBatch& batch, uint32_t step) {
   const int m = schedule_.microbatches;
   const int64_t global_n = batch.shape.rank() > 0 ? batch.shape[0] : 0;

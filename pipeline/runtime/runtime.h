@@ -105,6 +105,9 @@ struct StagedBatch {
 // The rows of each of m micro-batches of an n-sample mini-batch: n/m each, the first n mod m
 // one more (so the last may be smaller). Throws when n < m: a micro-batch would be empty.
 std::vector<int64_t> microbatch_rows(int64_t n, int m);
+// The rows of the largest, microbatch_rows(n, m)[0], without its check (m >= 1 still): what a
+// step's memory is weighed by, also for mini-batches a run would refuse.
+int64_t largest_microbatch_rows(int64_t n, int m);
 
 struct StepResult {
   uint32_t step = 0;                 // the mini-batch number submit() was given

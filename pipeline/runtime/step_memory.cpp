@@ -11,6 +11,7 @@
 #include "kernels/cuda/stream_workspace.h"
 #include "kernels/ops.h"
 #include "layers/sequential.h"
+#include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/simulator.h"
 
 namespace brigade::pipeline {
@@ -129,12 +130,6 @@ std::vector<uint64_t> stage_bytes(const model::ModelSpec& spec, const Plan& plan
 }
 
 namespace {
-// Rows of a step's largest micro-batch: `step_rows` cut into the plan's micro-batches.
-int64_t largest_microbatch(const Plan& plan, int64_t step_rows) {
-  const int m = plan.schedule.microbatches;
-  return (step_rows + m - 1) / m;
-}
-
 // Bytes of the largest im2col columns a hand-written convolution of stage `r` lowers for a
 // micro-batch of `rows` (stream_workspace.h): a sample's columns are (C·R·S, P·Q).
 uint64_t lowering_bytes(const model::ModelSpec& spec, const model::ModelShapes& shapes,
@@ -155,14 +150,16 @@ uint64_t lowering_bytes(const model::ModelSpec& spec, const model::ModelShapes& 
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states, uint64_t seed) {
   return step_loads(spec, plan, step_rows, optimizer_states,
-                    stage_bytes(spec, plan, largest_microbatch(plan, step_rows), seed));
+                    stage_bytes(spec, plan,
+                                largest_microbatch_rows(step_rows, plan.schedule.microbatches),
+                                seed));
 }
 
 std::vector<DeviceLoad> step_loads(const model::ModelSpec& spec, const Plan& plan,
                                    int64_t step_rows, int optimizer_states,
                                    const std::vector<uint64_t>& bytes) {
   const model::ModelShapes shapes = model::infer_shapes(spec.input, spec.layers);
-  const int64_t rows = largest_microbatch(plan, step_rows);
+  const int64_t rows = largest_microbatch_rows(step_rows, plan.schedule.microbatches);
   std::vector<DeviceLoad> loads;
   for (const Device& d : plan.devices) loads.push_back({.device = d});
   uint64_t image = 1;  // floats per sample

@@ -7,11 +7,14 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "pipeline/runtime/runtime.h"
 #include "pipeline/schedule/validate.h"
 #include "tools/train/preflight.h"
 #include "tools/train/suggested_command.h"
 
 namespace brigade::train {
+
+using pipeline::largest_microbatch_rows;
 
 namespace {
 
@@ -21,9 +24,6 @@ bool batches_hold(int64_t samples, int64_t batch, int m) {
   const int64_t first = std::min(batch, samples), last = samples % batch;
   return first >= m && (last == 0 || batch >= samples || last >= m);
 }
-
-// The rows of a step's largest micro-batch: what its activations are weighed by.
-int64_t rows_of(int64_t step_rows, int m) { return (step_rows + m - 1) / m; }
 
 bool same_cut(const pipeline::Partition& a, const pipeline::Partition& b) {
   return std::equal(a.stages.begin(), a.stages.end(), b.stages.begin(), b.stages.end(),
@@ -48,7 +48,7 @@ std::optional<FittedStep> zb_auto_within_memory(const Options& o, const model::M
   pipeline::PlanRequest bounded_request = request;
   bounded_request.layer_times = plan.work;
   const int states = optimizer_states(o);
-  const int64_t rows = rows_of(batches.first_rows, request.microbatches);
+  const int64_t rows = largest_microbatch_rows(batches.first_rows, request.microbatches);
   const auto fit_within = [&](const std::vector<int>& bounds) -> std::optional<FittedStep> {
     bounded_request.max_activations = bounds;
     try {
@@ -120,7 +120,9 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
                         const EpochBatches& batches) {
   const int states = optimizer_states(o);
   const std::vector<uint64_t> bytes =
-      pipeline::stage_bytes(spec, plan, rows_of(batches.first_rows, request.microbatches), o.seed);
+      pipeline::stage_bytes(spec, plan,
+                            largest_microbatch_rows(batches.first_rows, request.microbatches),
+                            o.seed);
   const std::vector<pipeline::DeviceLoad> asked =
       pipeline::step_loads(spec, plan, batches.first_rows, states, bytes);
   const std::optional<std::string> refusal = step_refusal(asked, batches.first_rows, o.batch);
@@ -150,11 +152,13 @@ FittedStep check_memory(const Options& o, const model::ModelSpec& spec,
     how = "with more micro-batches it fits";
   }
   // A smaller batch, cut into the same micro-batches, a fifth less at a time.
-  int64_t tried_rows = rows_of(batches.first_rows, m);
+  int64_t tried_rows = largest_microbatch_rows(batches.first_rows, m);
   for (int64_t smaller = batches.first_rows - 1; fix.flags.empty() && smaller >= m;
        smaller = std::min(smaller - 1, smaller * 4 / 5)) {
-    if (!batches_hold(batches.samples, smaller, m) || rows_of(smaller, m) == tried_rows) continue;
-    tried_rows = rows_of(smaller, m);
+    if (!batches_hold(batches.samples, smaller, m) ||
+        largest_microbatch_rows(smaller, m) == tried_rows)
+      continue;
+    tried_rows = largest_microbatch_rows(smaller, m);
     if (!fits(request, plan, smaller)) continue;
     fix.flags.emplace_back("--batch", std::to_string(smaller));
     how = "with a smaller batch it fits";
@@ -184,12 +188,12 @@ std::optional<int> microbatches_that_fit(const Options& o, const model::ModelSpe
     }
   // A count the schedule cannot make (its generator's rule) is skipped; counts that give the
   // same micro-batch rows as one tried are not weighed again.
-  int64_t tried_rows = rows_of(batches.first_rows, m);
+  int64_t tried_rows = largest_microbatch_rows(batches.first_rows, m);
   for (const int more : counts) {
     if (!batches_hold(batches.samples, o.batch, more) ||
-        rows_of(batches.first_rows, more) == tried_rows)
+        largest_microbatch_rows(batches.first_rows, more) == tried_rows)
       continue;
-    tried_rows = rows_of(batches.first_rows, more);
+    tried_rows = largest_microbatch_rows(batches.first_rows, more);
     pipeline::PlanRequest finer = request;
     finer.microbatches = more;
     finer.profile_rows = std::max<int64_t>(1, o.batch / more);
@@ -205,7 +209,7 @@ bool step_fits(const Options& o, const model::ModelSpec& spec,
                const pipeline::PlanRequest& request, const pipeline::Plan& plan,
                const EpochBatches& batches) {
   const std::vector<uint64_t> bytes = pipeline::stage_bytes(
-      spec, plan, rows_of(batches.first_rows, request.microbatches), o.seed);
+      spec, plan, largest_microbatch_rows(batches.first_rows, request.microbatches), o.seed);
   const std::vector<pipeline::DeviceLoad> loads =
       pipeline::step_loads(spec, plan, batches.first_rows, optimizer_states(o), bytes);
   return !step_refusal(loads, batches.first_rows, o.batch) ||

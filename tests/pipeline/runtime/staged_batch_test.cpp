@@ -74,6 +74,16 @@ TEST_CASE("microbatch_rows: n/m each, the first n mod m one larger; never an emp
         "runtime: a mini-batch of 2 samples cannot be cut into 3 micro-batches");
 }
 
+TEST_CASE("largest_microbatch_rows is the first of microbatch_rows, for every n >= m") {
+  for (int m = 1; m <= 9; ++m)
+    for (int64_t n = m; n <= 40; ++n) {
+      CAPTURE(m);
+      CAPTURE(n);
+      CHECK(largest_microbatch_rows(n, m) == microbatch_rows(n, m).front());
+    }
+  CHECK(largest_microbatch_rows(2, 3) == 1);  // weighed too where a run would refuse the cut
+}
+
 TEST_CASE("a staged batch trains bit-exactly like the same batch as host vectors") {
   if (test::on_cuda()) return;  // the writer below is a host task: CPU devices only
   testing::Deadline deadline("staged batch");
