@@ -15,6 +15,7 @@
 //   brigade-simulate --schedule-file my.schedule [--max-live 4]
 //   brigade-simulate --schedule interleaved-1f1b --print-schedule --format pytorch-csv > i.csv
 //   brigade-simulate --schedule-file i.csv          (PyTorch's CSV, pipeline/schedule/pytorch_csv.h)
+//   brigade-simulate --schedule zb-h1 --print-schedule --svg zb.svg > zb.schedule  (and a picture)
 // --lowered simulates the lists with their sends and receives (send and receive lanes,
 // arrows from each send to its receive in the trace); a file is validated, lowered if it is
 // compute-only, validated again (within --max-live live activations per device) and
@@ -161,19 +162,21 @@ struct Report {
   std::vector<bp::Timeline> timelines;
 };
 
+// Its report goes to `out`; its trace file is written whatever `out` is.
 void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, const Options& o,
-                  const bp::StageCost& share, double comm, bool one_of_many, Report& report) {
+                  const bp::StageCost& share, double comm, bool one_of_many, Report& report,
+                  std::ostream& out) {
   const bp::CostModel costs = cost_model(s, share, comm, o.device_weights);
   const bp::Simulation sim = lowered ? bp::simulate(*lowered, costs) : bp::simulate(s, costs);
   // Within the memory the schedule holds, no order of its actions ends sooner.
   const bp::MakespanBound bound = bp::makespan_lower_bound(s, costs);
   const double gap = bound.makespan > 0 ? sim.stats.makespan / bound.makespan - 1 : 0;
 
-  std::cout << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
-            << ", m=" << s.microbatches;
-  if (s.batch_units > 1) std::cout << " carrying " << s.batch_units << " micro-batches";
-  std::cout << (lowered ? ", lowered" : "") << ")\n" << bp::format_placement(s) << "\n";
-  if (!o.quiet_grid) std::cout << (lowered ? bp::format_grid(*lowered) : bp::format_grid(s));
+  out << "== " << s.name << " (p=" << s.devices << ", v=" << s.chunks
+      << ", m=" << s.microbatches;
+  if (s.batch_units > 1) out << " carrying " << s.batch_units << " micro-batches";
+  out << (lowered ? ", lowered" : "") << ")\n" << bp::format_placement(s) << "\n";
+  if (!o.quiet_grid) out << (lowered ? bp::format_grid(*lowered) : bp::format_grid(s));
 
   std::vector<std::string> busy, idle, in_flight, bytes;
   for (const bp::DeviceStats& d : sim.stats.devices) {
@@ -182,9 +185,9 @@ void simulate_one(const bp::Schedule& s, const bp::LoweredSchedule* lowered, con
     in_flight.push_back(std::to_string(d.peak_in_flight));
     bytes.push_back(fmt("%g", d.peak_activation_bytes));
   }
-  std::cout << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
-            << "\nlower bound " << fmt("%.2f", bound.makespan) << fmt(" (gap %.1f %%), ", 100 * gap)
-            << bound.why << "\n\n";
+  out << "busy per device: " << join(busy, " ") << "; idle: " << join(idle, " ")
+      << "\nlower bound " << fmt("%.2f", bound.makespan) << fmt(" (gap %.1f %%), ", 100 * gap)
+      << bound.why << "\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-17s %2d %2d %3d %9.2f %8.2f %6.1f %9.1f %9.1f  %-22s %s\n",
                 s.name.c_str(), s.devices, s.chunks, s.microbatches * s.batch_units,
@@ -218,6 +221,13 @@ int run(const Options& o) {
   if (!o.svg.empty()) brigade::cli::check_output_file("--svg", o.svg);
   if (!o.trace.empty()) brigade::cli::check_output_file("--trace", o.trace);  // FILE-NAME beside
   Report report;
+  // --print-schedule: stdout is the schedule's file form alone, a file to redirect, and the
+  // run stops there unless --svg or --trace asks for the simulation's pictures: then the
+  // simulation runs as without it, its report unprinted and its "wrote" lines on stderr.
+  const bool draws = !o.svg.empty() || !o.trace.empty();
+  std::ostringstream unprinted;
+  std::ostream& out = o.print_schedule ? static_cast<std::ostream&>(unprinted) : std::cout;
+  std::ostream& said = o.print_schedule ? std::cerr : std::cout;
   char line[256];
   std::snprintf(line, sizeof line, "%-17s %2s %2s %3s %9s %8s %6s %9s %9s  %-22s %s\n",
                 "schedule", "p", "v", "m", "makespan", "bound", "gap %", "bubble %", "inside %",
@@ -243,9 +253,9 @@ int run(const Options& o) {
     if (o.print_schedule) {  // as written (compute-only or lowered), or lowered if asked
       const bool lowered_form = o.lowered || bp::read_schedule_file(o.schedule_file).lowered();
       std::cout << (lowered_form ? file_form(lowered, o) : file_form(bp::compute_only(lowered), o));
-      return 0;
+      if (!draws) return 0;
     }
-    simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report);
+    simulate_one(bp::compute_only(lowered), &lowered, o, share, comm, false, report, out);
   }
   // --chunks is for the schedules that take any v; the V shapes have two, the others one.
   const auto chunks_of = [&](const std::string& name) {
@@ -301,22 +311,21 @@ int run(const Options& o) {
     }
     if (o.print_schedule) {
       std::cout << (o.lowered ? file_form(lowered, o) : file_form(s, o));
-      return 0;
+      if (!draws) return 0;
     }
-    simulate_one(s, o.lowered ? &lowered : nullptr, o, share, comm, names.size() > 1, report);
+    simulate_one(s, o.lowered ? &lowered : nullptr, o, share, comm, names.size() > 1, report,
+                 out);
   }
 
-  std::cout << "costs per device share: " << o.cost
-            << " (a chunk costs 1/v of it)\n"
-            << report.table;
+  out << "costs per device share: " << o.cost << " (a chunk costs 1/v of it)\n" << report.table;
   if (!o.svg.empty()) {
     brigade::write_whole_file(o.svg, bp::timeline_svg(report.timelines));
-    std::cout << "wrote " << o.svg << "\n";
+    said << "wrote " << o.svg << "\n";
   }
   if (!o.trace.empty())
-    std::cout << "wrote Chrome trace" << (names.size() > 1 ? "s " + with_suffix(o.trace, "NAME")
-                                                           : " " + o.trace)
-              << " (open in https://ui.perfetto.dev)\n";
+    said << "wrote Chrome trace" << (names.size() > 1 ? "s " + with_suffix(o.trace, "NAME")
+                                                      : " " + o.trace)
+         << " (open in https://ui.perfetto.dev)\n";
   return 0;
 }
 
@@ -353,7 +362,8 @@ int main(int argc, char** argv) {
                "with sends and receives: print, draw and simulate the lowered lists");
   auto* print = app.add_flag(
       "--print-schedule", o.print_schedule,
-      "write the schedule in the file form (pipeline/schedule/schedule_text.h) and stop");
+      "write the schedule in the file form (pipeline/schedule/schedule_text.h) on stdout and "
+      "stop; with --svg or --trace, also simulate it to write them (their lines on stderr)");
   app.add_option("--format", o.format,
                  "with --print-schedule: brigade or pytorch-csv, the CSV "
                  "torch.distributed.pipelining loads and dumps (compute-only; with --lowered, "

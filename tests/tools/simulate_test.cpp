@@ -8,6 +8,9 @@
 // of the table that says why, and the others run.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/tools/train/run_binary.h"
@@ -17,8 +20,10 @@ using namespace brigade::train::test;
 
 namespace {
 // brigade-simulate with `flags`, within a minute (a hang is a failure, not a stuck test).
+// (In a subshell: `flags` may redirect its stdout, and its stderr still comes back.)
 Run simulate(const std::string& flags) {
-  return run_command("timeout 60 " + tool_binary("BRIGADE_SIMULATE") + " --no-grid " + flags);
+  return run_command("(timeout 60 " + tool_binary("BRIGADE_SIMULATE") + " --no-grid " + flags +
+                     ")");
 }
 }  // namespace
 
@@ -70,4 +75,40 @@ TEST_CASE("brigade-simulate: under all, a schedule over --max-live is a row sayi
   CHECK(run.output.find("\ngpipe             skipped: schedule 'gpipe' is invalid: device 0 "
                         "holds 2 live activations after 0F1 at device 0 position 2, over the "
                         "bound of 1\n1f1b ") != std::string::npos);
+}
+
+// --print-schedule writes the lists on stdout and stops; with --svg or --trace it once stopped
+// before the simulation that draws them, and wrote neither file without a word. Now the lists
+// are the same as without them (stdout stays a file to redirect) and both files are written,
+// said on stderr — for a generated schedule and for one read from a file.
+TEST_CASE("brigade-simulate: --print-schedule with --svg and --trace writes all three") {
+  const std::filesystem::path dir = temp_dir("simulate-print-draw");
+  const std::string lists = (dir / "alone.schedule").string();
+  // brigade-simulate with its stdout to `file`: its output is its stderr alone.
+  const auto printing = [](const std::string& flags, const std::string& file) {
+    return simulate(flags + " > " + file);
+  };
+  const std::string make = "--schedule zb-h1 --stages 2 --microbatches 4 --print-schedule";
+  REQUIRE(printing(make, lists).status == 0);
+  const auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string alone = read(lists);
+  REQUIRE(alone.find("zb-h1") != std::string::npos);
+  for (const std::string& source : {make, "--print-schedule --schedule-file " + lists}) {
+    CAPTURE(source);
+    const std::filesystem::path svg = dir / "t.svg", trace = dir / "t.json",
+                                printed = dir / "printed.schedule";
+    std::filesystem::remove(svg), std::filesystem::remove(trace);
+    const Run run = printing(source + " --svg " + svg.string() + " --trace " + trace.string(),
+                             printed.string());
+    CAPTURE(run.output);  // stderr alone
+    CHECK(run.status == 0);
+    CHECK(read(printed) == alone);
+    CHECK(read(svg).find("<svg") != std::string::npos);
+    CHECK(read(trace).find("\"traceEvents\"") != std::string::npos);
+    CHECK(run.output.find("wrote " + svg.string()) != std::string::npos);
+    CHECK(run.output.find("wrote Chrome trace " + trace.string()) != std::string::npos);
+  }
 }
