@@ -107,8 +107,9 @@ int count_calls_and_print(const model::ModelSpec& spec, const std::string& model
 }
 
 // Why --math `math` cannot run here ("" when it can): tf32 is cuBLAS's and cuDNN's on a GPU
-// (kernels/math_mode.h), so it needs one, and the vendor rows among those measured.
-std::string math_refusal(const std::string& math, bool count_calls, bool run_ops,
+// (kernels/math_mode.h), so it needs one, and the vendor rows among those measured (when a
+// level that reads --impls is asked for).
+std::string math_refusal(const std::string& math, bool count_calls, bool impls_read,
                          bool impls_given, const std::vector<std::string>& impls) {
   if (math == "fp32") return "";
   if (count_calls)
@@ -117,8 +118,45 @@ std::string math_refusal(const std::string& math, bool count_calls, bool run_ops
   if (cuda_device_count() == 0)
     return "tf32 is cuBLAS's and cuDNN's on tensor cores, and this machine has no GPU (the CPU "
            "computes fp32 only)";
-  if (run_ops && impls_given && std::find(impls.begin(), impls.end(), "vendor") == impls.end())
+  if (impls_read && impls_given && std::find(impls.begin(), impls.end(), "vendor") == impls.end())
     return "tf32 is the vendor rows' (cuBLAS, cuDNN), and --impls measures none: add vendor";
+  return "";
+}
+
+// Why an option given on the command line would change nothing in this run ("" when each one
+// given does): a table made without it would read as made with it. --count-calls counts one
+// GPU step instead of timing levels; --impls picks the rows of the ops, model and runtime
+// levels (the reference kernels are the op level's alone); --cuda-graphs is the runtime's.
+std::string unread_option_refusal(const CLI::App& app, bool count, bool run_ops, bool run_steps,
+                                  bool run_runtime, const std::vector<std::string>& impls) {
+  if (count) {
+    static const std::pair<const char*, const char*> timing_only[] = {
+        {"--level", "chooses what is timed, and --count-calls counts a GPU step's calls "
+                    "instead of timing; leave one of them out"},
+        {"--threads", "sets the CPU's thread counts, and --count-calls counts a GPU's step; "
+                      "leave it out"},
+        {"--reps", "repeats a timing for its median, and --count-calls' counts are exact, the "
+                   "same every time (--steps sets the steps counted); leave it out"},
+        {"--batch", "is the op and gemm levels' batch; --count-calls counts at --batches"}};
+    for (const auto& [flag, why] : timing_only)
+      if (app.count(flag)) return std::string(flag) + " " + why;
+    return "";
+  }
+  if (app.count("--impls"))
+    for (const std::string& impl : impls) {
+      if (run_ops || (run_steps && impl != "reference")) continue;
+      if (run_steps)
+        return "--impls reference: the reference kernels are timed op by op, at the op level "
+               "(--level ops or both) alone";
+      return "--impls " + impl + ": --level gemm times the CPU's bf16 GEMM beside OpenBLAS's "
+             "SGEMM, no implementation of --impls (the ops, model and runtime levels' rows); "
+             "leave it out";
+    }
+  // Graphs are the runtime's: the other levels call the ops without it, so a table that
+  // looks measured with graphs off would not be.
+  if (app.count("--cuda-graphs") && !run_runtime)
+    return "--cuda-graphs applies to the runtime level (--level runtime) and to --count-calls; "
+           "the levels asked for call the ops without the runtime, so without graphs";
   return "";
 }
 
@@ -142,20 +180,27 @@ int main(int argc, char** argv) {
                  "steps of the whole model in a plain loop), both (ops and model), runtime "
                  "(training steps through the pipeline runtime, as brigade-train on one device), "
                  "or gemm (the bf16 GEMM beside SGEMM at the layers' GEMM shapes, one thread, "
-                 "--batch)")
+                 "--batch); not with --count-calls, which counts instead of timing")
       ->delimiter(',')
       ->check(CLI::IsMember({"ops", "model", "both", "runtime", "gemm"}));
   app.add_flag("--quick", quick,
                "where not given: at most 3 repetitions and 2 steps, --batches 128; the reference "
                "on batch 2");
-  app.add_option("--batch", op.batch, "op level: batch")->check(CLI::Range(1, 4096));
-  app.add_option("--batches", mo.batches, "model and runtime levels: batches")->delimiter(',')->check(CLI::Range(1, 4096));
-  app.add_option("--threads", threads, "CPU thread counts")->delimiter(',')->check(CLI::Range(1, 256));
-  app.add_option("--impls", op.impls, "op level: reference,cpu,handwritten,vendor (the CUDA two "
-                 "only where a GPU is)")
+  app.add_option("--batch", op.batch, "op and gemm levels: batch")->check(CLI::Range(1, 4096));
+  app.add_option("--batches", mo.batches, "model and runtime levels and --count-calls: batches")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--threads", threads, "CPU thread counts (not with --count-calls)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  app.add_option("--impls", op.impls, "the rows of the ops, model and runtime levels and the "
+                 "paths --count-calls counts: reference (op level only),cpu,handwritten,vendor "
+                 "(the CUDA two only where a GPU is)")
       ->delimiter(',')->check(CLI::IsMember({"reference", "cpu", "handwritten", "vendor"}));
-  app.add_option("--reps", reps, "repetitions (the median is reported)")->check(CLI::Range(1, 100));
-  app.add_option("--steps", mo.steps, "model and runtime levels: steps per repetition")->check(CLI::Range(1, 1000));
+  app.add_option("--reps", reps, "repetitions (the median is reported; not with --count-calls)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--steps", mo.steps, "model and runtime levels: steps per repetition; "
+                 "--count-calls: steps counted (default 2)")->check(CLI::Range(1, 1000));
   app.add_option("--json", json_path, "also write every figure to this JSON file")
       ->default_str(cli::kNotGiven);
   bool count = false;
@@ -213,20 +258,26 @@ int main(int argc, char** argv) {
   op.threads = mo.threads = threads;
   const bool run_ops = asked("ops") || asked("both"), run_model = asked("model") || asked("both");
   const bool run_runtime = asked("runtime"), run_gemm = asked("gemm");
+  // The model and runtime levels' steps, on the CPU and each CUDA path (in_parts).
+  const bool run_steps = run_model || run_runtime;
   std::vector<bool> graphs_settings;
   for (const std::string& g : cuda_graphs) graphs_settings.push_back(g == "on");
-  // Graphs are the runtime's: the other levels call the ops without it, so the flag would be
-  // ignored there, and a table that looks measured with graphs off would not be.
-  if (app.count("--cuda-graphs") && !count && !run_runtime) {
-    std::fprintf(stderr, "brigade-bench: --cuda-graphs applies to the runtime level (--level "
-                 "runtime) and to --count-calls; the levels asked for call the ops without the "
-                 "runtime, so without graphs\n");
+  if (const std::string why =
+          unread_option_refusal(app, count, run_ops, run_steps, run_runtime, op.impls);
+      !why.empty()) {
+    std::fprintf(stderr, "brigade-bench: %s\n", why.c_str());
     return cli::kUsageStatus;
+  }
+  if (app.count("--impls")) {  // the rows of the model and runtime levels too
+    mo.cpu = std::find(op.impls.begin(), op.impls.end(), "cpu") != op.impls.end();
+    std::erase_if(mo.cuda_impls, [&](const std::string& impl) {
+      return std::find(op.impls.begin(), op.impls.end(), impl) == op.impls.end();
+    });
   }
   // The CUDA implementations asked for by name on a machine without a GPU: an empty table that
   // exits 0 would look like a result. By default they are skipped quietly. (--count-calls,
   // which counts the CUDA paths alone, says it needs a GPU in its own words.)
-  if (app.count("--impls") && run_ops && !count && cuda_device_count() == 0)
+  if (app.count("--impls") && (run_ops || run_steps) && !count && cuda_device_count() == 0)
     for (const std::string& impl : op.impls)
       if (impl == "handwritten" || impl == "vendor") {
         std::fprintf(stderr, "brigade-bench: --impls %s needs a CUDA device, and this machine "
@@ -235,7 +286,8 @@ int main(int argc, char** argv) {
         return cli::kUsageStatus;
       }
 
-  if (const std::string why = math_refusal(math, count, run_ops, app.count("--impls") > 0, op.impls);
+  if (const std::string why =
+          math_refusal(math, count, run_ops || run_steps, app.count("--impls") > 0, op.impls);
       !why.empty()) {
     std::fprintf(stderr, "brigade-bench: --math %s: %s\n", math.c_str(), why.c_str());
     return cli::kUsageStatus;
@@ -250,6 +302,7 @@ int main(int argc, char** argv) {
     CallCountOptions co;
     if (app.count("--impls")) co.impls = op.impls;
     if (app.count("--batches")) co.batches = mo.batches;
+    if (app.count("--steps")) co.steps = mo.steps;
     return count_calls_and_print(spec, model_name, devices, co, graphs_settings, precisions,
                                  json_path);
   }
@@ -310,6 +363,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "runtime level:\n");
       RuntimeBenchOptions ro;
       ro.batches = mo.batches, ro.threads = mo.threads, ro.math = mo.math;
+      ro.cpu = mo.cpu, ro.cuda_impls = mo.cuda_impls;
       ro.warmup = mo.warmup, ro.repetitions = mo.repetitions, ro.steps = mo.steps;
       ro.seed = mo.seed, ro.cuda_graphs = graphs_settings;
       const std::vector<RuntimeRow> rows = in_each_precision(precisions, [&](Precision) {

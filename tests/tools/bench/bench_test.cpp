@@ -20,6 +20,15 @@ namespace {
 // The smallest measurement: one thread, one repetition of one step at batch 4.
 const char* kQuick = " --quick --threads 1 --reps 1 --steps 1 --batches 4 --batch 4";
 
+// Before a command, the GPU it may use: one emulated GPU in the emulated build, whatever the
+// environment says; elsewhere the machine's, if it has one.
+#if defined(BRIGADE_CUDA_EMULATED)
+const std::string kOneGpu = "BRIGADE_EMULATED_GPUS=1 ";
+#else
+const std::string kOneGpu;
+#endif
+bool gpu_here() { return !kOneGpu.empty() || brigade::cuda_device_count() > 0; }
+
 }  // namespace
 
 TEST_CASE("bench: --model FILE measures that file's model, at the level asked") {
@@ -414,4 +423,66 @@ TEST_CASE("bench: a path that fails is reported and left out; the rest is measur
 #else
   MESSAGE("an emulated GPU of 1 MiB needs the emulated build");
 #endif
+}
+
+// An option a run does not read was once dropped without a word: --count-calls took --level,
+// --threads, --reps and --batch and counted as without them, and --level gemm took --impls
+// and timed its two GEMMs. Each is refused now, by name, before anything runs (the same in
+// every build: --count-calls' own refusals come after), exit 2.
+TEST_CASE("bench: an option the run would not read is refused by name, exit 2") {
+  const std::string bench = tool_binary("BRIGADE_BENCH") + " --model tiny_cnn";
+  // (A quick count where the old program counted: the vendor path alone, at batch 4.)
+  const std::string count = " --count-calls --batches 4 --impls vendor --cuda-graphs off";
+  const struct {
+    std::string args, says;
+  } refused[] = {
+      {count + " --level model", "--level chooses what is timed"},
+      {count + " --threads 1", "--threads sets the CPU's thread counts"},
+      {count + " --reps 1", "--reps repeats a timing"},
+      {count + " --batch 4", "--batch is the op and gemm levels' batch"},
+      {" --level gemm --impls cpu" + std::string(kQuick), "--impls cpu: --level gemm times"},
+      {" --level model --impls reference,cpu" + std::string(kQuick),
+       "--impls reference: the reference kernels are timed op by op"},
+  };
+  for (const auto& r : refused) {
+    const std::string line = kOneGpu + bench + r.args;
+    CAPTURE(line);
+    const Run run = run_command(line);
+    CAPTURE(run.output);
+    CHECK(run.status == 2);
+    CHECK(run.output.find("brigade-bench: " + r.says) != std::string::npos);
+    CHECK(run.output.find("level:") == std::string::npos);  // nothing was measured
+    CHECK(run.output.find("Calls per training step") == std::string::npos);
+  }
+}
+
+// Where an option means something for the run, it is honoured: --steps sets the steps
+// --count-calls counts (it counted 2 whatever was asked), and --impls picks the model and
+// runtime levels' rows as it picks the op level's (it picked only those: --level model
+// --impls cpu timed both CUDA paths too on a GPU).
+TEST_CASE("bench: --steps with --count-calls, and --impls at the model and runtime levels") {
+  const std::string bench = kOneGpu + tool_binary("BRIGADE_BENCH") + " --model tiny_cnn";
+  const bool gpu = gpu_here();
+#if defined(BRIGADE_CUDA_EMULATED)
+  const Run counted = run_command(bench + " --count-calls --batches 4 --impls vendor" +
+                                  " --cuda-graphs off --steps 3");
+  CAPTURE(counted.output);
+  REQUIRE(counted.status == 0);
+  CHECK(counted.output.find("the mean of 3 steps after 2 warm-up") != std::string::npos);
+#endif
+  const fs::path json = temp_dir("bench-impls-levels") / "bench.json";
+  // (Without a GPU, --impls vendor is refused: it would time nothing.)
+  const Run r = run_command(bench + " --level model,runtime --cuda-graphs off" +
+                            " --impls " + (gpu ? "cpu,vendor" : "cpu") + kQuick + " --json " +
+                            json.string());
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(json);
+  const nlohmann::json out = nlohmann::json::parse(in);
+  for (const char* level : {"model", "runtime"}) {
+    CAPTURE(level);
+    REQUIRE(out[level].size() == (gpu ? 2u : 1u));  // no hand-written row
+    CHECK(out[level][0]["impl"] == "cpu");
+    if (gpu) CHECK(out[level][1]["impl"] == "vendor");
+  }
 }
