@@ -81,6 +81,19 @@ bool is_checkpoint_file(const std::string& path) {
   }
 }
 
+std::optional<int> checkpoint_microbatches(const std::string& dir) {
+  try {
+    const st::File file = st::read_file(checkpoint_path(dir));
+    const auto format = file.metadata.find("brigade");
+    if (format == file.metadata.end() || format->second != kFormat) return std::nullopt;
+    const int64_t m = number(file, "recipe.microbatches");
+    if (m < 1 || m > std::numeric_limits<int>::max()) return std::nullopt;
+    return static_cast<int>(m);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
 }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,11 @@ void save_checkpoint(const std::string& dir, const model::ModelSpec& model, cons
 ResumePoint load_checkpoint(const std::string& dir, const model::ModelSpec& model,
                             const Recipe& recipe, const std::vector<layers::Parameter*>& params,
                             const std::vector<layers::Optimizer*>& optimizers);
+
+// The micro-batch count of the run that wrote the checkpoint in `dir` (its recipe's), or
+// nothing where no checkpoint there says one (none, unreadable, another program's, a count
+// that is none): loading it says why.
+std::optional<int> checkpoint_microbatches(const std::string& dir);
 
 // Whether `path` is a checkpoint (its metadata says so); false for anything else, a parameter
 // file of --save or a file that cannot be read.

@@ -307,6 +307,14 @@ void MpiRanks::on_reporter(const std::function<void()>& fn, const std::string& w
   throw AllRanksError(*text, 1);
 }
 
+int64_t MpiRanks::from_reporter(int64_t value, const std::string& what) {
+  const auto word = std::make_shared<int64_t>(value);
+  MPI_Request request = MPI_REQUEST_NULL;
+  BRIGADE_MPI_CHECK(MPI_Ibcast(word.get(), 1, MPI_INT64_T, 0, state_->control.get(), &request));
+  state_->wait(request, word, what + " from rank 0");
+  return *word;
+}
+
 bool MpiRanks::agree_on_refusal() {
   MPI_Request request = MPI_REQUEST_NULL;
   BRIGADE_MPI_CHECK(MPI_Ibarrier(state_->refusals.get(), &request));

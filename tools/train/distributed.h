@@ -89,6 +89,7 @@ class MpiRanks final : public TrainingProcesses {
   // Rank 0 runs `fn` (which may throw); every rank then throws its message: as a UsageError
   // where fn threw one, else as an AllRanksError (status 1).
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
+  int64_t from_reporter(int64_t value, const std::string& what) override;
 
   // The ranks add up the step's loss and correct count, and agree on the largest stop signal
   // any of them caught (agree_on_stop): stop_requested() returns it until the next agreement.

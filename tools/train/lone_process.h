@@ -22,6 +22,7 @@ class LoneProcess final : public TrainingProcesses {
   void gather_model(layers::Sequential&, const StepRunner&) override {}
   void broadcast_model(layers::Sequential&, const StepRunner&, ResumePoint&) override {}
   void on_reporter(const std::function<void()>& fn, const std::string&) override { fn(); }
+  int64_t from_reporter(int64_t value, const std::string&) override { return value; }
 
   void agree_on_step(pipeline::StepResult&) override {}
   void agree_on_stop() override {}

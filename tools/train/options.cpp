@@ -178,8 +178,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
       ->excludes("--schedule");
   std::string microbatches = "auto";
   app.add_option("--microbatches", microbatches,
-                 "micro-batches per step: auto (1 on one stage or with naive, else 2 x stages) or "
-                 "a count");
+                 "micro-batches per step: auto (1 on one stage or with naive, else 2 x stages; "
+                 "with --resume, the checkpoint's) or a count");
   app.add_option("--chunks", o.chunks,
                  "stages per device (interleaved-1f1b, looped-bfs, interleaved-zb: default 2; "
                  "the V shapes have 2)")

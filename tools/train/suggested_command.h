@@ -9,8 +9,8 @@
 //   GPU, else cpu).
 // - A list of one entry per device (--threads-per-device, --max-activations) keeps the entries
 //   of the devices the command keeps.
-// - A --resume keeps the micro-batch count its checkpoint fixes (`--microbatches auto` would
-//   change it with the device count, and the checkpoint would be refused).
+// - A --resume keeps the micro-batch count its checkpoint fixes, written out: the command says
+//   the count it will run (`--microbatches auto` takes the checkpoint's too, trainer.cpp).
 // Before it is printed, the suggestion is parsed by parse_options(), the code that will parse
 // it when it runs.
 #pragma once

@@ -69,13 +69,41 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
   }
   spec_ = load_model(options.model);
   o_ = processes.pipeline_options(options, spec_);  // under mpirun: P devices, one per rank
-  set_up_pipeline();
+  if (const std::optional<int> kept = keep_checkpoint_microbatches()) {
+    try {
+      set_up_pipeline();
+    } catch (const UsageError& e) {  // the count refused is one the user did not give
+      throw UsageError(std::string(e.what()) + " (the " + std::to_string(*kept) +
+                       " micro-batches are the checkpoint's, which --resume keeps: another "
+                       "count would not continue that run)");
+    }
+  } else {
+    set_up_pipeline();
+  }
   announce();
   load_starting_point();
   if (!o_.metrics.empty() && reporter_)
     metrics_ = MetricsWriter(o_.metrics, o_.resume ? std::optional<int64_t>(resume_point_.step)
                                                    : std::nullopt);
   install_stop_handlers();
+}
+
+// --resume with --microbatches auto: the checkpoint's count, which the recipe holds and the run
+// must keep, not the count auto gives this run's devices (resumed on other devices or ranks,
+// it would be refused). Read by the reporter, taken by every process; the count taken, or
+// nothing where the run's own is kept (given, no --resume, no checkpoint that says one).
+std::optional<int> Training::keep_checkpoint_microbatches() {
+  if (!o_.resume || o_.microbatches > 0) return std::nullopt;
+  int64_t m = 0;
+  processes_.on_reporter(
+      [&] { m = checkpoint_microbatches(o_.checkpoint_dir).value_or(0); },
+      "reading the checkpoint's micro-batches");
+  m = processes_.from_reporter(m, "the checkpoint's micro-batches");
+  if (m <= 0) return std::nullopt;  // loading the checkpoint says why
+  o_.microbatches = static_cast<int>(m);
+  o_.notes.push_back("--microbatches auto: " + std::to_string(m) +
+                     ", the checkpoint's (a resumed run keeps its micro-batch count)");
+  return o_.microbatches;
 }
 
 // The placement, the micro-batches, the data and the pipeline, each batch checked to hold a

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -71,6 +72,9 @@ class TrainingProcesses {
   // Runs `fn` on the reporter alone; an error it throws becomes every process's (a
   // UsageError stays one: a check of the reporter's files is a refusal on every process).
   virtual void on_reporter(const std::function<void()>& fn, const std::string& what) = 0;
+  // The reporter's `value`, on every process (a lone process's own): a number the reporter
+  // alone read, e.g. from a file only its host may hold. `what` names it in a wait that ends.
+  virtual int64_t from_reporter(int64_t value, const std::string& what) = 0;
 
   // After each step: the step's loss and correct count over every process (each replica's
   // last stage holds its share), and whether any process caught a stop signal.

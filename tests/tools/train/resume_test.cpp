@@ -17,6 +17,7 @@
 #include "layers/model/safetensors.h"
 #include "tests/tools/train/metrics_file.h"
 #include "tests/tools/train/run_binary.h"
+#include "tools/train/suggested_command.h"
 
 using namespace brigade::train::test;
 namespace fs = std::filesystem;
@@ -85,6 +86,59 @@ TEST_CASE("resume: SGD with momentum resumes exactly too") {
 
 TEST_CASE("resume: a pipelined run (2 CPU devices, 1F1B, 4 micro-batches) resumes exactly") {
   check_exact_resume("cpu:0,cpu:1", {"--schedule", "1f1b", "--microbatches", "4"});
+}
+
+// A checkpoint fixes its run's micro-batch count (the recipe), and --microbatches auto gives
+// one by the devices: resumed on other devices, auto once gave their count and the checkpoint
+// was refused ("microbatches: checkpoint 4, this run 1"). It takes the checkpoint's count now,
+// says so, and the run goes on as the uninterrupted one did, bit for bit (a pipeline of any
+// schedule trains like one device given the same micro-batches).
+TEST_CASE("resume: on other devices, --microbatches auto keeps the checkpoint's count") {
+  const fs::path dir = temp_dir("resume-auto-microbatches");
+  constexpr int steps = 6;
+  ResumeRuns r = resume_runs(dir, "cpu:0,cpu:1", {}, steps);  // auto: 4 micro-batches
+  r.resumed = brigade::train::with_option(r.resumed, "--devices", "cpu:0");  // auto: 1
+  run_train_ok(r.whole);
+  run_train_ok(r.half);
+  const Run resumed = run_train_ok(r.resumed);
+  CHECK(resumed.output.find("--microbatches auto: 4, the checkpoint's") != std::string::npos);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  const std::vector<double> whole = step_losses(dir / "a.jsonl");
+  const std::vector<double> pieces = step_losses(dir / "b.jsonl");
+  REQUIRE(whole.size() == steps);
+  CHECK(pieces == whole);  // bit for bit
+  // A refusal of the count taken says where it came from: the user did not give it.
+  const Run refused = run_train(brigade::train::with_option(r.resumed, "--batch", "3"));
+  CHECK(refused.status == 2);
+  CHECK(refused.output.find("--batch 3 is smaller than the 4 micro-batches of a step: every "
+                            "micro-batch needs a sample (the 4 micro-batches are the "
+                            "checkpoint's, which --resume keeps") != std::string::npos);
+}
+
+// The same for a job under mpirun resumed on fewer ranks (3, then 2): rank 0 reads the count
+// from the checkpoint, and every rank takes it.
+TEST_CASE("resume: under mpirun on fewer ranks, --microbatches auto keeps the checkpoint's") {
+  if (!have_mpi()) {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  const fs::path dir = temp_dir("resume-auto-mpirun");
+  const std::string ckpt = (dir / "ckpt").string();
+  const auto job = [&](int ranks, const std::string& flags) {
+    return run_command("mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) +
+                       " " + train_binary() + " --distributed --balance flops --data synthetic" +
+                       " --synthetic-count 128 --batch 32 --checkpoint-dir " + ckpt + flags);
+  };
+  const Run half = job(3, " --steps 1");  // auto: 6 micro-batches
+  CAPTURE(half.output);
+  REQUIRE(half.status == 0);
+  const Run resumed = job(2, " --steps 2 --resume");  // auto: 4
+  CAPTURE(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("--microbatches auto: 6, the checkpoint's") != std::string::npos);
+  CHECK(resumed.output.find("2 stages on 2 ranks x 1 replica(s), 6 micro-batches") !=
+        std::string::npos);
+  CHECK(resumed.output.find("done: 1 step") != std::string::npos);
 }
 
 TEST_CASE("one device and a pipeline over two give the same losses") {

@@ -54,7 +54,7 @@ TEST_CASE("suggested command: shell_words' words reach the program as they were,
 
 // Under --distributed each rank runs one device of one kind: a device list (which it refuses)
 // becomes cuda where every device is a GPU, else cpu; a list per device keeps the ranks'
-// entries. (suggestions_test.cpp runs such a command under mpirun.)
+// entries. (suggestions_mpirun_test.cpp runs such a command under mpirun.)
 TEST_CASE("suggested command: under --distributed, --devices of one kind, lists per rank") {
   const auto command_for = [](std::vector<const char*> argv, int ranks) {
     argv.insert(argv.begin(), "brigade-train");
