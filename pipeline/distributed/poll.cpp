@@ -13,7 +13,7 @@ namespace brigade::distributed {
 
 std::chrono::milliseconds default_timeout() {
   const char* text = std::getenv("BRIGADE_MPI_TIMEOUT_S");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(600);
+  if (text == nullptr || *text == '\0') return kDefaultTimeout;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
   BRIGADE_CHECK(end != text && *end == '\0' && seconds > 0 && seconds < 1e7,

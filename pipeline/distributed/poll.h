@@ -24,8 +24,9 @@
 
 namespace brigade::distributed {
 
-// The deadline of every wait: BRIGADE_MPI_TIMEOUT_S (seconds, > 0) if set, else 600 s.
-// Throws brigade::Error naming the variable if it is set to something else.
+// The deadline of every wait: BRIGADE_MPI_TIMEOUT_S (seconds, > 0) if set, else
+// kDefaultTimeout. Throws brigade::Error naming the variable if it is set to something else.
+inline constexpr std::chrono::seconds kDefaultTimeout{600};
 std::chrono::milliseconds default_timeout();
 
 // Calls test() until it returns true (-> true) or stop() does (-> false). `what` describes

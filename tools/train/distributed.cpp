@@ -37,7 +37,10 @@ struct MpiRanks::State {
   std::optional<dist::Topology> topology;
   dist::Communicator control;  // this file's own: agreement, gather, broadcast
   dist::Communicator refusals;  // agree_on_refusal's alone: no other call can match its barrier
-  std::chrono::milliseconds timeout = dist::default_timeout();
+  // Every wait's deadline: BRIGADE_MPI_TIMEOUT_S, read once MPI knows this rank's number; the
+  // default until then, and in place of a bad value until the ranks have agreed on refusing it.
+  std::chrono::milliseconds timeout = dist::kDefaultTimeout;
+  std::string timeout_refusal;  // BRIGADE_MPI_TIMEOUT_S's, "" where it is good
 
   // Waits for `request`, a call on memory inside `buffers`, without spinning a core and
   // without hanging; a wait that throws leaves `buffers` to MPI (poll.h, wait_for_request).
@@ -49,7 +52,7 @@ struct MpiRanks::State {
   // The refusal of the lowest rank that has one ("" if none), on every rank: for a check
   // whose outcome differs between ranks (one host short of GPUs), so that every rank stops
   // alike and rank 0 says why.
-  std::string first_refusal(const std::string& mine) {
+  std::string first_refusal(const std::string& mine, const std::string& what) {
     const MPI_Comm comm = control.get();
     const int size = session->size();
     // {this rank's word, the least word, the refusal's length}
@@ -58,7 +61,7 @@ struct MpiRanks::State {
     MPI_Request request = MPI_REQUEST_NULL;
     BRIGADE_MPI_CHECK(
         MPI_Iallreduce(&(*words)[0], &(*words)[1], 1, MPI_INT, MPI_MIN, comm, &request));
-    wait(request, words, "agreeing on the devices");
+    wait(request, words, "agreeing on " + what);
     const int first = (*words)[1];
     if (first == size) return "";
     const auto text = std::make_shared<std::string>(mine);
@@ -131,6 +134,13 @@ std::unique_ptr<MpiRanks> MpiRanks::start(int* argc, char*** argv) {
   }
   auto state = std::make_unique<State>();
   state->session = std::make_unique<dist::MpiSession>(argc, argv);
+  // A bad value is refused by every rank alike, naming the rank that has it
+  // (pipeline_options): a rank's own environment may differ from the others' (mpirun -x).
+  try {
+    state->timeout = dist::default_timeout();
+  } catch (const std::exception& e) {
+    state->timeout_refusal = e.what();
+  }
   MPI_Comm control = MPI_COMM_NULL, refusals = MPI_COMM_NULL;
   BRIGADE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control));
   state->control = dist::Communicator(control);
@@ -149,6 +159,11 @@ int MpiRanks::replicas() const { return state_->topology->replicas; }
 int MpiRanks::schedule_device() const { return state_->topology->position; }
 
 Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpec& spec) {
+  // Agreed on at the first point every rank reaches, so that rank 0 says it once and every
+  // rank exits 2 at once; a rank refusing alone would first wait for the others' refusals.
+  const std::string timeout_refusal =
+      state_->first_refusal(state_->timeout_refusal, "BRIGADE_MPI_TIMEOUT_S");
+  if (!timeout_refusal.empty()) throw AllRanksError(timeout_refusal, 2);
   Options o = options;
   const int d = o.data_parallel;
   if (d < 1 || size() % d != 0)
@@ -198,7 +213,7 @@ Options MpiRanks::pipeline_options(const Options& options, const model::ModelSpe
   int gpu = -1;
   if (gpus) {
     const dist::GpuChoice choice = dist::choose_gpu(here, cuda_device_count());
-    const std::string refusal = state_->first_refusal(choice.refusal);
+    const std::string refusal = state_->first_refusal(choice.refusal, "the devices");
     if (!refusal.empty())
       throw AllRanksError("--devices cuda with --distributed: " + refusal, 2);
     gpu = choice.gpu;

@@ -72,7 +72,8 @@ class MpiRanks final : public TrainingProcesses {
   // cores of this host shared by the ranks on it. Throws AllRanksError or UsageError (on every
   // rank alike) for an -np that is not P·D, more ranks than the model has blocks or layers,
   // --devices other than auto|cpu|cuda, cuda in a build without NCCL or on a host with fewer
-  // GPUs than ranks, --balance time.
+  // GPUs than ranks, --balance time; and, naming the lowest rank that has one, a bad
+  // BRIGADE_MPI_TIMEOUT_S (a rank's environment may differ from the others').
   Options pipeline_options(const Options& options, const model::ModelSpec& spec) override;
 
   // The runner of this rank's role: a Runtime over the whole schedule that runs

@@ -266,22 +266,40 @@ TEST_CASE("bad launches: one message on rank 0, every rank exits non-zero, no ha
   }
 }
 
+// A job of 2 ranks, one per stage of the recipe in `dir`, rank 1 alone given `variable`
+// (NAME=VALUE) in its environment; every rank waits at most 5 s (BRIGADE_MPI_TIMEOUT_S) and
+// the job 60 s (the hang detector, status 124).
+Run with_rank_1_apart(const fs::path& dir, const std::string& variable) {
+  const std::string args =
+      quoted(with(recipe(dir, 4), {"--distributed", "--balance", "flops"}));
+  return run_command(std::string("BRIGADE_MPI_TIMEOUT_S=5 timeout 60 ") + BRIGADE_MPIRUN +
+                     " --oversubscribe --allow-run-as-root -np 1 " + BRIGADE_TRAIN + args +
+                     " : -np 1 -x " + variable + " " + BRIGADE_TRAIN + args);
+}
+
 // A refusal of one rank alone (its own environment, here a bad BRIGADE_CPU_ISA on rank 1):
 // the others went on into a collective, and it waited for them at MPI_Finalize, the job hung
 // without a word. It waits for the others to refuse too (min(BRIGADE_MPI_TIMEOUT_S / 2,
 // 30 s), here 2.5 s), then ends the job naming itself.
 TEST_CASE("a refusal of one rank alone ends the job, naming that rank and why") {
-  const fs::path dir = temp_dir("alone");
-  const std::string args =
-      quoted(with(recipe(dir, 4), {"--distributed", "--balance", "flops"}));
-  const Run run = run_command(std::string("BRIGADE_MPI_TIMEOUT_S=5 timeout 60 ") +
-                              BRIGADE_MPIRUN + " --oversubscribe --allow-run-as-root -np 1 " +
-                              BRIGADE_TRAIN + args + " : -np 1 -x BRIGADE_CPU_ISA=bogus " +
-                              BRIGADE_TRAIN + args);
+  const Run run = with_rank_1_apart(temp_dir("alone"), "BRIGADE_CPU_ISA=bogus");
   CAPTURE(run.output);
   CHECK(run.status != 0);
   CHECK(run.status != 124);  // not the hang detector
   CHECK(ending_line(run.output, 1).starts_with("brigade: rank 1 failed: BRIGADE_CPU_ISA=bogus"));
+}
+
+// A bad BRIGADE_MPI_TIMEOUT_S in one rank's environment alone: it was refused before MPI
+// started, by that rank's "brigade-train: BRIGADE_MPI_TIMEOUT_S=..." alone, which named no
+// rank, so the job's output did not say whose environment to mend. The ranks agree on it:
+// rank 0 says it once, naming the rank, and every rank exits 2.
+TEST_CASE("a bad BRIGADE_MPI_TIMEOUT_S on one rank is refused once, naming that rank") {
+  const Run run = with_rank_1_apart(temp_dir("timeout-env"), "BRIGADE_MPI_TIMEOUT_S=soon");
+  CAPTURE(run.output);
+  CHECK(run.status == 2);
+  CHECK(count(run.output, "BRIGADE_MPI_TIMEOUT_S=") == 1);
+  CHECK(count(run.output, "brigade-train: error: rank 1: BRIGADE_MPI_TIMEOUT_S=\"soon\": "
+                          "expected a number of seconds above 0") == 1);
 }
 
 }  // namespace
