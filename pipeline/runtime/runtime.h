@@ -29,6 +29,7 @@
 //     stream), timed by markers on the streams (step_trace.h); a process may run only some
 //     of the devices (process_role.h). One device is the same code: its list is F then BW.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -114,6 +115,9 @@ struct StepResult {
   double loss = 0;                   // the loss's mean over the mini-batch (RuntimeOptions::loss)
   int64_t correct = 0;               // samples it counts as correct (accuracy's numerator)
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
+  // The step's start on this process's steady clock (the timeline's 0): what puts another
+  // process's timeline of the same step on this one's clock (brigade-train --distributed).
+  std::chrono::steady_clock::time_point timeline_zero;
   // The bytes this process's devices sent to other devices (stages on another device, here
   // or in another process): activations and input gradients. A bf16 run sends them in bf16
   // storage, half an fp32 run's bytes (kernels/precision.h).

@@ -120,6 +120,7 @@ StepResult Runtime::finish(std::unique_ptr<Step> owned, std::unique_ptr<Step>& n
     result.correct = step.tally.correct();
   }
   result.timeline = step.trace.timeline(schedule_);
+  result.timeline_zero = step.trace.zero();
   if (!step.done.recorded())  // the host path: this process's devices, after the wait
     for (size_t d = 0; d < devices_.size(); ++d)
       if (local_[d])
