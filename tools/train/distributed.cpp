@@ -18,6 +18,7 @@
 #include "pipeline/distributed/poll.h"
 #include "pipeline/runtime/runtime.h"
 #include "tools/train/distributed_runner.h"
+#include "tools/train/rank_reports.h"
 #include "tools/train/run_inputs.h"
 #include "tools/train/signals.h"
 #include "tools/train/suggested_command.h"
@@ -45,9 +46,9 @@ struct MpiRanks::State {
   // Waits for `request`, a call on memory inside `buffers`, without spinning a core and
   // without hanging; a wait that throws leaves `buffers` to MPI (poll.h, wait_for_request).
   void wait(MPI_Request& request, std::shared_ptr<void> buffers, const std::string& what) {
-    dist::wait_for_request(session->faults(), request, std::move(buffers), timeout,
-                           [&] { return what; });
+    channel().wait(request, std::move(buffers), what);
   }
+  ReportChannel channel() const { return {session->faults(), control.get(), timeout}; }
 
   // The refusal of the lowest rank that has one ("" if none), on every rank: for a check
   // whose outcome differs between ranks (one host short of GPUs), so that every rank stops
@@ -400,6 +401,15 @@ void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan
   state_->wait(request, t, "agreeing on the steps' time");
   for (size_t i = 0; i < busy_ms.size(); ++i) busy_ms[i] = t->summed[i] / replicas();
   makespan_ms = t->longest;
+}
+
+void MpiRanks::gather_peak_memory(std::map<std::string, uint64_t>& peaks) {
+  train::gather_peak_memory(state_->channel(), peaks);
+}
+
+void MpiRanks::gather_timeline(pipeline::Timeline& timeline,
+                               std::chrono::steady_clock::time_point zero) {
+  train::gather_timeline(state_->channel(), pipeline_devices(), timeline, zero);
 }
 
 std::string MpiRanks::device_label(size_t d, const Device& /*placed*/) const {

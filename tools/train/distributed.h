@@ -101,6 +101,11 @@ class MpiRanks final : public TrainingProcesses {
   // Each rank's busy time per device (its own device's) summed over the ranks and averaged
   // over the replicas; the steps' time, the longest of the ranks'.
   void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) override;
+  // Rank 0's --metrics peaks: every rank's devices, each named by its rank ("rank 1 cpu:1").
+  void gather_peak_memory(std::map<std::string, uint64_t>& peaks) override;
+  // Rank 0's --trace: the events of replica 0's ranks, on rank 0's clock (rank_reports.h).
+  void gather_timeline(pipeline::Timeline& timeline,
+                       std::chrono::steady_clock::time_point zero) override;
   // By rank (rank 0 knows only its own device; the others' may be GPUs of other hosts), or
   // by the ranks of every replica, whose mean the line shows: "rank 1", "ranks 1+2k".
   std::string device_label(size_t d, const Device& placed) const override;

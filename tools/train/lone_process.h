@@ -30,6 +30,8 @@ class LoneProcess final : public TrainingProcesses {
 
   void combine_busy_times(std::vector<double>&, double&) override {}
   std::string device_label(size_t, const Device& placed) const override { return placed.str(); }
+  void gather_peak_memory(std::map<std::string, uint64_t>&) override {}
+  void gather_timeline(pipeline::Timeline&, std::chrono::steady_clock::time_point) override {}
 
   bool agree_on_refusal() override { return true; }
   void end_job_for_own_error(const std::string&) override {}

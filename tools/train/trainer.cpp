@@ -343,8 +343,10 @@ void Training::record_step(int64_t epoch, int64_t k, int64_t rows, double second
     busy_ms_[d] += stats.devices[d].busy;
   makespan_ms_ += stats.makespan;
   last_timeline_ = std::move(r.timeline);
+  last_timeline_zero_ = r.timeline_zero;
   const double rate = static_cast<double>(rows) / seconds;
   const double acc = static_cast<double>(r.correct) / static_cast<double>(rows);
+  if (!o_.metrics.empty()) processes_.gather_peak_memory(r.peak_memory);  // every process
   metrics_.step(resume_point_.step, epoch, k, r.loss, acc, rate, r.sent_bytes, r.peak_memory);
   drawn_.steps.push_back({resume_point_.step, r.loss, acc});
   progress_->step(k, rows, r.loss, r.correct);

@@ -118,6 +118,7 @@ class Training {
   std::vector<double> busy_ms_;  // per pipeline device
   double makespan_ms_ = 0;
   pipeline::Timeline last_timeline_;
+  std::chrono::steady_clock::time_point last_timeline_zero_;  // its time 0 (for --trace)
   Clock::time_point started_;
   int64_t steps_run_ = 0, samples_run_ = 0;
   std::optional<StagingArea> staging_;  // the next batch, filled while a step runs

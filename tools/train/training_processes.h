@@ -11,9 +11,11 @@
 // main.cpp is the one place that chooses between them.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -92,6 +94,13 @@ class TrainingProcesses {
   virtual void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) = 0;
   // How the busy lines name pipeline device d, placed on `placed`.
   virtual std::string device_label(size_t d, const Device& placed) const = 0;
+  // A step's peak memory per device (a --metrics line's): the reporter's gets every process's
+  // devices (under mpirun each rank measures its own alone).
+  virtual void gather_peak_memory(std::map<std::string, uint64_t>& peaks) = 0;
+  // The last step's timeline (--trace), whose time 0 is `zero` on this process's clock: the
+  // reporter's gets every process's events, on its own clock.
+  virtual void gather_timeline(pipeline::Timeline& timeline,
+                               std::chrono::steady_clock::time_point zero) = 0;
 
   // A refusal this process met before the first step (a usage error, a bad input): whether
   // every process met one, so that the reporter alone says it and each exits 2 (true alone).

@@ -35,6 +35,8 @@ int Training::report() {
   metrics_.close();  // its last line written: synced and closed, checked
   const double wall = std::chrono::duration<double>(Clock::now() - started_).count();
   report_busy_times();
+  // Every process takes part: under mpirun the reporter draws every rank's events.
+  if (!o_.trace.empty()) processes_.gather_timeline(last_timeline_, last_timeline_zero_);
   if (!o_.trace.empty() && !last_timeline_.events.empty() && reporter_) {
     write_trace(o_.trace, last_timeline_);
     progress_->line("trace of the last step: " + o_.trace);

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "layers/model/safetensors.h"
@@ -91,6 +93,74 @@ TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, pa
   // two devices' count, summed over micro-batches, is the one device's.
   REQUIRE(first_step_accuracy.size() == 2);
   CHECK(first_step_accuracy[1] == first_step_accuracy[0]);
+}
+
+// Under mpirun rank 0 writes the files, but each rank measures only its own device: the
+// metrics' peak_memory named rank 0's device alone, and the trace drew rank 1's device as
+// empty lanes. Both now hold every rank's (rank_reports.h), and rank 1's events sit on rank
+// 0's clock: each receive ends after the other rank's action that made its tensor.
+TEST_CASE("outputs: --metrics and --trace: under mpirun, every rank's devices and events") {
+  if (!have_mpi()) {
+    MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
+    return;
+  }
+  const fs::path dir = temp_dir("outputs-mpirun");
+  const fs::path metrics = dir / "m.jsonl", json = dir / "t.json";
+  // Two ranks, one per device block of the model; 4 micro-batches (2 x stages).
+  const Run r = run_command(
+      "mpirun --allow-run-as-root --oversubscribe -np 2 " +
+      train_command(quick(dir, "cpu", {"--distributed", "--steps", "2", "--metrics",
+                                       metrics.string(), "--trace", json.string()})));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(metrics);
+  int steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] != "step") continue;
+    ++steps;
+    CAPTURE(line);
+    CHECK(j["peak_memory"].size() == 2u);
+    CHECK(j["peak_memory"].value("rank 0 cpu:0", uint64_t{0}) > 0);
+    CHECK(j["peak_memory"].value("rank 1 cpu:1", uint64_t{0}) > 0);
+  }
+  CHECK(steps == 2);
+
+  const nlohmann::json trace = nlohmann::json::parse(slurp(json));
+  std::vector<int> computes(2, 0);  // [device]: its compute lane's events
+  // When each compute action ended: (stage, "F" or "B" for B and BW, micro-batch) -> µs.
+  std::map<std::tuple<int, std::string, int>, double> computed;
+  std::vector<nlohmann::json> receives;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const int pid = e["pid"].get<int>();
+    REQUIRE((pid == 0 || pid == 1));
+    const nlohmann::json& a = e["args"];
+    const std::string op = a["op"] == "F" ? "F" : "B";
+    if (e["tid"] == 0) {
+      ++computes[static_cast<size_t>(pid)];
+      computed[{a["stage"].get<int>(), op, a["microbatch"].get<int>()}] =
+          e["ts"].get<double>() + e["dur"].get<double>();
+    }
+    if (e["tid"] == 2) receives.push_back(e);
+  }
+  // Each device runs its stage's F and BW of each micro-batch.
+  CHECK(computes[0] == 8);
+  CHECK(computes[1] == 8);
+  // Rank 1 receives each micro-batch's activation, rank 0 its gradient. A receive cannot end
+  // before the other rank's action that made its tensor ended: true on one clock only. The
+  // clocks agree within half a round trip between the ranks, microseconds here: 1 ms (1000
+  // in the trace's microseconds) leaves room for a loaded machine.
+  CHECK(receives.size() == 8);
+  for (const nlohmann::json& receive : receives) {
+    CAPTURE(receive.dump());
+    const nlohmann::json& a = receive["args"];
+    const bool activation = a["op"] == "F";
+    const auto made = computed.find({a["stage"].get<int>() + (activation ? -1 : 1),
+                                     activation ? "F" : "B", a["microbatch"].get<int>()});
+    REQUIRE(made != computed.end());
+    CHECK(receive["ts"].get<double>() + receive["dur"].get<double>() > made->second - 1000);
+  }
 }
 
 TEST_CASE("outputs: a device too small for the model is refused with its name, and just above fits") {

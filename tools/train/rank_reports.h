@@ -1,0 +1,46 @@
+// What rank 0 reports for the whole mpirun job, gathered from the other ranks (distributed.h:
+// MpiRanks): each --metrics line's peak memory of every rank's devices, and the last step's
+// trace with every rank's events. Each rank measures only its own devices; without these,
+// rank 0 wrote its own alone, and drew the other ranks' devices as empty lanes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline/distributed/faults.h"
+#include "pipeline/distributed/mpi_session.h"
+#include "pipeline/schedule/timeline.h"
+
+namespace brigade::train {
+
+// A communicator of rank 0's reports, waited on as every wait of pipeline/distributed/ is
+// (poll.h: no spinning, fault notices heard, a deadline).
+struct ReportChannel {
+  distributed::FaultLine& faults;
+  MPI_Comm comm;
+  std::chrono::milliseconds timeout;
+
+  // Waits for `request`, a call on memory inside `buffers` (poll.h, wait_for_request).
+  void wait(MPI_Request& request, std::shared_ptr<void> buffers, const std::string& what) const;
+  // Rank 0 gets every rank's `mine`, by rank; the others get nothing. Every rank calls it.
+  std::vector<std::string> gather(const std::string& mine, const std::string& what) const;
+};
+
+// Every rank's peaks on rank 0, each device named by its rank ("rank 1 cpu:1"): the ranks of
+// several replicas, or GPUs on several hosts, have devices of the same name. Every rank calls
+// it; the others' `peaks` stay their own.
+void gather_peak_memory(const ReportChannel& channel, std::map<std::string, uint64_t>& peaks);
+
+// Rank 0's `timeline` gets the events of ranks 1 .. `pipeline_ranks` - 1 (replica 0's
+// pipeline, whose rank d runs schedule device d: the lanes of the trace), moved onto rank 0's
+// clock, and their bytes sent; `zero` is
+// this rank's timeline's time 0 on its steady clock (StepResult::timeline_zero). Every rank
+// calls it.
+void gather_timeline(const ReportChannel& channel, int pipeline_ranks,
+                     pipeline::Timeline& timeline, std::chrono::steady_clock::time_point zero);
+
+}  // namespace brigade::train
