@@ -355,17 +355,21 @@ bool MpiRanks::agree_on_refusal() {
 
 void MpiRanks::agree_on_step(pipeline::StepResult& result) {
   // On the heap: MPI's until the calls complete (poll.h, wait_for_request).
+  // {loss, correct, sent bytes}: this rank's, every rank's sum (counts and bytes exact in a
+  // double up to 2^53)
   struct Words {
-    double mine[2], summed[2];  // {loss, correct}: this rank's, every rank's sum
+    double mine[3], summed[3];
   };
-  const auto w = std::make_shared<Words>(
-      Words{{result.loss, static_cast<double>(result.correct)}, {0, 0}});
+  const auto w = std::make_shared<Words>(Words{{result.loss, static_cast<double>(result.correct),
+                                                static_cast<double>(result.sent_bytes)},
+                                               {0, 0, 0}});
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine, w->summed, 2, MPI_DOUBLE, MPI_SUM,
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine, w->summed, 3, MPI_DOUBLE, MPI_SUM,
                                    state_->control.get(), &request));
   state_->wait(request, w, "adding up the step's loss");
   result.loss = w->summed[0];
   result.correct = static_cast<int64_t>(w->summed[1]);
+  result.sent_bytes = static_cast<uint64_t>(w->summed[2]);
   agree_on_stop();
 }
 

@@ -92,7 +92,7 @@ class MpiRanks final : public TrainingProcesses {
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
   int64_t from_reporter(int64_t value, const std::string& what) override;
 
-  // The ranks add up the step's loss and correct count, and agree on the largest stop signal
+  // The ranks add up the step's loss, correct count and bytes sent, and agree on the largest stop signal
   // any of them caught (agree_on_stop): stop_requested() returns it until the next agreement.
   void agree_on_step(pipeline::StepResult& result) override;
   void agree_on_stop() override;

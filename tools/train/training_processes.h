@@ -78,8 +78,9 @@ class TrainingProcesses {
   // alone read, e.g. from a file only its host may hold. `what` names it in a wait that ends.
   virtual int64_t from_reporter(int64_t value, const std::string& what) = 0;
 
-  // After each step: the step's loss and correct count over every process (each replica's
-  // last stage holds its share), and whether any process caught a stop signal.
+  // After each step: the step's loss, correct count and bytes sent over every process (each
+  // replica's last stage holds its share of the first two), and whether any process caught a
+  // stop signal.
   virtual void agree_on_step(pipeline::StepResult& result) = 0;
   // After an evaluation: whether any process caught a stop signal while it ran (the reporter
   // abandons it for its own), so that every process stops after it, or none.

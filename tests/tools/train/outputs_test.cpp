@@ -97,8 +97,9 @@ TEST_CASE("outputs: metrics lines, per device peak memory, evaluation, trace, pa
 
 // Under mpirun rank 0 writes the files, but each rank measures only its own device: the
 // metrics' peak_memory named rank 0's device alone, and the trace drew rank 1's device as
-// empty lanes. Both now hold every rank's (rank_reports.h), and rank 1's events sit on rank
-// 0's clock: each receive ends after the other rank's action that made its tensor.
+// empty lanes, and sent_bytes counted rank 0's sends alone. Both now hold every rank's
+// (rank_reports.h; sent_bytes as one process on two devices counts them), and rank 1's events
+// sit on rank 0's clock: each receive ends after the other rank's action that made its tensor.
 TEST_CASE("outputs: --metrics and --trace: under mpirun, every rank's devices and events") {
   if (!have_mpi()) {
     MESSAGE("SKIP: this build has no MPI (--distributed is built where Meson finds it)");
@@ -113,16 +114,29 @@ TEST_CASE("outputs: --metrics and --trace: under mpirun, every rank's devices an
                                        metrics.string(), "--trace", json.string()})));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
+  // The same run in one process, on two CPU devices: its sent_bytes, each step's, are what
+  // the ranks' add up to (rank 0 sends the activations, rank 1 the gradients).
+  const fs::path alone = dir / "alone.jsonl";
+  run_train_ok(quick(dir, "cpu:0,cpu:1", {"--steps", "2", "--metrics", alone.string()}));
+  std::vector<uint64_t> sent_alone;
+  std::ifstream alone_in(alone);
+  for (std::string line; std::getline(alone_in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == "step") sent_alone.push_back(j["sent_bytes"].get<uint64_t>());
+  }
+  REQUIRE(sent_alone.size() == 2u);
   std::ifstream in(metrics);
   int steps = 0;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j["kind"] != "step") continue;
-    ++steps;
     CAPTURE(line);
     CHECK(j["peak_memory"].size() == 2u);
     CHECK(j["peak_memory"].value("rank 0 cpu:0", uint64_t{0}) > 0);
     CHECK(j["peak_memory"].value("rank 1 cpu:1", uint64_t{0}) > 0);
+    CHECK(sent_alone[static_cast<size_t>(steps)] > 0);
+    CHECK(j["sent_bytes"].get<uint64_t>() == sent_alone[static_cast<size_t>(steps)]);
+    ++steps;
   }
   CHECK(steps == 2);
 
