@@ -115,8 +115,10 @@ struct StepResult {
   double loss = 0;                   // the loss's mean over the mini-batch (RuntimeOptions::loss)
   int64_t correct = 0;               // samples it counts as correct (accuracy's numerator)
   Timeline timeline;                 // measured, in ms from the step's start; lanes compute, send
-  // The step's start on this process's steady clock (the timeline's 0): what puts another
-  // process's timeline of the same step on this one's clock (brigade-train --distributed).
+  // The step's start on this process's steady clock, the timeline's 0 (but on GPUs behind a
+  // pending step, whose end is their 0: StepTrace::zero): what puts another process's timeline
+  // of the same step on this one's clock (brigade-train --distributed, whose steps are never
+  // submitted behind one).
   std::chrono::steady_clock::time_point timeline_zero;
   // The bytes this process's devices sent to other devices (stages on another device, here
   // or in another process): activations and input gradients. A bf16 run sends them in bf16

@@ -62,7 +62,8 @@ class StepTrace {
   // Lanes compute, send and recv, ms from the step's start, and a flow from each send to its
   // receive (sends to another process and receives from one have no partner here).
   Timeline timeline(const Schedule& schedule) const;
-  // The step's start on the host's clock: the timeline's time 0.
+  // The step's start on the host's clock: the timeline's time 0, except on GPUs behind a
+  // pending step, whose 0 is that step's end (origin_ms_), later than this.
   std::chrono::steady_clock::time_point zero() const { return t0_; }
 
  private:

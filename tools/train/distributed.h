@@ -20,9 +20,10 @@
 // --init-from are read by rank 0 and broadcast_model() to every rank. The replicas are
 // bit-identical (the reducer sums in the same order everywhere), so replica 0 stands for all.
 //
-// Agreement: after every step all ranks all-reduce (loss, correct, stop): the global loss
-// for rank 0's progress, and a SIGINT/SIGTERM seen by any rank stops every rank after the
-// same step. Errors: a mistake every rank makes alike (a usage error, a refused checkpoint)
+// Agreement: after every step all ranks all-reduce (loss, correct, bytes sent, stop): the
+// global loss for rank 0's progress, and a SIGINT/SIGTERM seen by any rank stops every rank
+// after the same step; with --metrics, rank 0 gathers every rank's peak memory too, and with
+// --trace, at the end, the last step's events (rank_reports.h). Errors: a mistake every rank makes alike (a usage error, a refused checkpoint)
 // is an AllRanksError, or a refusal every rank meets and agrees on (agree_on_refusal): rank 0
 // prints it, every rank exits non-zero; anything else, a refusal of one rank alone included,
 // ends the job through pipeline/distributed/faults.h (the failed rank is named, every rank

@@ -85,7 +85,9 @@ struct PackedHeader {
 };
 static_assert(std::is_trivially_copyable_v<PackedHeader>);
 
-std::string pack(const pipeline::Timeline& t, int64_t zero_ns) {
+}  // namespace
+
+std::string pack_timeline(const pipeline::Timeline& t, int64_t zero_ns) {
   std::string out(sizeof(PackedHeader) + t.events.size() * sizeof(PackedEvent), '\0');
   const PackedHeader header{zero_ns, t.sent_bytes};
   std::memcpy(out.data(), &header, sizeof header);
@@ -99,10 +101,8 @@ std::string pack(const pipeline::Timeline& t, int64_t zero_ns) {
   return out;
 }
 
-// Appends the events of `bytes` (pack's, from a rank whose clock is `offset_ns` ahead of this
-// one's) to `t`, whose time 0 is `zero_ns` on this rank's clock; returns the sender's header.
-PackedHeader unpack_into(pipeline::Timeline& t, const std::string& bytes, int64_t offset_ns,
-                         int64_t zero_ns) {
+uint64_t unpack_timeline_into(pipeline::Timeline& t, const std::string& bytes,
+                              int64_t offset_ns, int64_t zero_ns) {
   PackedHeader header{};
   BRIGADE_CHECK(bytes.size() >= sizeof header &&
                     (bytes.size() - sizeof header) % sizeof(PackedEvent) == 0,
@@ -117,10 +117,8 @@ PackedHeader unpack_into(pipeline::Timeline& t, const std::string& bytes, int64_
                         pipeline::Action{p.stage, static_cast<pipeline::Op>(p.op), p.microbatch},
                         p.start + shift_ms, p.end + shift_ms});
   }
-  return header;
+  return header.sent_bytes;
 }
-
-}  // namespace
 
 void ReportChannel::wait(MPI_Request& request, std::shared_ptr<void> buffers,
                          const std::string& what) const {
@@ -182,10 +180,13 @@ void gather_peak_memory(const ReportChannel& channel, std::map<std::string, uint
 
 // Clocks: each rank's events are in ms from its own step's start on its own steady clock, and
 // the ranks' clocks differ (one per host; and the steps start apart). Rank 0 measures each
-// peer's clock against its own (clock_offset_ns, as the job ends: two hosts' clocks run a few
-// parts per million apart, microseconds over the seconds since the last step) and moves the
-// peer's events by the difference of the two time 0s on its own clock, so that a send and its
-// receive line up within half the fastest round trip between the two ranks.
+// peer's clock against its own (clock_offset_ns) and moves the peer's events by the difference
+// of the two time 0s on its own clock, so that a send and its receive line up within half the
+// fastest round trip between the two ranks. The offset is measured as the job ends, after the
+// last evaluation and checkpoint: two hosts' clocks drift apart over that time (a few parts per
+// million; up to 500 while one is slewed), microseconds a second, so a long end widens it.
+// A peer whose step began before rank 0's has events before 0: every event is then moved
+// later by as much, the earliest at 0 (a trace's axis starts there).
 void gather_timeline(const ReportChannel& channel, int pipeline_ranks,
                      pipeline::Timeline& timeline, std::chrono::steady_clock::time_point zero) {
   const int rank = rank_in(channel.comm);
@@ -197,12 +198,15 @@ void gather_timeline(const ReportChannel& channel, int pipeline_ranks,
       std::chrono::duration_cast<std::chrono::nanoseconds>(zero.time_since_epoch()).count();
   const bool sends = rank > 0 && rank < pipeline_ranks;
   const std::vector<std::string> all =
-      channel.gather(sends ? pack(timeline, zero_ns) : std::string(), "the ranks' trace events");
+      channel.gather(sends ? pack_timeline(timeline, zero_ns) : std::string(),
+                     "the ranks' trace events");
   if (all.empty()) return;  // not rank 0
   for (int peer = 1; peer < pipeline_ranks; ++peer)
-    timeline.sent_bytes += unpack_into(timeline, all[static_cast<size_t>(peer)],
-                                       offsets[static_cast<size_t>(peer)], zero_ns)
-                               .sent_bytes;
+    timeline.sent_bytes += unpack_timeline_into(timeline, all[static_cast<size_t>(peer)],
+                                                offsets[static_cast<size_t>(peer)], zero_ns);
+  double earliest = 0;
+  for (const pipeline::TimelineEvent& e : timeline.events) earliest = std::min(earliest, e.start);
+  for (pipeline::TimelineEvent& e : timeline.events) e.start -= earliest, e.end -= earliest;
   // No flows join the ranks: a send to another process is its link's, and marks no event on
   // the send lane for a flow to start from.
 }

@@ -35,11 +35,21 @@ struct ReportChannel {
 // it; the others' `peaks` stay their own.
 void gather_peak_memory(const ReportChannel& channel, std::map<std::string, uint64_t>& peaks);
 
+// A rank's trace as it travels: `t`'s events (ms from its time 0) and bytes sent, and its time
+// 0 on its own steady clock, `zero_ns`; plain numbers copied as bytes (every rank runs this
+// program on one kind of machine).
+std::string pack_timeline(const pipeline::Timeline& t, int64_t zero_ns);
+// Appends the events of `bytes` (pack_timeline's, from a rank whose clock reads `offset_ns`
+// more than this one's at the same instant) to `t`, whose time 0 is `zero_ns` on this rank's
+// clock, moved onto that time 0; returns the sender's bytes sent.
+uint64_t unpack_timeline_into(pipeline::Timeline& t, const std::string& bytes, int64_t offset_ns,
+                              int64_t zero_ns);
+
 // Rank 0's `timeline` gets the events of ranks 1 .. `pipeline_ranks` - 1 (replica 0's
 // pipeline, whose rank d runs schedule device d: the lanes of the trace), moved onto rank 0's
-// clock, and their bytes sent; `zero` is
-// this rank's timeline's time 0 on its steady clock (StepResult::timeline_zero). Every rank
-// calls it.
+// clock (and every event moved later where a peer's began before 0), and their bytes sent;
+// `zero` is this rank's timeline's time 0 on its steady clock (StepResult::timeline_zero).
+// Every rank calls it.
 void gather_timeline(const ReportChannel& channel, int pipeline_ranks,
                      pipeline::Timeline& timeline, std::chrono::steady_clock::time_point zero);
 

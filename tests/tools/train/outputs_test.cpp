@@ -14,6 +14,9 @@
 
 #include "layers/model/safetensors.h"
 #include "tests/tools/train/run_binary.h"
+#if defined(BRIGADE_HAVE_MPI)
+#include "tools/train/rank_reports.h"
+#endif
 
 using namespace brigade::train::test;
 namespace fs = std::filesystem;
@@ -149,6 +152,9 @@ TEST_CASE("outputs: --metrics and --trace: under mpirun, every rank's devices an
     if (e["ph"] != "X") continue;
     const int pid = e["pid"].get<int>();
     REQUIRE((pid == 0 || pid == 1));
+    // A rank whose step began before rank 0's once had events before 0, drawn left of an
+    // SVG's axis: the trace starts at its earliest event.
+    CHECK(e["ts"].get<double>() >= 0);
     const nlohmann::json& a = e["args"];
     const std::string op = a["op"] == "F" ? "F" : "B";
     if (e["tid"] == 0) {
@@ -419,5 +425,27 @@ TEST_CASE("outputs: the memory check counts a hand-written conv's im2col columns
   CAPTURE(fits.output);
   CHECK(fits.status == 0);
   CHECK(fits.output.find("out of memory") == std::string::npos);
+}
+#endif
+
+#if defined(BRIGADE_HAVE_MPI)
+// A rank's events travel as numbers from its own time 0 and land on rank 0's: one mpirun on
+// one host cannot show the arithmetic wrong (its ranks share a clock, offset 0), so here a
+// worked example does. A peer whose clock reads 5 ms more than rank 0's, and whose step began
+// at 102 ms on it (97 ms on rank 0's), sent an event at 1..2 ms; rank 0's step began at 100
+// ms: the event is at -2..-1 ms on rank 0's timeline.
+TEST_CASE("outputs: a rank's trace events move onto rank 0's clock by its measured offset") {
+  brigade::pipeline::Timeline peer;
+  peer.sent_bytes = 4096;
+  peer.events.push_back({.device = 1, .lane = 2, .action = {}, .start = 1.0, .end = 2.0});
+  constexpr int64_t kMs = 1'000'000;  // ns
+  const std::string bytes = brigade::train::pack_timeline(peer, 102 * kMs);
+  brigade::pipeline::Timeline here;
+  CHECK(brigade::train::unpack_timeline_into(here, bytes, 5 * kMs, 100 * kMs) == 4096u);
+  REQUIRE(here.events.size() == 1u);
+  CHECK(here.events[0].device == 1);
+  CHECK(here.events[0].lane == 2);
+  CHECK(here.events[0].start == doctest::Approx(-2.0).epsilon(1e-12));
+  CHECK(here.events[0].end == doctest::Approx(-1.0).epsilon(1e-12));
 }
 #endif
