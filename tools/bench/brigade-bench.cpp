@@ -152,6 +152,13 @@ std::string unread_option_refusal(const CLI::App& app, bool count, bool run_ops,
              "SGEMM, no implementation of --impls (the ops, model and runtime levels' rows); "
              "leave it out";
     }
+  // The model and runtime levels time whole steps, on the CPU or a CUDA path: a list of the
+  // reference alone leaves them no row, a table of headers that would exit 0.
+  const auto reference = [](const std::string& impl) { return impl == "reference"; };
+  if (app.count("--impls") && run_steps && std::all_of(impls.begin(), impls.end(), reference))
+    return "--impls reference: the model and runtime levels time steps on cpu, handwritten or "
+           "vendor, and the reference kernels op by op alone; add one of those, or ask for "
+           "--level ops";
   // Graphs are the runtime's: the other levels call the ops without it, so a table that
   // looks measured with graphs off would not be.
   if (app.count("--cuda-graphs") && !run_runtime)

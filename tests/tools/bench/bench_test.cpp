@@ -443,6 +443,8 @@ TEST_CASE("bench: an option the run would not read is refused by name, exit 2") 
       {" --level gemm --impls cpu" + std::string(kQuick), "--impls cpu: --level gemm times"},
       {" --level model --impls reference,cpu" + std::string(kQuick),
        "--impls reference: the reference kernels are timed op by op"},
+      {" --level both --impls reference" + std::string(kQuick),
+       "--impls reference: the model and runtime levels time steps on cpu"},
   };
   for (const auto& r : refused) {
     const std::string line = kOneGpu + bench + r.args;
