@@ -72,8 +72,15 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
   if (const std::optional<int> kept = keep_checkpoint_microbatches()) {
     try {
       set_up_pipeline();
-    } catch (const UsageError& e) {  // the count refused is one the user did not give
-      throw UsageError(std::string(e.what()) + " (the " + std::to_string(*kept) +
+    } catch (const UsageError& e) {
+      // A refusal of the count (too few samples for it, a schedule that cannot run it) names
+      // a count the user did not give: say where it came from. (The memory check's refusal
+      // says it already; other refusals are not about it.)
+      const std::string what = e.what();
+      if (what.find("micro-batch") == std::string::npos ||
+          what.find("checkpoint's") != std::string::npos)
+        throw;
+      throw UsageError(what + " (the " + std::to_string(*kept) +
                        " micro-batches are the checkpoint's, which --resume keeps: another "
                        "count would not continue that run)");
     }

@@ -113,6 +113,12 @@ TEST_CASE("resume: on other devices, --microbatches auto keeps the checkpoint's 
   CHECK(refused.output.find("--batch 3 is smaller than the 4 micro-batches of a step: every "
                             "micro-batch needs a sample (the 4 micro-batches are the "
                             "checkpoint's, which --resume keeps") != std::string::npos);
+  // A refusal about something else does not say it: three devices for a model of two blocks.
+  const Run other =
+      run_train(brigade::train::with_option(r.resumed, "--devices", "cpu:0,cpu:1,cpu:2"));
+  CHECK(other.status == 2);
+  CHECK(other.output.find("the model has 2 device blocks") != std::string::npos);
+  CHECK(other.output.find("checkpoint's") == std::string::npos);
 }
 
 // The same for a job under mpirun resumed on fewer ranks (3, then 2): rank 0 reads the count
