@@ -126,9 +126,12 @@ std::string math_refusal(const std::string& math, bool count_calls, bool impls_r
 // Why an option given on the command line would change nothing in this run ("" when each one
 // given does): a table made without it would read as made with it. --count-calls counts one
 // GPU step instead of timing levels; --impls picks the rows of the ops, model and runtime
-// levels (the reference kernels are the op level's alone); --cuda-graphs is the runtime's.
+// levels (the reference kernels are the op level's alone); --cuda-graphs is the runtime's;
+// each level has its own sizes (--batch, --batches and --steps) and --precision is the ops,
+// model and runtime levels' (the gemm level times bf16 beside fp32 itself).
 std::string unread_option_refusal(const CLI::App& app, bool count, bool run_ops, bool run_steps,
-                                  bool run_runtime, const std::vector<std::string>& impls) {
+                                  bool run_runtime, bool run_gemm,
+                                  const std::vector<std::string>& impls) {
   if (count) {
     static const std::pair<const char*, const char*> timing_only[] = {
         {"--level", "chooses what is timed, and --count-calls counts a GPU step's calls "
@@ -159,6 +162,26 @@ std::string unread_option_refusal(const CLI::App& app, bool count, bool run_ops,
     return "--impls reference: the model and runtime levels time steps on cpu, handwritten or "
            "vendor, and the reference kernels op by op alone; add one of those, or ask for "
            "--level ops";
+  const bool run_rows = run_ops || run_steps;
+  const struct {
+    const char* flag;
+    bool read;
+    const char* why;
+  } level_settings[] = {
+      {"--batch", run_ops || run_gemm,
+       "is the ops and gemm levels' batch, and neither is asked for (the model and runtime "
+       "levels take --batches)"},
+      {"--batches", run_steps,
+       "are the model and runtime levels' batches, and neither is asked for (the ops and gemm "
+       "levels take --batch)"},
+      {"--steps", run_steps,
+       "are the model and runtime levels' steps per repetition, and neither is asked for"},
+      {"--precision", run_rows,
+       "is the ops, model and runtime levels' (--level gemm times bf16 beside fp32 itself); "
+       "leave it out"},
+  };
+  for (const auto& s : level_settings)
+    if (app.count(s.flag) && !s.read) return std::string(s.flag) + " " + s.why;
   // Graphs are the runtime's: the other levels call the ops without it, so a table that
   // looks measured with graphs off would not be.
   if (app.count("--cuda-graphs") && !run_runtime)
@@ -270,7 +293,7 @@ int main(int argc, char** argv) {
   std::vector<bool> graphs_settings;
   for (const std::string& g : cuda_graphs) graphs_settings.push_back(g == "on");
   if (const std::string why =
-          unread_option_refusal(app, count, run_ops, run_steps, run_runtime, op.impls);
+          unread_option_refusal(app, count, run_ops, run_steps, run_runtime, run_gemm, op.impls);
       !why.empty()) {
     std::fprintf(stderr, "brigade-bench: %s\n", why.c_str());
     return cli::kUsageStatus;

@@ -17,8 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The smallest measurement: one thread, one repetition of one step at batch 4.
-const char* kQuick = " --quick --threads 1 --reps 1 --steps 1 --batches 4 --batch 4";
+// The smallest measurement: one thread, one repetition of one step at batch 4, for the levels
+// that read each size: every level asked for reads the flags given (or they are refused).
+const std::string kQuickAny = " --quick --threads 1 --reps 1";
+const std::string kQuickOps = kQuickAny + " --batch 4";                 // ops, gemm
+const std::string kQuickSteps = kQuickAny + " --steps 1 --batches 4";  // model, runtime
+const std::string kQuick = kQuickSteps + " --batch 4";                 // both (the default)
 
 // Before a command, the GPU it may use: one emulated GPU in the emulated build, whatever the
 // environment says; elsewhere the machine's, if it has one.
@@ -38,7 +42,7 @@ TEST_CASE("bench: --model FILE measures that file's model, at the level asked") 
   const fs::path json = dir / "bench.json";
   // From another directory: a path is a path, wherever the program runs.
   const Run r = run_command("cd " + dir.string() + " && " + bench + " --model " + model.string() +
-                            " --level model" + kQuick + " --json " + json.string());
+                            " --level model" + kQuickSteps + " --json " + json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("Model level: training steps of " + model.string()) != std::string::npos);
@@ -54,7 +58,7 @@ TEST_CASE("bench: --model FILE measures that file's model, at the level asked") 
   // 1.1 MFLOP per sample is tiny_cnn's, not the default seed_cnn's 113.4.
   CHECK(r.output.find("1.1 MFLOP per sample") != std::string::npos);
 
-  const Run ops = run_command(bench + " --model tiny_cnn --level ops --impls cpu" + kQuick);
+  const Run ops = run_command(bench + " --model tiny_cnn --level ops --impls cpu" + kQuickOps);
   CAPTURE(ops.output);
   REQUIRE(ops.status == 0);
   CHECK(ops.output.find("Op level") != std::string::npos);
@@ -66,7 +70,7 @@ TEST_CASE("bench: --model FILE measures that file's model, at the level asked") 
 TEST_CASE("bench: --level gemm times the bf16 GEMM beside SGEMM at each GEMM of the layers") {
   const std::string bench = tool_binary("BRIGADE_BENCH");
   const fs::path json = temp_dir("bench-gemm") / "gemm.json";
-  const Run r = run_command(bench + " --model tiny_cnn --level gemm" + kQuick + " --json " +
+  const Run r = run_command(bench + " --model tiny_cnn --level gemm" + kQuickOps + " --json " +
                             json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
@@ -102,7 +106,7 @@ TEST_CASE("bench: the old switches are refused, and a model file that is no mode
   CHECK(run_command(bench + " --network seed_cnn").status == 2);
   CHECK(run_command(bench + " --level everything").status == 2);
   // --cuda-graphs is the runtime's: with a level that runs no runtime it would mean nothing.
-  const Run graphs = run_command(bench + " --level model --cuda-graphs off" + kQuick);
+  const Run graphs = run_command(bench + " --level model --cuda-graphs off" + kQuickSteps);
   CAPTURE(graphs.output);
   CHECK(graphs.status == 2);
   CHECK(graphs.output.find("--cuda-graphs applies to the runtime level") != std::string::npos);
@@ -293,11 +297,11 @@ TEST_CASE("bench: --math tf32 times the vendor rows on a GPU, and is refused wit
   if (brigade::cuda_device_count() == 0 || !no_gpu.empty())
     refused(no_gpu + bench + " --math tf32" + kQuick, "this machine has no GPU");
   if (brigade::cuda_device_count() == 0 && one_gpu.empty()) return;  // no GPU to time on
-  refused(one_gpu + bench + " --level ops --impls cpu,handwritten --math tf32" + kQuick,
+  refused(one_gpu + bench + " --level ops --impls cpu,handwritten --math tf32" + kQuickOps,
           "--impls measures none: add vendor");
   const fs::path json = temp_dir("bench-tf32") / "bench.json";
   const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model --math tf32" +
-                            kQuick + " --json " + json.string());
+                            kQuickSteps + " --json " + json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("math tf32 (the vendor rows and the GPU peak)") != std::string::npos);
@@ -320,7 +324,7 @@ TEST_CASE("bench: --precision bf16 times the cpu rows and both CUDA paths' on a 
   const std::string bench = tool_binary("BRIGADE_BENCH");
   const fs::path json = temp_dir("bench-bf16") / "bench.json";
   const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model --precision bf16" +
-                            kQuick + " --json " + json.string());
+                            kQuickSteps + " --json " + json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   std::ifstream in(json);
@@ -346,7 +350,7 @@ TEST_CASE("bench: --level runtime times brigade-train's step, with CUDA graphs o
   const std::string bench = tool_binary("BRIGADE_BENCH");
   const fs::path json = temp_dir("bench-runtime") / "bench.json";
   const Run r = run_command(one_gpu + bench + " --model tiny_cnn --level model,runtime" +
-                            " --cuda-graphs on,off" + kQuick + " --json " + json.string());
+                            " --cuda-graphs on,off" + kQuickSteps + " --json " + json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("Model level: training steps of tiny_cnn") != std::string::npos);
@@ -378,7 +382,7 @@ TEST_CASE("bench: --level runtime times brigade-train's step, with CUDA graphs o
   // --cuda-graphs off alone: no row with graphs.
   if (gpu) {
     const Run off = run_command(one_gpu + bench + " --model tiny_cnn --level runtime" +
-                                " --cuda-graphs off" + kQuick + " --json " + json.string());
+                                " --cuda-graphs off" + kQuickSteps + " --json " + json.string());
     CAPTURE(off.output);
     REQUIRE(off.status == 0);
     std::ifstream in_off(json);
@@ -398,7 +402,7 @@ TEST_CASE("bench: a path that fails is reported and left out; the rest is measur
   const std::string bench = tool_binary("BRIGADE_BENCH");
   const fs::path json = temp_dir("bench-failed-part") / "bench.json";
   const Run r = run_command("BRIGADE_EMULATED_GPUS=1 BRIGADE_EMULATED_GPU_MEMORY=24MiB " + bench +
-                            " --model tiny_cnn --level model,runtime" + kQuick + " --json " +
+                            " --model tiny_cnn --level model,runtime" + kQuickSteps + " --json " +
                             json.string());
   CAPTURE(r.output);
   CHECK(r.status == 1);
@@ -426,9 +430,10 @@ TEST_CASE("bench: a path that fails is reported and left out; the rest is measur
 }
 
 // An option a run does not read was once dropped without a word: --count-calls took --level,
-// --threads, --reps and --batch and counted as without them, and --level gemm took --impls
-// and timed its two GEMMs. Each is refused now, by name, before anything runs (the same in
-// every build: --count-calls' own refusals come after), exit 2.
+// --threads, --reps and --batch and counted as without them, --level gemm took --impls and
+// --precision and timed its two GEMMs, and a level's size (--batch, --batches, --steps) given
+// where no level asked for reads it changed nothing. Each is refused now, by name, before
+// anything runs (the same in every build: --count-calls' own refusals come after), exit 2.
 TEST_CASE("bench: an option the run would not read is refused by name, exit 2") {
   const std::string bench = tool_binary("BRIGADE_BENCH") + " --model tiny_cnn";
   // (A quick count where the old program counted: the vendor path alone, at batch 4.)
@@ -440,11 +445,15 @@ TEST_CASE("bench: an option the run would not read is refused by name, exit 2") 
       {count + " --threads 1", "--threads sets the CPU's thread counts"},
       {count + " --reps 1", "--reps repeats a timing"},
       {count + " --batch 4", "--batch is the op and gemm levels' batch"},
-      {" --level gemm --impls cpu" + std::string(kQuick), "--impls cpu: --level gemm times"},
-      {" --level model --impls reference,cpu" + std::string(kQuick),
+      {" --level gemm --impls cpu" + kQuickOps, "--impls cpu: --level gemm times"},
+      {" --level model --impls reference,cpu" + kQuickSteps,
        "--impls reference: the reference kernels are timed op by op"},
-      {" --level both --impls reference" + std::string(kQuick),
+      {" --level both --impls reference" + kQuick,
        "--impls reference: the model and runtime levels time steps on cpu"},
+      {" --level ops --impls cpu --steps 1" + kQuickOps, "--steps are the model and runtime"},
+      {" --level gemm --batches 4" + kQuickOps, "--batches are the model and runtime"},
+      {" --level model --batch 4" + kQuickSteps, "--batch is the ops and gemm levels' batch"},
+      {" --level gemm --precision bf16" + kQuickOps, "--precision is the ops, model and runtime"},
   };
   for (const auto& r : refused) {
     const std::string line = kOneGpu + bench + r.args;
@@ -475,7 +484,7 @@ TEST_CASE("bench: --steps with --count-calls, and --impls at the model and runti
   const fs::path json = temp_dir("bench-impls-levels") / "bench.json";
   // (Without a GPU, --impls vendor is refused: it would time nothing.)
   const Run r = run_command(bench + " --level model,runtime --cuda-graphs off" +
-                            " --impls " + (gpu ? "cpu,vendor" : "cpu") + kQuick + " --json " +
+                            " --impls " + (gpu ? "cpu,vendor" : "cpu") + kQuickSteps + " --json " +
                             json.string());
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
