@@ -84,6 +84,10 @@ void write_file(const std::string& path, std::span<const TensorToWrite> tensors,
 
 // Reads and validates the file at `path`. Throws Error.
 File read_file(const std::string& path);
+// The same checks and answer without the tensors' bytes (`data` stays empty; bytes() is not
+// for such a File): the header alone is read, its byte ranges checked against the file's size,
+// for a look at a file's metadata or shapes that need not read its gigabytes.
+File read_header(const std::string& path);
 
 // Validates and parses a whole file already in memory; `source` names it in messages.
 File parse(std::span<const uint8_t> file_bytes, std::string_view source);

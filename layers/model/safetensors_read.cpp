@@ -182,7 +182,10 @@ File parse(std::span<const uint8_t> file_bytes, std::string_view source_name) {
   return file;
 }
 
-File read_file(const std::string& path) {
+namespace {
+
+// read_file and read_header: the whole file, or its header alone (`with_data` false).
+File read(const std::string& path, bool with_data) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
   struct Closer {
@@ -213,9 +216,15 @@ File read_file(const std::string& path) {
   std::string header(n, '\0');  // n <= kMaxHeaderBytes and <= the file: a bounded allocation
   read_exact(reinterpret_cast<uint8_t*>(header.data()), n);
   File file = parse_header(header, size - 8 - n, path);
+  if (!with_data) return file;
   file.data.resize(size - 8 - n);  // exactly what the validated header declares
   read_exact(file.data.data(), file.data.size());
   return file;
 }
+
+}  // namespace
+
+File read_file(const std::string& path) { return read(path, true); }
+File read_header(const std::string& path) { return read(path, false); }
 
 }  // namespace brigade::safetensors

@@ -73,7 +73,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 bool is_checkpoint_file(const std::string& path) {
   try {
-    const st::File file = st::read_file(path);
+    const st::File file = st::read_header(path);
     const auto it = file.metadata.find("brigade");
     return it != file.metadata.end() && it->second == kFormat;
   } catch (const std::exception&) {
@@ -83,7 +83,7 @@ bool is_checkpoint_file(const std::string& path) {
 
 std::optional<int> checkpoint_microbatches(const std::string& dir) {
   try {
-    const st::File file = st::read_file(checkpoint_path(dir));
+    const st::File file = st::read_header(checkpoint_path(dir));
     const auto format = file.metadata.find("brigade");
     if (format == file.metadata.end() || format->second != kFormat) return std::nullopt;
     const int64_t m = number(file, "recipe.microbatches");
@@ -161,7 +161,7 @@ std::string model_difference(const std::string& checkpoint_model, const std::str
 std::string not_a_checkpoint(const std::string& path) {
   st::File file;
   try {
-    file = st::read_file(path);
+    file = st::read_header(path);
   } catch (const std::exception& e) {
     return e.what();
   }

@@ -132,6 +132,46 @@ TEST_CASE("write then read is bit-exact, with metadata, and the buffer is 8-byte
   CHECK(f.tensors[2].begin == wb.size() + bb.size());
 }
 
+// read_header: what read_file says of a file (its tensors' names, dtypes, shapes, byte ranges,
+// its metadata) without reading the bytes; a file cut short is refused alike, by its header's
+// byte ranges against the file's size.
+TEST_CASE("read_header gives read_file's answer without the bytes, and refuses alike") {
+  TempDir dir;
+  const std::vector<float> w(1000, 0.5f);
+  const auto wb = as_bytes(w);
+  const std::vector<st::TensorToWrite> tensors = {{"w", st::Dtype::F32, {10, 100}, wb},
+                                                  {"b", st::Dtype::F32, {10}, {wb.data(), 40}}};
+  const std::string path = dir.file("h.safetensors");
+  st::write_file(path, tensors, {{"step", "7"}});
+  const st::File whole = st::read_file(path), header = st::read_header(path);
+  CHECK(header.data.empty());
+  CHECK(whole.data.size() == 4040);
+  CHECK(header.metadata == whole.metadata);
+  REQUIRE(header.tensors.size() == whole.tensors.size());
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    CAPTURE(i);
+    CHECK(header.tensors[i].name == whole.tensors[i].name);
+    CHECK(header.tensors[i].dtype == whole.tensors[i].dtype);
+    CHECK(header.tensors[i].shape == whole.tensors[i].shape);
+    CHECK(header.tensors[i].begin == whole.tensors[i].begin);
+    CHECK(header.tensors[i].end == whole.tensors[i].end);
+  }
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 1);
+  std::string by_file, by_header;
+  try {
+    st::read_file(path);
+  } catch (const st::Error& e) {
+    by_file = e.what();
+  }
+  try {
+    st::read_header(path);
+  } catch (const st::Error& e) {
+    by_header = e.what();
+  }
+  CHECK(!by_file.empty());
+  CHECK(by_header == by_file);
+}
+
 TEST_CASE("the writer refuses inconsistent input before touching the disk") {
   TempDir dir;
   const std::string path = dir.file("w.safetensors");
