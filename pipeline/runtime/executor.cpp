@@ -362,10 +362,11 @@ DeviceGraphs::Key Runtime::graph_key(int d, const Step& step) const {
 }
 
 // Hands `t` (written on device d's compute stream by `produced`) to the neighbour through
-// `link`. A device run by another process (the link moves it), or the same device: the tensor
-// itself and the event after its writing. Another device here: the send stream waits for the
-// compute stream, copies into a buffer of the receiver's device (owned by its receive stream),
-// and the event recorded after the copy goes with it.
+// `link`. A device run by another process (the link moves it; the send lane marks when it
+// was written), or the same device: the tensor itself and the event after its writing.
+// Another device here: the send stream waits for the compute stream, copies into a buffer of
+// the receiver's device (owned by its receive stream), and the event recorded after the copy
+// goes with it.
 void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, Step& step) {
   const DeviceStreams& mine = *streams_[static_cast<size_t>(d)];
   const int to = schedule_.device_of(produced.op == Op::F ? produced.stage + 1 : produced.stage - 1);
@@ -384,6 +385,15 @@ void Runtime::send(int d, const Action& produced, Link& link, const Tensor& t, S
   Event written;
   written.record(mine.compute);
   if (!runs(to)) {
+    // The link moves it on its own thread, which no stream of this device times; what this
+    // device's clock can time is when the tensor was written, the earliest the link may post
+    // it (it posts then, or once the checks of that work have passed). The send lane's bar
+    // starts and ends there, with no width: the start of the arrow that a merged trace draws
+    // to the receive on the other process (tools/train/rank_reports.h), whose end on the
+    // receiver's lane is when the tensor arrived.
+    mine.send.wait(written);
+    step.trace.mark(d, TraceLane::send, produced, mine.send, true);
+    step.trace.mark(d, TraceLane::send, produced, mine.send, false);
     Message message{crossing, written};
     // To another process: its link sends only what passed this device's checks so far (link.h).
     if (mine.check) message.checked.record(*mine.check);

@@ -1,8 +1,5 @@
 #include "pipeline/runtime/step_trace.h"
 
-#include <map>
-#include <tuple>
-
 namespace brigade::pipeline {
 
 namespace {
@@ -76,21 +73,10 @@ Timeline StepTrace::timeline(const Schedule& schedule) const {
   t.microseconds_per_unit = 1000;
   t.lanes = {"compute", "send", "recv"};
   t.sent_bytes = sent_bytes();
-  // Where each receive is, to join every send to its receive.
-  std::map<std::tuple<int, int, bool>, size_t> receive;  // (stage, micro-batch, activation)
   for (size_t d = 0; d < markers_.size(); ++d)
-    for (const Marker& m : markers_[d]) {
-      if (m.lane == TraceLane::recv)
-        receive[{m.action.stage, m.action.microbatch, m.action.op == Op::F}] = t.events.size();
+    for (const Marker& m : markers_[d])
       t.events.push_back({static_cast<int>(d), static_cast<int>(m.lane), m.action, m.start, m.end});
-    }
-  for (size_t i = 0; i < t.events.size(); ++i) {
-    const TimelineEvent& e = t.events[i];
-    if (e.lane != static_cast<int>(TraceLane::send)) continue;
-    const bool forward = e.action.op == Op::F;  // an activation goes to the next stage's F
-    const auto to = receive.find({e.action.stage + (forward ? 1 : -1), e.action.microbatch, forward});
-    if (to != receive.end()) t.flows.push_back({i, to->second});
-  }
+  join_sends_to_receives(t);
   return t;
 }
 

@@ -1,6 +1,7 @@
 // StepTrace: the measured timeline of one step — when each action ran on its device's compute
-// stream, when each copy ran on its send stream, and on its receive stream each receive, from
-// when it was posted to when its tensor was here — read without ever making the host wait.
+// stream, when each copy ran on its send stream (a send to another process: when its tensor
+// was written, executor.cpp), and on its receive stream each receive, from when it was posted
+// to when its tensor was here — read without ever making the host wait.
 //
 //   CPU stream: a task on the stream reads the clock at each marker (written by the stream's
 //     worker, read after the step's final synchronisation).
@@ -60,7 +61,8 @@ class StepTrace {
   // failed has a start and no end, yet did not fail itself.
   std::optional<std::pair<int, Action>> unfinished() const;
   // Lanes compute, send and recv, ms from the step's start, and a flow from each send to its
-  // receive (sends to another process and receives from one have no partner here).
+  // receive (join_sends_to_receives; sends to another process and receives from one have no
+  // partner here until the processes' timelines are merged).
   Timeline timeline(const Schedule& schedule) const;
   // The step's start on the host's clock: the timeline's time 0, except on GPUs behind a
   // pending step, whose 0 is that step's end (origin_ms_), later than this.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -50,6 +51,29 @@ std::string event_name(const Timeline& t, const TimelineEvent& e) {
   out += e.action.op == Op::F ? 'F' : 'B';
   out += std::to_string(e.action.microbatch);
   return out;
+}
+
+void join_sends_to_receives(Timeline& t) {
+  t.flows.clear();
+  const auto lane = [&](const std::string& name) {
+    const auto at = std::find(t.lanes.begin(), t.lanes.end(), name);
+    return at == t.lanes.end() ? -1 : static_cast<int>(at - t.lanes.begin());
+  };
+  const int send = lane("send"), recv = lane("recv");
+  if (send < 0 || recv < 0) return;  // a timeline with no transfers drawn
+  std::map<std::tuple<int, int, bool>, size_t> receive;  // (stage, micro-batch, activation)
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const TimelineEvent& e = t.events[i];
+    if (e.lane == recv) receive[{e.action.stage, e.action.microbatch, e.action.op == Op::F}] = i;
+  }
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const TimelineEvent& e = t.events[i];
+    if (e.lane != send) continue;
+    const bool forward = e.action.op == Op::F;  // an activation goes to the next stage's F
+    const int stage = e.action.stage + (forward ? 1 : -1);
+    const auto to = receive.find({stage, e.action.microbatch, forward});
+    if (to != receive.end()) t.flows.push_back({i, to->second});
+  }
 }
 
 TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_stage) {

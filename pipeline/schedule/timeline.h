@@ -65,6 +65,14 @@ struct TimelineStats {
 // (lowering.h's words).
 std::string event_name(const Timeline& t, const TimelineEvent& e);
 
+// Replaces `t.flows` by a flow from each event on the lane named "send" to the event on the
+// lane named "recv" that takes its tensor: the next stage's F for an activation (0F3 -> 1F3),
+// the stage before's B for a gradient (1B3 -> 0B3). Matched by (stage, op, micro-batch), not
+// by device or process, so that it joins the events of several processes' timelines merged
+// into one (tools/train/rank_reports.h) as it joins one process's; a send or receive whose
+// partner is not in `t` has no flow.
+void join_sends_to_receives(Timeline& t);
+
 // bytes_per_stage[s]: activation bytes one micro-batch leaves on stage s (empty: none).
 TimelineStats measure(const Timeline& t, const std::vector<double>& bytes_per_stage = {});
 

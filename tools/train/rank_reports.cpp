@@ -207,8 +207,9 @@ void gather_timeline(const ReportChannel& channel, int pipeline_ranks,
   double earliest = 0;
   for (const pipeline::TimelineEvent& e : timeline.events) earliest = std::min(earliest, e.start);
   for (pipeline::TimelineEvent& e : timeline.events) e.start -= earliest, e.end -= earliest;
-  // No flows join the ranks: a send to another process is its link's, and marks no event on
-  // the send lane for a flow to start from.
+  // An arrow from each send to its receive, now that both ranks' are here (a rank's own
+  // timeline had none for the sends that cross to another process).
+  pipeline::join_sends_to_receives(timeline);
 }
 
 }  // namespace brigade::train

@@ -47,7 +47,8 @@ uint64_t unpack_timeline_into(pipeline::Timeline& t, const std::string& bytes, i
 
 // Rank 0's `timeline` gets the events of ranks 1 .. `pipeline_ranks` - 1 (replica 0's
 // pipeline, whose rank d runs schedule device d: the lanes of the trace), moved onto rank 0's
-// clock (and every event moved later where a peer's began before 0), and their bytes sent;
+// clock (and every event moved later where a peer's began before 0), and their bytes sent,
+// and a flow from each send to its receive, across the ranks too (join_sends_to_receives);
 // `zero` is this rank's timeline's time 0 on its steady clock (StepResult::timeline_zero).
 // Every rank calls it.
 void gather_timeline(const ReportChannel& channel, int pipeline_ranks,

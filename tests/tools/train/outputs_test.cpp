@@ -181,6 +181,40 @@ TEST_CASE("outputs: --metrics and --trace: under mpirun, every rank's devices an
     REQUIRE(made != computed.end());
     CHECK(receive["ts"].get<double>() + receive["dur"].get<double>() > made->second - 1000);
   }
+  // An arrow from each send to its receive on the other rank, as between two devices of one
+  // process: a flow's start ("s", on the sender's send lane) and finish ("f", at the
+  // receive's end), paired by id, named by the send ("0SF3").
+  std::map<uint64_t, nlohmann::json> flow_starts, flow_ends;  // by flow id
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "s") flow_starts[e["id"].get<uint64_t>()] = e;
+    if (e["ph"] == "f") flow_ends[e["id"].get<uint64_t>()] = e;
+  }
+  CHECK(flow_starts.size() == flow_ends.size());
+  for (const nlohmann::json& receive : receives) {
+    CAPTURE(receive.dump());
+    const nlohmann::json& a = receive["args"];
+    const bool activation = a["op"] == "F";
+    const int sender = a["stage"].get<int>() + (activation ? -1 : 1);
+    const std::string send = std::to_string(sender) + (activation ? "SF" : "SB") +
+                             std::to_string(a["microbatch"].get<int>());
+    const double received = receive["ts"].get<double>() + receive["dur"].get<double>();
+    int arrows = 0;
+    for (const auto& id_end : flow_ends) {
+      const nlohmann::json& end = id_end.second;
+      if (end["name"] != send || end["pid"] != receive["pid"] || end["tid"] != 2) continue;
+      ++arrows;
+      const auto start = flow_starts.find(id_end.first);
+      REQUIRE(start != flow_starts.end());
+      const nlohmann::json& from = start->second;
+      CAPTURE(from.dump());
+      CHECK(from["pid"].get<int>() == 1 - receive["pid"].get<int>());  // from the other rank
+      CHECK(from["tid"] == 1);                                          // its send lane
+      CHECK(end["ts"].get<double>() == doctest::Approx(received));
+      // Sent before it arrived, on one clock within the ranks' tolerance above.
+      CHECK(from["ts"].get<double>() <= received + 1000);
+    }
+    CHECK(arrows == 1);
+  }
 }
 
 TEST_CASE("outputs: a device too small for the model is refused with its name, and just above fits") {
