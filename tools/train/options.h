@@ -78,6 +78,9 @@ struct Options {
   // that shows the command to run instead.
   std::vector<std::string> notes;
   std::vector<std::string> command;
+  // --microbatches auto under --resume took the checkpoint's count (trainer.cpp): the user did
+  // not give it, so a refusal of it says where it came from (checkpoint_count_note).
+  bool microbatches_from_checkpoint = false;
 
   // Beyond one process (tools/train/distributed.h).
   bool distributed = false;              // one rank per pipeline device, under mpirun

@@ -51,7 +51,8 @@ void check_schedule_file_shape(const Options& o, const pipeline::LoweredSchedule
                    "; this run has " + count(devices, "device") +
                    (distributed ? " (mpirun's -np)" : " (--devices)") + ", " +
                    count(o.chunks, "chunk") + " (--chunks) and " + count(m, "micro-batch") +
-                   " (--microbatches)");
+                   " (--microbatches)" +
+                   (file.microbatches != m ? checkpoint_count_note(o, m) : std::string()));
 }
 
 // The plan's request for a run of `o` on `devices` in `m` micro-batches (a schedule file's
@@ -111,6 +112,12 @@ std::optional<std::string> suggestion_refusal(Suggestion& fix, const Options& o,
 
 }  // namespace
 
+std::string checkpoint_count_note(const Options& o, int m) {
+  if (!o.microbatches_from_checkpoint) return "";
+  return " (the " + std::to_string(m) + " micro-batches are the checkpoint's, which --resume " +
+         "keeps: another count would not continue that run)";
+}
+
 int step_microbatches(const Options& o, int stages) {
   if (o.microbatches > 0) return o.microbatches;
   return stages == 1 || o.schedule == "naive" ? 1 : 2 * stages;
@@ -153,7 +160,9 @@ BuiltPipeline build_pipeline(const Options& o, const model::ModelSpec& spec,
       asked += std::to_string(b);
     }
     throw UsageError("--max-activations " + asked + ": " + e.what());
-  } catch (const std::invalid_argument& e) {  // a schedule's generator: sizes it cannot serve
+  } catch (const pipeline::MicrobatchCountError& e) {  // a count the schedule cannot run
+    throw UsageError(e.what() + checkpoint_count_note(o, m));
+  } catch (const std::invalid_argument& e) {  // a schedule's generator: other sizes
     throw UsageError(e.what());
   }
   // A rank runs one device; the CPU devices standing for the others are never used, so the

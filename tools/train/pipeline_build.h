@@ -36,6 +36,11 @@ struct BuiltPipeline {
 // (1 on one stage, and for naive, which runs the mini-batch uncut as its baseline).
 int step_microbatches(const Options& options, int stages);
 
+// What a refusal of a step's `m` micro-batches adds where the user did not give the count: a
+// --resume with --microbatches auto took the checkpoint's (Options::microbatches_from_checkpoint),
+// and another count would not continue that run. Empty where the count is the run's own.
+std::string checkpoint_count_note(const Options& options, int m);
+
 // `m` micro-batches of a step of `batches.first_rows` samples; `processes`: this process alone,
 // or a rank of the mpirun job. Throws UsageError for what the options ask that cannot be built.
 BuiltPipeline build_pipeline(const Options& options, const model::ModelSpec& spec,

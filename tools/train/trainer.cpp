@@ -69,24 +69,8 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
   }
   spec_ = load_model(options.model);
   o_ = processes.pipeline_options(options, spec_);  // under mpirun: P devices, one per rank
-  if (const std::optional<int> kept = keep_checkpoint_microbatches()) {
-    try {
-      set_up_pipeline();
-    } catch (const UsageError& e) {
-      // A refusal of the count (too few samples for it, a schedule that cannot run it) names
-      // a count the user did not give: say where it came from. (The memory check's refusal
-      // says it already; other refusals are not about it.)
-      const std::string what = e.what();
-      if (what.find("micro-batch") == std::string::npos ||
-          what.find("checkpoint's") != std::string::npos)
-        throw;
-      throw UsageError(what + " (the " + std::to_string(*kept) +
-                       " micro-batches are the checkpoint's, which --resume keeps: another "
-                       "count would not continue that run)");
-    }
-  } else {
-    set_up_pipeline();
-  }
+  keep_checkpoint_microbatches();
+  set_up_pipeline();
   announce();
   load_starting_point();
   if (!o_.metrics.empty() && reporter_)
@@ -97,20 +81,21 @@ Training::Training(const Options& options, TrainingProcesses& processes, bool& f
 
 // --resume with --microbatches auto: the checkpoint's count, which the recipe holds and the run
 // must keep, not the count auto gives this run's devices (resumed on other devices or ranks,
-// it would be refused). Read by the reporter, taken by every process; the count taken, or
-// nothing where the run's own is kept (given, no --resume, no checkpoint that says one).
-std::optional<int> Training::keep_checkpoint_microbatches() {
-  if (!o_.resume || o_.microbatches > 0) return std::nullopt;
+// it would be refused). Read by the reporter, taken by every process, marked as the
+// checkpoint's for the refusals of it (checkpoint_count_note); nothing is taken where the
+// run's own is kept (given, no --resume, no checkpoint that says one).
+void Training::keep_checkpoint_microbatches() {
+  if (!o_.resume || o_.microbatches > 0) return;
   int64_t m = 0;
   processes_.on_reporter(
       [&] { m = checkpoint_microbatches(o_.checkpoint_dir).value_or(0); },
       "reading the checkpoint's micro-batches");
   m = processes_.from_reporter(m, "the checkpoint's micro-batches");
-  if (m <= 0) return std::nullopt;  // loading the checkpoint says why
+  if (m <= 0) return;  // loading the checkpoint says why
   o_.microbatches = static_cast<int>(m);
+  o_.microbatches_from_checkpoint = true;
   o_.notes.push_back("--microbatches auto: " + std::to_string(m) +
                      ", the checkpoint's (a resumed run keeps its micro-batch count)");
-  return o_.microbatches;
 }
 
 // The placement, the micro-batches, the data and the pipeline, each batch checked to hold a
@@ -130,7 +115,7 @@ void Training::set_up_pipeline() {
     throw UsageError("--batch " + std::to_string(o_.batch) + " is smaller than the " +
                      std::to_string(m) + " micro-batches of a step" +
                      (replicas > 1 ? " times the " + std::to_string(replicas) + " replicas" : "") +
-                     ": every micro-batch needs a sample");
+                     ": every micro-batch needs a sample" + checkpoint_count_note(o_, m));
 
   // Before the data is read: the training set's size, a recipe entry, at its widest.
   processes_.on_reporter(
@@ -160,6 +145,7 @@ void Training::set_up_pipeline() {
                      std::to_string(train_.count) + " mod " + std::to_string(o_.batch) +
                      "), fewer than the " + std::to_string(m) + " micro-batches" +
                      (replicas > 1 ? " of each of " + std::to_string(replicas) + " replicas" : "") +
+                     checkpoint_count_note(o_, m) +
                      (whole ? "; the nearest batch size whose every batch has a sample for "
                               "each:\n  " + suggested_command(o_, fix)
                             : std::string()));

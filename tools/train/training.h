@@ -52,7 +52,7 @@ class Training {
   int report();
 
  private:
-  std::optional<int> keep_checkpoint_microbatches();
+  void keep_checkpoint_microbatches();
   void set_up_pipeline();
   void announce();
   void load_starting_point();

@@ -58,9 +58,9 @@ Schedule dualpipe_v(int devices, int microbatches) {
   Schedule s = detail::empty_schedule("dualpipe-v", devices, microbatches, 2);
   const int p = devices, m = microbatches;
   if (m < 2 * p)
-    throw std::invalid_argument("dualpipe-v: needs at least 2p = " + std::to_string(2 * p) +
-                                " micro-batches for " + std::to_string(p) + " devices, got " +
-                                std::to_string(m) + "; try m=" + std::to_string(2 * p));
+    throw MicrobatchCountError("dualpipe-v: needs at least 2p = " + std::to_string(2 * p) +
+                               " micro-batches for " + std::to_string(p) + " devices, got " +
+                               std::to_string(m) + "; try m=" + std::to_string(2 * p));
   s.placement = Placement::v_shape;
   for (int r = 0; r < p; ++r) {
     DualPipeVDevice d(s.lists[static_cast<size_t>(r)], p, r);

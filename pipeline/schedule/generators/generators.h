@@ -25,9 +25,11 @@
 //   dualpipe_v.cpp        DeepSeek's DualPipeV, its eight phases per device
 //   registry.cpp          one table of every schedule by name, for the tools
 // Every generator throws std::invalid_argument, naming the schedule and the values that
-// work, for sizes it cannot serve; every schedule it returns passes validate().
+// work, for sizes it cannot serve (a MicrobatchCountError where the micro-batch count is the
+// one refused); every schedule it returns passes validate().
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +38,15 @@
 #include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
+
+// A count of micro-batches the schedule cannot run on these devices (below 1; interleaved-1f1b:
+// not a multiple of p; dualpipe-v: below 2p): its own type, so that a tool that chose the count
+// for the user (brigade-train's --resume keeps its checkpoint's) can say where it came from,
+// and not say it of a refusal of the devices, chunks or bounds.
+class MicrobatchCountError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 Schedule naive(int devices, int microbatches, int chunks = 1);
 Schedule gpipe(int devices, int microbatches);

@@ -21,7 +21,7 @@ Schedule interleaved_1f1b(int devices, int microbatches, int chunks) {
   const int p = devices, m = microbatches, v = chunks;
   if (m % p != 0) {
     const int below = m / p * p, above = below + p;
-    throw std::invalid_argument(
+    throw MicrobatchCountError(
         "interleaved-1f1b: micro-batches must be a multiple of the devices (p=" +
         std::to_string(p) + "), got m=" + std::to_string(m) + "; try m=" +
         (below > 0 ? std::to_string(below) + " or m=" : std::string()) + std::to_string(above));

@@ -7,14 +7,12 @@ namespace brigade::pipeline {
 namespace detail {
 
 Schedule empty_schedule(const char* name, int devices, int microbatches, int chunks) {
-  auto positive = [&](const char* what, int value) {
-    if (value < 1)
-      throw std::invalid_argument(std::string(name) + ": " + what + " must be at least 1, got " +
-                                  std::to_string(value));
+  auto why = [&](const char* what, int value) {
+    return std::string(name) + ": " + what + " must be at least 1, got " + std::to_string(value);
   };
-  positive("devices (p)", devices);
-  positive("micro-batches (m)", microbatches);
-  positive("chunks per device (v)", chunks);
+  if (devices < 1) throw std::invalid_argument(why("devices (p)", devices));
+  if (microbatches < 1) throw MicrobatchCountError(why("micro-batches (m)", microbatches));
+  if (chunks < 1) throw std::invalid_argument(why("chunks per device (v)", chunks));
   Schedule s;
   s.name = name;
   s.devices = devices;

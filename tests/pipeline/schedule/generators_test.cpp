@@ -142,15 +142,25 @@ TEST_CASE("every generator's schedule validates over a sweep of sizes") {
     }
 }
 
+// A refusal of the count is a MicrobatchCountError (a tool that chose the count says where it
+// came from); of anything else, a plain std::invalid_argument.
 TEST_CASE("sizes a generator cannot serve are refused with the values that work") {
   CHECK_THROWS_WITH_AS(bp::interleaved_1f1b(4, 6, 2),
                        "interleaved-1f1b: micro-batches must be a multiple of the devices (p=4), "
                        "got m=6; try m=4 or m=8",
-                       std::invalid_argument);
+                       bp::MicrobatchCountError);
   CHECK_THROWS_WITH_AS(bp::interleaved_1f1b(4, 3, 2),
-                       doctest::Contains("got m=3; try m=4"), std::invalid_argument);
+                       doctest::Contains("got m=3; try m=4"), bp::MicrobatchCountError);
+  CHECK_THROWS_WITH_AS(bp::gpipe(4, 0), "gpipe: micro-batches (m) must be at least 1, got 0",
+                       bp::MicrobatchCountError);
   CHECK_THROWS_WITH_AS(bp::gpipe(0, 4), "gpipe: devices (p) must be at least 1, got 0",
                        std::invalid_argument);
+  try {
+    bp::gpipe(0, 4);
+  } catch (const bp::MicrobatchCountError&) {
+    FAIL("a refusal of the devices is not one of the count");
+  } catch (const std::invalid_argument&) {  // the plain refusal, as it should be
+  }
   CHECK_THROWS_WITH_AS(bp::make_schedule("1f1b", 4, 8, 2),
                        doctest::Contains("1f1b places one stage per device, so it needs chunks=1"),
                        std::invalid_argument);

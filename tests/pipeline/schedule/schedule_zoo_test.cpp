@@ -105,7 +105,7 @@ TEST_CASE("dualpipe-v, p=2 m=4: the eight phases worked out by hand") {
   CHECK_THROWS_WITH_AS(bp::dualpipe_v(4, 7),
                        "dualpipe-v: needs at least 2p = 8 micro-batches for 4 devices, got 7; "
                        "try m=8",
-                       std::invalid_argument);
+                       bp::MicrobatchCountError);
 }
 
 TEST_CASE("the papers' figures with F = B = W, at p=4 m=8 and p=8 m=16") {

@@ -113,12 +113,32 @@ TEST_CASE("resume: on other devices, --microbatches auto keeps the checkpoint's 
   CHECK(refused.output.find("--batch 3 is smaller than the 4 micro-batches of a step: every "
                             "micro-batch needs a sample (the 4 micro-batches are the "
                             "checkpoint's, which --resume keeps") != std::string::npos);
+  // So does a schedule's refusal of it: interleaved-1f1b on 3 devices runs multiples of 3.
+  std::vector<std::string> three =
+      brigade::train::with_option(r.resumed, "--devices", "cpu:0,cpu:1,cpu:2");
+  three.insert(three.end(), {"--balance", "flops"});
+  const Run schedule = run_train(brigade::train::with_option(
+      brigade::train::with_option(three, "--schedule", "interleaved-1f1b"), "--chunks", "1"));
+  CHECK(schedule.status == 2);
+  CHECK(schedule.output.find("micro-batches must be a multiple of the devices (p=3), got m=4; "
+                             "try m=3 or m=6 (the 4 micro-batches are the checkpoint's") !=
+        std::string::npos);
   // A refusal about something else does not say it: three devices for a model of two blocks.
   const Run other =
       run_train(brigade::train::with_option(r.resumed, "--devices", "cpu:0,cpu:1,cpu:2"));
   CHECK(other.status == 2);
   CHECK(other.output.find("the model has 2 device blocks") != std::string::npos);
   CHECK(other.output.find("checkpoint's") == std::string::npos);
+  // Nor one that names micro-batches without refusing the count: 1F1B's first of 2 devices
+  // holds 2 micro-batches at once at any count from 2 on, over a bound of 1. (The note once
+  // went to every refusal whose words said "micro-batch".)
+  const Run bound = run_train(brigade::train::with_option(
+      brigade::train::with_option(r.resumed, "--devices", "cpu:0,cpu:1"), "--max-activations",
+      "1"));
+  CHECK(bound.status == 2);
+  CHECK(bound.output.find("--max-activations 1: schedule 1f1b holds up to 2 micro-batches' "
+                          "activations on device 0") != std::string::npos);
+  CHECK(bound.output.find("checkpoint's") == std::string::npos);
 }
 
 // The same for a job under mpirun resumed on fewer ranks (3, then 2): rank 0 reads the count
