@@ -8,9 +8,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "pipeline/distributed/faults.h"
 #include "pipeline/distributed/local_gpu.h"
@@ -353,23 +355,34 @@ bool MpiRanks::agree_on_refusal() {
   }
 }
 
-void MpiRanks::agree_on_step(pipeline::StepResult& result) {
+void MpiRanks::agree_on_step(pipeline::StepResult& result, bool peak_memory) {
   // On the heap: MPI's until the calls complete (poll.h, wait_for_request).
-  // {loss, correct, sent bytes}: this rank's, every rank's sum (counts and bytes exact in a
-  // double up to 2^53)
+  // {loss, correct, sent bytes}, then with --metrics every rank's peaks (peak_words): this
+  // rank's, every rank's sum (counts and bytes exact in a double up to 2^53). The peaks ride
+  // in this sum so that --metrics adds no collective to a step.
   struct Words {
-    double mine[3], summed[3];
+    std::vector<double> mine, summed;
   };
-  const auto w = std::make_shared<Words>(Words{{result.loss, static_cast<double>(result.correct),
-                                                static_cast<double>(result.sent_bytes)},
-                                               {0, 0, 0}});
+  const auto w = std::make_shared<Words>();
+  w->mine = {result.loss, static_cast<double>(result.correct),
+             static_cast<double>(result.sent_bytes)};
+  if (peak_memory) {
+    const std::vector<double> peaks =
+        peak_words(result.peak_memory, rank(), size(), pipeline_devices());
+    w->mine.insert(w->mine.end(), peaks.begin(), peaks.end());
+  }
+  w->summed.assign(w->mine.size(), 0.0);
   MPI_Request request = MPI_REQUEST_NULL;
-  BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine, w->summed, 3, MPI_DOUBLE, MPI_SUM,
+  BRIGADE_MPI_CHECK(MPI_Iallreduce(w->mine.data(), w->summed.data(),
+                                   static_cast<int>(w->mine.size()), MPI_DOUBLE, MPI_SUM,
                                    state_->control.get(), &request));
   state_->wait(request, w, "adding up the step's loss");
   result.loss = w->summed[0];
   result.correct = static_cast<int64_t>(w->summed[1]);
   result.sent_bytes = static_cast<uint64_t>(w->summed[2]);
+  if (peak_memory)
+    result.peak_memory =
+        peaks_of_words(std::span<const double>(w->summed).subspan(3), pipeline_devices());
   agree_on_stop();
 }
 
@@ -405,10 +418,6 @@ void MpiRanks::combine_busy_times(std::vector<double>& busy_ms, double& makespan
   state_->wait(request, t, "agreeing on the steps' time");
   for (size_t i = 0; i < busy_ms.size(); ++i) busy_ms[i] = t->summed[i] / replicas();
   makespan_ms = t->longest;
-}
-
-void MpiRanks::gather_peak_memory(std::map<std::string, uint64_t>& peaks) {
-  train::gather_peak_memory(state_->channel(), peaks);
 }
 
 void MpiRanks::gather_timeline(pipeline::Timeline& timeline,

@@ -22,12 +22,12 @@
 //
 // Agreement: after every step all ranks all-reduce (loss, correct, bytes sent, stop): the
 // global loss for rank 0's progress, and a SIGINT/SIGTERM seen by any rank stops every rank
-// after the same step; with --metrics, rank 0 gathers every rank's peak memory too, and with
-// --trace, at the end, the last step's events (rank_reports.h). Errors: a mistake every rank makes alike (a usage error, a refused checkpoint)
-// is an AllRanksError, or a refusal every rank meets and agrees on (agree_on_refusal): rank 0
-// prints it, every rank exits non-zero; anything else, a refusal of one rank alone included,
-// ends the job through pipeline/distributed/faults.h (the failed rank is named, every rank
-// aborts).
+// after the same step; with --metrics, every rank's peak memory rides in the same sum, and with
+// --trace, at the end, rank 0 gathers the last step's events (rank_reports.h). Errors: a
+// mistake every rank makes alike (a usage error, a refused checkpoint) is an AllRanksError, or
+// a refusal every rank meets and agrees on (agree_on_refusal): rank 0 prints it, every rank
+// exits non-zero; anything else, a refusal of one rank alone included, ends the job through
+// pipeline/distributed/faults.h (the failed rank is named, every rank aborts).
 #pragma once
 
 #include <chrono>
@@ -93,17 +93,17 @@ class MpiRanks final : public TrainingProcesses {
   void on_reporter(const std::function<void()>& fn, const std::string& what) override;
   int64_t from_reporter(int64_t value, const std::string& what) override;
 
-  // The ranks add up the step's loss, correct count and bytes sent, and agree on the largest stop signal
-  // any of them caught (agree_on_stop): stop_requested() returns it until the next agreement.
-  void agree_on_step(pipeline::StepResult& result) override;
+  // The ranks add up the step's loss, correct count and bytes sent, with `peak_memory` every
+  // rank's peaks in the same sum (rank_reports.h: peak_words), each device named by its rank
+  // ("rank 1 cpu:1"), and agree on the largest stop signal any of them caught (agree_on_stop):
+  // stop_requested() returns it until the next agreement. Two collectives, metrics or not.
+  void agree_on_step(pipeline::StepResult& result, bool peak_memory) override;
   void agree_on_stop() override;
   int stop_requested() const override { return agreed_stop_; }
 
   // Each rank's busy time per device (its own device's) summed over the ranks and averaged
   // over the replicas; the steps' time, the longest of the ranks'.
   void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) override;
-  // Rank 0's --metrics peaks: every rank's devices, each named by its rank ("rank 1 cpu:1").
-  void gather_peak_memory(std::map<std::string, uint64_t>& peaks) override;
   // Rank 0's --trace: the events of replica 0's ranks, on rank 0's clock (rank_reports.h).
   void gather_timeline(pipeline::Timeline& timeline,
                        std::chrono::steady_clock::time_point zero) override;

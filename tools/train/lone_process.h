@@ -24,13 +24,12 @@ class LoneProcess final : public TrainingProcesses {
   void on_reporter(const std::function<void()>& fn, const std::string&) override { fn(); }
   int64_t from_reporter(int64_t value, const std::string&) override { return value; }
 
-  void agree_on_step(pipeline::StepResult&) override {}
+  void agree_on_step(pipeline::StepResult&, bool) override {}
   void agree_on_stop() override {}
   int stop_requested() const override;
 
   void combine_busy_times(std::vector<double>&, double&) override {}
   std::string device_label(size_t, const Device& placed) const override { return placed.str(); }
-  void gather_peak_memory(std::map<std::string, uint64_t>&) override {}
   void gather_timeline(pipeline::Timeline&, std::chrono::steady_clock::time_point) override {}
 
   bool agree_on_refusal() override { return true; }

@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <sstream>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "engine/device.h"
 #include "pipeline/distributed/poll.h"
 
 namespace brigade::train {
@@ -163,19 +164,34 @@ std::vector<std::string> ReportChannel::gather(const std::string& mine,
   return out;
 }
 
-void gather_peak_memory(const ReportChannel& channel, std::map<std::string, uint64_t>& peaks) {
-  std::ostringstream mine;  // a line per device: its name, a tab, its bytes
-  for (const auto& [device, bytes] : peaks) mine << device << '\t' << bytes << '\n';
-  const std::vector<std::string> all = channel.gather(mine.str(), "the ranks' peak memory");
-  if (all.empty()) return;  // not rank 0
-  peaks.clear();
-  for (size_t r = 0; r < all.size(); ++r) {
-    std::istringstream lines(all[r]);
-    std::string device;
-    uint64_t bytes = 0;
-    while (std::getline(lines, device, '\t') && lines >> bytes && lines.get() == '\n')
-      peaks["rank " + std::to_string(r) + " " + device] = bytes;
+std::vector<double> peak_words(const std::map<std::string, uint64_t>& peaks, int rank, int ranks,
+                               int slots) {
+  BRIGADE_CHECK(std::cmp_less_equal(peaks.size(), slots),
+                "--metrics: rank " << rank << " measured " << peaks.size()
+                                   << " devices' peaks, more than its pipeline's " << slots);
+  std::vector<double> words(static_cast<size_t>(ranks) * static_cast<size_t>(slots) * 3, 0.0);
+  size_t at = static_cast<size_t>(rank) * static_cast<size_t>(slots) * 3;
+  for (const auto& [name, bytes] : peaks) {
+    // Any index reads back: the name is of this rank's own device.
+    const Device d = Device::parse(name, std::numeric_limits<int>::max());
+    words[at++] = static_cast<double>(static_cast<int>(d.kind) + 1);
+    words[at++] = static_cast<double>(d.index);
+    words[at++] = static_cast<double>(bytes);
   }
+  return words;
+}
+
+std::map<std::string, uint64_t> peaks_of_words(std::span<const double> summed, int slots) {
+  std::map<std::string, uint64_t> peaks;
+  const size_t per_rank = static_cast<size_t>(slots) * 3;
+  for (size_t at = 0; at + 3 <= summed.size(); at += 3) {
+    if (summed[at] == 0) continue;  // an empty slot
+    const Device d{static_cast<DeviceKind>(static_cast<int>(summed[at]) - 1),
+                   static_cast<int>(summed[at + 1])};
+    peaks["rank " + std::to_string(at / per_rank) + " " + d.str()] =
+        static_cast<uint64_t>(summed[at + 2]);
+  }
+  return peaks;
 }
 
 // Clocks: each rank's events are in ms from its own step's start on its own steady clock, and

@@ -1,13 +1,15 @@
 // What rank 0 reports for the whole mpirun job, gathered from the other ranks (distributed.h:
-// MpiRanks): each --metrics line's peak memory of every rank's devices, and the last step's
-// trace with every rank's events. Each rank measures only its own devices; without these,
-// rank 0 wrote its own alone, and drew the other ranks' devices as empty lanes.
+// MpiRanks): each --metrics line's peak memory of every rank's devices (carried in the step's
+// agreement), and the last step's trace with every rank's events. Each rank measures only its
+// own devices; without these, rank 0 wrote its own alone, and drew the other ranks' devices as
+// empty lanes.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,10 +32,18 @@ struct ReportChannel {
   std::vector<std::string> gather(const std::string& mine, const std::string& what) const;
 };
 
-// Every rank's peaks on rank 0, each device named by its rank ("rank 1 cpu:1"): the ranks of
-// several replicas, or GPUs on several hosts, have devices of the same name. Every rank calls
-// it; the others' `peaks` stay their own.
-void gather_peak_memory(const ReportChannel& channel, std::map<std::string, uint64_t>& peaks);
+// A step's peak memory as it rides in the sum MpiRanks::agree_on_step makes anyway, with no
+// collective of its own: `slots` devices per rank (a rank's runtime measures at most its
+// pipeline's devices), each three numbers (its kind + 1, 0 for an empty slot; its index; its
+// bytes), this rank's `peaks` (named by Device::str, as the runtime names them) at its own
+// place and zeros at every other rank's, so that the sum is every rank's: exactly, each number
+// having one addend that is not 0 (bytes below 2^53).
+std::vector<double> peak_words(const std::map<std::string, uint64_t>& peaks, int rank, int ranks,
+                               int slots);
+// The summed words (every rank's peak_words, added up) as every rank's peaks, each device named
+// by its rank ("rank 1 cpu:1"): the ranks of several replicas, or GPUs on several hosts, have
+// devices of the same name.
+std::map<std::string, uint64_t> peaks_of_words(std::span<const double> summed, int slots);
 
 // A rank's trace as it travels: `t`'s events (ms from its time 0) and bytes sent, and its time
 // 0 on its own steady clock, `zero_ns`; plain numbers copied as bytes (every rank runs this

@@ -310,7 +310,8 @@ void Training::finish_in_flight() {
 }
 
 void Training::complete(const Submitted& s, pipeline::StepResult& r) {
-  processes_.agree_on_step(r);  // one rank's Ctrl-C stops every rank after this step
+  // One rank's Ctrl-C stops every rank after this step; --metrics writes every rank's peaks.
+  processes_.agree_on_step(r, !o_.metrics.empty());
   // Read on the host already: checking it costs no synchronisation. Nothing of this step is
   // reported, and no checkpoint is written after it. Every process sees the agreed loss.
   if (!std::isfinite(r.loss))
@@ -339,7 +340,6 @@ void Training::record_step(int64_t epoch, int64_t k, int64_t rows, double second
   last_timeline_zero_ = r.timeline_zero;
   const double rate = static_cast<double>(rows) / seconds;
   const double acc = static_cast<double>(r.correct) / static_cast<double>(rows);
-  if (!o_.metrics.empty()) processes_.gather_peak_memory(r.peak_memory);  // every process
   metrics_.step(resume_point_.step, epoch, k, r.loss, acc, rate, r.sent_bytes, r.peak_memory);
   drawn_.steps.push_back({resume_point_.step, r.loss, acc});
   progress_->step(k, rows, r.loss, r.correct);

@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -80,8 +79,9 @@ class TrainingProcesses {
 
   // After each step: the step's loss, correct count and bytes sent over every process (each
   // replica's last stage holds its share of the first two), and whether any process caught a
-  // stop signal.
-  virtual void agree_on_step(pipeline::StepResult& result) = 0;
+  // stop signal; with `peak_memory` (--metrics), its peak memory per device too, of every
+  // process's devices (under mpirun each rank measures its own alone), in the same exchange.
+  virtual void agree_on_step(pipeline::StepResult& result, bool peak_memory) = 0;
   // After an evaluation: whether any process caught a stop signal while it ran (the reporter
   // abandons it for its own), so that every process stops after it, or none.
   virtual void agree_on_stop() = 0;
@@ -95,9 +95,6 @@ class TrainingProcesses {
   virtual void combine_busy_times(std::vector<double>& busy_ms, double& makespan_ms) = 0;
   // How the busy lines name pipeline device d, placed on `placed`.
   virtual std::string device_label(size_t d, const Device& placed) const = 0;
-  // A step's peak memory per device (a --metrics line's): the reporter's gets every process's
-  // devices (under mpirun each rank measures its own alone).
-  virtual void gather_peak_memory(std::map<std::string, uint64_t>& peaks) = 0;
   // The last step's timeline (--trace), whose time 0 is `zero` on this process's clock: the
   // reporter's gets every process's events, on its own clock.
   virtual void gather_timeline(pipeline::Timeline& timeline,

@@ -161,4 +161,26 @@ TEST_CASE("outputs: a rank's trace events move onto rank 0's clock by its measur
   CHECK(here.events[0].start == doctest::Approx(-2.0).epsilon(1e-12));
   CHECK(here.events[0].end == doctest::Approx(-1.0).epsilon(1e-12));
 }
+
+// A step's peaks ride in the sum of the step's agreement (MpiRanks::agree_on_step): each rank
+// fills its own slots and zeros the others', and the sum, done here by hand as MPI_SUM does it,
+// reads back as every rank's devices, named by rank; a peak of 0 bytes stays one, and bytes
+// past 2^32 come back exact.
+TEST_CASE("outputs: a step's peaks summed over the ranks read back as every rank's") {
+  constexpr int kRanks = 2, kSlots = 2;  // two ranks, pipelines of two devices
+  const std::vector<double> rank0 =
+      brigade::train::peak_words({{"cpu:0", 31457280}}, 0, kRanks, kSlots);
+  const std::vector<double> rank1 = brigade::train::peak_words(
+      {{"cuda:3", (uint64_t{1} << 40) + 1}, {"cpu:0", 0}}, 1, kRanks, kSlots);
+  REQUIRE(rank0.size() == rank1.size());
+  std::vector<double> summed(rank0.size());
+  for (size_t i = 0; i < summed.size(); ++i) summed[i] = rank0[i] + rank1[i];
+  const std::map<std::string, uint64_t> expected = {{"rank 0 cpu:0", 31457280},
+                                                    {"rank 1 cpu:0", 0},
+                                                    {"rank 1 cuda:3", (uint64_t{1} << 40) + 1}};
+  CHECK(brigade::train::peaks_of_words(summed, kSlots) == expected);
+  // A rank measures at most its pipeline's devices: more has no slot to go in.
+  CHECK_THROWS(brigade::train::peak_words({{"cpu:0", 1}, {"cpu:1", 1}, {"cpu:2", 1}}, 0,
+                                          kRanks, kSlots));
+}
 #endif
