@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -64,6 +69,28 @@ std::vector<std::pair<Allocator*, Block*>>& deferred_frees() {
   return *frees;
 }
 
+// The captures under way on each GPU (capture_scopes.h), of every thread, and of this one.
+// Never destroyed, as above.
+struct CapturesUnderWay {
+  std::mutex mutex;
+  std::condition_variable ended;
+  std::map<int, int> on_gpu;  // GPU -> captures under way on it (no entry: none)
+  bool blocks(int gpu) const { return gpu < 0 ? !on_gpu.empty() : on_gpu.count(gpu) != 0; }
+};
+CapturesUnderWay& captures_under_way() {
+  static auto* captures = new CapturesUnderWay;
+  return *captures;
+}
+thread_local int captures_of_this_thread = 0;
+
+// The GPU whose captures hold back a return of an allocator's memory to CUDA: its own; every
+// GPU's (-1) for page-locked memory; none for a CPU device's.
+std::optional<int> gpu_holding_returns(const Device& device, bool pinned) {
+  if (pinned) return -1;
+  if (device.is_cuda()) return device.index;
+  return std::nullopt;
+}
+
 // True the first time an allocator (of `device`, pinned or not) keeps a freed block out of its
 // cache: release() says so once, not once per block.
 bool first_not_reused(const Device& device, bool pinned) {
@@ -73,6 +100,53 @@ bool first_not_reused(const Device& device, bool pinned) {
   return said->insert({device, pinned}).second;
 }
 }  // namespace
+
+namespace detail {
+
+void capture_begins(int gpu) {
+  CapturesUnderWay& c = captures_under_way();
+  std::lock_guard<std::mutex> lock(c.mutex);  // after any give-back under way: it ran first
+  ++c.on_gpu[gpu];
+  ++captures_of_this_thread;
+}
+
+void capture_ends(int gpu) {
+  CapturesUnderWay& c = captures_under_way();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (--c.on_gpu[gpu] == 0) c.on_gpu.erase(gpu);
+    --captures_of_this_thread;
+  }
+  c.ended.notify_all();
+}
+
+bool give_back_unless_capturing(int gpu, const std::function<void()>& give_back) {
+  CapturesUnderWay& c = captures_under_way();
+  std::lock_guard<std::mutex> lock(c.mutex);  // held: no capture begins while it runs
+  if (c.blocks(gpu)) return false;
+  give_back();
+  return true;
+}
+
+bool give_back_after_captures(int gpu,
+                              std::optional<std::chrono::steady_clock::time_point> deadline,
+                              const std::function<void()>& give_back) {
+  CapturesUnderWay& c = captures_under_way();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  // Other threads' captures only enqueue work, never wait for this thread: they end.
+  const auto none = [&] { return !c.blocks(gpu); };
+  if (captures_of_this_thread == 0) {
+    if (deadline)
+      c.ended.wait_until(lock, *deadline, none);
+    else
+      c.ended.wait(lock, none);
+  }
+  if (!none()) return false;
+  give_back();
+  return true;
+}
+
+}  // namespace detail
 
 void Block::record_stream(const Stream& user) {
   if (user == stream_) return;  // the owner needs no event: its work is in order
@@ -324,11 +398,20 @@ void Allocator::release_deferred() {
 }
 
 void Allocator::free_ready_locked() {
+  // A ready block goes back to the system, unless its GPU captures (capture_scopes.h): then it
+  // stays cached, for a later call.
+  const std::optional<int> held_by = gpu_holding_returns(device_, pinned_);
+  const auto give_back = [&](void* data) {
+    if (!held_by) {
+      raw_free(data);
+      return true;
+    }
+    return detail::give_back_unless_capturing(*held_by, [&] { raw_free(data); });
+  };
   for (auto& [size, blocks] : cache_) {
     auto ready = [](const Cached& c) { return c.owner_done.query() && all_done(c.users_done); };
     for (auto it = blocks.begin(); it != blocks.end();) {
-      if (ready(*it)) {
-        raw_free(it->data);
+      if (ready(*it) && give_back(it->data)) {
         reserved_ -= size;
         it = blocks.erase(it);
       } else {
@@ -366,12 +449,27 @@ std::string Allocator::empty_cache_until(
     for (auto& c : blocks) {
       const bool done =
           ran(c.owner_done) && std::all_of(c.users_done.begin(), c.users_done.end(), ran);
+      // Given back once its GPU's captures have ended (capture_scopes.h): they take this
+      // allocator's lock to allocate, so its wait holds none.
+      bool given_back = false;
+      if (done) {
+        const std::optional<int> gpu = gpu_holding_returns(device_, pinned_);
+        if (gpu) {
+          given_back = detail::give_back_after_captures(*gpu, deadline, [&] { raw_free(c.data); });
+          if (!given_back && still_pending.empty())
+            still_pending = "a CUDA graph's capture on " +
+                            (*gpu < 0 ? std::string("a GPU") : device_.str()) +
+                            ", which holds back every return of its memory";
+        } else {
+          raw_free(c.data);
+          given_back = true;
+        }
+      }
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!done) {  // still in flight: back to the cache, as it was
+      if (!given_back) {  // still in flight, or held back: back to the cache, as it was
         cache_[size].push_back(std::move(c));
         continue;
       }
-      raw_free(c.data);
       reserved_ -= size;
     }
   }

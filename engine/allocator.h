@@ -30,6 +30,8 @@
 // to the system as soon as the events above say its work is done, never to another tensor.
 // AddressSanitizer then sees a read one byte past a tensor, and a use of memory after its
 // tensor was freed. Slower: on a GPU each return is a cudaFree, which waits for the device.
+// No memory goes back to CUDA while a stream of its GPU captures a CUDA graph, on any thread
+// (capture_scopes.h): the block stays cached, given back by a later return.
 // Emulated GPUs see both with the cache on too: the allocator tells them how many bytes of a
 // block its tensor asked for, and when the block is back in the cache (allocator_cuda.cpp).
 //

@@ -3,6 +3,7 @@
 
 
 #include "engine/allocator.h"
+#include "engine/capture_scopes.h"
 #include "engine/cuda_graph.h"
 #include "engine/error.h"
 
@@ -43,10 +44,14 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
                                           << " inside another capture on the same thread");
   const cudaStream_t handle = stream.cuda_handle();
   // While the stream captures, other threads' frees do not record events on it (allocator.h:
-  // they are made again after the capture, release_deferred).
+  // they are made again after the capture, release_deferred), and no memory goes back to CUDA
+  // (capture_scopes.h: cudaFree waits for the whole GPU, which its capture forbids).
+  const int gpu = stream.device().index;
+  detail::capture_begins(gpu);
   stream.set_capturing(true);
   const auto capture_ended = [&] {
     stream.set_capturing(false);
+    detail::capture_ends(gpu);
     Allocator::release_deferred();
   };
   const cudaError_t began = cudaStreamBeginCapture(handle, cudaStreamCaptureModeThreadLocal);
