@@ -185,6 +185,20 @@ cudaError_t unsafe_call_refused(const char* call) {
   return result;
 }
 
+cudaError_t device_wide_wait_refused(const Gpu* gpu, const char* call) {
+  cudaError_t result = cudaSuccess;
+  for (const auto& capture : Emulation::get().captures)
+    if (gpu == nullptr || capture->origin->gpu == gpu)
+      result = invalidate_capture(
+          *capture, cudaErrorStreamCaptureUnsupported,
+          std::string(call) + " waits for " +
+              (gpu ? "the whole of " + name_of(*gpu) : std::string("every GPU")) + " while " +
+              name_of(*capture->origin) +
+              " captures (a wait for a whole device during a capture on it is refused on any "
+              "thread, in any capture mode)");
+  return result;
+}
+
 cudaError_t legacy_stream_refused(Gpu& gpu, const char* call) {
   for (const auto& weak : gpu.streams)
     if (auto s = weak.lock(); s && s->blocking && !s->legacy && s->capture)
@@ -353,14 +367,23 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
   Emulation& e = Emulation::get();
   std::lock_guard lock(e.mutex);
   if (status == nullptr) return fail(cudaErrorInvalidValue, "cudaStreamIsCapturing: status is null");
-  auto s = live_stream(stream, "cudaStreamIsCapturing");
-  if (!s) return last_error();
-  if (s->legacy)
-    for (const auto& weak : s->gpu->streams)
+  if (stream == nullptr || stream == cudaStreamLegacy) {
+    // Asked of the legacy stream while a blocking stream of its GPU captures: CUDA answers
+    // cudaErrorStreamCaptureImplicit and "the blocking stream capture is not invalidated" (any
+    // other use of the legacy stream would invalidate it: legacy_stream_refused, so not
+    // through stream_of). The legacy stream itself never captures.
+    Gpu* gpu = current_gpu("cudaStreamIsCapturing");
+    if (gpu == nullptr) return last_error();
+    for (const auto& weak : gpu->streams)
       if (auto other = weak.lock(); other && other->blocking && !other->legacy && other->capture)
         return fail(cudaErrorStreamCaptureImplicit,
-                    "cudaStreamIsCapturing on the legacy stream of " + name_of(*s->gpu) +
+                    "cudaStreamIsCapturing on the legacy stream of " + name_of(*gpu) +
                         " while its blocking " + name_of(*other) + " captures");
+    *status = cudaStreamCaptureStatusNone;
+    return ok();
+  }
+  auto s = live_stream(stream, "cudaStreamIsCapturing");
+  if (!s) return last_error();
   *status = !s->capture                         ? cudaStreamCaptureStatusNone
             : s->capture->invalidated.empty() ? cudaStreamCaptureStatusActive
                                               : cudaStreamCaptureStatusInvalidated;

@@ -201,6 +201,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   if (unsafe_call_refused("cudaDeviceSynchronize") != cudaSuccess) return last_error();
   Gpu* gpu = gpu_at(current_device(), "cudaDeviceSynchronize");
   if (gpu == nullptr) return last_error();
+  if (device_wide_wait_refused(gpu, "cudaDeviceSynchronize") != cudaSuccess) return last_error();
   count_host_block();
   drain(lock, *gpu, /*observed=*/true);
   return fault_of(*gpu);

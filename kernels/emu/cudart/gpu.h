@@ -281,6 +281,14 @@ void capture_recheck(StreamState& stream, std::function<std::string()> recheck);
 //     cudaErrorStreamCaptureUnsupported;
 //   legacy_stream_refused: any use of the legacy stream of a GPU one of whose blocking
 //     streams is capturing (it would depend on the capture): cudaErrorStreamCaptureImplicit.
+//   device_wide_wait_refused: a wait for the whole of a GPU (cudaDeviceSynchronize; cudaFree
+//     of its memory; cudaFreeHost, which waits for every GPU: `gpu` null) while any stream of
+//     it captures, on any thread and in any mode (the Programming Guide: it is invalid "to
+//     synchronize a broader handle which encompasses an active stream capture, such as a device
+//     or context handle"; a thread-local capture is invalidated by another thread's
+//     cudaDeviceSynchronize on the same GPU, as measured on NVIDIA GPUs). Whether cudaFree's
+//     wait counts CUDA does not say: the emulation refuses it, the stricter answer, and
+//     Brigade's allocator never frees a GPU's memory while the GPU captures (allocator.h).
 // Why the capture `stream` is in was invalidated; "" when it holds or there is none.
 std::string invalidated_capture(const StreamState& stream);
 // Invalidates `capture` (the first reason stays) and fails the call with `code`.
@@ -288,6 +296,7 @@ cudaError_t invalidate_capture(Capture& capture, cudaError_t code, const std::st
 cudaError_t capturing_stream_refused(StreamState& stream, const char* call);
 cudaError_t unsafe_call_refused(const char* call);
 cudaError_t legacy_stream_refused(Gpu& gpu, const char* call);
+cudaError_t device_wide_wait_refused(const Gpu* gpu, const char* call);
 // cudaStreamWaitEvent's and cudaEventRecord's part in a capture (forks and joins); a refusal
 // as above, or cudaSuccess with `handled` set when the capture took the call over.
 cudaError_t capture_wait(StreamState& waiter, const Record& record, bool* handled);

@@ -96,6 +96,7 @@ cudaError_t cudaFree(void* ptr) {
   if (it == e.allocations.end() || it->second.gpu == nullptr)
     return fail(cudaErrorInvalidValue, "cudaFree(" + hex(ptr) + "): not a pointer cudaMalloc returned");
   Gpu& gpu = *it->second.gpu;
+  if (device_wide_wait_refused(&gpu, "cudaFree") != cudaSuccess) return last_error();
   count_host_block();
   // The emulation waits for the device, so that no kernel still reads the block it frees; the
   // host's clock does not take the wait in (drain): a GPU's cudaFree need not synchronise.
@@ -154,6 +155,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (it == e.allocations.end() || it->second.gpu != nullptr)
     return fail(cudaErrorInvalidValue,
                 "cudaFreeHost(" + hex(ptr) + "): not a pointer cudaMallocHost returned");
+  if (device_wide_wait_refused(nullptr, "cudaFreeHost") != cudaSuccess) return last_error();
   const uint64_t bytes = it->second.bytes;
   // Like cudaFree, it waits for the device work that may still use the buffer.
   count_host_block();

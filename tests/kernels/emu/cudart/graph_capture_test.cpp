@@ -272,15 +272,14 @@ TEST_CASE("a thread's capture interaction mode: relaxed may allocate in its capt
   std::thread([&] {  // no doctest assertion off the main thread: results come back
     cudaStreamCaptureMode own = cudaStreamCaptureModeThreadLocal;
     exchanged = cudaThreadExchangeStreamCaptureMode(&own);
-    void* p = nullptr;
-    thread_local_mode = cudaMalloc(&p, 16);
-    if (p != nullptr) (void)cudaFree(p);
+    thread_local_mode = cudaMalloc(&fresh, 16);
   }).join();
   CHECK(exchanged == cudaSuccess);
   CHECK(thread_local_mode == cudaSuccess);
   cudaGraph_t global = nullptr;
   REQUIRE(cudaStreamEndCapture(s, &global) == cudaSuccess);
   REQUIRE(cudaGraphDestroy(global) == cudaSuccess);
+  REQUIRE(cudaFree(fresh) == cudaSuccess);  // not during the capture: a device-wide wait
   CHECK(cudaThreadExchangeStreamCaptureMode(nullptr) == cudaErrorInvalidValue);
   (void)cudaGetLastError();
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
@@ -391,6 +390,82 @@ TEST_CASE("the legacy stream may not be used while a blocking stream of its devi
   CHECK(cudaStreamIsCapturing(nullptr, &status) == cudaErrorStreamCaptureImplicit);
   (void)cudaGetLastError();
   expect_invalidated_end(blocking);
+  // Asking the legacy stream whether it captures is answered so too, but leaves the blocking
+  // stream's capture as it was; with no capture on the device, it answers none.
+  REQUIRE(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  CHECK(cudaStreamIsCapturing(nullptr, &status) == cudaErrorStreamCaptureImplicit);
+  (void)cudaGetLastError();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(blocking, &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  status = cudaStreamCaptureStatusActive;
+  CHECK(cudaStreamIsCapturing(nullptr, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusNone);
   REQUIRE(cudaFree(out) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(blocking) == cudaSuccess);
+}
+
+// A wait for the whole of a GPU during a capture on it is refused whatever the thread and its
+// mode, unlike the unsafe calls above: the Programming Guide forbids synchronising "a broader
+// handle which encompasses an active stream capture, such as a device", and on NVIDIA GPUs
+// another thread's cudaDeviceSynchronize invalidates a thread-local capture on the same GPU.
+// cudaFree waits for its GPU, cudaFreeHost for every GPU; the emulation counts both as such a
+// wait (CUDA does not say), and another GPU's waits leave the capture alone.
+TEST_CASE("a device-wide wait during a capture on the device: refused on any thread, any mode") {
+  cudaStream_t s = stream_on(0);
+  float* here = device_floats(0, 1);
+  float* elsewhere = device_floats(1, 1);
+  void* pinned = nullptr;
+  REQUIRE(cudaMallocHost(&pinned, 64) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);  // this thread's cudaDeviceSynchronize: cuda:0's
+  struct Wait {
+    const char* call;
+    std::function<cudaError_t()> make;
+  };
+  const std::vector<Wait> waits = {
+      {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
+      {"cudaFree", [&] { return cudaFree(here); }},
+      {"cudaFreeHost", [&] { return cudaFreeHost(pinned); }},
+  };
+  for (const Wait& w : waits) {
+    CAPTURE(w.call);
+    // Another thread, in its own (global) mode, during a thread-local capture.
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    cudaError_t from_thread = cudaSuccess;
+    std::string why;
+    std::thread([&] {  // no doctest assertion off the main thread: results come back
+      from_thread = w.make();
+      why = last_error_text();
+      (void)cudaGetLastError();
+    }).join();
+    CHECK(from_thread == cudaErrorStreamCaptureUnsupported);
+    CHECK(why.find(w.call) != std::string::npos);
+    CHECK(why.find("while emulated cuda:0 non-blocking stream") != std::string::npos);
+    expect_invalidated_end(s);
+    // The capturing thread itself, its mode relaxed.
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    CHECK(w.make() == cudaErrorStreamCaptureUnsupported);
+    (void)cudaGetLastError();
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    expect_invalidated_end(s);
+  }
+  // Another GPU's waits, from another thread: the capture on cuda:0 holds.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  cudaError_t synchronized = cudaErrorInvalidValue, freed = cudaErrorInvalidValue;
+  std::thread([&] {
+    if (cudaSetDevice(1) != cudaSuccess) return;
+    synchronized = cudaDeviceSynchronize();
+    freed = cudaFree(elsewhere);
+  }).join();
+  CHECK(synchronized == cudaSuccess);
+  CHECK(freed == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  // Refused, nothing was freed: after the captures, each goes.
+  CHECK(cudaFree(here) == cudaSuccess);
+  CHECK(cudaFreeHost(pinned) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
 }
