@@ -138,7 +138,8 @@ class Allocator {
 
   MemoryStats stats() const;
   void reset_peak();
-  // Returns every cached block to the system (waiting for their pending events first).
+  // Returns every cached block to the system (waiting for their pending events first, and
+  // for the captures under way on the GPU, except on a thread that captures: capture_scopes.h).
   void empty_cache();
   // The frees that found a stream of their block capturing a CUDA graph, made now (by
   // CudaGraph::capture, once its capture has ended). A free records events on the streams that
@@ -179,8 +180,9 @@ class Allocator {
   void* take_or_obtain_locked(uint64_t size, const Stream& stream, Event* owner_before);
   void free_ready_locked();    // returns ready cached blocks to the system
   // Returns every cached block whose events have run by `deadline` (none: however long it
-  // takes) to the system; the others stay cached. Where the first still pending waits ("cpu:0
-  // stream#3, position 9; that stream is at 4"), empty when none is.
+  // takes) to the system, once no capture is under way on its GPU (capture_scopes.h); the
+  // others stay cached. Where the first still pending waits ("cpu:0 stream#3, position 9; that
+  // stream is at 4", or the capture that held a block back), empty when none is.
   std::string empty_cache_until(std::optional<std::chrono::steady_clock::time_point> deadline);
   // When a request does not fit (allocator_out_of_memory.cpp). With `lock` (of mutex_) held
   // and waiting_could_help_locked: waits for the cached blocks' queued work, empties the cache
